@@ -1,0 +1,244 @@
+"""What a running tool can reach: `ToolContext`, cancellation, progress, the session's constraints."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+__all__ = ["CancellationToken", "Constraints", "ProgressUpdate", "ToolCancelled", "ToolContext"]
+
+T = TypeVar("T")
+_MISSING: Any = object()
+
+
+class ToolCancelled(Exception):
+    """Raised inside a tool (by `ctx.raise_if_cancelled()`, or injected into a blocking thread) when its call
+    was cancelled or timed out."""
+
+
+class CancellationToken:
+    """A thread-safe flag that says a call (or a whole run) should stop.
+
+    Async tools are also cancelled the asyncio way; sync tools running on a thread should look at
+    `ctx.cancelled` in their loops (the runtime also interrupts pure-Python code in them).
+    """
+
+    __slots__ = ("_event", "_callbacks", "reason", "_parent")
+
+    def __init__(self, parent: CancellationToken | None = None) -> None:
+        self._event = threading.Event()
+        self._callbacks: list[Callable[[], None]] = []
+        self.reason = ""
+        self._parent = parent
+
+    @property
+    def reason_text(self) -> str:
+        if self._event.is_set():
+            return self.reason
+        return self._parent.reason_text if self._parent is not None else ""
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        if self._event.is_set():
+            return
+        self.reason = reason
+        self._event.set()
+        callbacks, self._callbacks = self._callbacks, []
+        for cb in callbacks:
+            try:
+                cb()
+            except Exception:  # pragma: no cover - callbacks are best effort
+                pass
+
+    @property
+    def cancelled(self) -> bool:
+        if self._event.is_set():
+            return True
+        parent = self._parent
+        return parent is not None and parent.cancelled
+
+    def on_cancel(self, callback: Callable[[], None]) -> None:
+        """Call `callback` (from any thread) when the token is cancelled; at once if it already is."""
+        if self._event.is_set():
+            callback()
+        else:
+            self._callbacks.append(callback)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block (in a sync tool's thread) until cancelled or `timeout` seconds passed; return `cancelled`."""
+        if self._parent is None:
+            return self._event.wait(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.cancelled:
+            left = 0.05 if deadline is None else min(0.05, deadline - time.monotonic())
+            if left <= 0:
+                break
+            self._event.wait(left)
+        return self.cancelled
+
+    def __bool__(self) -> bool:
+        return self.cancelled
+
+    def __repr__(self) -> str:
+        return f"CancellationToken(cancelled={self.cancelled})"
+
+
+@dataclass(slots=True, frozen=True)
+class Constraints:
+    """The session's execution constraints, visible to every call."""
+
+    mode: str = "default"
+    """The permission mode: default, acceptEdits, plan, dontAsk, bypassPermissions."""
+    capability_mode: str = "all"
+    """Which tools the plan keeps: read-only, read-write, execute, all."""
+    allowed_tools: tuple[str, ...] | None = None
+    """Name patterns of the tools the session may use (None: every tool)."""
+    workspace: Path | None = None
+    """The directory file tools are confined to."""
+
+
+@dataclass(slots=True)
+class ProgressUpdate:
+    """One progress report of a running tool: reaches listeners (the UI), never the history."""
+
+    message: str | None = None
+    """A short human status ("downloaded 3 of 10 files")."""
+    fraction: float | None = None
+    """0.0 to 1.0 when the tool knows how far along it is."""
+    output: str | None = None
+    """A chunk of live output (stdout of a command, say) to append to the call's output tail."""
+    data: dict[str, Any] = field(default_factory=dict)
+    """Anything else the tool wants a UI to see."""
+    time: float = 0.0
+    """`time.monotonic()` when it was reported."""
+
+
+class ToolContext:
+    """Handed to a tool that asks for it (a parameter annotated `ToolContext`).
+
+    Gives the call id, the working directory, cancellation, `progress(...)`, the session's constraints
+    and typed extensions fetched by type: `ctx.get(SomeType)`.
+    """
+
+    __slots__ = (
+        "call_id",
+        "tool_name",
+        "cwd",
+        "cancellation",
+        "constraints",
+        "run",
+        "_extensions",
+        "_on_progress",
+        "_loop",
+        "_pending",
+        "_drain_scheduled",
+        "_lock",
+    )
+
+    def __init__(
+        self,
+        call_id: str,
+        tool_name: str = "",
+        *,
+        cwd: Path | str | None = None,
+        cancellation: CancellationToken | None = None,
+        constraints: Constraints | None = None,
+        extensions: dict[type, Any] | None = None,
+        on_progress: Callable[[ProgressUpdate], None] | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+        run: Any = None,
+    ) -> None:
+        self.call_id = call_id
+        self.tool_name = tool_name
+        self.cwd = Path(cwd) if cwd is not None else Path.cwd()
+        self.cancellation = cancellation or CancellationToken()
+        self.constraints = constraints or Constraints()
+        self.run = run
+        self._extensions = extensions or {}
+        self._on_progress = on_progress
+        self._loop = loop
+        self._pending: deque[ProgressUpdate] = deque()
+        self._drain_scheduled = False
+        self._lock = threading.Lock()
+
+    # -- typed extensions ---------------------------------------------------------------------------
+    def get(self, type_: type[T], default: Any = _MISSING) -> T:
+        """The extension registered for `type_` (or an instance of a subclass of it).
+
+        Raises `LookupError` naming what is registered when there is none and no default is given.
+        """
+        ext = self._extensions
+        if type_ in ext:
+            return ext[type_]
+        for value in ext.values():
+            if isinstance(value, type_):
+                return value
+        if default is not _MISSING:
+            return default
+        have = ", ".join(sorted(t.__name__ for t in ext)) or "none"
+        raise LookupError(f"no {type_.__name__} extension in this tool context (registered: {have})")
+
+    # -- cancellation -------------------------------------------------------------------------------
+    @property
+    def cancelled(self) -> bool:
+        """True once the call was cancelled or timed out: a long-running sync tool should stop."""
+        return self.cancellation.cancelled
+
+    def raise_if_cancelled(self) -> None:
+        if self.cancellation.cancelled:
+            raise ToolCancelled(self.cancellation.reason_text or "cancelled")
+
+    # -- progress -----------------------------------------------------------------------------------
+    def progress(
+        self,
+        message: str | None = None,
+        *,
+        fraction: float | None = None,
+        output: str | None = None,
+        **data: Any,
+    ) -> None:
+        """Report progress. Safe from any thread; reaches listeners (the live view), never the history."""
+        if fraction is not None:
+            fraction = 0.0 if fraction < 0 else 1.0 if fraction > 1 else float(fraction)
+        update = ProgressUpdate(message, fraction, output, data, time.monotonic())
+        sink = self._on_progress
+        if sink is None:
+            return
+        loop = self._loop
+        if loop is None or _on_loop_thread(loop):
+            sink(update)
+            return
+        # From a worker thread: queue, and schedule one drain on the loop for however many arrive meanwhile.
+        with self._lock:
+            self._pending.append(update)
+            if self._drain_scheduled:
+                return
+            self._drain_scheduled = True
+        try:
+            loop.call_soon_threadsafe(self._drain)
+        except RuntimeError:  # loop closed: the run is over
+            pass
+
+    def _drain(self) -> None:
+        with self._lock:
+            items = list(self._pending)
+            self._pending.clear()
+            self._drain_scheduled = False
+        sink = self._on_progress
+        if sink is not None:
+            for item in items:
+                sink(item)
+
+    def __repr__(self) -> str:
+        return f"ToolContext(call_id={self.call_id!r}, tool={self.tool_name!r}, cwd={str(self.cwd)!r})"
+
+
+def _on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False

@@ -1,0 +1,151 @@
+"""What a model stream and a run emit, for UIs and logs.
+
+A model's `stream()` yields `TextDelta`, `ReasoningDelta` and `ToolCallDelta` events, then the finished
+`AssistantMessage`. A run re-emits those and adds its own: turns, tool calls starting, progressing,
+waiting for approval and finishing, and the run finishing. Subscribe with `run.subscribe(fn)` or
+`agent.start(..., on_event=fn)`; every event has a `kind`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Union
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .context import ProgressUpdate
+    from .messages import AssistantMessage
+    from .permissions import ApprovalRequest, Decision
+    from .run import AgentRun, CallRecord
+
+__all__ = [
+    "ApprovalDecided",
+    "ApprovalRequested",
+    "Event",
+    "ModelResponse",
+    "ReasoningDelta",
+    "RunFinished",
+    "RunStarted",
+    "StreamEvent",
+    "TextDelta",
+    "ToolCallDelta",
+    "ToolCallFinished",
+    "ToolCallProgress",
+    "ToolCallStarted",
+    "TurnStarted",
+]
+
+
+# -- from the model's stream -------------------------------------------------------------------------
+@dataclass(slots=True)
+class TextDelta:
+    """A piece of the answer's visible text."""
+
+    text: str
+    kind: Literal["text_delta"] = "text_delta"
+
+
+@dataclass(slots=True)
+class ReasoningDelta:
+    """A piece of the model's reasoning (never part of the answer's text)."""
+
+    text: str
+    kind: Literal["reasoning_delta"] = "reasoning_delta"
+
+
+@dataclass(slots=True)
+class ToolCallDelta:
+    """A tool call's arguments arriving: what has been parsed so far, for a live view."""
+
+    index: int
+    """Position of the call in the response."""
+    id: str | None = None
+    """The call id, once known."""
+    name: str | None = None
+    """The tool name, once known."""
+    arguments_delta: str = ""
+    """The raw text fragment that just arrived."""
+    partial_arguments: dict[str, Any] | None = None
+    """The arguments parsed so far (strings may be cut short), when they parse at all."""
+    kind: Literal["tool_call_delta"] = "tool_call_delta"
+
+
+StreamEvent = Union[TextDelta, ReasoningDelta, ToolCallDelta]
+
+
+# -- from the run --------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class RunStarted:
+    run: AgentRun = field(repr=False)
+    kind: Literal["run_started"] = "run_started"
+
+
+@dataclass(slots=True)
+class TurnStarted:
+    turn: int
+    """1 for the first model request of the run."""
+    tools: tuple[str, ...] = ()
+    """The names of the tools the model is offered this turn."""
+    kind: Literal["turn_started"] = "turn_started"
+
+
+@dataclass(slots=True)
+class ModelResponse:
+    """The model finished a response (its text and tool calls are known)."""
+
+    turn: int
+    message: AssistantMessage = field(repr=False)
+    kind: Literal["model_response"] = "model_response"
+
+
+@dataclass(slots=True)
+class ToolCallStarted:
+    """A tool call entered the lifecycle (before lookup, validation and permission)."""
+
+    call: CallRecord
+    kind: Literal["tool_call_started"] = "tool_call_started"
+
+
+@dataclass(slots=True)
+class ToolCallProgress:
+    """A running tool reported progress: for the UI, never the history."""
+
+    call: CallRecord = field(repr=False)
+    update: ProgressUpdate = field(default=None)  # type: ignore[assignment]
+    kind: Literal["tool_call_progress"] = "tool_call_progress"
+
+
+@dataclass(slots=True)
+class ApprovalRequested:
+    """A call needs a person's consent; the approver has been asked."""
+
+    call: CallRecord = field(repr=False)
+    request: ApprovalRequest = field(default=None)  # type: ignore[assignment]
+    kind: Literal["approval_requested"] = "approval_requested"
+
+
+@dataclass(slots=True)
+class ApprovalDecided:
+    call: CallRecord = field(repr=False)
+    decision: Decision = field(default=None)  # type: ignore[assignment]
+    kind: Literal["approval_decided"] = "approval_decided"
+
+
+@dataclass(slots=True)
+class ToolCallFinished:
+    """A call has its final result and status."""
+
+    call: CallRecord
+    kind: Literal["tool_call_finished"] = "tool_call_finished"
+
+
+@dataclass(slots=True)
+class RunFinished:
+    run: AgentRun = field(repr=False)
+    status: str = ""
+    kind: Literal["run_finished"] = "run_finished"
+
+
+Event = Union[
+    TextDelta, ReasoningDelta, ToolCallDelta, RunStarted, TurnStarted, ModelResponse, ToolCallStarted,
+    ToolCallProgress, ApprovalRequested, ApprovalDecided, ToolCallFinished, RunFinished,
+]

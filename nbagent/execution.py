@@ -1,0 +1,440 @@
+"""One batch of tool calls, each through the whole lifecycle.
+
+For every call of a model response, in this order (SYSTEM.md section 4):
+
+    lookup -> prepare_arguments -> parse + repair + validate -> before_tool_call hooks
+    -> permission pipeline (rules, grants, read-only, mode, approver) -> execute (timeout, cancellation,
+    progress) -> after_tool_call hooks -> normalise (images checked, long text cut)
+    -> tool_result_persist hooks -> the record gets its result and status
+
+Calls of a batch run concurrently, unless any of them is `sequential`: then the whole batch runs in
+order. Sync tools run on a thread pool big enough for many blocking calls at once. Failures inform and
+never stop: whatever goes wrong becomes an error result the model can react to. Cancellation gives every
+unfinished call a "cancelled" result, so the transcript stays valid.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import json
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .arguments import parse_arguments
+from .context import CancellationToken, ProgressUpdate, ToolCancelled, ToolContext
+from .events import ApprovalDecided, ApprovalRequested, ToolCallFinished, ToolCallProgress, ToolCallStarted
+from .hooks import Block, StopAfterBatch, call_hook, hook_name
+from .messages import ImageBlock, TextBlock, ToolResult, ToolResultMessage
+from .permissions import ApprovalRequest, Decision, fingerprint
+from .records import CallRecord
+from .results import check_image, error_result, to_tool_result, truncate_for_model
+from .tools import ArgumentsError, Tool
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .plan import ToolPlan
+    from .run import AgentRun
+
+__all__ = ["BatchOutcome", "THREAD_POOL_SIZE", "execute_batch"]
+
+log = logging.getLogger("nbagent.execution")
+
+THREAD_POOL_SIZE = 64
+"""Worker threads for sync tools: enough that many blocking calls of one batch run at once."""
+THREAD_STOP_GRACE = 1.0
+"""Seconds to wait for a sync tool's thread to stop after it was cancelled or timed out."""
+
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def tool_executor() -> ThreadPoolExecutor:
+    global _executor
+    if _executor is None:
+        with _executor_lock:
+            if _executor is None:
+                _executor = ThreadPoolExecutor(max_workers=THREAD_POOL_SIZE, thread_name_prefix="nbagent-tool")
+    return _executor
+
+
+class ToolTimeout(Exception):
+    pass
+
+
+@dataclass(slots=True)
+class BatchOutcome:
+    stop_requested: str | None = None
+    """The reason an `after_tool_call` hook gave for stopping after this batch."""
+    all_terminate: bool = False
+    """Every result of the batch asked to terminate."""
+
+
+# --------------------------------------------------------------------------------------------------
+# The batch
+# --------------------------------------------------------------------------------------------------
+async def execute_batch(run: AgentRun, plan: ToolPlan, records: list[CallRecord]) -> BatchOutcome:
+    """Run every call of one model response; each record ends with a result and a final status."""
+    outcome = BatchOutcome()
+    for rec in records:
+        rec.tool = plan.resolve(rec.name)
+    try:
+        if len(records) == 1:
+            await _run_call(run, plan, records[0], outcome)
+        elif any(r.tool is not None and r.tool.execution_mode == "sequential" for r in records):
+            for rec in records:
+                await _run_call(run, plan, rec, outcome)
+        else:
+            tasks = [asyncio.ensure_future(_run_call(run, plan, rec, outcome)) for rec in records]
+            try:
+                await asyncio.gather(*tasks)
+            except asyncio.CancelledError:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                raise
+    finally:
+        # Whatever happened (cancellation included), every call ends with exactly one result.
+        for rec in records:
+            if not rec.done:
+                _finish(run, rec, "cancelled", _cancelled_result(run))
+    results = [rec.result for rec in records]
+    outcome.all_terminate = bool(results) and all(r is not None and r.terminate for r in results)
+    return outcome
+
+
+def _cancelled_result(run: AgentRun) -> ToolResult:
+    reason = run.cancellation.reason or "the run was cancelled"
+    return error_result(f"Tool call cancelled before it finished ({reason}).")
+
+
+# --------------------------------------------------------------------------------------------------
+# One call
+# --------------------------------------------------------------------------------------------------
+async def _run_call(run: AgentRun, plan: ToolPlan, rec: CallRecord, outcome: BatchOutcome) -> None:
+    try:
+        await _lifecycle(run, plan, rec, outcome)
+    except asyncio.CancelledError:
+        if not rec.done:
+            _finish(run, rec, "cancelled", _cancelled_result(run))
+        raise
+    except Exception as exc:  # a bug in nbagent itself: still an answer, never a crash
+        log.exception("internal error while running tool call %s", rec.id)
+        rec.errors.append(exc)
+        if not rec.done:
+            _finish(run, rec, "error", error_result(f"Internal error while running {rec.name}: {type(exc).__name__}: {exc}"))
+
+
+async def _lifecycle(run: AgentRun, plan: ToolPlan, rec: CallRecord, outcome: BatchOutcome) -> None:
+    run._emit(ToolCallStarted(rec))
+    tool = rec.tool
+    call = rec.call
+
+    # 1. lookup
+    if tool is None:
+        available = ", ".join(plan.available()) or "none"
+        _finish(run, rec, "not_found", error_result(f"Tool {rec.name!r} does not exist. Available tools: {available}."))
+        return
+    rec.activity = tool.activity(None)
+    if call.incomplete:
+        _finish(run, rec, "invalid_arguments", error_result(
+            f"The call to {rec.name} was cut off before its arguments were complete (the response hit its token "
+            "limit), so it was not executed. Call it again with complete arguments; split large content into "
+            "smaller calls if needed."
+        ))
+        return
+
+    # 2. prepare, parse (repair ladder), validate
+    try:
+        raw = call.arguments if call.arguments is not None else call.raw_arguments
+        value, rec.repairs = parse_arguments(raw)
+        if tool.prepare_arguments is not None:
+            try:
+                value = tool.prepare_arguments(value)
+            except Exception as exc:
+                rec.errors.append(exc)
+                raise ArgumentsError(f"prepare_arguments failed: {type(exc).__name__}: {exc}") from None
+        args = tool.validate(value)
+    except ArgumentsError as exc:
+        _finish(run, rec, "invalid_arguments", _invalid_arguments_result(tool, str(exc)))
+        return
+    rec.arguments = args
+    rec.activity = tool.activity(args)
+
+    ctx = ToolContext(
+        rec.id,
+        tool.name,
+        cwd=run.cwd,
+        constraints=run.constraints,
+        extensions=run.extensions,
+        on_progress=lambda update: _on_progress(run, rec, update),
+        cancellation=CancellationToken(parent=run.cancellation),
+        loop=run.loop,
+        run=run,
+    )
+
+    # 3. before_tool_call hooks
+    for hook in run.hooks.before_tool_call:
+        try:
+            out = await call_hook(hook, rec, ctx)
+        except Exception as exc:
+            _hook_failed(rec, "before_tool_call", hook, exc)
+            continue
+        if isinstance(out, Block):
+            rec.decision = Decision(False, source="hook", reason=out.reason)
+            _finish(run, rec, "blocked", error_result(f"Blocked: {out.reason}. The call was not executed."))
+            return
+        if isinstance(out, dict) and out:
+            try:
+                args = tool.validate({**args, **out})
+            except ArgumentsError as exc:
+                _finish(run, rec, "invalid_arguments", _invalid_arguments_result(
+                    tool, f"after a before_tool_call hook changed them:\n{exc}"))
+                return
+            rec.arguments = args
+            rec.activity = tool.activity(args)
+        elif out is not None and not isinstance(out, dict):
+            rec.hook_errors.append(f"before_tool_call {hook_name(hook)} returned {type(out).__name__}; ignored")
+
+    # 4. permission
+    decision, why = run.policy.evaluate(tool, args)
+    if decision is None:
+        decision = await _ask(run, rec, tool, args, why)
+    rec.decision = decision
+    if not decision.allow:
+        _finish(run, rec, "denied", error_result(f"Permission denied: {decision.reason}. The call was not executed."))
+        return
+
+    # 5. execute
+    rec.status = "running"
+    run._refresh_status()
+    status = "ok"
+    try:
+        value = await _execute(tool, args, ctx)
+        try:
+            result = to_tool_result(value)
+        except Exception as exc:
+            rec.errors.append(exc)
+            result = error_result(
+                f"{tool.name} returned a {type(value).__name__} that cannot be shown as text "
+                f"({type(exc).__name__}: {exc})", details=value)
+    except ToolTimeout:
+        status = "timeout"
+        result = error_result(f"Tool call timed out after {tool.timeout:g} s and was stopped.")
+    except ToolCancelled as exc:
+        if run.cancellation.cancelled:
+            raise asyncio.CancelledError() from exc
+        rec.errors.append(exc)
+        result = error_result(f"{tool.name} stopped: {exc or 'cancelled'}")
+    except Exception as exc:
+        rec.errors.append(exc)
+        result = error_result(_describe_exception(exc), details=exc)
+    if result.is_error and status == "ok":
+        status = "error"
+
+    # 6. after_tool_call hooks
+    for hook in run.hooks.after_tool_call:
+        try:
+            out = await call_hook(hook, rec, result)
+        except Exception as exc:
+            _hook_failed(rec, "after_tool_call", hook, exc)
+            continue
+        if isinstance(out, StopAfterBatch):
+            outcome.stop_requested = out.reason
+        elif isinstance(out, ToolResult):
+            result = out
+            status = "error" if result.is_error else ("ok" if status in ("ok", "error") else status)
+        elif out is not None:
+            rec.hook_errors.append(f"after_tool_call {hook_name(hook)} returned {type(out).__name__}; ignored")
+
+    rec.completed_activity = tool.completed_activity(args, result.details if result.details is not None else result)
+
+    # 7. normalise for the model, then tool_result_persist hooks
+    result = _normalise(result, run.max_result_chars)
+    for hook in run.hooks.tool_result_persist:
+        try:
+            out = await call_hook(hook, rec, result)
+        except Exception as exc:
+            _hook_failed(rec, "tool_result_persist", hook, exc)
+            continue
+        if isinstance(out, ToolResult):
+            result = out
+        elif out is not None:
+            rec.hook_errors.append(f"tool_result_persist {hook_name(hook)} returned {type(out).__name__}; ignored")
+    _finish(run, rec, status, result)
+
+
+def _invalid_arguments_result(tool: Tool, problem: str) -> ToolResult:
+    schema = json.dumps(tool.parameters, ensure_ascii=False)
+    if len(schema) > 2000:
+        schema = schema[:2000] + "..."
+    return error_result(f"Invalid arguments for {tool.name}:\n{problem}\nThe parameters schema is: {schema}")
+
+
+def _describe_exception(exc: BaseException) -> str:
+    text = str(exc)
+    name = type(exc).__name__
+    return f"Error: {name}: {text}" if text else f"Error: {name}"
+
+
+def _hook_failed(rec: CallRecord, point: str, hook: Any, exc: Exception) -> None:
+    message = f"{point} hook {hook_name(hook)} raised {type(exc).__name__}: {exc}"
+    log.warning("%s (ignored)", message)
+    rec.hook_errors.append(message)
+
+
+def _normalise(result: ToolResult, max_chars: int | None) -> ToolResult:
+    if any(isinstance(b, ImageBlock) for b in result.content):
+        blocks = []
+        for block in result.content:
+            if isinstance(block, ImageBlock):
+                try:
+                    block = check_image(block)
+                except Exception as exc:
+                    block = TextBlock(f"[an image was removed: {exc}]")
+            blocks.append(block)
+        result = ToolResult(blocks, details=result.details, is_error=result.is_error, terminate=result.terminate)
+    return truncate_for_model(result, max_chars)
+
+
+def _finish(run: AgentRun, rec: CallRecord, status: str, result: ToolResult) -> None:
+    rec.result = result
+    rec.status = status
+    rec.finished_at = time.monotonic()
+    rec.message = ToolResultMessage(rec.id, rec.name, result.content, result.is_error, result)
+    run._refresh_status()
+    run._emit(ToolCallFinished(rec))
+
+
+def _on_progress(run: AgentRun, rec: CallRecord, update: ProgressUpdate) -> None:
+    if rec.done:
+        return
+    rec.progress.append(update)
+    rec.progress_count += 1
+    if update.fraction is not None:
+        rec.fraction = update.fraction
+    if update.output:
+        rec.output.append(update.output)
+    run._emit(ToolCallProgress(rec, update))
+
+
+# --------------------------------------------------------------------------------------------------
+# Approval
+# --------------------------------------------------------------------------------------------------
+async def _ask(run: AgentRun, rec: CallRecord, tool: Tool, args: dict[str, Any], why: str) -> Decision:
+    scope = None
+    if tool.suggest_grant is not None:
+        try:
+            scope = tool.suggest_grant(args)
+        except Exception:
+            scope = None
+    shown = fingerprint(args)
+    request = ApprovalRequest(rec, tool, dict(args), why, scope, shown)
+    rec.status = "waiting_for_approval"
+    run._waiting += 1
+    run._refresh_status()
+    run._emit(ApprovalRequested(rec, request))
+    try:
+        decision = await run.policy.ask(request)
+    finally:
+        run._waiting -= 1
+        rec.status = "pending"
+        run._refresh_status()
+    if decision.allow and fingerprint(args) != shown:
+        decision = Decision(False, source="user", reason="the arguments changed after they were approved, so the approval is void")
+    if decision.allow and decision.remember:
+        run.policy.remember(tool, decision, request)
+    run._emit(ApprovalDecided(rec, decision))
+    return decision
+
+
+# --------------------------------------------------------------------------------------------------
+# Execution: async on the loop, sync on the thread pool
+# --------------------------------------------------------------------------------------------------
+async def _execute(tool: Tool, args: Any, ctx: ToolContext) -> Any:
+    timeout = tool.timeout
+    if tool.is_async:
+        if timeout is None:
+            return await tool.invoke(args, ctx)
+        try:
+            async with asyncio.timeout(timeout) as cm:
+                return await tool.invoke(args, ctx)
+        except TimeoutError:
+            if cm.expired():
+                ctx.cancellation.cancel("timeout")
+                raise ToolTimeout() from None
+            raise
+    value = await _run_in_thread(tool, args, ctx, timeout)
+    if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
+        return await value  # a sync callable that returned an awaitable
+    return value
+
+
+class _ThreadCall:
+    """Runs one sync call on a pool thread, and can interrupt it (where Python allows) when cancelled."""
+
+    __slots__ = ("lock", "thread_id", "active")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.thread_id: int | None = None
+        self.active = False
+
+    def run(self, tool: Tool, args: Any, ctx: ToolContext) -> Any:
+        with self.lock:
+            self.thread_id = threading.get_ident()
+            self.active = True
+        try:
+            return tool.invoke(args, ctx)
+        finally:
+            with self.lock:
+                self.active = False
+
+    def interrupt(self) -> bool:
+        """Raise `ToolCancelled` inside the thread at its next Python instruction."""
+        with self.lock:
+            if not self.active or self.thread_id is None:
+                return False
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread_id), ctypes.py_object(ToolCancelled))
+            return True
+
+
+async def _run_in_thread(tool: Tool, args: Any, ctx: ToolContext, timeout: float | None) -> Any:
+    loop = asyncio.get_running_loop()
+    state = _ThreadCall()
+    future = loop.run_in_executor(tool_executor(), state.run, tool, args, ctx)
+    try:
+        done, _ = await asyncio.wait((future,), timeout=timeout)
+    except asyncio.CancelledError:
+        ctx.cancellation.cancel("cancelled")
+        await _stop_thread(state, future)
+        raise
+    if not done:
+        ctx.cancellation.cancel("timeout")
+        await _stop_thread(state, future)
+        raise ToolTimeout()
+    return future.result()
+
+
+async def _stop_thread(state: _ThreadCall, future: asyncio.Future) -> None:
+    if future.done():
+        _consume(future)
+        return
+    # Give a cooperative tool a moment to notice ctx.cancelled, then interrupt it.
+    await asyncio.wait((future,), timeout=0.05)
+    if not future.done():
+        state.interrupt()
+        await asyncio.wait((future,), timeout=THREAD_STOP_GRACE)
+    if future.done():
+        _consume(future)
+    else:
+        log.warning("a sync tool's thread did not stop (it is blocked outside Python); it will finish in the background")
+        future.add_done_callback(_consume)
+
+
+def _consume(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()

@@ -1,0 +1,288 @@
+"""The conversation as data: content blocks, messages, tool calls and tool results.
+
+Every provider adapter converts to and from these classes; nothing here knows about any wire format.
+The transcript of a run is a list of `UserMessage`, `AssistantMessage` and `ToolResultMessage`,
+in which every tool call of an assistant message is answered by exactly one `ToolResultMessage`
+after it (see `nbagent.transcript.check_transcript`).
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import os
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+__all__ = [
+    "AssistantMessage",
+    "Block",
+    "ImageBlock",
+    "Message",
+    "Reasoning",
+    "TextBlock",
+    "ToolCall",
+    "ToolResult",
+    "ToolResultMessage",
+    "Usage",
+    "UserMessage",
+    "new_call_id",
+]
+
+_ids = itertools.count(1)
+_id_prefix = os.urandom(4).hex()
+
+
+def new_call_id() -> str:
+    """A tool-call id that is unique within this process (for providers that send none)."""
+    return f"call_{_id_prefix}{next(_ids):06d}"
+
+
+@dataclass(slots=True)
+class TextBlock:
+    """Text the model reads."""
+
+    text: str
+    """The text itself."""
+    kind: Literal["text"] = "text"
+
+
+@dataclass(slots=True)
+class ImageBlock:
+    """An image the model sees (PNG, JPEG, GIF or WebP)."""
+
+    data: bytes
+    """The encoded image bytes (not base64)."""
+    mime_type: str = "image/png"
+    """The media type of `data`."""
+    kind: Literal["image"] = "image"
+
+    @property
+    def base64(self) -> str:
+        """`data` as base64 text, as most wire formats want it."""
+        return base64.b64encode(self.data).decode("ascii")
+
+    def __repr__(self) -> str:
+        return f"ImageBlock(mime_type={self.mime_type!r}, {len(self.data):,} bytes)"
+
+    def _repr_png_(self) -> bytes | None:
+        return self.data if self.mime_type == "image/png" else None
+
+    def _repr_jpeg_(self) -> bytes | None:
+        return self.data if self.mime_type == "image/jpeg" else None
+
+
+Block = Union[TextBlock, ImageBlock]
+"""A content block: what a user message or a tool result is made of."""
+
+
+def as_blocks(content: str | Block | list[Block] | tuple | None) -> list[Block]:
+    """Accept a plain string (one `TextBlock`), one block, or a list of blocks and strings."""
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [TextBlock(content)]
+    if isinstance(content, (TextBlock, ImageBlock)):
+        return [content]
+    blocks: list[Block] = []
+    for item in content:
+        if isinstance(item, str):
+            blocks.append(TextBlock(item))
+        elif isinstance(item, (TextBlock, ImageBlock)):
+            blocks.append(item)
+        else:
+            raise TypeError(f"content blocks must be str, TextBlock or ImageBlock, not {type(item).__name__}")
+    return blocks
+
+
+def blocks_text(blocks: list[Block]) -> str:
+    """The text of a list of blocks, images shown as a placeholder."""
+    if len(blocks) == 1 and isinstance(blocks[0], TextBlock):
+        return blocks[0].text
+    return "\n".join(b.text if isinstance(b, TextBlock) else f"[image {b.mime_type}]" for b in blocks)
+
+
+@dataclass(slots=True)
+class Usage:
+    """Token counts reported by a provider (0 where it reports none)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def __add__(self, other: Usage | None) -> Usage:
+        if other is None:
+            return self
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(slots=True)
+class Reasoning:
+    """Reasoning ("thinking") the model produced. Never shown to the model as text of ours; providers that
+    require it back get it back in their own format (signatures, encrypted items)."""
+
+    text: str = ""
+    """The readable part, where the provider gives one."""
+    signature: str | None = None
+    """Anthropic thinking signature, Gemini thought signature."""
+    encrypted: str | None = None
+    """Opaque data: OpenAI Responses `encrypted_content`, Anthropic `redacted_thinking` data."""
+    id: str | None = None
+    """Provider item id (OpenAI Responses reasoning items)."""
+    provider: str | None = None
+    """Which provider produced it: reasoning is only sent back to that provider."""
+    kind: Literal["reasoning"] = "reasoning"
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """One tool call the model asked for.
+
+    `ToolCall(name="add", arguments={"a": 1})`, or `ToolCall(name="add", raw_arguments='{"a": 1')` to hand
+    the runtime exactly what a model might send, malformed or not.
+    """
+
+    name: str
+    """The tool name, as the runtime knows it (provider name projections are undone already)."""
+    arguments: dict[str, Any] | None = None
+    """Parsed arguments (None while only `raw_arguments` is known)."""
+    id: str = ""
+    """The provider's call id; a unique one is generated when empty."""
+    raw_arguments: str | None = None
+    """The arguments exactly as the model sent them, when they came as text."""
+    incomplete: bool = False
+    """True when the call was cut off (the response hit `max_tokens`): it is never executed."""
+    provider_data: dict[str, Any] = field(default_factory=dict)
+    """Opaque per-provider data that must travel back with the call (e.g. Gemini `thoughtSignature`)."""
+    kind: Literal["tool_call"] = "tool_call"
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            self.id = new_call_id()
+        if self.arguments is None and self.raw_arguments is None:
+            self.arguments = {}
+
+
+@dataclass(slots=True)
+class UserMessage:
+    """What the person (or the runtime, for a repair instruction) says."""
+
+    content: str | list[Block]
+    """A string, or text and image blocks."""
+    kind: Literal["user"] = "user"
+
+    @property
+    def blocks(self) -> list[Block]:
+        return as_blocks(self.content)
+
+    @property
+    def text(self) -> str:
+        return self.content if isinstance(self.content, str) else blocks_text(self.content)
+
+
+@dataclass(slots=True)
+class AssistantMessage:
+    """One response of the model, normalised across providers."""
+
+    text: str = ""
+    """The visible text of the answer (reasoning is never mixed in)."""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    """The tool calls it asked for, in order."""
+    reasoning: list[Reasoning] = field(default_factory=list)
+    """Reasoning blocks, kept so they can be sent back where the provider requires it."""
+    usage: Usage | None = None
+    """Tokens used by this response, where the provider reports them."""
+    stop_reason: str | None = None
+    """Normalised: `end_turn`, `tool_use`, `max_tokens`, `content_filter`, `error`, or the provider's own."""
+    model: str | None = None
+    """The model that produced it."""
+    provider: str | None = None
+    """The provider that produced it (`anthropic`, `openai`, ...)."""
+    provider_data: dict[str, Any] = field(default_factory=dict)
+    """Opaque per-provider data (e.g. a response id)."""
+    kind: Literal["assistant"] = "assistant"
+
+
+@dataclass(slots=True)
+class ToolResult:
+    """What a tool call produced.
+
+    `content` is what the model sees (a plain string stands for one `TextBlock`); `details` is any Python
+    object, never sent, kept for the user (the DataFrame stays a DataFrame); `is_error` tells the model the
+    call failed; `terminate` asks the loop to stop when every result of the batch asks for it.
+    """
+
+    content: list[Block] = field(default_factory=list)
+    """Text and image blocks: what the model sees."""
+    details: Any = None
+    """Any Python object: never sent to the model."""
+    is_error: bool = False
+    """True when the call failed: the model is told so."""
+    terminate: bool = False
+    """True to end the run after this batch (when every result of the batch says so)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.content, list) or any(not isinstance(b, (TextBlock, ImageBlock)) for b in self.content):
+            self.content = as_blocks(self.content)
+
+    @property
+    def text(self) -> str:
+        """The text the model sees, images as placeholders."""
+        return blocks_text(self.content)
+
+    @property
+    def images(self) -> list[ImageBlock]:
+        return [b for b in self.content if isinstance(b, ImageBlock)]
+
+    def __repr__(self) -> str:
+        text = self.text
+        if len(text) > 120:
+            text = text[:117] + "..."
+        parts = [f"ToolResult({text!r}"]
+        if self.is_error:
+            parts.append("is_error=True")
+        if self.terminate:
+            parts.append("terminate=True")
+        if self.details is not None:
+            parts.append(f"details=<{type(self.details).__name__}>")
+        return ", ".join(parts) + ")"
+
+    def _repr_html_(self) -> str:
+        from .render import tool_result_html
+
+        return tool_result_html(self)
+
+
+@dataclass(slots=True)
+class ToolResultMessage:
+    """The answer to one tool call, as the transcript keeps it and the model receives it."""
+
+    tool_call_id: str
+    """The id of the call it answers."""
+    name: str
+    """The name of the tool that was called."""
+    content: list[Block] = field(default_factory=list)
+    """What the model sees."""
+    is_error: bool = False
+    """Whether the model is told the call failed."""
+    result: ToolResult | None = field(default=None, repr=False, compare=False)
+    """The full `ToolResult` (with `details`) this message was made from; not serialised."""
+    kind: Literal["tool_result"] = "tool_result"
+
+    @property
+    def text(self) -> str:
+        return blocks_text(self.content)
+
+
+Message = Union[UserMessage, AssistantMessage, ToolResultMessage]
+"""One entry of a transcript."""

@@ -1,0 +1,147 @@
+"""The record of one tool call: everything that happened to it, for a person to inspect."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .context import ProgressUpdate
+    from .messages import ToolCall, ToolResult, ToolResultMessage
+    from .permissions import Decision
+    from .tools import Tool
+
+__all__ = ["CallRecord", "FINAL_STATUSES", "OutputTail"]
+
+FINAL_STATUSES = frozenset(
+    {"ok", "error", "denied", "blocked", "not_found", "invalid_arguments", "cancelled", "timeout"}
+)
+"""How a call can end. Before that it is `pending`, `waiting_for_approval` or `running`."""
+
+
+class OutputTail:
+    """The last `limit` characters of a tool's live output, kept cheaply however many chunks arrive."""
+
+    __slots__ = ("_chunks", "_size", "limit", "total")
+
+    def __init__(self, limit: int = 8000) -> None:
+        self._chunks: deque[str] = deque()
+        self._size = 0
+        self.limit = limit
+        self.total = 0
+
+    def append(self, chunk: str) -> None:
+        if not chunk:
+            return
+        self._chunks.append(chunk)
+        self._size += len(chunk)
+        self.total += len(chunk)
+        while self._size - len(self._chunks[0]) >= self.limit:
+            self._size -= len(self._chunks.popleft())
+
+    @property
+    def text(self) -> str:
+        text = "".join(self._chunks)
+        return text[-self.limit :] if len(text) > self.limit else text
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __len__(self) -> int:
+        return min(self._size, self.limit)
+
+
+class CallRecord:
+    """One tool call, from the model's request to its result.
+
+    `arguments` are the validated arguments (as a dict; hooks see the same), `raw_arguments` what the model
+    sent, `result` the `ToolResult`, `status` how it ended, `decision` what allowed or denied it,
+    `repairs` what the repair ladder changed in the arguments, `progress` the last progress reports,
+    `wire` the JSON the model received for the result.
+    """
+
+    __slots__ = (
+        "id", "name", "call", "turn", "index", "tool", "raw_arguments", "arguments", "partial_arguments",
+        "repairs", "result", "message", "status", "decision", "activity", "completed_activity",
+        "started_at", "finished_at", "progress", "progress_count", "fraction", "output", "errors",
+        "hook_errors", "_wire_fn", "__weakref__",
+    )
+
+    def __init__(self, call: ToolCall, turn: int = 0, index: int = 0) -> None:
+        self.id: str = call.id
+        self.name: str = call.name
+        self.call = call
+        self.turn = turn
+        self.index = index
+        self.tool: Tool | None = None
+        self.raw_arguments: Any = call.raw_arguments if call.raw_arguments is not None else call.arguments
+        self.arguments: dict[str, Any] | None = None
+        self.partial_arguments: dict[str, Any] | None = None
+        self.repairs: list[str] = []
+        self.result: ToolResult | None = None
+        self.message: ToolResultMessage | None = None
+        self.status: str = "pending"
+        self.decision: Decision | None = None
+        self.activity: str = f"Calling {call.name}"
+        self.completed_activity: str | None = None
+        self.started_at: float = time.monotonic()
+        self.finished_at: float | None = None
+        self.progress: deque[ProgressUpdate] = deque(maxlen=100)
+        self.progress_count = 0
+        self.fraction: float | None = None
+        self.output = OutputTail()
+        self.errors: list[BaseException] = []
+        self.hook_errors: list[str] = []
+        self._wire_fn: Any = None
+
+    @property
+    def done(self) -> bool:
+        return self.status in FINAL_STATUSES
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds from the call entering the lifecycle to its result (None while it runs)."""
+        if self.finished_at is None:
+            return None
+        return self.finished_at - self.started_at
+
+    @property
+    def elapsed(self) -> float:
+        end = self.finished_at if self.finished_at is not None else time.monotonic()
+        return end - self.started_at
+
+    @property
+    def label(self) -> str:
+        """The activity label a UI shows: the completed one once done."""
+        return self.completed_activity or self.activity
+
+    @property
+    def error(self) -> BaseException | None:
+        """The exception a failing tool raised, if any."""
+        return self.errors[0] if self.errors else None
+
+    @property
+    def wire(self) -> Any:
+        """The JSON the model received (or will receive) for this call's result, in the run's provider format."""
+        if self.message is None:
+            return None
+        if self._wire_fn is not None:
+            return self._wire_fn(self.message)
+        from .transcript import neutral_message
+
+        return neutral_message(self.message)
+
+    @property
+    def details(self) -> Any:
+        """Shortcut for `result.details`: the live Python object the tool produced."""
+        return None if self.result is None else self.result.details
+
+    def __repr__(self) -> str:
+        dur = f", {self.duration:.3f}s" if self.duration is not None else ""
+        return f"<CallRecord {self.name} id={self.id!r} status={self.status}{dur}>"
+
+    def _repr_html_(self) -> str:
+        from .render import call_record_html
+
+        return call_record_html(self)

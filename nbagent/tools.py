@@ -1,0 +1,590 @@
+"""Tools: `@tool`, the `Tool` object, and the schema the model sees.
+
+A tool is declared once, in Python: its signature (through pydantic) or a raw JSON Schema is the single
+source for the schema sent to the model, the validation of what comes back, and the call itself.
+
+    @tool
+    def add(a: int, b: int) -> int:
+        '''Add two integers.'''
+        return a + b
+
+The decorated function stays callable as before (`add(2, 3)`); the runtime calls it with validated
+arguments only, never with raw model output.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import inspect
+import re
+import types
+import typing
+import warnings
+from typing import Any, Callable, Literal, Union
+
+import pydantic
+from pydantic.fields import FieldInfo
+from pydantic import ConfigDict
+
+from .context import ToolContext
+
+__all__ = ["Arguments", "ArgumentsError", "Tool", "ToolDefinitionError", "tool"]
+
+ExecutionMode = Literal["parallel", "sequential"]
+CAPABILITIES = ("read", "write", "execute", "other")
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
+
+
+class ToolDefinitionError(ValueError):
+    """A tool was declared wrongly (raised when it is defined, never during a run)."""
+
+
+class ArgumentsError(ValueError):
+    """Arguments did not validate; the message is written for the model, so it can correct them."""
+
+
+class Arguments(dict):
+    """Validated arguments: a dict that also allows attribute access (`args.path`)."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"no argument {name!r} (have: {', '.join(self) or 'none'})") from None
+
+
+# --------------------------------------------------------------------------------------------------
+# Docstrings
+# --------------------------------------------------------------------------------------------------
+_SECTION_RE = re.compile(
+    r"^\s*(Args|Arguments|Parameters|Params|Keyword Args|Returns|Return|Yields|Raises|Examples?|Notes?)\s*:?\s*$"
+)
+_GOOGLE_PARAM_RE = re.compile(r"^\s*\*{0,2}([A-Za-z_][A-Za-z0-9_]*)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_SPHINX_PARAM_RE = re.compile(r"^\s*:param\s+(?:[^:]*\s)?([A-Za-z_][A-Za-z0-9_]*)\s*:\s*(.*)$")
+
+
+def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """Split a docstring into its description and per-parameter descriptions.
+
+    Understands Google style (`Args:`), NumPy style (`Parameters` underlined) and Sphinx (`:param x:`).
+    """
+    if not doc:
+        return "", {}
+    lines = inspect.cleandoc(doc).splitlines()
+    description: list[str] = []
+    params: dict[str, str] = {}
+    section: str | None = None
+    current: str | None = None
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        stripped = line.strip()
+        nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        m_section = _SECTION_RE.match(line)
+        if m_section and (stripped.endswith(":") or (nxt and set(nxt) <= {"-", "="})):
+            section = m_section.group(1).lower()
+            current = None
+            if nxt and set(nxt) <= {"-", "="}:
+                i += 1  # NumPy underline
+            i += 1
+            continue
+        m_sphinx = _SPHINX_PARAM_RE.match(line)
+        if m_sphinx:
+            current = m_sphinx.group(1)
+            params[current] = m_sphinx.group(2).strip()
+            section = "sphinx"
+        elif stripped.startswith(":") and section in (None, "sphinx"):
+            section = "sphinx-other"
+            current = None
+        elif section in ("args", "arguments", "parameters", "params", "keyword args"):
+            m_param = _GOOGLE_PARAM_RE.match(line)
+            indent = len(line) - len(line.lstrip())
+            if m_param and indent <= 4 and (current is None or indent <= _indent_of(params, current, lines)):
+                current = m_param.group(1)
+                params[current] = m_param.group(2).strip()
+            elif re.match(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(:.*)?$", line) and indent == 0:
+                # NumPy: "name : type" then an indented description
+                current = line.split(":")[0].strip()
+                params[current] = ""
+            elif current and stripped:
+                params[current] = (params[current] + " " + stripped).strip()
+        elif section is None:
+            description.append(line)
+        elif section == "sphinx" and current and stripped:
+            params[current] = (params[current] + " " + stripped).strip()
+        i += 1
+    return "\n".join(description).strip(), params
+
+
+def _indent_of(params: dict[str, str], name: str, lines: list[str]) -> int:
+    for line in lines:
+        if re.match(rf"^\s*\*{{0,2}}{re.escape(name)}\s*(\([^)]*\))?\s*:", line):
+            return len(line) - len(line.lstrip())
+    return 0
+
+
+# --------------------------------------------------------------------------------------------------
+# Schemas
+# --------------------------------------------------------------------------------------------------
+def _strip_titles(schema: Any) -> Any:
+    """Remove pydantic's generated `title`s from a schema (they cost tokens and say nothing)."""
+    if isinstance(schema, dict):
+        out = {}
+        for key, value in schema.items():
+            if key == "title" and isinstance(value, str):
+                continue
+            if key in ("properties", "$defs", "definitions", "patternProperties") and isinstance(value, dict):
+                out[key] = {k: _strip_titles(v) for k, v in value.items()}
+            elif isinstance(value, (dict, list)):
+                out[key] = _strip_titles(value)
+            else:
+                out[key] = value
+        return out
+    if isinstance(schema, list):
+        return [_strip_titles(v) for v in schema]
+    return schema
+
+
+def _is_context_annotation(annotation: Any) -> bool:
+    if annotation is ToolContext:
+        return True
+    if isinstance(annotation, str):
+        return annotation.replace("nbagent.", "").split("|")[0].strip() in ("ToolContext", "Optional[ToolContext]")
+    origin = typing.get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        return any(a is ToolContext for a in typing.get_args(annotation))
+    if origin is typing.Annotated:
+        return _is_context_annotation(typing.get_args(annotation)[0])
+    return False
+
+
+def _signature_model(fn: Callable, name: str, param_docs: dict[str, str]):
+    """Build the pydantic model of a function's parameters; return (model, ctx_param, positional-only names)."""
+    sig = inspect.signature(fn)
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception:
+        hints = {k: v.annotation for k, v in sig.parameters.items() if v.annotation is not inspect.Parameter.empty}
+    fields: dict[str, Any] = {}
+    ctx_param: str | None = None
+    positional_only: list[str] = []
+    for pname, param in sig.parameters.items():
+        annotation = hints.get(pname, param.annotation)
+        if _is_context_annotation(annotation) or (annotation is inspect.Parameter.empty and pname == "ctx"):
+            ctx_param = pname
+            continue
+        if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            continue
+        if pname.startswith("_"):
+            raise ToolDefinitionError(f"tool {name!r}: parameter {pname!r} starts with '_' and cannot be sent by a model")
+        if param.kind is inspect.Parameter.POSITIONAL_ONLY:
+            positional_only.append(pname)
+        if annotation is inspect.Parameter.empty:
+            annotation = Any
+        default = param.default
+        field_kwargs: dict[str, Any] = {}
+        if pname in param_docs and param_docs[pname]:
+            field_kwargs["description"] = param_docs[pname]
+        if isinstance(default, FieldInfo):
+            if "description" in field_kwargs and not default.description:
+                default.description = field_kwargs["description"]
+            fields[pname] = (annotation, default)
+        elif default is inspect.Parameter.empty:
+            fields[pname] = (annotation, pydantic.Field(..., **field_kwargs))
+        else:
+            fields[pname] = (annotation, pydantic.Field(default, **field_kwargs))
+    model_name = re.sub(r"\W", "_", name) or "Args"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # parameter names that shadow BaseModel attributes are fine here
+        try:
+            model = pydantic.create_model(
+                model_name,
+                __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True, protected_namespaces=()),
+                **fields,
+            )
+        except Exception as exc:
+            raise ToolDefinitionError(f"tool {name!r}: cannot build a schema from its signature: {exc}") from exc
+    return model, ctx_param, positional_only
+
+
+# --------------------------------------------------------------------------------------------------
+# The Tool
+# --------------------------------------------------------------------------------------------------
+class Tool:
+    """A tool the model can call. Made by `@tool`; see that for the fields."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        json_schema: dict[str, Any] | None = None,
+        strict: bool | None = None,
+        namespace: str | None = None,
+        namespace_description: str | None = None,
+        defer_loading: bool = False,
+        execution_mode: ExecutionMode = "parallel",
+        read_only: bool = False,
+        destructive: bool = False,
+        capability: str | None = None,
+        edits_files: bool = False,
+        describe_activity: Callable[[Arguments], str] | None = None,
+        describe_completed_activity: Callable[[Arguments, Any], str] | None = None,
+        prepare_arguments: Callable[[Any], Any] | None = None,
+        timeout: float | None = None,
+        sort_key: str | None = None,
+        permission_subject: str | Callable[[Arguments], str | None] | None = None,
+        rule_matcher: Callable[[str, Arguments], bool] | None = None,
+        read_only_call: Callable[[Arguments], bool] | None = None,
+        suggest_grant: Callable[[Arguments], str | None] | None = None,
+    ) -> None:
+        if not callable(fn):
+            raise ToolDefinitionError(f"a tool needs a callable, got {type(fn).__name__}")
+        base_name = name or getattr(fn, "__name__", None)
+        if not base_name or not _NAME_RE.match(base_name):
+            raise ToolDefinitionError(
+                f"tool name {base_name!r} is not valid: use letters, digits, '_', '-' or '.', starting with a letter"
+            )
+        if namespace is not None and not re.match(r"^[A-Za-z][A-Za-z0-9_\-]{0,63}$", namespace):
+            raise ToolDefinitionError(f"namespace {namespace!r} is not valid: use letters, digits, '_' or '-'")
+        if execution_mode not in ("parallel", "sequential"):
+            raise ToolDefinitionError(f"execution_mode must be 'parallel' or 'sequential', not {execution_mode!r}")
+        if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
+            raise ToolDefinitionError(f"timeout must be a positive number of seconds, not {timeout!r}")
+        if capability is None:
+            capability = "read" if read_only else "write" if edits_files else "execute"
+        if capability not in CAPABILITIES:
+            raise ToolDefinitionError(f"capability must be one of {CAPABILITIES}, not {capability!r}")
+
+        self.fn = fn
+        self.base_name = base_name
+        self.namespace = namespace
+        self.namespace_description = namespace_description
+        self.name = f"{namespace}__{base_name}" if namespace else base_name
+        """The name the model sees and calls (`namespace__name` when the tool has a namespace)."""
+        doc_description, param_docs = parse_docstring(inspect.getdoc(fn))
+        self.description = description if description is not None else doc_description
+        self.strict = strict
+        self.defer_loading = defer_loading
+        self.execution_mode: ExecutionMode = execution_mode
+        self.read_only = read_only
+        self.destructive = destructive
+        self.capability = capability
+        self.edits_files = edits_files
+        self.describe_activity = describe_activity
+        self.describe_completed_activity = describe_completed_activity
+        self.prepare_arguments = prepare_arguments
+        self.timeout = float(timeout) if timeout is not None else None
+        self.sort_key = sort_key
+        self.rule_matcher = rule_matcher
+        self.read_only_call = read_only_call
+        self.suggest_grant = suggest_grant
+        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+
+        self._model: type[pydantic.BaseModel] | None = None
+        self._validator: Any = None
+        sig_fn = fn
+        if json_schema is not None:
+            self.parameters = _check_raw_schema(self.name, json_schema)
+            self._validator = _raw_validator(self.name, self.parameters)
+            self.ctx_param, self._positional_only, self._accepts = _raw_call_shape(fn)
+        else:
+            model, self.ctx_param, self._positional_only = _signature_model(sig_fn, self.name, param_docs)
+            self._model = model
+            self._validate_model = model.__pydantic_validator__.validate_python
+            schema = _strip_titles(model.model_json_schema())
+            if schema.get("type") != "object":  # pragma: no cover - create_model always makes objects
+                raise ToolDefinitionError(f"tool {self.name!r}: the parameters schema must be an object")
+            schema.setdefault("properties", {})
+            self.parameters = schema
+            self._accepts = None
+
+        if isinstance(permission_subject, str):
+            key = permission_subject
+            if key not in self.parameters.get("properties", {}):
+                raise ToolDefinitionError(f"tool {self.name!r}: permission_subject {key!r} is not one of its parameters")
+            self.permission_subject: Callable[[Arguments], str | None] | None = lambda args: _as_subject(args.get(key))
+        elif permission_subject is not None:
+            self.permission_subject = permission_subject
+        else:
+            self.permission_subject = _default_subject(self.parameters)
+        self.__doc__ = getattr(fn, "__doc__", None)
+        self.__name__ = self.name
+        self.__wrapped__ = fn
+
+    # -- calling it as a plain function ---------------------------------------------------------------
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        flags = [f for f, on in (("read_only", self.read_only), ("destructive", self.destructive),
+                                 ("sequential", self.execution_mode == "sequential"),
+                                 ("deferred", self.defer_loading)) if on]
+        props = ", ".join(self.parameters.get("properties", {}))
+        return f"<Tool {self.name}({props}){' ' + ' '.join(flags) if flags else ''}>"
+
+    # -- validation -----------------------------------------------------------------------------------
+    def validate(self, data: dict[str, Any]) -> Arguments:
+        """Validate parsed arguments; raise `ArgumentsError` with a message for the model."""
+        if not isinstance(data, dict):
+            raise ArgumentsError(f"arguments must be a JSON object, got {_json_type(data)}")
+        if self._model is not None:
+            try:
+                model = self._validate_model(data)
+            except pydantic.ValidationError as exc:
+                raise ArgumentsError(_format_pydantic_errors(exc)) from None
+            return Arguments(model.__dict__)
+        errors = sorted(self._validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+        if errors:
+            raise ArgumentsError(_format_jsonschema_errors(errors))
+        return Arguments(data)
+
+    # -- calling it from the runtime -------------------------------------------------------------------
+    def invoke(self, args: Arguments, ctx: ToolContext | None) -> Any:
+        """Call the function with validated arguments (returns a coroutine for async tools)."""
+        if self._accepts is not None and self._accepts is not True:
+            kwargs = {k: v for k, v in args.items() if k in self._accepts}
+        else:
+            kwargs = dict(args)
+        if self.ctx_param is not None:
+            kwargs[self.ctx_param] = ctx
+        if self._positional_only:
+            positional = [kwargs.pop(n) for n in self._positional_only if n in kwargs]
+            return self.fn(*positional, **kwargs)
+        return self.fn(**kwargs)
+
+    def activity(self, args: Arguments | None) -> str:
+        """The short label shown while the call runs ("Reading data.csv")."""
+        if self.describe_activity is not None and args is not None:
+            try:
+                label = self.describe_activity(args)
+                if label:
+                    return str(label)
+            except Exception:
+                pass
+        return f"Calling {self.name}"
+
+    def completed_activity(self, args: Arguments | None, result: Any) -> str | None:
+        """The label that replaces the activity when the call is done."""
+        if self.describe_completed_activity is not None and args is not None:
+            try:
+                label = self.describe_completed_activity(args, result)
+                if label:
+                    return str(label)
+            except Exception:
+                pass
+        return None
+
+    # -- permissions ----------------------------------------------------------------------------------
+    def matches_pattern(self, pattern: str, args: Arguments) -> bool:
+        """Whether a rule's argument pattern (`shell(git status*)`) covers these arguments."""
+        if self.rule_matcher is not None:
+            return bool(self.rule_matcher(pattern, args))
+        subject = self.permission_subject(args) if self.permission_subject else None
+        return subject is not None and fnmatch.fnmatchcase(subject, pattern)
+
+    def is_read_only_call(self, args: Arguments) -> bool:
+        """Whether this particular call only reads (auto-allowed by the permission pipeline)."""
+        if self.read_only:
+            return True
+        if self.read_only_call is not None:
+            try:
+                return bool(self.read_only_call(args))
+            except Exception:
+                return False
+        return False
+
+    def spec(self) -> dict[str, Any]:
+        """The provider-neutral definition: name, description, parameters (and strict when set)."""
+        out: dict[str, Any] = {"name": self.name, "description": self.description, "parameters": self.parameters}
+        if self.strict is not None:
+            out["strict"] = self.strict
+        return out
+
+
+def _as_subject(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _default_subject(parameters: dict[str, Any]) -> Callable[[Arguments], str | None] | None:
+    """Rules like `get_weather(Par*)` match the tool's first required string parameter."""
+    props = parameters.get("properties", {})
+    for key in parameters.get("required", []):
+        if isinstance(props.get(key), dict) and props[key].get("type") == "string":
+            return lambda args, key=key: _as_subject(args.get(key))
+    return None
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return type(value).__name__
+
+
+def _format_pydantic_errors(exc: pydantic.ValidationError) -> str:
+    lines = []
+    for err in exc.errors(include_url=False)[:20]:
+        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unexpected argument"
+        elif err["type"] == "missing":
+            msg = "missing required argument"
+        given = err.get("input")
+        if err["type"] not in ("missing", "extra_forbidden") and given is not None:
+            shown = repr(given)
+            if len(shown) > 60:
+                shown = shown[:57] + "..."
+            msg += f" (got {shown})"
+        lines.append(f"- {loc}: {msg}")
+    more = len(exc.errors()) - 20
+    if more > 0:
+        lines.append(f"- ... and {more} more")
+    return "\n".join(lines)
+
+
+def _format_jsonschema_errors(errors: list) -> str:
+    lines = []
+    for err in errors[:20]:
+        loc = ".".join(str(p) for p in err.absolute_path) or "(root)"
+        lines.append(f"- {loc}: {err.message}")
+    if len(errors) > 20:
+        lines.append(f"- ... and {len(errors) - 20} more")
+    return "\n".join(lines)
+
+
+def _check_raw_schema(name: str, schema: Any) -> dict[str, Any]:
+    if not isinstance(schema, dict):
+        raise ToolDefinitionError(f"tool {name!r}: json_schema must be a dict, not {type(schema).__name__}")
+    if schema.get("type") != "object":
+        raise ToolDefinitionError(
+            f"tool {name!r}: function tool parameters must use a root object schema "
+            f"(\"type\": \"object\"), got type {schema.get('type')!r}"
+        )
+    import jsonschema
+
+    try:
+        jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise ToolDefinitionError(f"tool {name!r}: json_schema is not a valid JSON Schema: {exc.message}") from None
+    return schema
+
+
+def _raw_validator(name: str, schema: dict[str, Any]):
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def _raw_call_shape(fn: Callable) -> tuple[str | None, list[str], set[str] | bool]:
+    """For raw-schema tools: which parameter takes the context, and which keywords the function accepts."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None, [], True
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        hints = {}
+    ctx_param = None
+    accepts: set[str] | bool = set()
+    positional_only: list[str] = []
+    for pname, param in sig.parameters.items():
+        annotation = hints.get(pname, param.annotation)
+        if _is_context_annotation(annotation) or (annotation is inspect.Parameter.empty and pname == "ctx"):
+            ctx_param = pname
+        elif param.kind is inspect.Parameter.VAR_KEYWORD:
+            accepts = True
+        elif param.kind is not inspect.Parameter.VAR_POSITIONAL and accepts is not True:
+            accepts.add(pname)  # type: ignore[union-attr]
+            if param.kind is inspect.Parameter.POSITIONAL_ONLY:
+                positional_only.append(pname)
+    return ctx_param, positional_only, accepts
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    json_schema: dict[str, Any] | None = None,
+    strict: bool | None = None,
+    namespace: str | None = None,
+    namespace_description: str | None = None,
+    defer_loading: bool = False,
+    execution_mode: ExecutionMode = "parallel",
+    read_only: bool = False,
+    destructive: bool = False,
+    capability: str | None = None,
+    edits_files: bool = False,
+    describe_activity: Callable[[Arguments], str] | None = None,
+    describe_completed_activity: Callable[[Arguments, Any], str] | None = None,
+    prepare_arguments: Callable[[Any], Any] | None = None,
+    timeout: float | None = None,
+    sort_key: str | None = None,
+    permission_subject: str | Callable[[Arguments], str | None] | None = None,
+    rule_matcher: Callable[[str, Arguments], bool] | None = None,
+    read_only_call: Callable[[Arguments], bool] | None = None,
+    suggest_grant: Callable[[Arguments], str | None] | None = None,
+) -> Any:
+    """Make a function a tool. Use as `@tool`, `@tool(...)`, or `tool(name=..., json_schema=...)(fn)`.
+
+    Args:
+        name: what the model sees and calls (default: the function's name).
+        description: what the model reads to decide whether to call it (default: the docstring).
+        json_schema: a raw JSON Schema for the parameters, sent unchanged; the function then receives the
+            validated arguments as keyword arguments. Its root must be an object schema.
+        strict: ask the provider for strict argument validation.
+        namespace: group related tools; the model sees `namespace__name`.
+        namespace_description: what the group is for (shown by tool search).
+        defer_loading: keep the schema out of requests until the model finds it with `search_tools`.
+        execution_mode: `parallel` (default) or `sequential` (its whole batch then runs in order).
+        read_only: only reads: auto-allowed by the permission pipeline, kept in read-only sessions.
+        destructive: may destroy data (shown in the view, and a hint for approvals).
+        capability: `read`, `write`, `execute` or `other`, for capability modes (derived by default).
+        edits_files: edits files in the workspace (allowed by the `acceptEdits` mode).
+        describe_activity: `f(args) -> str`, a short label while running ("Reading data.csv").
+        describe_completed_activity: `f(args, result) -> str`, the label once done.
+        prepare_arguments: `f(raw) -> raw`, pre-processing of the parsed arguments before validation.
+        timeout: per-call limit in seconds.
+        sort_key: where the tool sorts in the request (default: its name).
+        permission_subject: the parameter (or `f(args) -> str`) that rule patterns like `name(pat*)` match.
+        rule_matcher: `f(pattern, args) -> bool`, a tool's own rule matching (overrides permission_subject).
+        read_only_call: `f(args) -> bool`, whether one particular call only reads (auto-allowed).
+        suggest_grant: `f(args) -> pattern`, the scope of an "always allow" for a call like this one.
+    """
+    options = dict(
+        name=name, description=description, json_schema=json_schema, strict=strict, namespace=namespace,
+        namespace_description=namespace_description, defer_loading=defer_loading, execution_mode=execution_mode,
+        read_only=read_only, destructive=destructive, capability=capability, edits_files=edits_files,
+        describe_activity=describe_activity, describe_completed_activity=describe_completed_activity,
+        prepare_arguments=prepare_arguments, timeout=timeout, sort_key=sort_key,
+        permission_subject=permission_subject, rule_matcher=rule_matcher, read_only_call=read_only_call,
+        suggest_grant=suggest_grant,
+    )
+    if fn is None:
+        return lambda f: Tool(f, **options)
+    if isinstance(fn, Tool):
+        fn = fn.fn
+    return Tool(fn, **options)
+
+
+def as_tool(obj: Any) -> Tool:
+    """A `Tool` as is; a plain function made into one."""
+    if isinstance(obj, Tool):
+        return obj
+    if callable(obj):
+        return Tool(obj)
+    raise TypeError(f"not a tool or a function: {obj!r}")
