@@ -1,61 +1,343 @@
-"""Plain HTML renderings of results, call records and runs (no IPython needed: just strings).
+"""How runs, tool calls and results look: HTML for notebooks, plain text for scripts and logs.
 
-Notebooks show them through `_repr_html_`; the live view in `nbagent.jupyter` is richer.
+No IPython needed: these are strings. `AgentRun`, `CallRecord` and `ToolResult` use them for `_repr_html_`;
+the live view in `nbagent.jupyter` builds its rows from the same pieces, so a run looks the same live and
+after the fact. The stylesheet is `render.css`, next to this module.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 import json
+from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from .messages import ImageBlock, TextBlock
+from .messages import AssistantMessage, ImageBlock, TextBlock, UserMessage
 
 if TYPE_CHECKING:  # pragma: no cover
     from .messages import ToolResult
+    from .permissions import Decision
     from .records import CallRecord
     from .run import AgentRun
 
-__all__ = ["call_record_html", "run_html", "tool_result_html"]
+__all__ = [
+    "args_html",
+    "call_inner_html",
+    "call_record_html",
+    "call_text",
+    "css",
+    "describe_object",
+    "header_html",
+    "markdown_html",
+    "result_html",
+    "run_html",
+    "run_text",
+    "seconds",
+    "status_word",
+    "tool_result_html",
+]
 
-_STATUS_COLOURS = {
-    "ok": "#1a7f37", "done": "#1a7f37", "error": "#cf222e", "failed": "#cf222e", "denied": "#9a6700",
-    "blocked": "#9a6700", "not_found": "#cf222e", "invalid_arguments": "#cf222e", "cancelled": "#6e7781",
-    "timeout": "#cf222e", "running": "#0969da", "waiting_for_approval": "#9a6700", "pending": "#6e7781",
+MAX_TEXT = 4000
+"""Characters of a result's text shown before it is cut (the whole text stays on the object)."""
+MAX_RICH = 200_000
+"""An object's own HTML (a DataFrame's table, say) longer than this is shown as text instead."""
+
+_WORDS = {
+    "ok": "done", "done": "done", "error": "error", "failed": "failed", "denied": "denied", "blocked": "blocked",
+    "not_found": "unknown tool", "invalid_arguments": "invalid arguments", "cancelled": "cancelled",
+    "timeout": "timed out", "running": "running", "waiting_for_approval": "needs approval", "pending": "queued",
+    "streaming": "preparing",
 }
-_MAX_TEXT = 4000
+_ICONS = {
+    "ok": "✓", "done": "✓", "error": "✕", "failed": "✕", "denied": "⊘", "blocked": "⊘", "not_found": "?",
+    "invalid_arguments": "!", "cancelled": "■", "timeout": "✕", "waiting_for_approval": "!", "pending": "○",
+}
+
+
+@functools.cache
+def css() -> str:
+    """The stylesheet every nbagent rendering uses."""
+    return resources.files("nbagent").joinpath("render.css").read_text(encoding="utf-8")
+
+
+def _style() -> str:
+    return f"<style>{css()}</style>"
 
 
 def _esc(text: Any) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _clip(text: str, limit: int = _MAX_TEXT) -> str:
+def _clip(text: str, limit: int = MAX_TEXT) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n… ({len(text) - limit:,} more characters)"
 
 
-def status_badge(status: str) -> str:
-    colour = _STATUS_COLOURS.get(status, "#6e7781")
-    return (f'<span style="color:{colour};border:1px solid {colour};border-radius:8px;'
-            f'padding:0 6px;font-size:85%">{_esc(status)}</span>')
+def _one_line(text: str, limit: int = 110) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def blocks_html(blocks: list) -> str:
+def seconds(value: float | None) -> str:
+    """A duration as people read it: 0.02 s, 3.4 s, 42 s, 2 min 05 s."""
+    if value is None:
+        return ""
+    if value < 0.1:
+        return f"{value:.2f} s"
+    if value < 10:
+        return f"{value:.1f} s"
+    if value < 60:
+        return f"{value:.0f} s"
+    minutes, secs = divmod(int(value), 60)
+    return f"{minutes} min {secs:02d} s"
+
+
+def status_word(status: str) -> str:
+    """The word shown for a status."""
+    return _WORDS.get(status, status.replace("_", " "))
+
+
+def _icon(status: str) -> str:
+    if status in ("running", "streaming"):
+        return '<span class="nba-spin"></span>'
+    return _esc(_ICONS.get(status, "•"))
+
+
+def _pill(status: str, text: str | None = None) -> str:
+    return f'<span class="nba-pill nba-s-{_esc(status)}">{_icon(status)} {_esc(text or status_word(status))}</span>'
+
+
+def describe_object(obj: Any) -> str:
+    """A short description of a Python object: its type, and its shape or size when it has one."""
+    name = type(obj).__name__
+    shape = getattr(obj, "shape", None)
+    if isinstance(shape, tuple):
+        if len(shape) == 2 and all(isinstance(n, int) for n in shape):
+            return f"{name}, {shape[0]:,} rows × {shape[1]:,} columns"
+        return f"{name} {shape}"
+    if isinstance(obj, (str, bytes, list, tuple, dict, set, frozenset)):
+        unit = "characters" if isinstance(obj, str) else "bytes" if isinstance(obj, bytes) else "items"
+        return f"{name} of {len(obj):,} {unit}"
+    return name
+
+
+# --------------------------------------------------------------------------------------------------
+# Markdown (the model's text)
+# --------------------------------------------------------------------------------------------------
+@functools.cache
+def _markdown() -> Any:
+    try:
+        import mistune
+    except ImportError:  # pragma: no cover - mistune comes with Jupyter
+        return None
+    return mistune.create_markdown(escape=True, plugins=["strikethrough", "table", "url"])
+
+
+def markdown_html(text: str) -> str:
+    """Markdown as HTML; raw HTML in it is escaped, so a model's output cannot inject markup."""
+    render = _markdown()
+    if render is None:  # pragma: no cover
+        return "".join(f"<p>{_esc(p)}</p>" for p in text.split("\n\n") if p.strip())
+    return render(text)
+
+
+# --------------------------------------------------------------------------------------------------
+# Arguments
+# --------------------------------------------------------------------------------------------------
+def _value_html(value: Any, limit: int) -> str:
+    if isinstance(value, str):
+        if "\n" in value or len(value) > 80:
+            return f"<pre>{_esc(_clip(value, limit))}</pre>"
+        return _esc(json.dumps(value, ensure_ascii=False))
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        text = repr(value)
+    if len(text) > 80:
+        try:
+            text = json.dumps(value, ensure_ascii=False, default=repr, indent=2)
+        except (TypeError, ValueError):
+            pass
+        return f"<pre>{_esc(_clip(text, limit))}</pre>"
+    return _esc(text)
+
+
+def args_html(args: Any, *, limit: int = 600, streaming: bool = False) -> str:
+    """Arguments as a labelled table (a `<pre>` when they are not an object); `limit` characters per value."""
+    typing = '<div class="nba-typing">receiving arguments…</div>' if streaming else ""
+    if args is None or args == {}:
+        return typing
+    if not isinstance(args, dict):
+        return f'<pre class="nba-pre">{_esc(_clip(str(args), limit))}</pre>{typing}'
+    rows = "".join(f"<tr><th>{_esc(k)}</th><td>{_value_html(v, limit)}</td></tr>" for k, v in args.items())
+    return f'<table class="nba-args">{rows}</table>{typing}'
+
+
+# --------------------------------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------------------------------
+def _rich_html(obj: Any) -> str | None:
+    method = getattr(type(obj), "_repr_html_", None)
+    if method is None or obj is None:
+        return None
+    try:
+        out = method(obj)
+    except Exception:
+        return None
+    if isinstance(out, tuple):
+        out = out[0]
+    return out if isinstance(out, str) and len(out) <= MAX_RICH else None
+
+
+def _blocks_html(blocks: list) -> str:
     parts = []
     for b in blocks:
         if isinstance(b, TextBlock):
-            parts.append(f'<pre style="white-space:pre-wrap;margin:2px 0">{_esc(_clip(b.text))}</pre>')
+            parts.append(f'<pre class="nba-pre">{_esc(_clip(b.text))}</pre>')
         elif isinstance(b, ImageBlock):
-            parts.append(f'<img src="data:{_esc(b.mime_type)};base64,{b.base64}" style="max-width:480px"/>')
+            parts.append(f'<img src="data:{_esc(b.mime_type)};base64,{b.base64}" alt="image result"/>')
     return "".join(parts)
 
 
+def result_html(result: ToolResult, *, index: int | None = None, open: bool = False) -> str:
+    """A result as a disclosure: a one-line summary, then the object rendered (or the text the model saw)."""
+    details = result.details
+    what = describe_object(details) if details is not None else ""
+    text = result.text
+    preview = _one_line(text, 90) if text and not result.images else ""
+    if result.images and not preview:
+        preview = f"{len(result.images)} image{'s' if len(result.images) > 1 else ''}"
+    where = ""
+    if index is not None and details is not None:
+        where = f' · <code>calls[{index}].details</code>'
+    summary = "Result" + (f" · {_esc(what)}" if what else "") + where
+    if preview:
+        summary += f' · <span class="nba-result-preview">{_esc(preview)}</span>'
+    rich = _rich_html(details)
+    if rich is not None:
+        body = f'<div class="nba-rich">{rich}</div>'
+        if text:
+            body += (f'<details class="nba-wire"><summary>what the model received ({len(text):,} characters)'
+                     f'</summary>{_blocks_html(result.content)}</details>')
+        else:
+            body += _blocks_html(result.images)
+    else:
+        body = _blocks_html(result.content)
+    return (f'<details class="nba-result"{" open" if open else ""}><summary>{summary}</summary>'
+            f'<div class="nba-result-body">{body}</div></details>')
+
+
 def tool_result_html(result: ToolResult) -> str:
-    head = "ToolResult" + (" (error)" if result.is_error else "") + (" terminate" if result.terminate else "")
-    details = ""
-    if result.details is not None:
-        details = f"<div><small>details: <code>{_esc(type(result.details).__name__)}</code></small></div>"
-    return f"<div><b>{_esc(head)}</b>{blocks_html(result.content)}{details}</div>"
+    """`ToolResult._repr_html_`: the result, open."""
+    flags = " · error" if result.is_error else ""
+    flags += " · terminates the run" if result.terminate else ""
+    inner = result_html(result, open=True)
+    if flags:
+        inner = inner.replace("<summary>Result", f"<summary>Result{_esc(flags)}", 1)
+    return f'{_style()}<div class="nba"><div class="nba-body">{inner}</div></div>'
+
+
+# --------------------------------------------------------------------------------------------------
+# Tool calls
+# --------------------------------------------------------------------------------------------------
+def decision_note(decision: Decision | None) -> str:
+    """Who allowed or denied a call, in words ('' for read-only calls, which are allowed silently)."""
+    if decision is None or decision.source == "read_only":
+        return ""
+    verdict = "allowed" if decision.allow else "denied"
+    if decision.source == "user":
+        if decision.allow:
+            text = "always allowed by you (remembered for this session)" if decision.remember else "approved by you"
+        else:
+            reason = decision.reason if decision.reason and decision.reason != "denied by the user" else ""
+            text = "denied by you" + (f": “{reason}”" if reason else "")
+        return f"<b>{_esc(text)}</b>"
+    if decision.source == "grant":
+        return f"<b>allowed</b>: {_esc(decision.reason)}"
+    if decision.source == "hook":
+        return f"<b>blocked by a hook</b>: {_esc(decision.reason)}"
+    return f"<b>{verdict}</b>: {_esc(decision.reason)}"
+
+
+def call_inner_html(
+    rec: CallRecord | None,
+    *,
+    name: str = "",
+    partial: Any = None,
+    index: int | None = None,
+    waiting: bool = False,
+) -> str:
+    """The body of one call's row: activity label, status, time, progress, arguments, decision, result.
+
+    `rec` is None while the model is still streaming the call (then `name` and `partial` arguments are
+    shown); `waiting` shows the exact arguments in full, as they are being approved.
+    """
+    if rec is None:
+        status, label, tool_name = "streaming", f"Preparing {name or 'a tool call'}", name
+        elapsed, tool = None, None
+    else:
+        status, label, tool_name, tool = rec.status, rec.label, rec.name, rec.tool
+        elapsed = rec.elapsed
+    flags = ""
+    if tool is not None and tool.destructive:
+        flags = '<span class="nba-flag">destructive</span>'
+    head = (f'<div class="nba-call-head"><span class="nba-icon">{_icon(status)}</span>'
+            f'<span class="nba-label" title="{_esc(label)}">{_esc(label)}</span>'
+            f'<span class="nba-tool">{_esc(tool_name)}</span>{flags}<span class="nba-grow"></span>'
+            f'<span class="nba-status">{_esc(status_word(status))}</span>'
+            f'<span class="nba-time">{seconds(elapsed)}</span></div>')
+    parts = [head]
+    if rec is not None and status == "running" and (rec.fraction is not None or rec.progress):
+        last = rec.progress[-1] if rec.progress else None
+        words = []
+        if rec.fraction is not None:
+            words.append(f"{rec.fraction:.0%}")
+        if last is not None and last.message:
+            words.append(_one_line(last.message, 120))
+        bar = ""
+        if rec.fraction is not None:
+            bar = f'<div class="nba-bar"><div style="width:{rec.fraction * 100:.1f}%"></div></div>'
+        parts.append(f'<div class="nba-sub">{bar}<div class="nba-progress-text">{_esc(" · ".join(words))}</div></div>')
+    if rec is None:
+        args: Any = partial
+    elif rec.arguments is not None:
+        args = dict(rec.arguments)
+    else:
+        args = rec.raw_arguments
+    limit = 20_000 if waiting else 600
+    args_part = args_html(args, limit=limit, streaming=rec is None)
+    if args_part:
+        parts.append(f'<div class="nba-sub">{args_part}</div>')
+    notes = []
+    if rec is not None:
+        note = decision_note(rec.decision)
+        if note:
+            notes.append(note)
+        if rec.repairs:
+            notes.append("arguments repaired: " + _esc("; ".join(rec.repairs)))
+        for problem in rec.hook_errors:
+            notes.append(_esc(problem))
+    if notes:
+        parts.append(f'<div class="nba-sub nba-note">{" · ".join(notes)}</div>')
+    if rec is not None and rec.done and rec.result is not None:
+        if status in ("error", "not_found", "invalid_arguments", "timeout"):
+            parts.append(f'<div class="nba-sub"><pre class="nba-pre nba-errtext">{_esc(_clip(rec.result.text, 1500))}'
+                         "</pre></div>")
+            if rec.result.details is not None and not isinstance(rec.result.details, BaseException):
+                parts.append(f'<div class="nba-sub">{result_html(rec.result, index=index)}</div>')
+        elif status == "ok":
+            parts.append(f'<div class="nba-sub">{result_html(rec.result, index=index)}</div>')
+    return "".join(parts)
+
+
+def call_record_html(rec: CallRecord, index: int | None = None) -> str:
+    """`CallRecord._repr_html_`: the call's row, with the JSON the model received for it."""
+    wire = ""
+    if rec.message is not None:
+        wire = (f'<div class="nba-sub"><details class="nba-result nba-wire"><summary>wire: the JSON the model '
+                f'received</summary><pre class="nba-pre">{_esc(_clip(_json(rec.wire)))}</pre></details></div>')
+    return (f'{_style()}<div class="nba"><div class="nba-body"><div class="nba-call nba-s-{_esc(rec.status)}">'
+            f"{call_inner_html(rec, index=index)}{wire}</div></div></div>")
 
 
 def _json(value: Any) -> str:
@@ -65,32 +347,122 @@ def _json(value: Any) -> str:
         return repr(value)
 
 
-def call_record_html(rec: CallRecord) -> str:
-    dur = f"{rec.duration:.2f}s" if rec.duration is not None else f"{rec.elapsed:.1f}s…"
-    args = rec.arguments if rec.arguments is not None else rec.raw_arguments
-    rows = [
-        f"<div><b>{_esc(rec.label)}</b> {status_badge(rec.status)} <small>{_esc(rec.name)} · {dur}</small></div>",
-        f"<details><summary>arguments</summary><pre>{_esc(_clip(_json(args)))}</pre></details>",
-    ]
-    if rec.repairs:
-        rows.append(f"<div><small>repaired: {_esc('; '.join(rec.repairs))}</small></div>")
-    if rec.decision is not None:
-        rows.append(f"<div><small>{_esc(str(rec.decision))}</small></div>")
-    if rec.result is not None:
-        rows.append(f"<details><summary>result</summary>{tool_result_html(rec.result)}</details>")
-    if rec.message is not None:
-        rows.append(f"<details><summary>wire</summary><pre>{_esc(_clip(_json(rec.wire)))}</pre></details>")
-    return '<div style="border-left:3px solid #d0d7de;padding-left:8px;margin:4px 0">' + "".join(rows) + "</div>"
+# --------------------------------------------------------------------------------------------------
+# Runs
+# --------------------------------------------------------------------------------------------------
+def _tokens(run: AgentRun) -> str:
+    u = run.usage
+    if not (u.input_tokens or u.output_tokens):
+        return ""
+
+    def short(n: int) -> str:
+        return f"{n / 1000:.1f}k" if n >= 10_000 else f"{n:,}"
+
+    return f"{short(u.input_tokens)} in · {short(u.output_tokens)} out tokens"
+
+
+def header_html(run: AgentRun, *, waiting: int = 0) -> str:
+    """The run's header line: status, model, mode, turns, calls, tokens, time."""
+    status = run.status
+    text = status_word(status)
+    if status == "waiting_for_approval":
+        text = "waiting for you" if waiting <= 1 else f"{waiting} calls wait for you"
+    stats = [f"turn {run.turns}" if not run.done else f"{run.turns} turn{'s' if run.turns != 1 else ''}",
+             f"{len(run.calls)} call{'s' if len(run.calls) != 1 else ''}"]
+    tokens = _tokens(run)
+    if tokens:
+        stats.append(tokens)
+    stats.append(seconds(run.elapsed))
+    return (f'<div class="nba-headinfo"><span class="nba-brand">nbagent</span>{_pill(status, text)}'
+            f'<span class="nba-model">{_esc(run.model.spec)}</span>'
+            f'<span class="nba-chip">{_esc(run.agent.mode)} mode</span>'
+            f'<span class="nba-stats">{_esc(" · ".join(stats))}</span></div>')
+
+
+def prompt_html(prompt: Any, history: int = 0) -> str:
+    """The user's prompt (and how much conversation came before it)."""
+    if isinstance(prompt, UserMessage):
+        prompt = prompt.text
+    elif prompt is not None and not isinstance(prompt, str):
+        prompt = " ".join(b.text if isinstance(b, TextBlock) else "[image]" for b in prompt)
+    before = ""
+    if history:
+        before = f'<div class="nba-history">continues a conversation of {history} message{"s" if history != 1 else ""}</div>'
+    if not prompt:
+        return before
+    return f'{before}<div class="nba-prompt"><span class="nba-who">You</span><span>{_esc(_clip(prompt, 3000))}</span></div>'
+
+
+def footer_html(run: AgentRun) -> str:
+    """What ended the run, when it did not just finish ('' while it runs or when it finished normally)."""
+    if run.status == "failed" and run.error is not None:
+        return (f'<div class="nba-foot nba-s-failed"><b>{_esc(type(run.error).__name__)}</b>: '
+                f"{_esc(_clip(str(run.error), 2000))}</div>")
+    if run.status == "cancelled":
+        reason = run.cancellation.reason or "cancelled"
+        return f'<div class="nba-foot">Stopped: {_esc(reason)}. The transcript stays valid; every call has a result.</div>'
+    if run.done and run.stop_reason:
+        return f'<div class="nba-foot">Stopped: {_esc(run.stop_reason)}.</div>'
+    return ""
 
 
 def run_html(run: AgentRun) -> str:
-    head = (f"<div><b>AgentRun</b> {status_badge(run.status)} <small>{_esc(run.model.spec)} · "
-            f"{run.turns} turns · {len(run.calls)} calls · {run.elapsed:.1f}s · "
-            f"{run.usage.input_tokens:,} in / {run.usage.output_tokens:,} out tokens</small></div>")
-    body = "".join(call_record_html(c) for c in run.calls)
-    output = ""
-    if run.output is not None:
-        text = run.output if isinstance(run.output, str) else _json(run.output)
-        output = f'<div style="margin-top:6px"><pre style="white-space:pre-wrap">{_esc(_clip(text))}</pre></div>'
-    error = f'<div style="color:#cf222e">{_esc(type(run.error).__name__)}: {_esc(run.error)}</div>' if run.error else ""
-    return f"<div>{head}{body}{output}{error}</div>"
+    """`AgentRun._repr_html_`: the whole run as it stands, the same as its live view."""
+    parts = [prompt_html(run.prompt, run._history_length)]
+    by_id = {c.id: (i, c) for i, c in enumerate(run.calls)}
+    messages = run.new_messages
+    if run.prompt is not None:
+        messages = messages[1:]
+    for msg in messages:
+        if isinstance(msg, AssistantMessage):
+            if msg.text:
+                parts.append(f'<div class="nba-md">{markdown_html(msg.text)}</div>')
+            for call in msg.tool_calls:
+                found = by_id.get(call.id)
+                if found is not None:
+                    i, rec = found
+                    parts.append(f'<div class="nba-call nba-s-{_esc(rec.status)}">{call_inner_html(rec, index=i)}</div>')
+        elif isinstance(msg, UserMessage):
+            parts.append(f'<div class="nba-history">{_esc(_one_line(msg.text, 200))}</div>')
+    committed = {c.id for m in run.new_messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    for i, rec in enumerate(run.calls):  # calls of a response still in flight
+        if rec.id not in committed:
+            parts.append(f'<div class="nba-call nba-s-{_esc(rec.status)}">{call_inner_html(rec, index=i)}</div>')
+    head = f'<div class="nba-head">{header_html(run)}</div>'
+    return f'{_style()}<div class="nba">{head}<div class="nba-body">{"".join(parts)}</div>{footer_html(run)}</div>'
+
+
+# --------------------------------------------------------------------------------------------------
+# Plain text
+# --------------------------------------------------------------------------------------------------
+def call_text(rec: CallRecord) -> str:
+    """One line for a call: status, label, tool, time, decision."""
+    icon = _ICONS.get(rec.status, "•") if rec.done else "…"
+    out = f"{icon} {rec.label}  [{rec.name} · {status_word(rec.status)}"
+    if rec.duration is not None:
+        out += f" · {seconds(rec.duration)}"
+    out += "]"
+    if rec.decision is not None and rec.decision.source != "read_only":
+        out += f"  ({rec.decision})"
+    if rec.done and rec.result is not None and rec.status != "denied":
+        out += f"\n    -> {_one_line(rec.result.text, 150)}"
+    return out
+
+
+def run_text(run: AgentRun) -> str:
+    """A run as plain text: header, prompt, each call, the answer, and how it ended."""
+    stats = [status_word(run.status), f"{run.turns} turns", f"{len(run.calls)} calls", seconds(run.elapsed)]
+    tokens = _tokens(run)
+    if tokens:
+        stats.insert(3, tokens)
+    lines = [f"nbagent run · {run.model.spec} · {run.agent.mode} mode · {' · '.join(stats)}"]
+    if run.prompt is not None:
+        text = run.prompt.text if isinstance(run.prompt, UserMessage) else str(run.prompt)
+        lines.append(f"  you: {_one_line(text, 200)}")
+    for rec in run.calls:
+        lines.extend("  " + line for line in call_text(rec).splitlines())
+    if run.text:
+        lines.append("  answer: " + _one_line(run.text, 400))
+    if run.error is not None:
+        lines.append(f"  {type(run.error).__name__}: {run.error}")
+    return "\n".join(lines)

@@ -1,0 +1,43 @@
+"""nbagent in IPython and Jupyter: `%load_ext nbagent` adds `%agent` / `%%agent`.
+
+This is the only package of nbagent that imports IPython or ipywidgets; the widgets are imported only
+when a run is first shown. `get_session()` gives the kernel's nbagent state (runs, grants, settings);
+`view(run)` the live view of a run, whose rows can also be approved or denied from code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["get_session", "load_ipython_extension", "unload_ipython_extension", "view"]
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext nbagent`: register `%agent`, `%%agent` and `%config NBAgent`."""
+    from .magics import register
+
+    register(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """`%unload_ext nbagent`: remove them (runs already started go on)."""
+    from .magics import unregister
+
+    unregister(ipython)
+
+
+def get_session(ipython: Any = None) -> Any:
+    """The `NotebookSession` of this kernel (`%load_ext nbagent` first)."""
+    if ipython is None:
+        from IPython import get_ipython
+
+        ipython = get_ipython()
+    found = getattr(ipython, "_nbagent_session", None)
+    if found is None:
+        raise RuntimeError("nbagent is not loaded in this shell: run %load_ext nbagent first")
+    return found
+
+
+def view(run: Any) -> Any:
+    """The live view of a run started with %agent (its `rows` can be approved or denied from code)."""
+    return get_session().view(run)

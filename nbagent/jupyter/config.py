@@ -1,0 +1,142 @@
+"""`NBAgent`: the extension's settings, the IPython way.
+
+    %config NBAgent                                   # list them, with their help
+    %config NBAgent.model = "anthropic:claude-sonnet-4-5"
+    %config NBAgent.model = my_scripted_model         # a Model object works too
+    %config NBAgent.approver = "deny"                 # decide approvals without buttons
+
+or `c.NBAgent.model = ...` in an `ipython_config.py`. A `%agent` option beats the setting for one run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from traitlets import Any as AnyTrait
+from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, validate
+from traitlets.config import Configurable
+
+from ..permissions import MODES, parse_rule
+
+__all__ = ["KEY_VARIABLES", "NBAgent"]
+
+KEY_VARIABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("anthropic", ("ANTHROPIC_API_KEY",)),
+    ("openai", ("OPENAI_API_KEY",)),
+    ("google", ("GEMINI_API_KEY", "GOOGLE_API_KEY")),
+    ("mistral", ("MISTRAL_API_KEY",)),
+)
+"""Providers tried, in order, when no model is given: the first whose key is set is used."""
+
+
+class NBAgent(Configurable):
+    """Settings of the `%agent` magics (change them with `%config NBAgent.<name> = ...`)."""
+
+    model = AnyTrait(
+        None,
+        allow_none=True,
+        help="The model when %agent gets no --model: a spec such as 'openai:gpt-4.1', the name of a Model "
+        "object in the notebook, or a Model object. None: the first provider whose API key is set.",
+    ).tag(config=True)
+
+    default_models = Dict(
+        {
+            "anthropic": "anthropic:claude-sonnet-4-5",
+            "openai": "openai:gpt-4.1",
+            "google": "google:gemini-2.5-flash",
+            "mistral": "mistral:mistral-large-latest",
+        },
+        help="The model used for each provider when only its API key is set.",
+    ).tag(config=True)
+
+    mode = Enum(list(MODES), "default", help="The permission mode of runs: " + ", ".join(MODES) + ".").tag(config=True)
+
+    rules = List(
+        Unicode(),
+        [],
+        help="Permission rules such as 'allow: read_file', 'deny: shell(rm *)', 'ask: write_file'.",
+    ).tag(config=True)
+
+    approver = AnyTrait(
+        None,
+        allow_none=True,
+        help="Who decides calls that need consent. None: NBAGENT_APPROVAL when it is set, else the buttons. "
+        "'buttons', 'allow', 'deny', a callable f(request) -> bool | Decision (sync or async), or "
+        "'module:function' naming one.",
+    ).tag(config=True)
+
+    instructions = Unicode(
+        None,
+        allow_none=True,
+        help="Instructions (system prompt) replacing the default ones, which describe the kernel, the workspace, "
+        "the tools and the notebook's variables.",
+    ).tag(config=True)
+
+    max_turns = Int(20, help="The most model requests one run makes.").tag(config=True)
+
+    workspace = Unicode(
+        None, allow_none=True, help="The directory file tools are confined to (default: the working directory)."
+    ).tag(config=True)
+
+    toolbox = Bool(
+        True,
+        help="Offer the built-in tools (python in this kernel, variables, history, files, shell) to every run, "
+        "besides the --tools given.",
+    ).tag(config=True)
+
+    view = Enum(
+        ["auto", "widget", "text"],
+        "auto",
+        help="How a run is shown: 'widget' (the live view), 'text' (printed lines), or 'auto' (the live view in a "
+        "Jupyter kernel, text elsewhere).",
+    ).tag(config=True)
+
+    update_rate = Float(
+        30.0,
+        help="The most widget messages per second one live view sends (updates are coalesced to stay under it).",
+    ).tag(config=True)
+
+    max_variables = Int(40, help="How many of the notebook's variables the default instructions summarise.").tag(
+        config=True
+    )
+
+    @validate("model")
+    def _check_model(self, proposal: dict[str, Any]) -> Any:
+        from ..providers import Model
+
+        value = proposal["value"]
+        if value is None or isinstance(value, (str, Model)):
+            return value
+        raise TraitError(f"NBAgent.model must be a spec string, a name, or a Model, not {type(value).__name__}")
+
+    @validate("approver")
+    def _check_approver(self, proposal: dict[str, Any]) -> Any:
+        value = proposal["value"]
+        if value is None or callable(value):
+            return value
+        if isinstance(value, str) and (value in ("buttons", "allow", "deny") or ":" in value):
+            return value
+        raise TraitError(
+            f"NBAgent.approver must be 'buttons', 'allow', 'deny', 'module:function' or a callable, not {value!r}"
+        )
+
+    @validate("rules")
+    def _check_rules(self, proposal: dict[str, Any]) -> Any:
+        for rule in proposal["value"]:
+            try:
+                parse_rule(rule)
+            except ValueError as exc:
+                raise TraitError(str(exc)) from None
+        return proposal["value"]
+
+    @validate("max_turns")
+    def _check_max_turns(self, proposal: dict[str, Any]) -> Any:
+        if proposal["value"] < 1:
+            raise TraitError("NBAgent.max_turns must be at least 1")
+        return proposal["value"]
+
+    @validate("update_rate")
+    def _check_rate(self, proposal: dict[str, Any]) -> Any:
+        if proposal["value"] <= 0:
+            raise TraitError("NBAgent.update_rate must be a positive number of messages per second")
+        return proposal["value"]

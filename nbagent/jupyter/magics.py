@@ -1,0 +1,217 @@
+"""`%agent` and `%%agent`.
+
+Options come first; everything after the first word that is not an option is the prompt, verbatim (so
+apostrophes and quotes in a prompt need no escaping). `--` ends the options explicitly.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import TYPE_CHECKING, Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments
+
+from ..permissions import MODES
+from .session import NotebookSession, RunOptions
+
+if TYPE_CHECKING:  # pragma: no cover
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from ..run import AgentRun
+
+__all__ = ["AgentMagics", "add_await", "register", "split_options", "unregister"]
+
+_TOKEN = re.compile(r"""\s*((?:"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|[^\s"']+|["'])+)""")
+
+
+def _unquote(text: str) -> str:
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        try:
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            return text[1:-1]
+    return text
+
+
+def split_options(line: str, parser: Any) -> tuple[list[str], str]:
+    """Split `%agent` arguments into the leading options (as argv for `parser`) and the prompt, verbatim."""
+    valued: set[str] = set()
+    flags: set[str] = set()
+    for action in parser._actions:
+        (flags if action.nargs == 0 else valued).update(action.option_strings)
+    argv: list[str] = []
+    pos = 0
+    while True:
+        m = _TOKEN.match(line, pos)
+        if m is None:
+            break
+        token = m.group(1)
+        if token == "--":
+            pos = m.end()
+            break
+        if not token.startswith("-") or token == "-":
+            break
+        name, eq, value = token.partition("=")
+        if name in flags and not eq:
+            argv.append(name)
+        elif name in valued:
+            if not eq:
+                nxt = _TOKEN.match(line, m.end())
+                if nxt is None:
+                    raise UsageError(f"{name} needs a value. See %agent? for the options.")
+                value, m = nxt.group(1), nxt
+            argv.extend([name, _unquote(value)])
+        else:
+            known = ", ".join(sorted(o for o in valued | flags if o.startswith("--")))
+            raise UsageError(
+                f"unknown option {name!r}. The options are: {known}. To start a prompt with '-', put -- before it."
+            )
+        pos = m.end()
+    return argv, line[pos:].strip()
+
+
+@magics_class
+class AgentMagics(Magics):
+    """The `%agent` / `%%agent` magics."""
+
+    def __init__(self, shell: InteractiveShell, session: NotebookSession) -> None:
+        super().__init__(shell)
+        self.session = session
+
+    @magic_arguments()
+    @argument("--model", "-m", metavar="SPEC_OR_NAME",
+              help="the model: a spec such as anthropic:claude-sonnet-4-5 or openai:gpt-4.1, or the name of a "
+                   "Model object in the notebook (a ScriptedModel, say). Default: NBAgent.model, else the first "
+                   "provider whose API key is set.")
+    @argument("--mode", choices=MODES,
+              help="the permission mode: default (ask before anything that is not read-only), acceptEdits, plan "
+                   "(run nothing but reads), dontAsk (deny what would ask), bypassPermissions.")
+    @argument("--tools", "-t", metavar="NAME,...",
+              help="functions from the notebook to offer as tools, comma-separated (decorated with @tool or "
+                   "not), besides the built-in ones.")
+    @argument("--new", action="store_true",
+              help="start a new conversation instead of continuing the last one.")
+    @argument("--wait", "-w", action="store_true",
+              help="wait for the run to finish before the cell ends (the same as `await run`; the interrupt "
+                   "button stops it).")
+    @argument("--max-turns", type=int, metavar="N", help="the most model requests this run makes.")
+    @argument("--instructions", metavar="TEXT_OR_NAME",
+              help="instructions replacing the default ones: quoted text, or the name of a string variable.")
+    @line_cell_magic
+    def agent(self, line: str, cell: str | None = None) -> AgentRun:
+        """Ask an LLM agent to do something in this kernel; returns the run (an `AgentRun`) at once.
+
+        %agent [options] PROMPT
+        %%agent [options]
+        PROMPT, over several lines
+
+        The run goes on in the background, shown live below the cell: the model's text as it streams, one
+        row per tool call with what it is doing, and Approve / Deny / Always-allow buttons on calls that need
+        your consent (the kernel stays free meanwhile). `await run` waits for it; `--wait` does that for you.
+        Consecutive %agent calls continue one conversation; --new starts another.
+
+        Examples::
+
+            %agent What columns does df have?
+            run = %agent --model openai:gpt-4.1 --mode acceptEdits Clean the data in df
+            %%agent --tools load_data,plot
+            Load the March data and plot revenue by region.
+
+        Settings: `%config NBAgent` lists them (model, mode, rules, approver, instructions, ...).
+        Headless runs (nbclient, papermill, CI), where nobody clicks: set NBAGENT_APPROVAL=allow or deny (or
+        `%config NBAgent.approver`), and end the notebook with a cell that does `await run`.
+        """
+        parser = self.agent.parser
+        argv, prompt = split_options(line, parser)
+        args = parser.parse_args(argv)
+        if cell is not None and cell.strip():
+            prompt = f"{prompt}\n{cell.strip()}" if prompt else cell.strip()
+        if not prompt:
+            raise UsageError("%agent needs a prompt: %agent What columns does df have?  (see %agent? for options)")
+        if args.max_turns is not None and args.max_turns < 1:
+            raise UsageError("--max-turns must be at least 1")
+        tools = None
+        if args.tools is not None:
+            tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+        instructions = args.instructions
+        if instructions is not None and instructions.isidentifier():
+            value = self.shell.user_ns.get(instructions)
+            if isinstance(value, str):
+                instructions = value
+        options = RunOptions(model=args.model, mode=args.mode, tools=tools, new=args.new,
+                             max_turns=args.max_turns, instructions=instructions)
+        return self.session.start(prompt, options)
+
+
+# --------------------------------------------------------------------------------------------------
+# --wait: the cell awaits the run (IPython runs a cell with a top-level await on the kernel's loop)
+# --------------------------------------------------------------------------------------------------
+_CALL = re.compile(
+    r"^(?P<indent>\s*)(?P<target>(?:[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*=\s*)?)"
+    r"(?P<call>get_ipython\(\)\.run_(?:line|cell)_magic\((?P<args>(['\"])agent\5\s*,.*)\))\s*$"
+)
+
+
+def _wants_wait(args_source: str) -> bool:
+    try:
+        args = ast.literal_eval(f"({args_source},)")
+    except (ValueError, SyntaxError):
+        return False
+    if len(args) < 2 or not isinstance(args[1], str):
+        return False
+    try:
+        argv, _ = split_options(args[1], AgentMagics.agent.parser)
+    except UsageError:
+        return False  # the magic will report it
+    return "--wait" in argv or "-w" in argv
+
+
+def add_await(lines: list[str]) -> list[str]:
+    """Input transformer: `%agent --wait ...` becomes `await %agent ...`, so the cell waits for the run."""
+    out = []
+    for line in lines:
+        m = _CALL.match(line.rstrip("\n"))
+        if m is not None and _wants_wait(m.group("args")):
+            line = f"{m.group('indent')}{m.group('target')}await {m.group('call')}\n"
+        out.append(line)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------------
+def register(shell: InteractiveShell) -> NotebookSession:
+    """Register the magics, the `NBAgent` settings, the display of runs and the `--wait` transformer."""
+    from ..run import AgentRun
+
+    session = getattr(shell, "_nbagent_session", None)
+    if session is None:
+        session = NotebookSession(shell)
+        shell._nbagent_session = session
+        shell.configurables.append(session.config)
+    shell.register_magics(AgentMagics(shell, session))
+    formatter = shell.display_formatter.ipython_display_formatter
+    formatter.for_type(AgentRun, session.display_run)
+    if add_await not in shell.input_transformers_post:
+        shell.input_transformers_post.append(add_await)
+    return session
+
+
+def unregister(shell: InteractiveShell) -> None:
+    """Undo `register` (runs already started go on)."""
+    from ..run import AgentRun
+
+    magics = shell.magics_manager.magics
+    for kind in ("line", "cell"):
+        magics[kind].pop("agent", None)
+    formatter = shell.display_formatter.ipython_display_formatter
+    formatter.type_printers.pop(AgentRun, None)
+    if add_await in shell.input_transformers_post:
+        shell.input_transformers_post.remove(add_await)
+    session = getattr(shell, "_nbagent_session", None)
+    if session is not None and session.config in shell.configurables:
+        shell.configurables.remove(session.config)
+        del shell._nbagent_session

@@ -1,0 +1,66 @@
+"""A run shown as printed lines: for terminal IPython (no widgets there) or `NBAgent.view = "text"`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import TYPE_CHECKING, Any, TextIO
+
+from .. import render
+from ..permissions import ApprovalRequest, Decision
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..run import AgentRun
+
+__all__ = ["TextView"]
+
+
+class TextView:
+    """Prints the model's text as it streams and one line per finished tool call; asks approvals on stdin."""
+
+    def __init__(self, run: AgentRun, out: TextIO | None = None) -> None:
+        self.run = run
+        self.out = out or sys.stdout
+        self.displayed_in: int | None = None
+        self._at_line_start = True
+        self._unsubscribe = run.subscribe(self._on_event)
+
+    def _write(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+        if text:
+            self._at_line_start = text.endswith("\n")
+
+    def _line(self, text: str) -> None:
+        self._write(("" if self._at_line_start else "\n") + text + "\n")
+
+    def _on_event(self, event: Any) -> None:
+        kind = event.kind
+        if kind == "text_delta":
+            self._write(event.text)
+        elif kind == "tool_call_finished":
+            self._line("  " + render.call_text(event.call).replace("\n", "\n  "))
+        elif kind == "run_finished":
+            run = self.run
+            end = f"[{render.status_word(run.status)} · {run.turns} turns · {len(run.calls)} calls · " \
+                  f"{render.seconds(run.elapsed)}]"
+            if run.error is not None:
+                end += f" {type(run.error).__name__}: {run.error}"
+            self._line(end)
+            self._unsubscribe()
+
+    async def ask(self, request: ApprovalRequest) -> Decision:
+        """Ask on stdin: yes, no (with a reason), or always."""
+        args = json.dumps(request.arguments, ensure_ascii=False, default=repr)
+        prompt = f"\n? {request.name}({args}) needs approval ({request.reason}). [y]es / [n]o / [a]lways: "
+        answer = (await asyncio.to_thread(input, prompt)).strip().lower()
+        if answer in ("a", "always"):
+            return Decision(True, remember=True, reason="always allowed at the prompt")
+        if answer in ("y", "yes"):
+            return Decision(True, reason="approved at the prompt")
+        reason = answer[1:].strip(" :") if answer.startswith("n ") else ""
+        return Decision(False, reason=reason or "denied by the user")
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:  # nothing to show: it prints
+        return {"text/plain": ""}
