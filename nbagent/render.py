@@ -100,6 +100,8 @@ def status_word(status: str) -> str:
 def _icon(status: str) -> str:
     if status in ("running", "streaming"):
         return '<span class="nba-spin"></span>'
+    if status == "waiting_for_approval":
+        return '<span class="nba-dot"></span>'
     return _esc(_ICONS.get(status, "•"))
 
 
@@ -204,8 +206,9 @@ def result_html(result: ToolResult, *, index: int | None = None, open: bool = Fa
     details = result.details
     what = describe_object(details) if details is not None else ""
     text = result.text
-    preview = _one_line(text, 90) if text and not result.images else ""
-    if result.images and not preview:
+    rich = _rich_html(details)
+    preview = _one_line(text, 90) if text and rich is None and not result.images else ""
+    if result.images:
         preview = f"{len(result.images)} image{'s' if len(result.images) > 1 else ''}"
     where = ""
     if index is not None and details is not None:
@@ -213,7 +216,6 @@ def result_html(result: ToolResult, *, index: int | None = None, open: bool = Fa
     summary = "Result" + (f" · {_esc(what)}" if what else "") + where
     if preview:
         summary += f' · <span class="nba-result-preview">{_esc(preview)}</span>'
-    rich = _rich_html(details)
     if rich is not None:
         body = f'<div class="nba-rich">{rich}</div>'
         if text:
@@ -287,17 +289,6 @@ def call_inner_html(
             f'<span class="nba-status">{_esc(status_word(status))}</span>'
             f'<span class="nba-time">{seconds(elapsed)}</span></div>')
     parts = [head]
-    if rec is not None and status == "running" and (rec.fraction is not None or rec.progress):
-        last = rec.progress[-1] if rec.progress else None
-        words = []
-        if rec.fraction is not None:
-            words.append(f"{rec.fraction:.0%}")
-        if last is not None and last.message:
-            words.append(_one_line(last.message, 120))
-        bar = ""
-        if rec.fraction is not None:
-            bar = f'<div class="nba-bar"><div style="width:{rec.fraction * 100:.1f}%"></div></div>'
-        parts.append(f'<div class="nba-sub">{bar}<div class="nba-progress-text">{_esc(" · ".join(words))}</div></div>')
     if rec is None:
         args: Any = partial
     elif rec.arguments is not None:
@@ -308,6 +299,17 @@ def call_inner_html(
     args_part = args_html(args, limit=limit, streaming=rec is None)
     if args_part:
         parts.append(f'<div class="nba-sub">{args_part}</div>')
+    if rec is not None and status == "running" and rec.progress_count:
+        last = rec.progress[-1] if rec.progress else None
+        words = []
+        if rec.fraction is not None:
+            words.append(f"{rec.fraction:.0%}")
+        if last is not None and last.message:
+            words.append(_one_line(last.message, 120))
+        bar = ""
+        if rec.fraction is not None:
+            bar = f'<div class="nba-bar"><div style="width:{rec.fraction * 100:.1f}%"></div></div>'
+        parts.append(f'<div class="nba-sub">{bar}<div class="nba-progress-text">{_esc(" · ".join(words))}</div></div>')
     notes = []
     if rec is not None:
         note = decision_note(rec.decision)

@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["CallRow", "RunView"]
 
-TAIL_LINES = 14
+TAIL_LINES = 8
 """Lines of a tool's live output shown in its row."""
 TAIL_CHARS = 2400
 _LIVE = ("running", "waiting_for_approval", "pending", "streaming")
@@ -117,6 +117,7 @@ class CallRow:
         self._body: W.HTML | None = None
         self._tail: W.HTML | None = None
         self._tail_toggle: W.HTML | None = None
+        self._tail_folded = False
         self._ask: W.VBox | None = None
         self._ask_text: W.HTML | None = None
         self._reason: W.Text | None = None
@@ -186,7 +187,7 @@ class CallRow:
 
     def _render_tail(self) -> int:
         rec = self.record
-        if rec is None or not rec.output.total:
+        if rec is None or not rec.progress_count or not rec.output.total:
             return 0
         text = rec.output.text
         cut = rec.output.total - len(text)
@@ -200,14 +201,24 @@ class CallRow:
             shown = shown[-TAIL_CHARS:]
         head = f"… {cut:,} earlier characters\n" if cut > 0 else ""
         value = f'<pre class="nba-tail">{html.escape(head + shown)}</pre>'
+        fold = rec.done and rec.status == "ok"  # a call that went well folds its output away when it ends
+        if fold:
+            label = f"output · {rec.output.total:,} characters"
+        else:
+            label = "live output" if not rec.done else "output"
+        toggle = (f'<label class="nba-toggle"><input type="checkbox"{"" if fold else " checked"}>'
+                  f"{html.escape(label)}</label>")
         if self._tail is None:
-            checked = "" if rec.done and rec.status == "ok" else " checked"
-            self._tail_toggle = _html(f'<label class="nba-toggle"><input type="checkbox"{checked}>'
-                                      f"live output</label>", "nba-tail-wrap")
+            self._tail_toggle = _html(toggle, "nba-tail-wrap")
             self._tail = _html(value, "nba-tail-wrap")
             self.box.children = self.box.children + (self._tail_toggle, self._tail)
+            self._tail_folded = fold
             return 3
-        return _set(self._tail, value=value)
+        sent = _set(self._tail, value=value)
+        if rec.done and not self._tail_folded:  # once, when the call ends: the person may unfold it again
+            self._tail_folded = True
+            sent += _set(self._tail_toggle, value=toggle)
+        return sent
 
     def _render_ask(self, waiting: bool) -> int:
         s = _shared()

@@ -1,0 +1,176 @@
+"""JupyterLab in a real chromium, for tests and screenshots.
+
+`LabServer` runs `jupyter lab` on a free port with a private settings directory (no news pop-up, no
+restored workspace) and stops it by its process id. `LabPage` opens a notebook in Debian's chromium
+through Playwright (never `playwright install`) and runs its cells the way a person does. Every wait has
+a timeout; `LabPage.shot()` saves screenshots under test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from kernelclient import ROOT, kernel_env
+
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-sync"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LabServer:
+    """`jupyter lab` serving `root`, stopped by PID."""
+
+    def __init__(self, root: Path, **env: str) -> None:
+        self.root = root
+        self.port = free_port()
+        self.token = secrets.token_hex(16)
+        settings = root / ".lab-settings"
+        (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True, exist_ok=True)
+        (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
+            json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+        (root / ".lab-workspaces").mkdir(exist_ok=True)
+        full_env = kernel_env(root, JUPYTERLAB_SETTINGS_DIR=str(settings),
+                              JUPYTERLAB_WORKSPACES_DIR=str(root / ".lab-workspaces"), **env)
+        self.log = (root / "lab.log").open("w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
+             f"--ServerApp.token={self.token}", "--allow-root", f"--ServerApp.root_dir={root}",
+             "--ServerApp.port_retries=0"],
+            cwd=root, env=full_env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        self._wait_up(timeout=60)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _wait_up(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"jupyter lab exited: {(self.root / 'lab.log').read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/api/status?token={self.token}", timeout=2):
+                    return
+            except OSError:
+                time.sleep(0.25)
+        raise TimeoutError(f"jupyter lab did not start within {timeout} s")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=5)
+        self.log.close()
+
+
+def write_notebook(path: Path, cells: list[str | tuple[str, dict]]) -> Path:
+    """A notebook file with these code cells (written first, so nothing is typed into the editor).
+
+    A cell is its source, or (source, metadata): `{"jupyter": {"source_hidden": True}}` folds its code away.
+    """
+    items = [c if isinstance(c, tuple) else (c, {}) for c in cells]
+    nb = {
+        "cells": [{"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": meta, "outputs": [],
+                   "source": src} for i, (src, meta) in enumerate(items)],
+        "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}},
+        "nbformat": 4, "nbformat_minor": 5,
+    }
+    path.write_text(json.dumps(nb, indent=1))
+    return path
+
+
+class LabPage:
+    """A notebook open in JupyterLab, in chromium."""
+
+    def __init__(self, server: LabServer, notebook: str, *, width: int = 1280, height: int = 1000) -> None:
+        from playwright.sync_api import sync_playwright
+
+        self.server = server
+        self._pw = sync_playwright().start()
+        self.browser = self._pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        self.page = self.browser.new_page(viewport={"width": width, "height": height}, device_scale_factor=1)
+        self.page.set_default_timeout(30_000)
+        self.page.goto(f"{server.url}/lab/tree/{notebook}?token={server.token}")
+        self.wait_kernel_idle(timeout=90)
+
+    def wait_kernel_idle(self, timeout: float = 60) -> None:
+        """The kernel exists, is named in the toolbar and is idle, and every cell is rendered."""
+        page = self.page
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=timeout * 1000)
+        page.wait_for_function(
+            """() => {
+                const s = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Toolbar-kernelStatus, .jp-Notebook-ExecutionIndicator');
+                const name = document.querySelector('.jp-KernelName, .jp-Toolbar-kernelName');
+                const status = [...document.querySelectorAll('.jp-StatusBar-TextItem')].map(e => e.textContent).join(' ');
+                return name && /Python/.test(name.textContent) && /Idle/.test(status);
+            }""",
+            timeout=timeout * 1000,
+        )
+
+    def hide_sidebar(self) -> None:
+        """Fold the left sidebar away (View > Show Left Sidebar)."""
+        if self.page.locator("#jp-left-stack:visible").count():
+            self.page.locator(".jp-Notebook").first.click(position={"x": 5, "y": 5})
+            self.page.keyboard.press("Control+b")
+            self.page.wait_for_selector("#jp-left-stack", state="hidden", timeout=5000)
+
+    @property
+    def cells(self) -> Any:
+        return self.page.locator(".jp-Notebook .jp-Cell")
+
+    def run_cell(self, index: int, *, timeout: float = 60, wait: bool = True) -> None:
+        """Click into a cell and press Control+Enter (again if it did not start); wait until it ran."""
+        cell = self.cells.nth(index)
+        prompt = cell.locator(".jp-InputPrompt")
+        before = prompt.inner_text()
+        for attempt in range(3):
+            editor = cell.locator(".cm-content")
+            if editor.count() and editor.first.is_visible():
+                editor.first.click()
+            else:  # a cell whose code is folded away: select it by its prompt
+                prompt.click()
+            self.page.keyboard.press("Control+Enter")
+            try:
+                self.page.wait_for_function(
+                    "([el, before]) => el.textContent !== before",
+                    arg=[prompt.element_handle(), before], timeout=4000)
+                break
+            except Exception:
+                if attempt == 2:
+                    raise
+        if wait:
+            self.page.wait_for_function(
+                "el => /\\[\\d+\\]/.test(el.textContent)", arg=prompt.element_handle(), timeout=timeout * 1000)
+
+    def shot(self, name: str, locator: Any = None) -> Path:
+        ARTIFACTS.mkdir(exist_ok=True)
+        path = ARTIFACTS / f"{name}.png"
+        (locator or self.page).screenshot(path=str(path))
+        return path
+
+    def close(self) -> None:
+        try:
+            self.browser.close()
+        finally:
+            self._pw.stop()
