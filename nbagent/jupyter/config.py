@@ -2,7 +2,7 @@
 
     %config NBAgent                                   # list them, with their help
     %config NBAgent.model = "anthropic:claude-sonnet-4-5"
-    %config NBAgent.model = my_scripted_model         # a Model object works too
+    %config NBAgent.model = "model"                   # the name of a Model object in the notebook
     %config NBAgent.approver = "deny"                 # decide approvals without buttons
 
 or `c.NBAgent.model = ...` in an `ipython_config.py`. A `%agent` option beats the setting for one run.
@@ -35,8 +35,8 @@ class NBAgent(Configurable):
     model = AnyTrait(
         None,
         allow_none=True,
-        help="The model when %agent gets no --model: a spec such as 'openai:gpt-4.1', the name of a Model "
-        "object in the notebook, or a Model object. None: the first provider whose API key is set.",
+        help="The model when %agent gets no --model: a spec such as 'openai:gpt-4.1', or the name of a Model "
+        "object in the notebook (%config copies objects, so name it). None: the first provider whose API key is set.",
     ).tag(config=True)
 
     default_models = Dict(

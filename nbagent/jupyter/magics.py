@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ..run import AgentRun
 
-__all__ = ["AgentMagics", "add_await", "register", "split_options", "unregister"]
+__all__ = ["AgentMagics", "add_await", "quote_prompts", "register", "split_options", "unregister"]
 
 _TOKEN = re.compile(r"""\s*((?:"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|[^\s"']+|["'])+)""")
 
@@ -147,6 +147,26 @@ class AgentMagics(Magics):
 
 
 # --------------------------------------------------------------------------------------------------
+# A prompt that ends with "?" is a question, not IPython's `obj?` help
+# --------------------------------------------------------------------------------------------------
+_LINE = re.compile(r"^(?P<indent>\s*)(?P<target>(?:[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*=\s*)?)%agent\s+(?P<rest>\S.*?)\s*$")
+
+
+def quote_prompts(lines: list[str]) -> list[str]:
+    """Input transformer (cleanup stage): turn `%agent ...` lines into the magic call before IPython reads a
+    final `?` as a request for help (`%agent What columns does df have?` would otherwise show `have?`)."""
+    if lines and lines[0].lstrip().startswith("%%"):
+        return lines  # a cell magic's body is its prompt, untouched
+    out = []
+    for line in lines:
+        m = _LINE.match(line.rstrip("\n"))
+        if m is not None:
+            line = f"{m.group('indent')}{m.group('target')}get_ipython().run_line_magic('agent', {m.group('rest')!r})\n"
+        out.append(line)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
 # --wait: the cell awaits the run (IPython runs a cell with a top-level await on the kernel's loop)
 # --------------------------------------------------------------------------------------------------
 _CALL = re.compile(
@@ -197,6 +217,8 @@ def register(shell: InteractiveShell) -> NotebookSession:
     formatter.for_type(AgentRun, session.display_run)
     if add_await not in shell.input_transformers_post:
         shell.input_transformers_post.append(add_await)
+    if quote_prompts not in shell.input_transformers_cleanup:
+        shell.input_transformers_cleanup.append(quote_prompts)
     return session
 
 
@@ -211,6 +233,8 @@ def unregister(shell: InteractiveShell) -> None:
     formatter.type_printers.pop(AgentRun, None)
     if add_await in shell.input_transformers_post:
         shell.input_transformers_post.remove(add_await)
+    if quote_prompts in shell.input_transformers_cleanup:
+        shell.input_transformers_cleanup.remove(quote_prompts)
     session = getattr(shell, "_nbagent_session", None)
     if session is not None and session.config in shell.configurables:
         shell.configurables.remove(session.config)

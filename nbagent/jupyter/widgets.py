@@ -299,6 +299,7 @@ class RunView:
     def _replay(self) -> None:
         run = self.run
         messages = run.new_messages[1:] if run.prompt is not None else run.new_messages
+        by_id = {rec.id: rec for rec in run.calls}
         turn = 0
         for msg in messages:
             if isinstance(msg, AssistantMessage):
@@ -306,8 +307,13 @@ class RunView:
                 if msg.text:
                     seg = self._segment(turn)
                     seg.text, seg.streaming = msg.text, False
-        for rec in run.calls:
-            self._row(rec.turn, rec.index, rec.name).record = rec
+                for call in msg.tool_calls:
+                    rec = by_id.get(call.id)
+                    if rec is not None:
+                        self._row_of(rec)
+        for rec in run.calls:  # calls of a response still in flight
+            self._row_of(rec)
+        self._dirty.update(self._items)
         self._dirty.add("head")
         self.throttle.request()
 

@@ -1,0 +1,83 @@
+"""Fixtures for the notebook front: an in-process IPython shell, recorded widget messages, real kernels."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+from typing import Any
+
+import comm
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from .kernelclient import KernelSession
+
+
+class RecordingComm(comm.base_comm.BaseComm):
+    """A comm that keeps what a widget would send to the frontend."""
+
+    log: list[tuple[str, dict]] = []
+
+    def publish_msg(self, msg_type: str, data: Any = None, metadata: Any = None, buffers: Any = None, **keys: Any) -> None:
+        RecordingComm.log.append((msg_type, data or {}))
+
+
+@pytest.fixture
+def widget_messages(monkeypatch):
+    """Every message widgets send (comm_open and comm_msg), in order."""
+    log: list[tuple[str, dict]] = []
+    monkeypatch.setattr(RecordingComm, "log", log)
+    monkeypatch.setattr(comm, "create_comm", lambda **kw: RecordingComm(**kw))
+    return log
+
+
+@pytest.fixture(scope="session")
+def _ipython() -> InteractiveShell:
+    return InteractiveShell.instance()
+
+
+@pytest.fixture
+def shell(_ipython, tmp_path, monkeypatch):
+    """The IPython shell with nbagent loaded afresh (a new session, live views as widgets), in tmp_path."""
+    monkeypatch.chdir(tmp_path)
+    _ipython.run_line_magic("load_ext", "nbagent")
+    _ipython.run_line_magic("config", "NBAgent.view = 'widget'")
+    before = set(_ipython.user_ns)
+    yield _ipython
+    _ipython.run_line_magic("unload_ext", "nbagent")
+    _ipython.config.pop("NBAgent", None)
+    for name in set(_ipython.user_ns) - before:
+        del _ipython.user_ns[name]
+
+
+async def run_cell(shell: InteractiveShell, code: str) -> Any:
+    """Run a cell as the kernel does (top-level await allowed); return IPython's ExecutionResult."""
+    transformed = shell.transform_cell(code)
+    return await shell.run_cell_async(code, store_history=True, transformed_cell=transformed)
+
+
+async def settle(predicate, timeout: float = 10.0) -> None:
+    """Let the loop run until `predicate()` holds (fails after `timeout` seconds)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        await asyncio.sleep(0.01)
+
+
+async def finish(run, timeout: float = 20.0):
+    """`await run`, bounded."""
+    return await asyncio.wait_for(run.wait(), timeout)
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    """One real kernel for a module's tests (each test starts its own conversation)."""
+    workdir = tmp_path_factory.mktemp("kernel")
+    k = KernelSession(workdir)
+    k.execute("%load_ext nbagent")
+    yield k
+    k.shutdown()
+    shutil.rmtree(workdir, ignore_errors=True)
