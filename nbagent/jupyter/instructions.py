@@ -33,6 +33,15 @@ def _first_doc_line(obj: Any) -> str:
     return doc.strip().splitlines()[0] if doc.strip() else ""
 
 
+def _signature(fn: Any) -> str:
+    for eval_str in (True, False):  # annotations as written, also under `from __future__ import annotations`
+        try:
+            return str(inspect.signature(fn, eval_str=eval_str))
+        except Exception:
+            continue
+    return "(...)"
+
+
 def summarise_value(value: Any) -> str:
     """One short line describing a value, without calling anything expensive on it."""
     from ..tools import Tool
@@ -55,10 +64,7 @@ def summarise_value(value: Any) -> str:
             return f"dict of {n:,} items" + (f" (keys: {keys}{', …' if n > 8 else ''})" if keys else "")
         return f"{kind} of {n:,} items"
     if inspect.isfunction(value) or inspect.isbuiltin(value) or inspect.ismethod(value):
-        try:
-            sig = str(inspect.signature(value))
-        except (TypeError, ValueError):
-            sig = "(...)"
+        sig = _signature(value)
         doc = _first_doc_line(value)
         return f"function{sig}" + (f": {doc}" if doc else "")
     if inspect.isclass(value):

@@ -1,0 +1,81 @@
+"""How runs, calls and results look: HTML for notebooks, plain text for scripts."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, ToolContext, ToolResult, tool
+from nbagent import render
+
+
+@tool(read_only=True, describe_activity=lambda a: f"Summarising {a.column}",
+      describe_completed_activity=lambda a, r: f"Summarised {a.column} ({len(r)} rows)")
+def summarize(column: str) -> pd.DataFrame:
+    """Summarise a column."""
+    return pd.DataFrame({column: [1, 2, 3]})
+
+
+@tool(destructive=True)
+def wipe(path: str) -> str:
+    """Wipe a path."""
+    return "wiped"
+
+
+def _run():
+    model = ScriptedModel([
+        AssistantMessage(text="Looking <b>now</b>.", tool_calls=[
+            ToolCall(name="summarize", arguments={"column": "revenue"}),
+            ToolCall(name="wipe", arguments={"path": "/tmp/x"}),
+            ToolCall(name="missing", arguments={}),
+        ]),
+        "All **done**.",
+    ])
+    return Agent(model=model, tools=[summarize, wipe], approver=lambda r: False).run_sync("Sum revenue")
+
+
+def test_a_run_renders_its_prompt_text_calls_results_and_decisions():
+    run = _run()
+    page = run._repr_html_()
+    assert page.startswith("<style>")
+    assert "Sum revenue" in page and "<strong>done</strong>" in page
+    assert "Looking &lt;b&gt;now&lt;/b&gt;." in page  # a model's markup is shown, never rendered
+    assert "Summarised revenue (3 rows)" in page and "calls[0].details" in page
+    assert "<table" in page  # the DataFrame, rendered by its own _repr_html_
+    assert "denied by you" in page and "destructive" in page
+    assert "does not exist" in page and "unknown tool" in page
+    assert page.index("Summarised revenue") < page.index("All <strong>done</strong>")
+
+
+def test_a_call_record_shows_the_wire_json_and_a_result_its_object():
+    run = _run()
+    rec = run.calls[0]
+    html = rec._repr_html_()
+    assert "wire: the JSON the model received" in html and rec.id in html
+    result = rec.result._repr_html_()
+    assert "<table" in result and "what the model received" in result
+    assert "error" in ToolResult("boom", is_error=True)._repr_html_()
+
+
+def test_arguments_are_labelled_and_long_values_kept_in_blocks():
+    html = render.args_html({"path": "a.txt", "code": "x = 1\ny = 2", "n": 3, "big": list(range(40))})
+    assert "<th>path</th><td>&quot;a.txt&quot;</td>" in html
+    assert "<pre>x = 1\ny = 2</pre>" in html and "<th>n</th><td>3</td>" in html
+    assert html.count("<pre>") == 2
+    assert "more characters" in render.args_html({"t": "x" * 5000}, limit=100)
+    assert "receiving arguments" in render.args_html({"t": "x"}, streaming=True)
+
+
+def test_plain_text_for_scripts():
+    text = render.run_text(_run())
+    assert text.splitlines()[0].startswith("nbagent run · scripted · default mode · done · 2 turns · 3 calls")
+    assert "✓ Summarised revenue (3 rows)  [summarize · done" in text
+    assert "⊘ Calling wipe  [wipe · denied" in text and "denied by user" in text
+    assert "answer: All **done**." in text
+
+
+def test_small_pieces():
+    assert render.seconds(0.0123) == "0.01 s" and render.seconds(3.21) == "3.2 s"
+    assert render.seconds(42.4) == "42 s" and render.seconds(125) == "2 min 05 s"
+    assert render.describe_object(pd.DataFrame({"a": [1, 2]})) == "DataFrame, 2 rows × 1 columns"
+    assert render.describe_object("abc") == "str of 3 characters" and render.describe_object(3) == "int"
+    assert render.status_word("waiting_for_approval") == "needs approval"
