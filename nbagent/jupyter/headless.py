@@ -1,0 +1,145 @@
+"""Run notebooks with no one at the screen (nbclient), as CI does and as `./dev quickstart` does.
+
+    python -m nbagent.jupyter.headless [NOTEBOOK] [--out EXECUTED.ipynb]
+
+Nobody can click Approve, so a policy decides: `NBAGENT_APPROVAL` (allow or deny; `allow` is used when it is
+not set), or `%config NBAgent.approver` inside the notebook. A background run must be awaited by a later
+cell (`await run`), since the kernel stops after the last cell. After the last cell, the runner asks the
+same kernel what its runs did and prints it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["execute_notebook", "main", "runs_summary"]
+
+_SUMMARY_CODE = "from nbagent.jupyter.headless import runs_summary as _nbagent_summary\nprint(_nbagent_summary())"
+
+
+def runs_summary() -> str:
+    """In a kernel: every %agent run of the session, as plain text, with the transcript check."""
+    from ..render import run_text
+    from ..transcript import check_transcript
+    from . import get_session
+
+    session = get_session()
+    if not session.runs:
+        return "(no %agent run in this notebook)"
+    parts = []
+    for i, run in enumerate(session.runs, 1):
+        problems = check_transcript(run.messages)
+        valid = "transcript valid" if not problems else "TRANSCRIPT INVALID: " + "; ".join(problems)
+        parts.append(f"[{i}] {run_text(run)}\n    {valid}")
+    return "\n".join(parts)
+
+
+def execute_notebook(
+    path: str | Path,
+    *,
+    output: str | Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: int = 300,
+    summary: bool = True,
+    kernel_log: str | Path | None = None,
+) -> tuple[Any, str]:
+    """Execute a notebook in a fresh kernel (cwd: its folder); save the executed copy to `output`.
+
+    Returns the executed notebook and the runs' summary. A cell that fails raises nbclient's
+    `CellExecutionError` (after the partial notebook was saved). `kernel_log` takes the kernel's own
+    stderr (its start-up warnings) instead of this terminal.
+    """
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent.resolve())}})
+    text = ""
+    options: dict[str, Any] = {"env": dict(env if env is not None else os.environ)}
+    log = None
+    if kernel_log is not None:
+        Path(kernel_log).parent.mkdir(parents=True, exist_ok=True)
+        log = options["stderr"] = open(kernel_log, "w")  # noqa: SIM115 - closed below
+    try:
+        with client.setup_kernel(**options):
+            for index, cell in enumerate(list(nb.cells)):
+                client.execute_cell(cell, index)
+            if summary:
+                extra = nbformat.v4.new_code_cell(_SUMMARY_CODE)
+                nb.cells.append(extra)
+                try:
+                    client.execute_cell(extra, len(nb.cells) - 1, store_history=False)
+                finally:
+                    nb.cells.pop()
+                text = "".join(o.get("text", "") for o in extra.outputs if o.get("output_type") == "stream")
+            client.set_widgets_metadata()
+    except CellExecutionError:
+        if output is not None:
+            _save(nb, output)
+        raise
+    finally:
+        if log is not None:
+            log.close()
+    if output is not None:
+        _save(nb, output)
+    return nb, text.rstrip()
+
+
+def _save(nb: Any, output: str | Path) -> None:
+    import nbformat
+
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, output)
+
+
+def _model_note(env: dict[str, str]) -> str:
+    from .config import KEY_VARIABLES
+
+    for provider, names in KEY_VARIABLES:
+        for name in names:
+            if env.get(name):
+                return f"a real model ({provider}: {name} is set)"
+    return "offline, with a ScriptedModel (no API key is set)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    here = Path(__file__).resolve().parents[2]
+    parser = argparse.ArgumentParser(prog="python -m nbagent.jupyter.headless", description=__doc__.split("\n\n")[0])
+    parser.add_argument("notebook", nargs="?", default=str(here / "notebooks" / "quickstart.ipynb"))
+    parser.add_argument("--out", help="where to save the executed copy (default: build/<name>.ipynb)")
+    parser.add_argument("--timeout", type=int, default=300, help="seconds one cell may take")
+    args = parser.parse_args(argv)
+    notebook = Path(args.notebook)
+    out = Path(args.out) if args.out else Path("build") / notebook.name
+    env = dict(os.environ)
+    policy = env.get("NBAGENT_APPROVAL", "").strip().lower()
+    if policy not in ("allow", "deny"):
+        env["NBAGENT_APPROVAL"] = policy = "allow"
+    print(f"== executing {notebook} headless: {_model_note(env)}; approvals decided by NBAGENT_APPROVAL={policy}",
+          flush=True)
+    t0 = time.monotonic()
+    from nbclient.exceptions import CellExecutionError
+
+    try:
+        _, summary = execute_notebook(notebook, output=out, env=env, timeout=args.timeout,
+                                      kernel_log=out.with_suffix(".kernel.log"))
+    except CellExecutionError as exc:
+        print(f"!! a cell failed (the partial notebook is in {out}):\n{exc}", file=sys.stderr)
+        return 1
+    print(f"== done in {time.monotonic() - t0:.1f} s; the executed notebook is {out}\n")
+    print(summary)
+    print(f"\nOpen it with: ./dev lab   (or jupyter lab {out})")
+    return 0 if "TRANSCRIPT INVALID" not in summary else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
