@@ -111,7 +111,7 @@ class LabPage:
         self.browser = self._pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         self.page = self.browser.new_page(viewport={"width": width, "height": height}, device_scale_factor=1)
         self.page.set_default_timeout(30_000)
-        self.page.goto(f"{server.url}/lab/tree/{notebook}?token={server.token}")
+        self.page.goto(f"{server.url}/lab/tree/{notebook}?reset&token={server.token}")  # no restored tabs
         self.wait_kernel_idle(timeout=90)
 
     def wait_kernel_idle(self, timeout: float = 60) -> None:
@@ -137,7 +137,7 @@ class LabPage:
 
     @property
     def cells(self) -> Any:
-        return self.page.locator(".jp-Notebook .jp-Cell")
+        return self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
 
     def run_cell(self, index: int, *, timeout: float = 60, wait: bool = True) -> None:
         """Click into a cell and press Control+Enter (again if it did not start); wait until it ran."""

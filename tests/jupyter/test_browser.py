@@ -1,0 +1,106 @@
+"""JupyterLab in a real chromium: `%agent` with a scripted model that calls a destructive tool; a person clicks
+Approve (the tool runs, the view says done), or types a reason and clicks Deny (it does not run).
+
+Screenshots of the view are saved under test-artifacts/ (also on failure)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from .lab import LabPage, LabServer, write_notebook
+
+pytestmark = pytest.mark.browser
+
+if shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists():  # pragma: no cover
+    pytest.skip("chromium is not installed (./dev test installs it)", allow_module_level=True)
+
+SETUP = '''from pathlib import Path
+from nbagent import AssistantMessage, ScriptedModel, ToolCall, ToolResultMessage, tool
+
+
+@tool(destructive=True, describe_activity=lambda a: f"Removing {a.path}",
+      describe_completed_activity=lambda a, r: f"Removed {a.path}")
+def remove(path: str) -> str:
+    """Remove a file."""
+    Path(path).unlink()
+    return f"removed {path}"
+
+
+def answer(messages):
+    denied = isinstance(messages[-1], ToolResultMessage) and messages[-1].is_error
+    return "I left it in place, as you asked." if denied else "The old export is gone."
+
+
+model = ScriptedModel([
+    AssistantMessage(text="I'll remove the old export.",
+                     tool_calls=[ToolCall(name="remove", arguments={"path": "old-export.csv"})]),
+    answer,
+], delay=0.02)'''
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    server = LabServer(tmp_path_factory.mktemp("lab"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def page(lab, request):
+    """A fresh notebook (so a fresh kernel) for each test, with the file the agent is asked to remove."""
+    name = request.node.name.removeprefix("test_")[:40]
+    write_notebook(lab.root / f"{name}.ipynb", [
+        "%load_ext nbagent",
+        SETUP,
+        "run = %agent --model model --tools remove Remove old-export.csv, it is out of date.",
+    ])
+    (lab.root / "old-export.csv").write_text("a,b\n1,2\n")
+    page = LabPage(lab, f"{name}.ipynb", width=1200, height=1100)
+    yield page
+    page.close()
+
+
+def run_agent(page: LabPage) -> None:
+    page.hide_sidebar()
+    for i in range(3):
+        page.run_cell(i)
+    page.page.wait_for_selector(".nba-view button.nba-approve", state="visible", timeout=30_000)
+
+
+def test_approve_in_the_page_runs_the_tool_and_the_view_says_done(page, lab):
+    try:
+        run_agent(page)
+        view = page.page.locator(".nba-view")
+        assert "Needs your approval" in view.inner_text() and "old-export.csv" in view.inner_text()
+        page.shot("browser-approval-pending", view)
+        page.page.click(".nba-view button.nba-approve")
+        page.page.wait_for_selector(".nba-view .nba-head .nba-s-done", timeout=30_000)
+        text = view.inner_text()
+        assert "Removed old-export.csv" in text and "approved by you" in text
+        assert "The old export is gone." in text
+        assert not (lab.root / "old-export.csv").exists()
+        assert page.page.locator(".nba-view button.nba-approve:visible").count() == 0
+        page.shot("browser-approved", view)
+    except Exception:
+        page.shot("browser-approve-failure")
+        raise
+
+
+def test_deny_in_the_page_keeps_the_file_and_tells_the_model_why(page, lab):
+    try:
+        run_agent(page)
+        page.page.fill(".nba-view .nba-ask input[type=text]", "keep it for the audit")
+        page.page.click(".nba-view button.nba-deny")
+        page.page.wait_for_selector(".nba-view .nba-head .nba-s-done", timeout=30_000)
+        view = page.page.locator(".nba-view")
+        text = view.inner_text()
+        assert "denied by you: “keep it for the audit”" in text
+        assert "I left it in place, as you asked." in text
+        assert (lab.root / "old-export.csv").exists()
+        page.shot("browser-denied", view)
+    except Exception:
+        page.shot("browser-deny-failure")
+        raise
