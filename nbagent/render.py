@@ -149,30 +149,37 @@ def markdown_html(text: str) -> str:
 def _value_html(value: Any, limit: int) -> str:
     if isinstance(value, str):
         if "\n" in value or len(value) > 80:
-            return f"<pre>{_esc(_clip(value, limit))}</pre>"
+            return f'<div class="nba-pre">{_esc(_clip(value, limit))}</div>'
         return _esc(json.dumps(value, ensure_ascii=False))
     try:
         text = json.dumps(value, ensure_ascii=False, default=repr)
     except (TypeError, ValueError):
         text = repr(value)
     if len(text) > 80:
-        try:
-            text = json.dumps(value, ensure_ascii=False, default=repr, indent=2)
-        except (TypeError, ValueError):
-            pass
-        return f"<pre>{_esc(_clip(text, limit))}</pre>"
+        nested = isinstance(value, dict) or (isinstance(value, (list, tuple)) and any(
+            isinstance(v, (dict, list, tuple)) for v in value))
+        if nested:  # structure reads better indented; a flat list reads better wrapped
+            try:
+                text = json.dumps(value, ensure_ascii=False, default=repr, indent=2)
+            except (TypeError, ValueError):
+                pass
+        return f'<div class="nba-pre">{_esc(_clip(text, limit))}</div>'
     return _esc(text)
 
 
 def args_html(args: Any, *, limit: int = 600, streaming: bool = False) -> str:
-    """Arguments as a labelled table (a `<pre>` when they are not an object); `limit` characters per value."""
+    """Arguments as labelled rows (a block of text when they are not an object); `limit` characters per value.
+
+    Plain `div`s in a grid, not a `<table>`: a notebook's own table and `<pre>` styles do not reach them.
+    """
     typing = '<div class="nba-typing">receiving arguments…</div>' if streaming else ""
     if args is None or args == {}:
         return typing
     if not isinstance(args, dict):
-        return f'<pre class="nba-pre">{_esc(_clip(str(args), limit))}</pre>{typing}'
-    rows = "".join(f"<tr><th>{_esc(k)}</th><td>{_value_html(v, limit)}</td></tr>" for k, v in args.items())
-    return f'<table class="nba-args">{rows}</table>{typing}'
+        return f'<div class="nba-pre">{_esc(_clip(str(args), limit))}</div>{typing}'
+    rows = "".join(f'<div class="nba-k">{_esc(k)}</div><div class="nba-v">{_value_html(v, limit)}</div>'
+                   for k, v in args.items())
+    return f'<div class="nba-args">{rows}</div>{typing}'
 
 
 # --------------------------------------------------------------------------------------------------
@@ -195,7 +202,7 @@ def _blocks_html(blocks: list) -> str:
     parts = []
     for b in blocks:
         if isinstance(b, TextBlock):
-            parts.append(f'<pre class="nba-pre">{_esc(_clip(b.text))}</pre>')
+            parts.append(f'<div class="nba-pre">{_esc(_clip(b.text))}</div>')
         elif isinstance(b, ImageBlock):
             parts.append(f'<img src="data:{_esc(b.mime_type)};base64,{b.base64}" alt="image result"/>')
     return "".join(parts)
@@ -212,7 +219,7 @@ def result_html(result: ToolResult, *, index: int | None = None, open: bool = Fa
         preview = f"{len(result.images)} image{'s' if len(result.images) > 1 else ''}"
     where = ""
     if index is not None and details is not None:
-        where = f' · <code>calls[{index}].details</code>'
+        where = f' · <span class="nba-code">calls[{index}].details</span>'
     summary = "Result" + (f" · {_esc(what)}" if what else "") + where
     if preview:
         summary += f' · <span class="nba-result-preview">{_esc(preview)}</span>'
@@ -236,7 +243,7 @@ def tool_result_html(result: ToolResult) -> str:
     inner = result_html(result, open=True)
     if flags:
         inner = inner.replace("<summary>Result", f"<summary>Result{_esc(flags)}", 1)
-    return f'{_style()}<div class="nba"><div class="nba-body">{inner}</div></div>'
+    return f'{_style()}<div class="nba nba-bare">{inner}</div>'
 
 
 # --------------------------------------------------------------------------------------------------
@@ -280,6 +287,8 @@ def call_inner_html(
     else:
         status, label, tool_name, tool = rec.status, rec.label, rec.name, rec.tool
         elapsed = rec.elapsed
+        if status == "ok" and rec.completed_activity is None and label == f"Calling {rec.name}":
+            label = f"Called {rec.name}"  # the default label, in the past tense once done
     flags = ""
     if tool is not None and tool.destructive:
         flags = '<span class="nba-flag">destructive</span>'
@@ -323,8 +332,8 @@ def call_inner_html(
         parts.append(f'<div class="nba-sub nba-note">{" · ".join(notes)}</div>')
     if rec is not None and rec.done and rec.result is not None:
         if status in ("error", "not_found", "invalid_arguments", "timeout"):
-            parts.append(f'<div class="nba-sub"><pre class="nba-pre nba-errtext">{_esc(_clip(rec.result.text, 1500))}'
-                         "</pre></div>")
+            parts.append(f'<div class="nba-sub"><div class="nba-pre nba-errtext">{_esc(_clip(rec.result.text, 1500))}'
+                         "</div></div>")
             if rec.result.details is not None and not isinstance(rec.result.details, BaseException):
                 parts.append(f'<div class="nba-sub">{result_html(rec.result, index=index)}</div>')
         elif status == "ok":
@@ -337,9 +346,9 @@ def call_record_html(rec: CallRecord, index: int | None = None) -> str:
     wire = ""
     if rec.message is not None:
         wire = (f'<div class="nba-sub"><details class="nba-result nba-wire"><summary>wire: the JSON the model '
-                f'received</summary><pre class="nba-pre">{_esc(_clip(_json(rec.wire)))}</pre></details></div>')
-    return (f'{_style()}<div class="nba"><div class="nba-body"><div class="nba-call nba-s-{_esc(rec.status)}">'
-            f"{call_inner_html(rec, index=index)}{wire}</div></div></div>")
+                f'received</summary><div class="nba-pre">{_esc(_clip(_json(rec.wire)))}</div></details></div>')
+    return (f'{_style()}<div class="nba nba-bare"><div class="nba-call nba-s-{_esc(rec.status)}">'
+            f"{call_inner_html(rec, index=index)}{wire}</div></div>")
 
 
 def _json(value: Any) -> str:

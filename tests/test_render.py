@@ -57,10 +57,14 @@ def test_a_call_record_shows_the_wire_json_and_a_result_its_object():
 
 
 def test_arguments_are_labelled_and_long_values_kept_in_blocks():
-    html = render.args_html({"path": "a.txt", "code": "x = 1\ny = 2", "n": 3, "big": list(range(40))})
-    assert "<th>path</th><td>&quot;a.txt&quot;</td>" in html
-    assert "<pre>x = 1\ny = 2</pre>" in html and "<th>n</th><td>3</td>" in html
-    assert html.count("<pre>") == 2
+    html = render.args_html({"path": "a.txt", "code": "x = 1\ny = 2", "n": 3, "big": list(range(40)),
+                             "nested": [{"a": 1, "b": "x" * 80}]})
+    assert '<div class="nba-k">path</div><div class="nba-v">&quot;a.txt&quot;</div>' in html
+    assert '<div class="nba-pre">x = 1\ny = 2</div>' in html
+    assert '<div class="nba-k">n</div><div class="nba-v">3</div>' in html
+    assert '<div class="nba-pre">[0, 1, 2, 3,' in html  # a flat list wraps
+    assert '<div class="nba-pre">[\n  {\n    &quot;a&quot;: 1,' in html  # a structure is indented
+    assert "<table" not in html and "<pre" not in html  # the host notebook's table styles cannot reach it
     assert "more characters" in render.args_html({"t": "x" * 5000}, limit=100)
     assert "receiving arguments" in render.args_html({"t": "x"}, streaming=True)
 
@@ -71,6 +75,13 @@ def test_plain_text_for_scripts():
     assert "✓ Summarised revenue (3 rows)  [summarize · done" in text
     assert "⊘ Calling wipe  [wipe · denied" in text and "denied by user" in text
     assert "answer: All **done**." in text
+
+
+def test_the_default_label_is_in_the_past_tense_once_the_call_went_well():
+    script = [AssistantMessage(tool_calls=[ToolCall(name="wipe", arguments={"path": "x"})]), "ok"]
+    allowed = Agent(model=ScriptedModel(script), tools=[wipe], approver="allow").run_sync("go")
+    assert "Called wipe" in allowed._repr_html_()
+    assert "Calling wipe" in _run()._repr_html_() and "Called wipe" not in _run()._repr_html_()  # denied
 
 
 def test_small_pieces():

@@ -35,22 +35,26 @@ def free_port() -> int:
 
 
 class LabServer:
-    """`jupyter lab` serving `root`, stopped by PID."""
+    """`jupyter lab` (or `jupyter notebook`, Notebook 7) serving `root`, stopped by PID."""
 
-    def __init__(self, root: Path, **env: str) -> None:
+    def __init__(self, root: Path, *, app: str = "lab", theme: str | None = None, **env: str) -> None:
         self.root = root
+        self.app = app
         self.port = free_port()
         self.token = secrets.token_hex(16)
         settings = root / ".lab-settings"
         (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True, exist_ok=True)
         (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
             json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+        if theme is not None:
+            (settings / "@jupyterlab" / "apputils-extension" / "themes.jupyterlab-settings").write_text(
+                json.dumps({"theme": theme}))
         (root / ".lab-workspaces").mkdir(exist_ok=True)
         full_env = kernel_env(root, JUPYTERLAB_SETTINGS_DIR=str(settings),
                               JUPYTERLAB_WORKSPACES_DIR=str(root / ".lab-workspaces"), **env)
         self.log = (root / "lab.log").open("w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
+            [sys.executable, "-m", "jupyter", app, "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
              f"--ServerApp.token={self.token}", "--allow-root", f"--ServerApp.root_dir={root}",
              "--ServerApp.port_retries=0"],
             cwd=root, env=full_env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
@@ -111,19 +115,27 @@ class LabPage:
         self.browser = self._pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         self.page = self.browser.new_page(viewport={"width": width, "height": height}, device_scale_factor=1)
         self.page.set_default_timeout(30_000)
-        self.page.goto(f"{server.url}/lab/tree/{notebook}?reset&token={server.token}")  # no restored tabs
+        if server.app == "lab":
+            self.page.goto(f"{server.url}/lab/tree/{notebook}?reset&token={server.token}")  # no restored tabs
+        else:
+            self.page.goto(f"{server.url}/notebooks/{notebook}?token={server.token}")
         self.wait_kernel_idle(timeout=90)
 
     def wait_kernel_idle(self, timeout: float = 60) -> None:
         """The kernel exists, is named in the toolbar and is idle, and every cell is rendered."""
         page = self.page
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=timeout * 1000)
+        # JupyterLab's execution indicator says idle before a kernel exists: also wait for the kernel's name,
+        # and for the status bar (Lab) or the indicator (Notebook 7, which has no status bar) to say Idle.
         page.wait_for_function(
             """() => {
-                const s = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Toolbar-kernelStatus, .jp-Notebook-ExecutionIndicator');
                 const name = document.querySelector('.jp-KernelName, .jp-Toolbar-kernelName');
-                const status = [...document.querySelectorAll('.jp-StatusBar-TextItem')].map(e => e.textContent).join(' ');
-                return name && /Python/.test(name.textContent) && /Idle/.test(status);
+                const bar = [...document.querySelectorAll('.jp-StatusBar-TextItem')].map(e => e.textContent).join(' ');
+                const indicator = document.querySelector('.jp-Notebook-ExecutionIndicator');
+                const named = /\|\s*(Idle|Busy|Starting|Connecting|Unknown)/.test(bar);  // Lab: "Python 3 | Idle"
+                const idle = named ? /\|\s*Idle/.test(bar)
+                    : !!indicator && indicator.getAttribute('data-status') === 'idle';
+                return name && /Python/.test(name.textContent) && idle;
             }""",
             timeout=timeout * 1000,
         )
@@ -136,19 +148,21 @@ class LabPage:
             self.page.wait_for_selector("#jp-left-stack", state="hidden", timeout=5000)
 
     @property
-    def cells(self) -> Any:
-        return self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell")
+    def code_cells(self) -> Any:
+        return self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-CodeCell")
 
     def run_cell(self, index: int, *, timeout: float = 60, wait: bool = True) -> None:
-        """Click into a cell and press Control+Enter (again if it did not start); wait until it ran."""
-        cell = self.cells.nth(index)
+        """Click into the index-th code cell and press Control+Enter (again if it did not start); wait until
+        it ran."""
+        cell = self.code_cells.nth(index)
+        cell.scroll_into_view_if_needed()
         prompt = cell.locator(".jp-InputPrompt")
         before = prompt.inner_text()
         for attempt in range(3):
             editor = cell.locator(".cm-content")
             if editor.count() and editor.first.is_visible():
                 editor.first.click()
-            else:  # a cell whose code is folded away: select it by its prompt
+            else:  # its code is folded away: clicking its prompt selects it (and unfolds the code)
                 prompt.click()
             self.page.keyboard.press("Control+Enter")
             try:
@@ -162,6 +176,11 @@ class LabPage:
         if wait:
             self.page.wait_for_function(
                 "el => /\\[\\d+\\]/.test(el.textContent)", arg=prompt.element_handle(), timeout=timeout * 1000)
+
+    def run_all(self) -> None:
+        """Run > Run All Cells, as a person would."""
+        self.page.click(".lm-MenuBar-item:has-text('Run')")
+        self.page.click(".lm-Menu-item:has-text('Run All Cells')")
 
     def shot(self, name: str, locator: Any = None) -> Path:
         ARTIFACTS.mkdir(exist_ok=True)
