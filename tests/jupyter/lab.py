@@ -128,7 +128,7 @@ class LabPage:
         # JupyterLab's execution indicator says idle before a kernel exists: also wait for the kernel's name,
         # and for the status bar (Lab) or the indicator (Notebook 7, which has no status bar) to say Idle.
         page.wait_for_function(
-            """() => {
+            r"""() => {
                 const name = document.querySelector('.jp-KernelName, .jp-Toolbar-kernelName');
                 const bar = [...document.querySelectorAll('.jp-StatusBar-TextItem')].map(e => e.textContent).join(' ');
                 const indicator = document.querySelector('.jp-Notebook-ExecutionIndicator');

@@ -1,5 +1,5 @@
-"""JupyterLab in a real chromium: `%agent` with a scripted model that calls a destructive tool; a person clicks
-Approve (the tool runs, the view says done), or types a reason and clicks Deny (it does not run).
+"""JupyterLab (and Notebook 7) in a real chromium: `%agent` with a scripted model that calls a destructive tool;
+a person clicks Approve (the tool runs, the view says done), or types a reason and clicks Deny (it does not run).
 
 Screenshots of the view are saved under test-artifacts/ (also on failure)."""
 
@@ -48,23 +48,34 @@ def lab(tmp_path_factory):
     server.stop()
 
 
-@pytest.fixture
-def page(lab, request):
-    """A fresh notebook (so a fresh kernel) for each test, with the file the agent is asked to remove."""
-    name = request.node.name.removeprefix("test_")[:40]
-    write_notebook(lab.root / f"{name}.ipynb", [
+@pytest.fixture(scope="module")
+def notebook7(tmp_path_factory):
+    server = LabServer(tmp_path_factory.mktemp("nb7"), app="notebook")
+    yield server
+    server.stop()
+
+
+def open_page(server: LabServer, name: str) -> LabPage:
+    """A fresh notebook (so a fresh kernel) with the file the agent is asked to remove."""
+    write_notebook(server.root / f"{name}.ipynb", [
         "%load_ext nbagent",
         SETUP,
         "run = %agent --model model --tools remove Remove old-export.csv, it is out of date.",
     ])
-    (lab.root / "old-export.csv").write_text("a,b\n1,2\n")
-    page = LabPage(lab, f"{name}.ipynb", width=1200, height=1100)
+    (server.root / "old-export.csv").write_text("a,b\n1,2\n")
+    return LabPage(server, f"{name}.ipynb", width=1200, height=1100)
+
+
+@pytest.fixture
+def page(lab, request):
+    page = open_page(lab, request.node.name.removeprefix("test_")[:40])
     yield page
     page.close()
 
 
 def run_agent(page: LabPage) -> None:
-    page.hide_sidebar()
+    if page.server.app == "lab":
+        page.hide_sidebar()
     for i in range(3):
         page.run_cell(i)
     page.page.wait_for_selector(".nba-view button.nba-approve", state="visible", timeout=30_000)
@@ -104,3 +115,19 @@ def test_deny_in_the_page_keeps_the_file_and_tells_the_model_why(page, lab):
     except Exception:
         page.shot("browser-deny-failure")
         raise
+
+
+def test_approve_in_notebook_7(notebook7):
+    page = open_page(notebook7, "approve_in_notebook_7")
+    try:
+        run_agent(page)
+        page.page.click(".nba-view button.nba-approve")
+        page.page.wait_for_selector(".nba-view .nba-head .nba-s-done", timeout=30_000)
+        assert "The old export is gone." in page.page.locator(".nba-view").inner_text()
+        assert not (notebook7.root / "old-export.csv").exists()
+        page.shot("browser-notebook7-approved", page.page.locator(".nba-view"))
+    except Exception:
+        page.shot("browser-notebook7-failure")
+        raise
+    finally:
+        page.close()
