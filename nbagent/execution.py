@@ -228,12 +228,12 @@ async def _lifecycle(run: AgentRun, plan: ToolPlan, rec: CallRecord, outcome: Ba
 
     # 4. permission
     decision, why = run.policy.evaluate(tool, args, ctx)
+    run_args = args
     if decision is None:
         decision = await _ask(run, rec, tool, args, why, ctx)
         if decision.allow:
-            # What runs is a copy of exactly what was approved: nothing can change it from now on.
-            args = _frozen_copy(args)
-            rec.arguments = args
+            # What runs is a private copy of exactly what was approved: nothing can change it from now on.
+            run_args = _frozen_copy(args)
     rec.decision = decision
     if not decision.allow:
         _finish(run, rec, "denied", error_result(f"Permission denied: {decision.reason}. The call was not executed."))
@@ -244,7 +244,7 @@ async def _lifecycle(run: AgentRun, plan: ToolPlan, rec: CallRecord, outcome: Ba
     run._refresh_status()
     status = "ok"
     try:
-        value = await _execute(tool, args, ctx)
+        value = await _execute(tool, run_args, ctx)
         try:
             result = to_tool_result(value)
         except Exception as exc:

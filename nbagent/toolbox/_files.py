@@ -507,7 +507,7 @@ def make_file_tools(binding: Binding) -> dict[str, Tool]:
 # Helpers
 # --------------------------------------------------------------------------------------------------
 def _binary_lines(f: Any, keep: int = 4 * MAX_LINE_CHARS):
-    """(the first `keep` bytes of each line, the line's whole length) of a binary file; lines end at
+    """(the first `keep` bytes of each line, the line's length without its ending) of a binary file; lines end at
     `\\n` only (as `wc -l` counts them), and a huge line is never held in memory whole."""
     while True:
         chunk = f.readline(1 << 16)
@@ -522,6 +522,10 @@ def _binary_lines(f: Any, keep: int = 4 * MAX_LINE_CHARS):
             if len(kept) < keep:
                 kept += chunk[: keep - len(kept)]
             length += len(chunk)
+        if chunk.endswith(b"\r\n"):
+            length -= 2
+        elif chunk.endswith(b"\n"):
+            length -= 1
         yield kept, length
 
 
@@ -600,11 +604,9 @@ def _files_under(ws: Workspace, start: ResolvedPath):
     for rel, entry in ws.walk(start):
         try:
             if entry.is_symlink():
-                real = os.path.realpath(entry.path)
-                if ws.relative(real) is None:
+                # links are not followed (their targets inside are searched as themselves)
+                if ws.relative(os.path.realpath(entry.path)) is None:
                     yield rel, None
-                elif os.path.isfile(real):
-                    yield rel, real
                 continue
             if entry.is_file(follow_symlinks=False):
                 yield rel, entry.path

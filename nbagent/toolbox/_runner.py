@@ -142,6 +142,10 @@ class PythonRunner:
         """Turn the code into plain Python (a kernel handles `%magics` and `!commands` here)."""
         return code
 
+    def transform_tree(self, tree: ast.Module) -> ast.Module:
+        """Rewrite the parsed code before it runs (a kernel applies its AST transformers here)."""
+        return tree
+
     def display_capture(self, outputs: list[dict[str, Any]],
                         on_display: Callable[[dict[str, Any]], None] | None = None) -> ContextManager[Any]:
         """While the code runs, route what the current thread displays into `outputs`."""
@@ -218,16 +222,16 @@ class PythonRunner:
     def _execute(self, source: str, filename: str) -> tuple[Any, bool]:
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         flags = ast.PyCF_ONLY_AST | _TOP_LEVEL_AWAIT
-        tree = compile(source, filename, "exec", flags=flags, dont_inherit=True)
+        tree = self.transform_tree(compile(source, filename, "exec", flags=flags, dont_inherit=True))
         body: list[ast.stmt] = list(tree.body)
         last: ast.expr | None = None
         if body and isinstance(body[-1], ast.Expr):
             last = body.pop().value  # type: ignore[union-attr]
-        module = ast.Module(body=body, type_ignores=[])
+        module = ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
         code_body = compile(module, filename, "exec", flags=_TOP_LEVEL_AWAIT, dont_inherit=True)
         code_last = None
         if last is not None:
-            code_last = compile(ast.Expression(last), filename, "eval", flags=_TOP_LEVEL_AWAIT, dont_inherit=True)
+            code_last = compile(ast.fix_missing_locations(ast.Expression(last)), filename, "eval", flags=_TOP_LEVEL_AWAIT, dont_inherit=True)
         ns = self.namespace
         if (code_body.co_flags & _CO_COROUTINE) or (code_last is not None and code_last.co_flags & _CO_COROUTINE):
             value = _run_coroutine(_body_then_value(code_body, code_last, ns))

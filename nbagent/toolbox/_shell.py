@@ -98,11 +98,31 @@ def _kill_group(proc: asyncio.subprocess.Process, sig: int) -> None:
             pass
 
 
+def _close_pipes(proc: asyncio.subprocess.Process) -> None:
+    """Close our ends of the pipes (a program left in the background may still hold theirs)."""
+    transport = getattr(proc, "_transport", None)
+    if transport is not None:
+        try:
+            transport.close()
+        except Exception:  # pragma: no cover
+            pass
+
+
+async def _exited(proc: asyncio.subprocess.Process) -> int:
+    """Wait for the process itself to exit (`proc.wait()` also waits for every holder of its pipes to
+    close them, which a program left in the background may never do)."""
+    delay = 0.005
+    while proc.returncode is None:
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.05)
+    return proc.returncode
+
+
 async def _terminate(proc: asyncio.subprocess.Process) -> None:
     """SIGTERM to the whole group, SIGKILL after a grace period."""
     _kill_group(proc, signal.SIGTERM)
     try:
-        await asyncio.wait_for(asyncio.shield(proc.wait()), KILL_GRACE)
+        await asyncio.wait_for(_exited(proc), KILL_GRACE)
     except (asyncio.TimeoutError, TimeoutError):
         pass
     _kill_group(proc, signal.SIGKILL)
@@ -175,7 +195,7 @@ def make_shell_tool(binding: Binding) -> Tool:
         left_running = False
         try:
             try:
-                await asyncio.wait_for(asyncio.shield(proc.wait()), timeout)
+                await asyncio.wait_for(_exited(proc), timeout)
             except (asyncio.TimeoutError, TimeoutError):
                 timed_out = True
                 await _terminate(proc)
@@ -191,7 +211,9 @@ def make_shell_tool(binding: Binding) -> Tool:
             await asyncio.shield(_terminate(proc))
             for task in readers:
                 task.cancel()
+            _close_pipes(proc)
             raise
+        _close_pipes(proc)
         exit_code = proc.returncode
         details = ShellResult(
             command=command, exit_code=exit_code, stdout="".join(collector.parts["stdout"]),

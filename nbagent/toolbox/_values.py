@@ -101,7 +101,7 @@ def _pandas_text(value: Any) -> str:
     import pandas as pd  # already imported: the value is a pandas object
 
     with pd.option_context("display.max_rows", 30, "display.min_rows", 20, "display.max_columns", 20,
-                           "display.width", 160, "display.max_colwidth", 60, "display.show_dimensions", True):
+                           "display.width", 160, "display.max_colwidth", 60, "display.show_dimensions", "truncate"):
         return repr(value)
 
 
