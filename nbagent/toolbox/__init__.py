@@ -3,18 +3,30 @@
     from nbagent import Agent, toolbox
     agent = Agent(model=..., tools=toolbox.all(workspace="."))
 
-| tool | arguments | what it does | permission |
-|---|---|---|---|
-| `python` | `code` | runs code in the user's namespace; value, prints, displays, figures | destructive: asks |
-| `list_variables` | | names, types and shapes in the namespace | read-only |
-| `inspect_variable` | `name` | a closer, bounded look at one value | read-only |
-| `history` | `limit`, `offset` | what was run in this session, most recent first | read-only |
-| `read_file` | `path`, `offset`, `limit` | a text file's lines (or an image) | read-only |
-| `list_files` | `pattern` | files matching a glob, with sizes | read-only |
-| `grep` | `pattern`, `path`, `glob`, `ignore_case`, `max_results` | lines matching a regex | read-only |
-| `write_file` | `path`, `content` | writes a whole file | a file edit (acceptEdits allows) |
-| `edit_file` | `path`, `old`, `new`, `replace_all` | replaces exact text once; returns a diff | a file edit |
-| `shell` | `command`, `timeout` | a bash command in the workspace | read-only commands auto-allowed, else asks |
+| tool | arguments | what it does | permission | a rule's `(pattern)` matches |
+|---|---|---|---|---|
+| `python` | `code` | runs code in the user's namespace; value, prints, displays, figures | destructive: asks | the code (fnmatch) |
+| `list_variables` | | names, types and shapes in the namespace | read-only | (no arguments) |
+| `inspect_variable` | `name` | a closer, bounded look at one value | read-only | the name (fnmatch) |
+| `history` | `limit`, `offset` | what was run in this session, most recent first | read-only | (nothing) |
+| `read_file` | `path`, `offset`, `limit` | a text file's lines (or an image) | read-only | the path, as a workspace glob |
+| `list_files` | `pattern` | files matching a glob, with sizes | read-only | the directory listed, as a workspace glob |
+| `grep` | `pattern`, `path`, `glob`, `ignore_case`, `max_results` | lines matching a regex | read-only | the path searched, as a workspace glob |
+| `write_file` | `path`, `content` | writes a whole file | a file edit (acceptEdits allows) | the path, as a workspace glob |
+| `edit_file` | `path`, `old`, `new`, `replace_all` | replaces exact text once; returns a diff | a file edit | the path, as a workspace glob |
+| `shell` | `command`, `timeout` | a bash command in the workspace | read-only commands auto-allowed, else asks | the command line, as a prefix |
+
+Workspace globs (`nbagent.permissions.path_rule_matcher`): relative to the workspace, `*` within a
+segment, `**` across segments, a pattern without `/` matching a name at any depth (`.env`), a directory
+covering its contents (`notebooks/**`); a deny rule matches the path as written and as it resolves
+(symbolic links followed), ignoring case; an allow rule only the real path inside the workspace.
+`grep` also skips the files that deny rules of `read_file` or `grep` protect; `list_files` hides what
+deny rules of `list_files` cover. Command prefixes (`nbagent.toolbox.shell_pattern_matches`):
+`shell(git status*)` is a glob over the command's words, `shell(pytest:*)` a word prefix; allow rules,
+ask rules and grants only match one plain command (never `git status; rm -rf x`, `$(...)`, pipes,
+redirections), or exactly the line a wildcard-free pattern spells; deny rules match any command the line
+may run (each part, substitutions, `sudo`/`bash -c`/`xargs`/`find -exec` targets) and any line they
+cannot read. Writes inside `.git/` are never auto-allowed by acceptEdits.
 
 Two ways to get them:
 

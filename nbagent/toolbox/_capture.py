@@ -30,14 +30,26 @@ _routes: dict[int, Sink] = {}
 _install_lock = threading.Lock()
 
 
+_local = threading.local()
+
+
 class RoutedStream:
     """A stand-in for `sys.stdout` / `sys.stderr` that sends a routed thread's writes to its sink."""
 
-    # No __slots__: IPython patches `write` on the instance while a cell runs (its output history tee).
-
     def __init__(self, name: str, underlying: Any) -> None:
-        self._nbagent_name = name
-        self._nbagent_underlying = underlying
+        self.__dict__["_nbagent_name"] = name
+        self.__dict__["_nbagent_underlying"] = underlying
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # IPython patches `write` on sys.stdout while a cell runs, to record the cell's output in its
+        # history. The patch is kept behind the routing, so a routed thread's output never reaches it.
+        if name == "write":
+            if getattr(value, "__self__", None) is self and getattr(value, "__func__", None) is RoutedStream.write:
+                self.__dict__.pop("_nbagent_patched_write", None)  # the patch being undone
+            else:
+                self.__dict__["_nbagent_patched_write"] = value
+            return
+        object.__setattr__(self, name, value)
 
     def write(self, text: str) -> int:
         sink = _routes.get(threading.get_ident())
@@ -46,6 +58,13 @@ class RoutedStream:
                 raise TypeError(f"write() argument must be str, not {type(text).__name__}")
             sink(self._nbagent_name, text)
             return len(text)
+        patched = self.__dict__.get("_nbagent_patched_write")
+        if patched is not None and not getattr(_local, "in_patch", False):
+            _local.in_patch = True  # the patch calls back the original write (this one)
+            try:
+                return patched(text)
+            finally:
+                _local.in_patch = False
         underlying = self._nbagent_underlying
         if underlying is None:
             return len(text)
@@ -219,13 +238,14 @@ class StreamSink:
             self._last = time.monotonic()
         if not pending or self.on_output is None:
             return
-        merged: list[tuple[str, str]] = []
+        groups: list[tuple[str, list[str]]] = []
         for stream, text in pending:
-            if merged and merged[-1][0] == stream:
-                merged[-1] = (stream, merged[-1][1] + text)
+            if groups and groups[-1][0] == stream:
+                groups[-1][1].append(text)
             else:
-                merged.append((stream, text))
-        for stream, text in merged:
+                groups.append((stream, [text]))
+        for stream, texts in groups:
+            text = "".join(texts)
             try:
                 self.on_output(stream, text)
             except Exception:  # pragma: no cover - progress is best effort

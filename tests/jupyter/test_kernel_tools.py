@@ -170,3 +170,28 @@ def test_the_headless_toolbox_never_imports_ipython() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
                           env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr
+
+
+def test_a_cells_output_history_does_not_take_the_tools_output(shell, tmp_path: Path) -> None:
+    """IPython records a running cell's printed output by patching sys.stdout.write; output of the
+    agent's code, printed meanwhile on its thread, must not land in that cell's history."""
+    from nbagent.toolbox._capture import ensure_installed
+
+    ensure_installed()
+    shell.user_ns["_tool"] = kernel_toolbox(shell, tmp_path)[0]
+    shell.user_ns["_dir"] = tmp_path
+    cell = (
+        "from nbagent import Agent, ScriptedModel, AssistantMessage, ToolCall\n"
+        "import threading\n"
+        "_m = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name='python', arguments={'code': \"print('from the tool')\"})]), 'ok'])\n"
+        "_r = []\n"
+        "_t = threading.Thread(target=lambda: _r.append(Agent(model=_m, tools=[_tool], mode='bypassPermissions', workspace=_dir).run_sync('go')))\n"
+        "_t.start(); _t.join()\n"
+        "print('from the cell')\n"
+    )
+    shell.run_cell(cell, store_history=True)
+    run = shell.user_ns["_r"][0]
+    assert run.calls[0].details.stdout == "from the tool\n"
+    recorded = "".join("".join(o.bundle.get("stream", [])) for o in shell.history_manager.outputs[1])
+    assert "from the cell" in recorded
+    assert "from the tool" not in recorded

@@ -253,3 +253,42 @@ def test_history_is_most_recent_first_and_pages(ws: Path) -> None:
     assert first.startswith("Agent [5]:\nv4 = 4\nv4\nOut [5]: 4\n\nAgent [4]:")
     assert "call history(limit=2, offset=2) for older ones" in first
     assert last.startswith("Agent [1]:") and "older ones" not in last
+
+
+async def test_cancelling_blocked_code_says_it_could_not_be_stopped(ws: Path, ns: dict) -> None:
+    import asyncio
+
+    started = threading.Event()
+    ns["started"] = started
+    model = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name="python", arguments={
+        "code": "started.set()\nimport time\ntime.sleep(2.5)"})]), "done"])
+    agent = Agent(model=model, tools=toolbox.all(workspace=ws, namespace=ns), mode="bypassPermissions", workspace=ws)
+    run = agent.start("go")
+    while not started.is_set():
+        await asyncio.sleep(0.01)
+    run.cancel()
+    await run
+    rec = run.calls[0]
+    assert rec.status == "cancelled"
+    assert "could not be stopped" in rec.result.text
+
+
+async def test_cancelling_running_python_code_stops_it(ws: Path, ns: dict) -> None:
+    import asyncio
+
+    started = threading.Event()
+    ns["started"] = started
+    model = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name="python", arguments={
+        "code": "started.set()\nn = 0\nwhile True:\n    n += 1"})]), "done"])
+    agent = Agent(model=model, tools=toolbox.all(workspace=ws, namespace=ns), mode="bypassPermissions", workspace=ws)
+    run = agent.start("go")
+    while not started.is_set():
+        await asyncio.sleep(0.01)
+    run.cancel()
+    await run
+    rec = run.calls[0]
+    assert rec.status == "cancelled"
+    assert "could not be stopped" not in rec.result.text
+    n = ns["n"]
+    await asyncio.sleep(0.2)
+    assert ns["n"] == n
