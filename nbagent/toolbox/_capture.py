@@ -53,6 +53,9 @@ class RoutedStream:
 
     def write(self, text: str) -> int:
         sink = _routes.get(threading.get_ident())
+        if sink is not None and getattr(sink, "closed", False):
+            _routes.pop(threading.get_ident(), None)  # left behind by an interrupted run
+            sink = None
         if sink is not None:
             if not isinstance(text, str):
                 raise TypeError(f"write() argument must be str, not {type(text).__name__}")
@@ -250,6 +253,10 @@ class StreamSink:
                 self.on_output(stream, text)
             except Exception:  # pragma: no cover - progress is best effort
                 pass
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def close(self) -> None:
         """Send what is left and stop streaming (later writes are ignored)."""

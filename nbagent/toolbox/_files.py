@@ -321,7 +321,7 @@ def make_file_tools(binding: Binding) -> dict[str, Tool]:
     def grep(
         pattern: str,
         path: str = ".",
-        glob: str | None = None,
+        glob: str = "",
         ignore_case: bool = False,
         max_results: Annotated[int, Field(ge=1, le=1000)] = 100,
         ctx: ToolContext = None,  # type: ignore[assignment]
@@ -332,7 +332,7 @@ def make_file_tools(binding: Binding) -> dict[str, Tool]:
         Args:
             pattern: the regular expression to look for.
             path: a file or directory to search, relative to the workspace.
-            glob: only search files whose name (or path, if it has a `/`) matches, e.g. `*.py`.
+            glob: only search files whose name (or path, if it has a `/`) matches, e.g. `*.py` (empty: all).
             ignore_case: match without regard to case.
             max_results: stop after this many matching lines.
         """

@@ -97,7 +97,6 @@ READ_ONLY_COMMANDS: dict[str, _Spec] = {
                                     "-fprintf", "-fls", "-L", "-follow", "-files0-from"})),
     "sort": _Spec(forbid=frozenset({"--output", "--compress-program", "--files0-from"}), forbid_short="o"),
     "uniq": _Spec(max_positional=1),
-    "jq": _Spec(forbid=frozenset({"--rawfile", "--slurpfile", "-L"})),
     "python": _Spec(only_args=(("--version",), ("-V",))),
     "python3": _Spec(only_args=(("--version",), ("-V",))),
 }

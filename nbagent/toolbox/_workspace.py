@@ -138,6 +138,8 @@ class Workspace:
                 try:
                     nxt = os.open(part, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=fd)
                 except OSError as exc:
+                    if exc.errno == errno.ENOTDIR and _is_link(part, fd):
+                        exc = OSError(errno.ELOOP, "a symbolic link appeared")
                     raise _changed(exc, part) from None
                 os.close(fd)
                 fd = nxt
@@ -272,9 +274,18 @@ class Workspace:
             stack.extend(reversed(subdirs))
 
 
+def _is_link(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
 def _changed(exc: OSError, what: str) -> WorkspaceError:
-    if exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR):
+    if exc.errno in (errno.ELOOP, errno.EMLINK):
         return WorkspaceError(f"{what!r} changed while it was being opened (a symbolic link appeared); try again")
+    if exc.errno == errno.ENOTDIR:
+        return WorkspaceError(f"{what!r}: a part of this path is a file, not a directory")
     if isinstance(exc, PermissionError):
         return WorkspaceError(f"no permission to open {what!r}")
     return WorkspaceError(f"cannot open {what!r}: {exc.strerror or exc}")

@@ -284,3 +284,8 @@ def test_all_returns_the_ten_tools_in_order(ws: Path) -> None:
 def test_file_tools_can_be_called_as_plain_functions(ws: Path) -> None:
     read = tool_named(toolbox.all(workspace=ws), "read_file")
     assert read("notes.txt").text.startswith("     1\talpha")
+
+
+def test_write_file_below_a_file_says_so(runner: Runner) -> None:
+    rec = runner.call("write_file", path="notes.txt/inner.txt", content="x")
+    assert rec.status == "error" and "is a file, not a directory" in rec.result.text
