@@ -422,3 +422,18 @@ def test_plan_mode_runs_nothing_that_writes(ws: Path, name: str, arguments: dict
     assert rec.status == "denied" and rec.decision.source == "mode"
     assert not (ws / "pwned").exists()
     assert (ws / "notes.txt").read_text() == "hello\n"
+
+
+def test_a_python_allow_pattern_does_not_cover_code_that_merely_starts_like_it(ws: Path) -> None:
+    rec = one(ws, "python", {"code": "print(1); open('pwned', 'w').write('x')"}, rules=["allow: python(print*)"])
+    assert rec.status == "denied"
+    assert not (ws / "pwned").exists()
+    exact = one(ws, "python", {"code": "print(1)"}, rules=["allow: python(print(1))"])
+    assert exact.status == "ok"
+
+
+def test_a_python_deny_pattern_is_a_glob_over_the_code(ws: Path) -> None:
+    rec = one(ws, "python", {"code": "import os\nos.system('touch pwned')"}, mode="bypassPermissions",
+              rules=["deny: python(*os.system*)"])
+    assert rec.status == "denied"
+    assert not (ws / "pwned").exists()

@@ -5,7 +5,7 @@
 
 | tool | arguments | what it does | permission | a rule's `(pattern)` matches |
 |---|---|---|---|---|
-| `python` | `code` | runs code in the user's namespace; value, prints, displays, figures | destructive: asks | the code (fnmatch) |
+| `python` | `code` | runs code in the user's namespace; value, prints, displays, figures | destructive: asks | allow: exactly the code; deny: a glob over it |
 | `list_variables` | | names, types and shapes in the namespace | read-only | (no arguments) |
 | `inspect_variable` | `name` | a closer, bounded look at one value | read-only | the name (fnmatch) |
 | `history` | `limit`, `offset` | what was run in this session, most recent first | read-only | (nothing) |

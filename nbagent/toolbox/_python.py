@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import fnmatch
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -115,6 +116,7 @@ def make_namespace_tools(binding: Binding, *, python_timeout: float | None = Non
 
     python_tool = Tool(
         python,
+        rule_matcher=_code_matcher,
         destructive=True,
         capability="execute",
         execution_mode="sequential",
@@ -209,6 +211,18 @@ def make_namespace_tools(binding: Binding, *, python_timeout: float | None = Non
         describe_completed_activity=lambda a, r: f"Read {len(r)} history entries" if isinstance(r, list) else "Read the history",
     )
     return {t.name: t for t in (python_tool, list_tool, inspect_tool, history_tool)}
+
+
+def _code_matcher(pattern: str, args: Any, action: str = "allow") -> bool:
+    """`python(pattern)` rules: a deny rule is a glob over the code (`python(*os.system*)`); an allow rule,
+    ask rule or grant covers exactly the code it spells, never code that merely starts like it (so
+    `allow: python(print*)` does not allow `print(1); import shutil; shutil.rmtree(...)`)."""
+    code = args.get("code")
+    if not isinstance(code, str):
+        return action == "deny"
+    if action == "deny":
+        return fnmatch.fnmatchcase(code, pattern) or fnmatch.fnmatchcase(code.strip(), pattern)
+    return code.strip() == pattern.strip()
 
 
 def _python_done(args: Any, result: Any) -> str:

@@ -91,7 +91,8 @@ def text_form(value: Any, limit: int = MAX_TEXT) -> str:
             return cut(repr(value), limit)
         if type(value) in (list, tuple, dict, set, frozenset):
             text = _repr.repr(value)
-            return cut(text, limit) + (f"  [{len(value):,} items]" if "..." in text else "")
+            shown = _repr.maxdict if isinstance(value, dict) else _repr.maxlist
+            return cut(text, limit) + (f"  [{len(value):,} items]" if len(value) > shown else "")
         return cut(repr(value), limit)
     except Exception as exc:  # a repr that fails must not fail the call
         return f"<{type_name(value)} object; its repr raised {type(exc).__name__}: {exc}>"
