@@ -338,22 +338,6 @@ class PermissionPolicy:
             scope = None
         self.grants.add(tool.name, scope)
 
-    def denies(self, tool_names: tuple[str, ...], pattern_check: Callable[[str], bool]) -> Rule | None:
-        """The first deny rule naming one of `tool_names` whose pattern `pattern_check(pattern)` accepts
-        (a rule without a pattern always does). Tools that read many files (grep) use it to skip files
-        another tool's deny rule protects."""
-        for rule in self.rules:
-            if rule.action != "deny" or not any(rule.names(n) for n in tool_names):
-                continue
-            if rule.pattern is None:
-                return rule
-            try:
-                if pattern_check(rule.pattern):
-                    return rule
-            except Exception:
-                return rule
-        return None
-
 
 # --------------------------------------------------------------------------------------------------
 # Path patterns
@@ -367,9 +351,10 @@ def _path_regex(pattern: str, ignore_case: bool, absolute: bool = False, content
     if cached is not None:
         return cached
     pat = pattern.replace("\\", "/")
+    anchored = absolute or pat.startswith("./")
     while pat.startswith("./"):
         pat = pat[2:]
-    anchored = absolute or "/" in pat.rstrip("/")
+    anchored = anchored or "/" in pat.rstrip("/")
     pat = pat.strip("/")
     parts = pat.split("/") if pat else [""]
     while len(parts) > 1 and parts[-1] == "**":
@@ -434,9 +419,9 @@ def match_path(pattern: str, path: str, *, ignore_case: bool = False, anchored: 
 
     `*` and `?` match within one path segment, `**` any number of segments (`notebooks/**`), `[abc]` one
     character. A pattern with no `/` (`.env`, `*.csv`) matches a file or directory name at any depth; a
-    pattern with a `/` is anchored at the workspace root (`./` in front is ignored), and so is every
-    pattern when `anchored` (for absolute paths: `/etc/**`). A pattern that matches a directory covers
-    everything inside it.
+    pattern with a `/` inside, or `./` in front (`./notes.txt`), is anchored at the workspace root, and so
+    is every pattern when `anchored` (for absolute paths: `/etc/**`). A pattern that matches a directory
+    covers everything inside it.
     """
     path = path.replace("\\", "/").strip("/")
     while path.startswith("./"):

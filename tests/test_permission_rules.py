@@ -240,7 +240,7 @@ def test_a_grant_for_a_write_covers_that_file_only(ws: Path) -> None:
                     call("write_file", path="notebooks/a.md", content="2"),
                     call("write_file", path="notebooks/b.md", content="3"), agent=agent)
     assert [c.status for c in run.calls] == ["ok", "ok", "denied"]
-    assert [str(g) for g in agent.grants] == ["write_file(notebooks/a.md)"]
+    assert [str(g) for g in agent.grants] == ["write_file(./notebooks/a.md)"]
 
 
 def test_a_decision_can_scope_its_grant(ws: Path) -> None:
@@ -321,3 +321,29 @@ def test_the_agents_workspace_is_fixed_when_it_is_made(tmp_path: Path, monkeypat
     agent = Agent(model=ScriptedModel([]))
     monkeypatch.chdir("/")
     assert agent.workspace == tmp_path.resolve()
+
+
+def test_a_grant_for_a_top_level_file_does_not_cover_files_of_that_name_elsewhere(ws: Path) -> None:
+    answers = iter([Decision(True, remember=True), False])
+    agent = Agent(model=ScriptedModel([]), tools=toolbox.all(workspace=ws), workspace=ws,
+                  approver=lambda request: next(answers))
+    run = run_calls(ws, call("write_file", path="notes.txt", content="1"),
+                    call("write_file", path="notebooks/notes.txt", content="2"), agent=agent)
+    assert [c.status for c in run.calls] == ["ok", "denied"]
+    assert [str(g) for g in agent.grants] == ["write_file(./notes.txt)"]
+
+
+def test_always_allow_never_grants_a_whole_tool_by_accident(ws: Path) -> None:
+    tools = toolbox.all(workspace=ws)
+    write = next(t for t in tools if t.name == "write_file")
+    shell = next(t for t in tools if t.name == "shell")
+    assert write.suggested_scope(Arguments(path="../outside.txt")) == "./../outside.txt"
+    assert shell.suggested_scope(Arguments(command="   ")) not in (None, "", "*")
+    run = run_calls(ws, call("shell", command="   "), mode="bypassPermissions")
+    assert run.calls[0].status == "error" and "empty" in run.calls[0].result.text
+
+
+def test_anchored_path_patterns() -> None:
+    assert match_path("./notes.txt", "notes.txt")
+    assert not match_path("./notes.txt", "sub/notes.txt")
+    assert match_path("notes.txt", "sub/notes.txt")

@@ -150,14 +150,15 @@ def _edit_call(binding: Binding):
 
 
 def _grant_scope(binding: Binding):
-    """An "always allow" of a write covers that one file."""
+    """An "always allow" of a write covers that one file (anchored at the workspace root); never the
+    whole tool, even for a path that cannot be resolved."""
 
-    def scope(args: Any, ctx: Any = None) -> str | None:
+    def scope(args: Any, ctx: Any = None) -> str:
         try:
             rel = binding.workspace_for(ctx).resolve(args.get("path")).rel
         except WorkspaceError:
-            return None
-        return "".join(f"[{c}]" if c in "*?[" else c for c in rel)
+            rel = str(args.get("path"))
+        return "./" + "".join(f"[{c}]" if c in "*?[" else c for c in rel)
 
     return scope
 

@@ -180,6 +180,8 @@ def make_shell_tool(binding: Binding) -> Tool:
             ws = binding.workspace_for(ctx)
         except WorkspaceError as exc:
             return ToolResult([TextBlock(str(exc))], is_error=True)
+        if not command.strip():
+            return ToolResult([TextBlock("the command is empty")], is_error=True)
         if "\x00" in command:
             return ToolResult([TextBlock("the command contains a NUL byte")], is_error=True)
         started = time.monotonic()

@@ -708,6 +708,8 @@ def suggest_pattern(command: str) -> str:
     fetch, escalate or run other commands, and every compound line, get exactly themselves (globs escaped).
     """
     exact = glob_escape(command.strip())
+    if not exact:
+        return "\x00"  # a blank line: a pattern that covers nothing else (never the whole tool)
     parsed = parse(command)
     if not parsed.is_simple:
         return exact

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import io
-import os
 from pathlib import Path
 
 import pytest
 
-from nbagent import ImageBlock, ToolCall, toolbox
+from nbagent import ImageBlock, toolbox
 from nbagent.toolbox import FileChange, FileContent, GrepResult
 
 from conftest import Runner, tool_named

@@ -7,7 +7,6 @@ import os
 import signal
 from pathlib import Path
 
-import pytest
 
 from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall
 from nbagent.events import ToolCallProgress
