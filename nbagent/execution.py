@@ -102,9 +102,8 @@ async def execute_batch(run: AgentRun, plan: ToolPlan, records: list[CallRecord]
             try:
                 await asyncio.gather(*tasks)
             except asyncio.CancelledError:
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+                # gather has cancelled them; let each finish its own clean-up (stopping threads included)
+                await asyncio.wait(tasks)
                 raise
     finally:
         # Whatever happened (cancellation included), every call ends with exactly one result.
@@ -467,14 +466,21 @@ async def _stop_thread(state: _ThreadCall, future: asyncio.Future) -> bool:
         _consume(future)
         return True
     # Give a cooperative tool a moment to notice ctx.cancelled, then interrupt it, again a few times in
-    # case the code caught the first interrupt with a bare `except:`.
-    await asyncio.wait((future,), timeout=0.05)
+    # case the code caught the first interrupt with a bare `except:`. A second cancellation (Stop pressed
+    # twice) does not cut this short: the thread must be dealt with either way.
+    try:
+        await asyncio.wait((future,), timeout=0.05)
+    except asyncio.CancelledError:
+        pass
     attempts = 5
     for _ in range(attempts):
         if future.done():
             break
         state.interrupt()
-        await asyncio.wait((future,), timeout=THREAD_STOP_GRACE / attempts)
+        try:
+            await asyncio.wait((future,), timeout=THREAD_STOP_GRACE / attempts)
+        except asyncio.CancelledError:
+            pass
     if future.done():
         _consume(future)
         return True

@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, toolbox
+from nbagent import toolbox
+
+from tests.toolbox.support import Runner
 
 
 @pytest.fixture
@@ -37,26 +39,6 @@ def ws(tmp_path: Path, outside: Path) -> Path:
     return root
 
 
-class Runner:
-    """Runs tool calls through a real Agent (one scripted model turn per call)."""
-
-    def __init__(self, tools: list[Any], **agent_kwargs: Any) -> None:
-        self.tools = tools
-        self.agent_kwargs = agent_kwargs
-
-    def run(self, *calls: ToolCall, **overrides: Any):
-        model = ScriptedModel([AssistantMessage(tool_calls=[c]) for c in calls] + ["done"])
-        kwargs = {**self.agent_kwargs, **overrides}
-        agent = kwargs.pop("agent", None) or Agent(model=model, tools=self.tools, **kwargs)
-        if agent.model is None or agent.model is not model:
-            agent.model = model
-        return agent.run_sync("go")
-
-    def call(self, tool_name: str, /, **arguments: Any):
-        """One call; returns its CallRecord."""
-        return self.run(ToolCall(name=tool_name, arguments=arguments)).calls[0]
-
-
 @pytest.fixture
 def tools(ws: Path) -> list[Any]:
     return toolbox.all(workspace=ws)
@@ -66,7 +48,3 @@ def tools(ws: Path) -> list[Any]:
 def runner(tools: list[Any], ws: Path) -> Runner:
     """Everything allowed (bypassPermissions): what is left to stop a call is the tool itself."""
     return Runner(tools, mode="bypassPermissions", workspace=ws)
-
-
-def tool_named(tools: list[Any], name: str):
-    return next(t for t in tools if t.name == name)

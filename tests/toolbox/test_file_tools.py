@@ -10,7 +10,7 @@ import pytest
 from nbagent import ImageBlock, toolbox
 from nbagent.toolbox import FileChange, FileContent, GrepResult
 
-from conftest import Runner, tool_named
+from tests.toolbox.support import Runner, tool_named
 
 
 # --------------------------------------------------------------------------------------------------
@@ -288,3 +288,11 @@ def test_file_tools_can_be_called_as_plain_functions(ws: Path) -> None:
 def test_write_file_below_a_file_says_so(runner: Runner) -> None:
     rec = runner.call("write_file", path="notes.txt/inner.txt", content="x")
     assert rec.status == "error" and "is a file, not a directory" in rec.result.text
+
+
+def test_the_toolbox_exports_are_sorted_and_complete() -> None:
+    assert toolbox.__all__ == sorted(toolbox.__all__)
+    for name in toolbox.__all__:
+        assert hasattr(toolbox, name), name
+    for name in toolbox.TOOL_NAMES:
+        assert getattr(toolbox, name).name == name

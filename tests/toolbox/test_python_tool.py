@@ -18,7 +18,7 @@ from nbagent import Agent, AssistantMessage, ImageBlock, ScriptedModel, ToolCall
 from nbagent.events import ToolCallProgress  # noqa: E402
 from nbagent.toolbox import Execution, PythonRunner  # noqa: E402
 
-from conftest import Runner  # noqa: E402
+from tests.toolbox.support import Runner  # noqa: E402
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall
 from nbagent.events import ToolCallProgress
 from nbagent.toolbox import ShellResult
 
-from conftest import Runner
+from tests.toolbox.support import Runner
 
 
 def _alive(pid: int) -> bool:
