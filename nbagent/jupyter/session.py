@@ -58,22 +58,17 @@ def no_model_message() -> str:
 
 
 def builtin_tools(shell: InteractiveShell, workspace: Path) -> list[Any]:
-    """The built-in toolbox, wired to this kernel (python, variables, history, files, shell).
+    """The built-in toolbox, wired to this kernel: `python` runs code in the notebook's namespace, `history`
+    reads IPython's, the file tools and `shell` stay inside the workspace.
 
-    Empty when `nbagent.toolbox` is not part of this installation: runs then have only the tools named
-    with `--tools`. This is the one place that knows how the toolbox meets the kernel.
+    Empty when the toolbox is not part of this installation: runs then have only the tools named with
+    `--tools`. This is the one place that knows how the toolbox meets the kernel.
     """
     try:
-        from .. import toolbox
+        from .kernel_tools import kernel_toolbox
     except ImportError:
         return []
-    try:
-        from . import kernel_tools
-    except ImportError:
-        kernel_tools = None
-    if kernel_tools is not None and hasattr(kernel_tools, "toolbox"):
-        return list(kernel_tools.toolbox(shell, workspace=workspace))
-    return list(toolbox.all(workspace=workspace))
+    return list(kernel_toolbox(shell, workspace=workspace))
 
 
 class NotebookSession:
