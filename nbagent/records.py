@@ -172,6 +172,12 @@ class CallRecord:
         dur = f", {self.duration:.3f}s" if self.duration is not None else ""
         return f"<CallRecord {self.name} id={self.id!r} status={self.status}{dur}>"
 
+    def __str__(self) -> str:
+        """One line: status, label, tool, time, decision (and the result's first line)."""
+        from .render import call_text
+
+        return call_text(self)
+
     def _repr_html_(self) -> str:
         from .render import call_record_html
 

@@ -383,6 +383,15 @@ class AgentRun:
         return (f"<AgentRun {self.status} turns={self.turns} calls={len(self.calls)} "
                 f"output={out!r}{err}>")
 
+    def __str__(self) -> str:
+        """The run as plain text: header, prompt, one line per call, the answer (what `print(run)` shows)."""
+        from .render import run_text
+
+        return run_text(self)
+
+    def _repr_pretty_(self, printer, cycle: bool) -> None:  # IPython's text form: the same as str()
+        printer.text(repr(self) if cycle else str(self))
+
     def _repr_html_(self) -> str:
         from .render import run_html
 

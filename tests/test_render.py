@@ -70,7 +70,10 @@ def test_arguments_are_labelled_and_long_values_kept_in_blocks():
 
 
 def test_plain_text_for_scripts():
-    text = render.run_text(_run())
+    run = _run()
+    assert str(run) == render.run_text(run) and str(run.calls[0]) == render.call_text(run.calls[0])
+    assert repr(run).startswith("<AgentRun done")
+    text = render.run_text(run)
     assert text.splitlines()[0].startswith("nbagent run · scripted · default mode · done · 2 turns · 3 calls")
     assert "✓ Summarised revenue (3 rows)  [summarize · done" in text
     assert "⊘ Calling wipe  [wipe · denied" in text and "denied by user" in text

@@ -250,9 +250,9 @@ class NotebookSession:
 
     def view_for(self, call: CallRecord) -> Any:
         """The view showing the run a call belongs to (None if there is none)."""
-        for run in reversed(self.runs):
+        for run, view in list(self._views.items()):
             if any(c is call for c in run.calls):
-                return self._views.get(run)
+                return view
         return None
 
     def view(self, run: AgentRun) -> Any:

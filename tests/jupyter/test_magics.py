@@ -263,3 +263,23 @@ async def test_unload_removes_the_magic(shell):
         assert "await" not in shell.transform_cell("%agent --wait hi")
     finally:
         shell.run_line_magic("load_ext", "nbagent")
+
+
+def test_without_an_event_loop_the_run_happens_in_the_cell_and_asks_on_stdin(shell, monkeypatch, capsys):
+    """Terminal IPython: no loop keeps running between cells, so the magic runs to the end, printing."""
+    shell.run_line_magic("config", "NBAgent.view = 'text'")
+    shell.user_ns["model"] = ScriptedModel([
+        AssistantMessage(text="Deleting.", tool_calls=[ToolCall(name="remove", arguments={"path": "a"}),
+                                                       ToolCall(name="remove", arguments={"path": "b"})]),
+        "Done.",
+    ])
+    shell.run_cell("def remove(path: str) -> str:\n    return 'removed ' + path")
+    answers = iter(["y", "n keep it"])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(answers))
+    shell.run_cell("run = %agent --model model --tools remove clean up")
+    run = shell.user_ns["run"]
+    assert run.status == "done"
+    assert {c.arguments["path"]: c.status for c in run.calls} == {"a": "ok", "b": "denied"}
+    assert [c.decision.reason for c in run.calls if c.status == "denied"] == ["keep it"]
+    printed = capsys.readouterr().out
+    assert "Deleting." in printed and "[done · 2 turns · 2 calls" in printed
