@@ -51,6 +51,7 @@ __all__ = [
     "MODES",
     "PermissionPolicy",
     "Rule",
+    "env_approval",
     "glob_regex",
     "match_path",
     "parse_rule",
@@ -231,6 +232,12 @@ class ApprovalRequest:
         return self.tool.name
 
 
+def env_approval() -> str | None:
+    """`"allow"` or `"deny"` when the `NBAGENT_APPROVAL` environment variable says so, else None."""
+    value = os.environ.get("NBAGENT_APPROVAL", "").strip().lower()
+    return value if value in ("allow", "deny") else None
+
+
 def fingerprint(args: dict[str, Any]) -> str:
     """A canonical text of arguments, to detect any change after approval."""
     return json.dumps(args, sort_keys=True, default=repr, ensure_ascii=False)
@@ -301,9 +308,7 @@ class PermissionPolicy:
             return Decision(False, source="mode", reason=f"dontAsk mode denies what would ask ({request.reason})")
         approver = self.approver
         if approver is None:
-            env = os.environ.get("NBAGENT_APPROVAL", "").strip().lower()
-            if env in ("allow", "deny"):
-                approver = env
+            approver = env_approval()
         if approver is None:
             return Decision(
                 False,

@@ -30,6 +30,7 @@ __all__ = [
     "describe_object",
     "header_html",
     "markdown_html",
+    "one_line",
     "result_html",
     "run_html",
     "run_text",
@@ -73,7 +74,8 @@ def _clip(text: str, limit: int = MAX_TEXT) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n… ({len(text) - limit:,} more characters)"
 
 
-def _one_line(text: str, limit: int = 110) -> str:
+def one_line(text: str, limit: int = 110) -> str:
+    """Text on one line (whitespace collapsed), cut with an ellipsis at `limit` characters."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -214,7 +216,7 @@ def result_html(result: ToolResult, *, index: int | None = None, open: bool = Fa
     what = describe_object(details) if details is not None else ""
     text = result.text
     rich = _rich_html(details)
-    preview = _one_line(text, 90) if text and rich is None and not result.images else ""
+    preview = one_line(text, 90) if text and rich is None and not result.images else ""
     if result.images:
         preview = f"{len(result.images)} image{'s' if len(result.images) > 1 else ''}"
     where = ""
@@ -314,7 +316,7 @@ def call_inner_html(
         if rec.fraction is not None:
             words.append(f"{rec.fraction:.0%}")
         if last is not None and last.message:
-            words.append(_one_line(last.message, 120))
+            words.append(one_line(last.message, 120))
         bar = ""
         if rec.fraction is not None:
             bar = f'<div class="nba-bar"><div style="width:{rec.fraction * 100:.1f}%"></div></div>'
@@ -419,7 +421,7 @@ def footer_html(run: AgentRun) -> str:
 
 def run_html(run: AgentRun) -> str:
     """`AgentRun._repr_html_`: the whole run as it stands, the same as its live view."""
-    parts = [prompt_html(run.prompt, run._history_length)]
+    parts = [prompt_html(run.prompt, len(run.messages) - len(run.new_messages))]
     by_id = {c.id: (i, c) for i, c in enumerate(run.calls)}
     messages = run.new_messages
     if run.prompt is not None:
@@ -434,7 +436,7 @@ def run_html(run: AgentRun) -> str:
                     i, rec = found
                     parts.append(f'<div class="nba-call nba-s-{_esc(rec.status)}">{call_inner_html(rec, index=i)}</div>')
         elif isinstance(msg, UserMessage):
-            parts.append(f'<div class="nba-history">{_esc(_one_line(msg.text, 200))}</div>')
+            parts.append(f'<div class="nba-history">{_esc(one_line(msg.text, 200))}</div>')
     committed = {c.id for m in run.new_messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
     for i, rec in enumerate(run.calls):  # calls of a response still in flight
         if rec.id not in committed:
@@ -456,7 +458,7 @@ def call_text(rec: CallRecord) -> str:
     if rec.decision is not None and rec.decision.source != "read_only":
         out += f"  ({rec.decision})"
     if rec.done and rec.result is not None and rec.status != "denied":
-        out += f"\n    -> {_one_line(rec.result.text, 150)}"
+        out += f"\n    -> {one_line(rec.result.text, 150)}"
     return out
 
 
@@ -469,11 +471,11 @@ def run_text(run: AgentRun) -> str:
     lines = [f"nbagent run · {run.model.spec} · {run.agent.mode} mode · {' · '.join(stats)}"]
     if run.prompt is not None:
         text = run.prompt.text if isinstance(run.prompt, UserMessage) else str(run.prompt)
-        lines.append(f"  you: {_one_line(text, 200)}")
+        lines.append(f"  you: {one_line(text, 200)}")
     for rec in run.calls:
         lines.extend("  " + line for line in call_text(rec).splitlines())
     if run.text:
-        lines.append("  answer: " + _one_line(run.text, 400))
+        lines.append("  answer: " + one_line(run.text, 400))
     if run.error is not None:
         lines.append(f"  {type(run.error).__name__}: {run.error}")
     return "\n".join(lines)

@@ -204,3 +204,13 @@ def test_a_tool_name_that_mimics_another_gets_no_rule():
     r = Agent(model=ScriptedModel([calls(call("delete_", path="a"), call("Delete", path="a")), "ok"]),
               tools=[delete_], rules=["allow: delete"]).run_sync("x")
     assert [c.status for c in r.calls] == ["denied", "not_found"]
+
+
+def test_env_approval_reads_the_policy_from_the_environment(monkeypatch):
+    from nbagent.permissions import env_approval
+
+    assert env_approval() is None
+    monkeypatch.setenv("NBAGENT_APPROVAL", " Allow ")
+    assert env_approval() == "allow"
+    monkeypatch.setenv("NBAGENT_APPROVAL", "maybe")
+    assert env_approval() is None

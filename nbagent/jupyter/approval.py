@@ -14,11 +14,10 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
-import os
 import threading
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..permissions import ApprovalRequest, Decision
+from ..permissions import ApprovalRequest, Decision, env_approval
 
 if TYPE_CHECKING:  # pragma: no cover
     from .session import NotebookSession
@@ -40,12 +39,6 @@ def resolve_approver(value: Any) -> Callable[[ApprovalRequest], Any] | str | Non
     if not callable(target):
         raise ValueError(f"NBAgent.approver {value!r} is not callable")
     return target
-
-
-def env_policy() -> str | None:
-    """`allow` or `deny` when NBAGENT_APPROVAL says so, else None."""
-    value = os.environ.get("NBAGENT_APPROVAL", "").strip().lower()
-    return value if value in ("allow", "deny") else None
 
 
 class PendingApproval:
@@ -93,7 +86,7 @@ class NotebookApprover:
         if configured in ("allow", "deny"):
             return Decision(configured == "allow", source="policy",
                             reason=f"approval policy '{configured}' (NBAgent.approver)")
-        policy = env_policy() if configured is None else None
+        policy = env_approval() if configured is None else None
         if policy is not None:
             return Decision(policy == "allow", source="policy", reason=f"NBAGENT_APPROVAL={policy}")
         view = self.session.view_for(request.call)

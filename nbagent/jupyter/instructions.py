@@ -13,6 +13,8 @@ import types
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from ..render import one_line
+
 __all__ = ["notebook_instructions", "summarise_value", "summarise_variables"]
 
 MAX_LINE = 160
@@ -21,11 +23,6 @@ MAX_SUMMARY = 4000
 """Characters of the whole variable summary."""
 _SKIP = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
 _PLAIN = (int, float, complex, bool, type(None))
-
-
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _first_doc_line(obj: Any) -> str:
@@ -113,7 +110,7 @@ def summarise_variables(
             text = summarise_value(value)
         except Exception:
             text = type(value).__name__
-        lines.append(_clip(f"- {name}: {text}", MAX_LINE))
+        lines.append(one_line(f"- {name}: {text}", MAX_LINE))
     dropped = max(0, len(lines) - limit)
     lines = lines[-limit:] if limit > 0 else []
     while lines and sum(len(line) + 1 for line in lines) > max_chars:
@@ -124,7 +121,7 @@ def summarise_variables(
         out.append(f"({dropped} older variables not listed)")
     out.extend(lines)
     if modules:
-        out.append(_clip("Imported modules: " + ", ".join(modules[-30:]), max_chars // 4))
+        out.append(one_line("Imported modules: " + ", ".join(modules[-30:]), max_chars // 4))
     return "\n".join(out) if out else "(none yet)"
 
 
@@ -143,7 +140,7 @@ def notebook_instructions(
     for t in tools:
         if isinstance(t, Tool):
             doc = t.description.strip().splitlines()[0] if t.description.strip() else ""
-            tool_lines.append(_clip(f"- {t.name}" + (f": {doc}" if doc else ""), MAX_LINE))
+            tool_lines.append(one_line(f"- {t.name}" + (f": {doc}" if doc else ""), MAX_LINE))
     tools_text = "\n".join(tool_lines) if tool_lines else "(none: answer from what you know and what is said here)"
     version = ".".join(map(str, sys.version_info[:3]))
     variables = summarise_variables(namespace, hidden=hidden, limit=max_variables)

@@ -19,12 +19,13 @@ from typing import Any
 from jupyter_client import KernelManager
 
 ROOT = Path(__file__).resolve().parents[2]
-KEYS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "MISTRAL_API_KEY")
 
 
 def kernel_env(workdir: Path, **extra: str) -> dict[str, str]:
-    """The environment of a test kernel: this checkout importable, no keys, no approval policy, own IPYTHONDIR."""
-    env = {k: v for k, v in os.environ.items() if k not in KEYS and k != "NBAGENT_APPROVAL"}
+    """The environment of a test kernel: this checkout importable, no provider keys or endpoints, no
+    approval policy, its own IPYTHONDIR."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.endswith(("_API_KEY", "_BASE_URL")) and k != "NBAGENT_APPROVAL"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["IPYTHONDIR"] = str(workdir / ".ipython")
     env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
