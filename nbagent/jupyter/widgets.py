@@ -83,18 +83,19 @@ def _button(description: str, icon: str, tooltip: str, cls: str) -> W.Button:
 class _Segment:
     """The text of one model response, rendered as Markdown while it streams."""
 
-    def __init__(self, turn: int) -> None:
+    def __init__(self, view: RunView, turn: int) -> None:
+        self.view = view
         self.turn = turn
         self.text = ""
         self.streaming = True
         self.widget: W.HTML | None = None
 
-    def render(self, view: RunView) -> int:
-        cursor = '<span class="nba-cursor"></span>' if self.streaming and not view.run.done else ""
+    def render(self) -> int:
+        cursor = '<span class="nba-cursor"></span>' if self.streaming and not self.view.run.done else ""
         value = f'<div class="nba-md">{render.markdown_html(self.text)}{cursor}</div>' if self.text else ""
         if self.widget is None:
             self.widget = _html(value)
-            view._add(self.widget)
+            self.view._add(self.widget)
             return 1
         return _set(self.widget, value=value)
 
@@ -112,7 +113,6 @@ class CallRow:
         self.record: CallRecord | None = None
         self.pending: PendingApproval | None = None
         """The question waiting for a click, if any."""
-        self.request: ApprovalRequest | None = None
         self.box: W.VBox | None = None
         self._body: W.HTML | None = None
         self._tail: W.HTML | None = None
@@ -261,7 +261,10 @@ class RunView:
 
     def __init__(self, run: AgentRun, *, rate: float = 30.0) -> None:
         self.run = run
-        self.loop: asyncio.AbstractEventLoop = run.loop or asyncio.get_event_loop()
+        loop = run.loop
+        if loop is None or loop.is_closed():  # a finished run whose loop is gone: render on this one
+            loop = asyncio.get_running_loop()
+        self.loop: asyncio.AbstractEventLoop = loop
         self.rows: list[CallRow] = []
         self._items: list[Any] = []  # segments and rows, in the order they appeared
         self._rows_by_key: dict[tuple[int, int], CallRow] = {}
@@ -365,7 +368,7 @@ class RunView:
     def _segment(self, turn: int) -> _Segment:
         seg = self._segments.get(turn)
         if seg is None:
-            seg = self._segments[turn] = _Segment(turn)
+            seg = self._segments[turn] = _Segment(self, turn)
             self._items.append(seg)
         return seg
 
@@ -401,7 +404,7 @@ class RunView:
         """Show the question on the call's row and wait for a click (or `row.approve()` / `row.deny()`)."""
         row = self._row_of(request.call)
         pending = PendingApproval(request, self.loop)
-        row.pending, row.request = pending, request
+        row.pending = pending
         self._mark(row)
         self._mark("head")
         try:
@@ -424,7 +427,7 @@ class RunView:
         end = "end" in dirty
         for item in self._items:  # in the order they appeared, so new ones are added in that order
             if item in dirty:
-                sent += item.render(self) if isinstance(item, _Segment) else item.render()
+                sent += item.render()
         if self._new_children:
             self._body.children = self._body.children + tuple(self._new_children)
             self._new_children.clear()
