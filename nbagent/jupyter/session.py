@@ -20,7 +20,7 @@ from IPython.display import display
 from ..errors import ConfigurationError
 from ..permissions import Grants
 from ..providers import Model, load_model
-from ..tools import Tool, ToolDefinitionError, _NAME_RE, as_tool, tool
+from ..tools import Tool, ToolDefinitionError, as_tool, tool
 from .approval import NotebookApprover
 from .config import KEY_VARIABLES, NBAgent
 from .instructions import notebook_instructions
@@ -286,7 +286,10 @@ def _as_tool(name: str, obj: Any) -> Tool:
     if isinstance(obj, type) or not callable(obj):
         raise UsageError(f"--tools: {name!r} is a {type(obj).__name__}, not a function")
     try:
-        own = getattr(obj, "__name__", "")
-        return as_tool(obj) if own and _NAME_RE.match(own) else tool(obj, name=name)
+        return as_tool(obj)
+    except ToolDefinitionError:
+        pass  # a lambda, say: its own name is no tool name; the notebook's name for it is
+    try:
+        return tool(obj, name=name)
     except ToolDefinitionError as exc:
         raise UsageError(f"--tools: {name} cannot be a tool: {exc}") from None

@@ -283,3 +283,13 @@ def test_without_an_event_loop_the_run_happens_in_the_cell_and_asks_on_stdin(she
     assert [c.decision.reason for c in run.calls if c.status == "denied"] == ["keep it"]
     printed = capsys.readouterr().out
     assert "Deleting." in printed and "[done · 2 turns · 2 calls" in printed
+
+
+async def test_a_lambda_becomes_a_tool_under_its_name_in_the_notebook(shell):
+    shell.run_line_magic("config", "NBAgent.approver = 'allow'")
+    shell.user_ns["model"] = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name="triple", arguments={"x": 2})]),
+                                            "six"])
+    shell.user_ns["triple"] = lambda x: 3 * x
+    result = await run_cell(shell, "run = %agent --model model --tools triple --wait go")
+    assert result.error_in_exec is None
+    assert shell.user_ns["run"].calls[0].result.details == 6
