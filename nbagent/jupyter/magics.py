@@ -149,7 +149,8 @@ class AgentMagics(Magics):
 # --------------------------------------------------------------------------------------------------
 # A prompt that ends with "?" is a question, not IPython's `obj?` help
 # --------------------------------------------------------------------------------------------------
-_LINE = re.compile(r"^(?P<indent>\s*)(?P<target>(?:[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*=\s*)?)%agent\s+(?P<rest>\S.*?)\s*$")
+_TARGET = r"(?P<indent>\s*)(?P<target>(?:[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*=\s*)?)"  # `run = ` or nothing
+_LINE = re.compile(rf"^{_TARGET}%agent\s+(?P<rest>\S.*?)\s*$")
 
 
 def quote_prompts(lines: list[str]) -> list[str]:
@@ -170,8 +171,7 @@ def quote_prompts(lines: list[str]) -> list[str]:
 # --wait: the cell awaits the run (IPython runs a cell with a top-level await on the kernel's loop)
 # --------------------------------------------------------------------------------------------------
 _CALL = re.compile(
-    r"^(?P<indent>\s*)(?P<target>(?:[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*=\s*)?)"
-    r"(?P<call>get_ipython\(\)\.run_(?:line|cell)_magic\((?P<args>(['\"])agent\5\s*,.*)\))\s*$"
+    rf"^{_TARGET}(?P<call>get_ipython\(\)\.run_(?:line|cell)_magic\((?P<args>(['\"])agent\5\s*,.*)\))\s*$"
 )
 
 
