@@ -240,13 +240,16 @@ class NotebookSession:
         kind = self.config.view
         if kind == "auto":
             kind = "widget" if getattr(self.shell, "kernel", None) is not None else "text"
-        if kind == "text":
-            from .text import TextView
+        if kind == "widget":
+            try:
+                from .widgets import RunView
+            except ImportError:  # a kernel without ipywidgets: printed lines instead
+                kind = "text"
+            else:
+                return RunView(run, rate=self.config.update_rate)
+        from .text import TextView
 
-            return TextView(run)
-        from .widgets import RunView
-
-        return RunView(run, rate=self.config.update_rate)
+        return TextView(run)
 
     def view_for(self, call: CallRecord) -> Any:
         """The view showing the run a call belongs to (None if there is none)."""
