@@ -244,7 +244,7 @@ class NotebookSession:
             try:
                 from .widgets import RunView
             except ImportError:  # a kernel without ipywidgets: printed lines instead
-                kind = "text"
+                pass
             else:
                 return RunView(run, rate=self.config.update_rate)
         from .text import TextView
