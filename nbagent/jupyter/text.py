@@ -61,6 +61,3 @@ class TextView:
             return Decision(True, reason="approved at the prompt")
         reason = answer[1:].strip(" :") if answer.startswith("n ") else ""
         return Decision(False, reason=reason or "denied by the user")
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:  # nothing to show: it prints
-        return {"text/plain": ""}
