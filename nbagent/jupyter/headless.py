@@ -121,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     notebook = Path(args.notebook)
     out = Path(args.out) if args.out else Path("build") / notebook.name
     env = dict(os.environ)
+    if env.get("PYTHONPATH"):  # the kernel starts in the notebook's folder: relative entries would move
+        env["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in env["PYTHONPATH"].split(os.pathsep) if p)
     policy = env.get("NBAGENT_APPROVAL", "").strip().lower()
     if policy not in ("allow", "deny"):
         env["NBAGENT_APPROVAL"] = policy = "allow"
