@@ -30,7 +30,6 @@ from nbagent.messages import (
 from nbagent.providers import load_model
 from nbagent.providers.anthropic import AnthropicModel
 from nbagent.providers.openai_responses import OpenAIResponsesModel, _StreamState, strict_schema
-from nbagent.providers.scripted import ScriptedModel
 from nbagent.tools import Tool
 
 from .fakeserver import FakeServer, Reply
