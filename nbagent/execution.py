@@ -92,9 +92,8 @@ async def execute_batch(run: AgentRun, plan: ToolPlan, records: list[CallRecord]
             try:
                 await asyncio.gather(*tasks)
             except asyncio.CancelledError:
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+                # gather has cancelled them; let each finish its own clean-up (stopping threads included)
+                await asyncio.wait(tasks)
                 raise
     finally:
         # Whatever happened (cancellation included), every call ends with exactly one result.
@@ -423,11 +422,18 @@ async def _stop_thread(state: _ThreadCall, future: asyncio.Future) -> None:
     if future.done():
         _consume(future)
         return
-    # Give a cooperative tool a moment to notice ctx.cancelled, then interrupt it.
-    await asyncio.wait((future,), timeout=0.05)
+    # Give a cooperative tool a moment to notice ctx.cancelled, then interrupt it. A second cancellation
+    # (Stop pressed twice) does not cut this short: the thread must be dealt with either way.
+    try:
+        await asyncio.wait((future,), timeout=0.05)
+    except asyncio.CancelledError:
+        pass
     if not future.done():
         state.interrupt()
-        await asyncio.wait((future,), timeout=THREAD_STOP_GRACE)
+        try:
+            await asyncio.wait((future,), timeout=THREAD_STOP_GRACE)
+        except asyncio.CancelledError:
+            pass
     if future.done():
         _consume(future)
     else:

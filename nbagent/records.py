@@ -14,6 +14,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["CallRecord", "FINAL_STATUSES", "OutputTail"]
 
+_EMPTY: list = []  # shared, never mutated: records without repairs point here
+
 FINAL_STATUSES = frozenset(
     {"ok", "error", "denied", "blocked", "not_found", "invalid_arguments", "cancelled", "timeout"}
 )
@@ -64,8 +66,8 @@ class CallRecord:
     __slots__ = (
         "id", "name", "call", "turn", "index", "tool", "raw_arguments", "arguments", "partial_arguments",
         "repairs", "result", "message", "status", "decision", "activity", "completed_activity",
-        "started_at", "finished_at", "progress", "progress_count", "fraction", "output", "errors",
-        "hook_errors", "_wire_fn", "__weakref__",
+        "started_at", "finished_at", "_progress", "progress_count", "fraction", "_output", "_errors",
+        "_hook_errors", "_wire_fn", "__weakref__",
     )
 
     def __init__(self, call: ToolCall, turn: int = 0, index: int = 0) -> None:
@@ -78,7 +80,7 @@ class CallRecord:
         self.raw_arguments: Any = call.raw_arguments if call.raw_arguments is not None else call.arguments
         self.arguments: dict[str, Any] | None = None
         self.partial_arguments: dict[str, Any] | None = None
-        self.repairs: list[str] = []
+        self.repairs: list[str] = _EMPTY  # type: ignore[assignment]
         self.result: ToolResult | None = None
         self.message: ToolResultMessage | None = None
         self.status: str = "pending"
@@ -87,13 +89,42 @@ class CallRecord:
         self.completed_activity: str | None = None
         self.started_at: float = time.monotonic()
         self.finished_at: float | None = None
-        self.progress: deque[ProgressUpdate] = deque(maxlen=100)
+        # Created on first use: most calls never report progress or fail, and a long run keeps every record.
+        self._progress: deque[ProgressUpdate] | None = None
         self.progress_count = 0
         self.fraction: float | None = None
-        self.output = OutputTail()
-        self.errors: list[BaseException] = []
-        self.hook_errors: list[str] = []
+        self._output: OutputTail | None = None
+        self._errors: list[BaseException] | None = None
+        self._hook_errors: list[str] | None = None
         self._wire_fn: Any = None
+
+    @property
+    def progress(self) -> deque[ProgressUpdate]:
+        """The last 100 progress reports (`progress_count` says how many there were)."""
+        if self._progress is None:
+            self._progress = deque(maxlen=100)
+        return self._progress
+
+    @property
+    def output(self) -> OutputTail:
+        """The tail of the tool's live output (what it reported with `ctx.progress(output=...)`)."""
+        if self._output is None:
+            self._output = OutputTail()
+        return self._output
+
+    @property
+    def errors(self) -> list[BaseException]:
+        """Exceptions raised while handling the call (the tool's own, an approver's...)."""
+        if self._errors is None:
+            self._errors = []
+        return self._errors
+
+    @property
+    def hook_errors(self) -> list[str]:
+        """What went wrong in hooks (they are skipped, and the call goes on)."""
+        if self._hook_errors is None:
+            self._hook_errors = []
+        return self._hook_errors
 
     @property
     def done(self) -> bool:
@@ -119,7 +150,7 @@ class CallRecord:
     @property
     def error(self) -> BaseException | None:
         """The exception a failing tool raised, if any."""
-        return self.errors[0] if self.errors else None
+        return self._errors[0] if self._errors else None
 
     @property
     def wire(self) -> Any:

@@ -341,6 +341,11 @@ class AgentRun:
         if self._task is None:
             raise ConfigurationError("this run was never started")
         await self._task
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            # This waiter was cancelled (the interrupt button on a cell awaiting the run): the run was
+            # cancelled with it, and the waiter must end cancelled too.
+            raise asyncio.CancelledError()
         if self.status == "failed" and self.error is not None:
             raise self.error
         return self

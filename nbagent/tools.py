@@ -17,6 +17,7 @@ from __future__ import annotations
 import fnmatch
 import inspect
 import re
+import sys
 import types
 import typing
 import warnings
@@ -76,19 +77,23 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     description: list[str] = []
     params: dict[str, str] = {}
     section: str | None = None
+    numpy = False
     current: str | None = None
+    param_indent = 0
     i = 0
     while i < len(lines):
         line = lines[i]
         stripped = line.strip()
+        indent = len(line) - len(line.lstrip())
         nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        underlined = bool(nxt) and set(nxt) <= {"-", "="}
         m_section = _SECTION_RE.match(line)
-        if m_section and (stripped.endswith(":") or (nxt and set(nxt) <= {"-", "="})):
+        if m_section and (stripped.endswith(":") or underlined):
             section = m_section.group(1).lower()
+            numpy = underlined
             current = None
-            if nxt and set(nxt) <= {"-", "="}:
-                i += 1  # NumPy underline
-            i += 1
+            param_indent = -1
+            i += 2 if underlined else 1
             continue
         m_sphinx = _SPHINX_PARAM_RE.match(line)
         if m_sphinx:
@@ -99,30 +104,30 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
             section = "sphinx-other"
             current = None
         elif section in ("args", "arguments", "parameters", "params", "keyword args"):
-            m_param = _GOOGLE_PARAM_RE.match(line)
-            indent = len(line) - len(line.lstrip())
-            if m_param and indent <= 4 and (current is None or indent <= _indent_of(params, current, lines)):
-                current = m_param.group(1)
-                params[current] = m_param.group(2).strip()
-            elif re.match(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(:.*)?$", line) and indent == 0:
-                # NumPy: "name : type" then an indented description
-                current = line.split(":")[0].strip()
-                params[current] = ""
-            elif current and stripped:
-                params[current] = (params[current] + " " + stripped).strip()
+            if not stripped:
+                pass
+            elif numpy:
+                m_np = re.match(r"^\s*\*{0,2}([A-Za-z_][A-Za-z0-9_]*)\s*(?::.*)?$", line)
+                if m_np and (param_indent == -1 or indent <= param_indent):
+                    param_indent = indent
+                    current = m_np.group(1)
+                    params[current] = ""
+                elif current:
+                    params[current] = (params[current] + " " + stripped).strip()
+            else:
+                m_param = _GOOGLE_PARAM_RE.match(line)
+                if m_param and (param_indent == -1 or indent <= param_indent):
+                    param_indent = indent
+                    current = m_param.group(1)
+                    params[current] = m_param.group(2).strip()
+                elif current:
+                    params[current] = (params[current] + " " + stripped).strip()
         elif section is None:
             description.append(line)
         elif section == "sphinx" and current and stripped:
             params[current] = (params[current] + " " + stripped).strip()
         i += 1
     return "\n".join(description).strip(), params
-
-
-def _indent_of(params: dict[str, str], name: str, lines: list[str]) -> int:
-    for line in lines:
-        if re.match(rf"^\s*\*{{0,2}}{re.escape(name)}\s*(\([^)]*\))?\s*:", line):
-            return len(line) - len(line.lstrip())
-    return 0
 
 
 # --------------------------------------------------------------------------------------------------
@@ -160,11 +165,11 @@ def _is_context_annotation(annotation: Any) -> bool:
     return False
 
 
-def _signature_model(fn: Callable, name: str, param_docs: dict[str, str]):
+def _signature_model(fn: Callable, name: str, param_docs: dict[str, str], localns: dict[str, Any] | None = None):
     """Build the pydantic model of a function's parameters; return (model, ctx_param, positional-only names)."""
     sig = inspect.signature(fn)
     try:
-        hints = typing.get_type_hints(fn, include_extras=True)
+        hints = typing.get_type_hints(fn, localns=localns, include_extras=True)
     except Exception:
         hints = {k: v.annotation for k, v in sig.parameters.items() if v.annotation is not inspect.Parameter.empty}
     fields: dict[str, Any] = {}
@@ -240,6 +245,7 @@ class Tool:
         rule_matcher: Callable[[str, Arguments], bool] | None = None,
         read_only_call: Callable[[Arguments], bool] | None = None,
         suggest_grant: Callable[[Arguments], str | None] | None = None,
+        _localns: dict[str, Any] | None = None,
     ) -> None:
         if not callable(fn):
             raise ToolDefinitionError(f"a tool needs a callable, got {type(fn).__name__}")
@@ -292,7 +298,7 @@ class Tool:
             self._validator = _raw_validator(self.name, self.parameters)
             self.ctx_param, self._positional_only, self._accepts = _raw_call_shape(fn)
         else:
-            model, self.ctx_param, self._positional_only = _signature_model(sig_fn, self.name, param_docs)
+            model, self.ctx_param, self._positional_only = _signature_model(sig_fn, self.name, param_docs, _localns)
             self._model = model
             self._validate_model = model.__pydantic_validator__.validate_python
             schema = _strip_titles(model.model_json_schema())
@@ -574,8 +580,11 @@ def tool(
         permission_subject=permission_subject, rule_matcher=rule_matcher, read_only_call=read_only_call,
         suggest_grant=suggest_grant,
     )
+    # Names local to the defining scope (a class defined in a function, say) resolve string annotations.
+    caller = sys._getframe(1)
+    options["_localns"] = dict(caller.f_locals) if caller.f_locals is not caller.f_globals else None
     if fn is None:
-        return lambda f: Tool(f, **options)
+        return lambda f: Tool(f.fn if isinstance(f, Tool) else f, **options)
     if isinstance(fn, Tool):
         fn = fn.fn
     return Tool(fn, **options)

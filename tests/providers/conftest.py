@@ -1,4 +1,4 @@
-"""Fixtures for provider tests: a local fake provider server, and no provider settings from the environment."""
+"""Fixtures for provider tests: a local fake provider server (tests/conftest.py keeps real keys out)."""
 
 from __future__ import annotations
 
@@ -9,22 +9,6 @@ import pytest
 from nbagent.providers._http import RetryPolicy
 
 from .fakeserver import FakeServer
-
-PROVIDER_ENV = (
-    "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
-    "OPENAI_API_KEY", "OPENAI_BASE_URL",
-    "GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL",
-    "MISTRAL_API_KEY", "MISTRAL_BASE_URL",
-    "OLLAMA_BASE_URL",
-)
-
-
-@pytest.fixture(autouse=True)
-def clean_provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test sees a real key or base URL from the machine it runs on."""
-    for name in PROVIDER_ENV:
-        monkeypatch.delenv(name, raising=False)
-
 
 @pytest.fixture
 async def fake_server() -> AsyncIterator[FakeServer]:

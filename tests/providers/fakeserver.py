@@ -143,8 +143,8 @@ class FakeServer:
                     reply = reply(request)
                 if not await self._write_reply(writer, reply):
                     return
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass  # the client went away, or the server is closing
         finally:
             self._tasks.discard(task)
             if not writer.is_closing():

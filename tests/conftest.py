@@ -1,0 +1,21 @@
+"""Shared fixtures. Tests never reach the internet; provider tests talk to a local fake server."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+_PROVIDER_ENV = (
+    "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "GEMINI_API_KEY",
+    "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "MISTRAL_API_KEY", "MISTRAL_BASE_URL", "OLLAMA_BASE_URL",
+    "NBAGENT_APPROVAL",
+)
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(monkeypatch):
+    """No real keys or endpoints leak into a test, and no approval policy from the environment."""
+    for name in _PROVIDER_ENV:
+        monkeypatch.delenv(name, raising=False)
+    yield

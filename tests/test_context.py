@@ -1,0 +1,61 @@
+"""ToolContext: typed extensions, constraints, cancellation."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from nbagent import Agent, CancellationToken, ScriptedModel, ToolContext, tool
+from tests.helpers import call, calls
+
+
+class Database:
+    def __init__(self, rows):
+        self.rows = rows
+
+
+class SpecialDatabase(Database):
+    pass
+
+
+def test_extensions_by_type_constraints_and_cwd(tmp_path):
+    seen = {}
+
+    @tool(read_only=True)
+    def query(sql: str, ctx: ToolContext) -> int:
+        db = ctx.get(Database)
+        seen.update(cwd=ctx.cwd, mode=ctx.constraints.mode, cap=ctx.constraints.capability_mode,
+                    workspace=ctx.constraints.workspace, missing=ctx.get(int, None), call_id=ctx.call_id)
+        return len(db.rows)
+
+    agent = Agent(model=ScriptedModel([calls(call("query", sql="select")), "ok"]), tools=[query],
+                  extensions=[SpecialDatabase([1, 2, 3])], workspace=tmp_path, mode="acceptEdits",
+                  capability_mode="read-only")
+    run = agent.run_sync("x")
+    assert run.calls[0].result.text == "3"
+    assert seen["cwd"] == tmp_path and seen["workspace"] == tmp_path
+    assert seen["mode"] == "acceptEdits" and seen["cap"] == "read-only" and seen["missing"] is None
+    assert seen["call_id"] == run.calls[0].id
+
+
+def test_get_without_an_extension_says_what_is_there():
+    ctx = ToolContext("c", extensions={Database: Database([])})
+    with pytest.raises(LookupError, match=r"no str extension .*registered: Database"):
+        ctx.get(str)
+
+
+def test_cancellation_tokens_chain_and_wake_waiters():
+    parent = CancellationToken()
+    child = CancellationToken(parent=parent)
+    woke = []
+    t = threading.Thread(target=lambda: woke.append(child.wait(5)))
+    t.start()
+    parent.cancel("stop")
+    t.join(2)
+    assert woke == [True] and child.cancelled and child.reason_text == "stop"
+    ctx = ToolContext("c", cancellation=child)
+    from nbagent import ToolCancelled
+
+    with pytest.raises(ToolCancelled, match="stop"):
+        ctx.raise_if_cancelled()
