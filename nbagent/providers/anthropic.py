@@ -151,6 +151,10 @@ class AnthropicModel(HTTPModel):
         names = _names_for(messages, tools)
         body: dict[str, Any] = {"model": self.name}
         thinking = _map_thinking(settings.pop("thinking", None))
+        if thinking is not None and thinking.get("type") == "enabled" and not _can_think(messages):
+            # the tool loop under way began without thinking (on another provider, or with thinking off): the
+            # API refuses to switch it on in the middle of that turn, so this request goes without
+            thinking = None
         max_tokens = settings.pop("max_tokens", None)
         if max_tokens is None:
             max_tokens = DEFAULT_MAX_TOKENS
@@ -214,7 +218,7 @@ class AnthropicModel(HTTPModel):
             return
 
     def wire_tool_result(self, message: ToolResultMessage) -> dict[str, Any]:
-        """The `tool_result` block this result is sent as."""
+        """The `tool_result` block this result is sent as (a request may add a cache breakpoint to it)."""
         return _map_tool_result(message, CallIds(ID_PATTERN, length=24))
 
     def to_wire(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
@@ -229,6 +233,17 @@ def _names_for(messages: Sequence[Message], tools: Sequence[Tool]) -> ToolNames:
     """The wire names of one request: the offered tools first, then names called in the history."""
     called = (c.name for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls)
     return ToolNames([*(t.name for t in tools), *called], NAME_RULE)
+
+
+def _can_think(messages: Sequence[Message]) -> bool:
+    """Whether thinking may be on: not when the assistant turn being continued (the last one since the last
+    real user message) made tool calls without a thinking block of this provider's."""
+    for msg in reversed(messages):
+        if isinstance(msg, UserMessage):
+            return True
+        if isinstance(msg, AssistantMessage) and msg.tool_calls:
+            return any(r.signature or r.encrypted for r in reasoning_for(msg, PROVIDER))
+    return True
 
 
 def _map_tools(tools: Sequence[Tool], names: ToolNames, *, cache: bool = True) -> list[dict[str, Any]]:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Sequence
 from urllib.parse import quote
 
+from .. import errors
 from ..errors import ConfigurationError, ProviderError, StreamError
 from ..events import ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
 from ..messages import (
@@ -205,15 +206,31 @@ class GeminiModel(HTTPModel):
         **settings: Any,
     ) -> AsyncIterator[StreamEvent | AssistantMessage]:
         body, names = self.build_request(messages, tools, instructions=instructions, **settings)
-        state = _StreamState(names, partial=self.partial_arguments)
-        async with aclosing(self.http.stream_events(self.path, body, on_request=on_request)) as events:
-            async for sse in events:
-                chunk = _parse_event(sse)
-                if chunk is None:
-                    continue
-                for delta in state.process(chunk):
-                    yield delta
-        yield state.result()
+        policy = self.http.retry
+        attempt = 0
+        while True:
+            attempt += 1
+            state = _StreamState(names, partial=self.partial_arguments)
+            shown = False
+            try:
+                async with aclosing(self.http.stream_events(self.path, body, on_request=on_request)) as events:
+                    async for sse in events:
+                        chunk = _parse_event(sse)
+                        if chunk is None:
+                            continue
+                        for delta in state.process(chunk):
+                            shown = True
+                            yield delta
+            except (errors.OverloadedError, errors.RateLimitError, errors.ServerError) as exc:
+                # an error object inside the stream (no HTTP status: the HTTP layer already retried those)
+                # before anything was shown is retried like the status it carries
+                if shown or exc.status is not None or attempt > policy.max_retries:
+                    raise
+                on_request = None  # the request was recorded once
+                await policy.sleep(policy.backoff(attempt, exc.retry_after))
+                continue
+            yield state.result()
+            return
 
     def wire_tool_result(self, message: ToolResultMessage) -> dict[str, Any]:
         """The `functionResponse` part this result is sent as."""

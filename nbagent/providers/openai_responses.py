@@ -338,12 +338,19 @@ def _map_input_blocks(blocks: Sequence[Block]) -> list[dict[str, Any]]:
 
 
 def _map_tool_result(msg: ToolResultMessage, ids: CallIds) -> dict[str, Any]:
-    """A `function_call_output`: plain text as a string, text with images as input content parts."""
+    """A `function_call_output`: plain text as a string, text with images as input content parts. The item
+    has no error flag, so a failed call's text starts with "Error: " (as with Chat Completions)."""
+    blocks = list(msg.content)
+    if msg.is_error:
+        first = next((b for b in blocks if isinstance(b, TextBlock)), None)
+        if first is None or not first.text.lstrip().lower().startswith("error"):
+            marked = TextBlock(f"Error: {first.text}" if first is not None and first.text else "Error")
+            blocks = [marked if b is first else b for b in blocks] if first is not None else [marked, *blocks]
     output: str | list[dict[str, Any]]
-    if any(isinstance(b, ImageBlock) for b in msg.content):
-        output = _map_input_blocks(msg.content)
+    if any(isinstance(b, ImageBlock) for b in blocks):
+        output = _map_input_blocks(blocks)
     else:
-        output = msg.text
+        output = "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
     return {"type": "function_call_output", "call_id": ids.wire(msg.tool_call_id), "output": output}
 
 

@@ -487,3 +487,21 @@ async def test_agent_thinking_signature_goes_back_unchanged(fake_server: FakeSer
         {"type": "tool_use", "id": "toolu_9", "name": "secret_retrieval_tool", "input": {"password": "79"}},
     ]
     assert run.messages[-1].reasoning[0].signature.startswith("Ep0DCkYICx")
+
+
+def test_thinking_is_left_off_while_a_tool_loop_begun_without_it_continues() -> None:
+    """The API refuses thinking switched on in the middle of a tool-use turn that started without it."""
+    model = AnthropicModel("m", thinking=2048)
+    begun_elsewhere = [UserMessage("go"),
+                       AssistantMessage(tool_calls=[ToolCall(name="alpha", arguments={}, id="call_1")],
+                                        provider="openai"),
+                       ToolResultMessage("call_1", "alpha", [TextBlock("ok")])]
+    body, _ = model.build_request(begun_elsewhere, [make_tool("alpha")])
+    assert "thinking" not in body and body["max_tokens"] == 8192
+    body, _ = model.build_request([*begun_elsewhere, AssistantMessage(text="done"), UserMessage("next")])
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    own = [UserMessage("go"), AssistantMessage(tool_calls=[ToolCall(name="alpha", arguments={}, id="toolu_1")],
+                                               reasoning=[Reasoning(text="t", signature="s", provider="anthropic")],
+                                               provider="anthropic"),
+           ToolResultMessage("toolu_1", "alpha", [TextBlock("ok")])]
+    assert model.build_request(own)[0]["thinking"]["budget_tokens"] == 2048

@@ -451,3 +451,13 @@ async def test_transcripts_from_other_providers_continue_on_gemini(fake_server: 
     assert [c["functionCall"]["id"] for c in calls] == [a["functionResponse"]["id"] for a in answers]
     assert all(c["thoughtSignature"] == SKIP_SIGNATURE for c in calls)  # foreign calls, Gemini 3
     assert contents[5]["parts"][0] == {"text": "I’ll check the capital lookup tool for “PotatoLand.”"}
+
+
+async def test_overloaded_error_inside_the_stream_before_content_is_retried(fake_server: FakeServer, no_wait) -> None:
+    policy, slept = no_wait
+    fake_server.add(Reply.sse(b'data: {"error": {"code": 503, "message": "The model is overloaded.", '
+                              b'"status": "UNAVAILABLE"}}\n\n'),
+                    Reply.sse(recorded("google", "parallel_tool_calls")))
+    sent = []
+    msg = await model_for(fake_server, policy=policy).request([UserMessage("x")], on_request=sent.append)
+    assert len(msg.tool_calls) == 2 and len(fake_server.requests) == 2 and len(sent) == 1 and len(slept.delays) == 1

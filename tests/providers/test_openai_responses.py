@@ -30,6 +30,7 @@ from nbagent.messages import (
 from nbagent.providers import load_model
 from nbagent.providers.anthropic import AnthropicModel
 from nbagent.providers.openai_responses import OpenAIResponsesModel, _StreamState, strict_schema
+from nbagent.providers.scripted import ScriptedModel
 from nbagent.tools import Tool
 
 from .fakeserver import FakeServer, Reply
@@ -167,7 +168,7 @@ def test_input_items_reasoning_message_calls_and_outputs() -> None:
         {"type": "function_call", "call_id": "call_B", "name": "alpha", "arguments": '{"password": "b"}'},
         {"type": "function_call_output", "call_id": "call_A", "output": "first"},
         {"type": "function_call_output", "call_id": "call_B", "output": [
-            {"type": "input_text", "text": "see"}, {"type": "input_image", "image_url": image}]},
+            {"type": "input_text", "text": "Error: see"}, {"type": "input_image", "image_url": image}]},
     ]
     assert model.wire_tool_result(conversation()[2]) == wire[5]
     body, _ = model.build_request(conversation(), [make_tool("alpha")])
@@ -432,3 +433,27 @@ async def test_conversation_moves_from_anthropic_to_responses(fake_server: FakeS
     assert calls == ["toolu_015cUijgET79LXjgeYQerN2h", "toolu_01XZTimPexA7h3EVKesnKt5T"]
     assert items[2]["arguments"] == '{"password": "mellon"}'  # exactly what Claude sent
     assert run.output.startswith("Here are the secrets")
+
+
+def test_failed_result_text_says_error() -> None:
+    model = OpenAIResponsesModel("gpt-5")
+    assert model.wire_tool_result(ToolResultMessage("call_1", "a", [TextBlock("no such file")], is_error=True)) == {
+        "type": "function_call_output", "call_id": "call_1", "output": "Error: no such file"}
+    assert model.wire_tool_result(ToolResultMessage("call_1", "a", [TextBlock("Error: x")], is_error=True))[
+        "output"] == "Error: x"
+
+
+async def test_scripted_transcript_continues_on_responses(fake_server: FakeServer) -> None:
+    secret = make_tool("secret_retrieval_tool")
+    scripted = ScriptedModel([AssistantMessage(tool_calls=[
+        ToolCall(name="secret_retrieval_tool", raw_arguments='{"password": "mellon"}'),
+        ToolCall(name="secret_retrieval_tool", raw_arguments="{'password': 'radiance',}")]), "ok"])
+    first = await Agent(scripted, tools=[secret]).run("go")
+    fake_server.add(Reply.sse(recorded("openai_responses", "parallel_tool_calls.followup")))
+    await Agent(model_for(fake_server, "gpt-4o"), tools=[secret]).run("again", history=first)
+    items = fake_server.requests[0].json()["input"]
+    calls = [i for i in items if i.get("type") == "function_call"]
+    outputs = [i for i in items if i.get("type") == "function_call_output"]
+    assert [c["call_id"] for c in calls] == [o["call_id"] for o in outputs] == [c.id for c in first.messages[1].tool_calls]
+    assert [c["arguments"] for c in calls] == ['{"password": "mellon"}', "{'password': 'radiance',}"]  # as sent
+    assert [o["output"] for o in outputs] == ["secret", "secret"]
