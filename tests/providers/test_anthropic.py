@@ -505,3 +505,32 @@ def test_thinking_is_left_off_while_a_tool_loop_begun_without_it_continues() -> 
                                                provider="anthropic"),
            ToolResultMessage("toolu_1", "alpha", [TextBlock("ok")])]
     assert model.build_request(own)[0]["thinking"]["budget_tokens"] == 2048
+
+
+def test_usage_counts_the_whole_prompt_and_the_cache() -> None:
+    state = _StreamState()
+    for event in [
+        {"type": "message_start", "message": {"id": "m", "model": "x", "usage": {
+            "input_tokens": 12, "cache_read_input_tokens": 3000, "cache_creation_input_tokens": 200,
+            "output_tokens": 1}}},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 40}},
+        {"type": "message_stop"},
+    ]:
+        state.process(event)
+    usage = state.result().usage
+    assert (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens) == (
+        3212, 40, 3000, 200)
+
+
+async def test_the_key_stays_out_of_errors_and_logs(fake_server: FakeServer, no_wait, caplog) -> None:
+    policy, _ = no_wait
+    echo = {"type": "error", "error": {"type": "authentication_error", "message": f"invalid x-api-key {KEY}"}}
+    fake_server.add(Reply.json(529, {"type": "error", "error": {"type": "overloaded_error",
+                                                               "message": f"busy ({KEY})"}}),
+                    Reply.json(401, echo))
+    caplog.set_level("DEBUG")
+    with pytest.raises(AuthenticationError) as info:
+        await model_for(fake_server, policy).request([UserMessage("x")])
+    assert "ANTHROPIC_API_KEY" in str(info.value)
+    assert KEY not in str(info.value) and KEY not in json.dumps(info.value.body) and KEY not in repr(info.value)
+    assert "busy" in caplog.text and KEY not in caplog.text

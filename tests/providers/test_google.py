@@ -461,3 +461,18 @@ async def test_overloaded_error_inside_the_stream_before_content_is_retried(fake
     sent = []
     msg = await model_for(fake_server, policy=policy).request([UserMessage("x")], on_request=sent.append)
     assert len(msg.tool_calls) == 2 and len(fake_server.requests) == 2 and len(sent) == 1 and len(slept.delays) == 1
+
+
+def test_text_then_calls_in_one_response() -> None:
+    """Derived: the recorded answer text of one Gemini 3 stream followed by the recorded call of another."""
+    text_chunks = recorded_events("google", "text_thought_signature")[:2]
+    call_chunks = recorded_events("google", "tool_call_thought_signature")
+    state = _StreamState()
+    deltas = [d for chunk in [*text_chunks, *call_chunks] for d in state.process(chunk)]
+    msg = state.result()
+    assert msg.text.startswith('There are **3** "r"s') and msg.tool_calls[0].arguments == {"location": "San Francisco"}
+    assert msg.stop_reason == "tool_use"
+    assert [type(d).__name__ for d in deltas] == ["TextDelta", "TextDelta", "ToolCallDelta"]
+    parts = GeminiModel("gemini-3-pro-preview").to_wire([UserMessage("q"), msg])[1]["parts"]
+    assert [next(iter(p)) for p in parts] == ["text", "functionCall"]
+    assert parts[1]["thoughtSignature"] == msg.tool_calls[0].provider_data["thoughtSignature"]
