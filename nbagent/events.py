@@ -94,7 +94,12 @@ class ToolCallDelta:
         cls, index: int, id: str | None, name: str | None, arguments_delta: str, compute: Callable[[], Any]
     ) -> ToolCallDelta:
         """A delta whose `partial_arguments` are computed by `compute()` on first access."""
-        delta = cls(index, id, name, arguments_delta)
+        delta = _new(cls)  # one of these per streamed fragment: skip __init__
+        delta.index = index
+        delta.id = id
+        delta.name = name
+        delta.arguments_delta = arguments_delta
+        delta._partial = None
         delta._compute = compute
         return delta
 
@@ -125,6 +130,8 @@ class ToolCallDelta:
         return (f"ToolCallDelta(index={self.index!r}, id={self.id!r}, name={self.name!r}, "
                 f"arguments_delta={self.arguments_delta!r}, partial_arguments={partial})")
 
+
+_new = object.__new__
 
 StreamEvent = Union[TextDelta, ReasoningDelta, ToolCallDelta]
 

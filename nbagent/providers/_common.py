@@ -239,6 +239,10 @@ def arguments_object(call: ToolCall) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------------
 # Streamed tool calls
 # --------------------------------------------------------------------------------------------------
+_lazy_delta = ToolCallDelta.lazy
+_partial = functools.partial
+
+
 class _PendingCall:
     __slots__ = ("index", "id", "name", "wire_name", "parser", "pieces", "provider_data")
 
@@ -312,11 +316,23 @@ class ToolCallAccumulator:
                 call.pieces.append(arguments)  # type: ignore[union-attr]
                 return ToolCallDelta(call.index, call.id, call.name, arguments, None)
             parser.feed(arguments)
-            return ToolCallDelta.lazy(call.index, call.id, call.name, arguments,
-                                      functools.partial(parser.snapshot_at, parser.mark()))
+            return _lazy_delta(call.index, call.id, call.name, arguments, _partial(parser.snapshot_at, parser.mark()))
         if new:
             return ToolCallDelta(call.index, call.id, call.name, "", None)
         return None
+
+    def add_arguments(self, key: Hashable, fragment: Any) -> ToolCallDelta | None:
+        """The common case of `add`: another fragment of arguments for a call already known."""
+        call = self._calls.get(key)
+        if call is None or not fragment or fragment.__class__ is not str:
+            return self.add(key, arguments=fragment)
+        self.last_key = key
+        parser = call.parser
+        if parser is None:
+            call.pieces.append(fragment)  # type: ignore[union-attr]
+            return ToolCallDelta(call.index, call.id, call.name, fragment, None)
+        parser.feed(fragment)
+        return _lazy_delta(call.index, call.id, call.name, fragment, _partial(parser.snapshot_at, parser.mark()))
 
     def arguments_text(self, key: Hashable) -> str:
         """The arguments text received so far for `key`."""

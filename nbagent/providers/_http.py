@@ -19,10 +19,11 @@ repr hides them, and are scrubbed from every error message and error body this m
 from __future__ import annotations
 
 import asyncio
-import codecs
+from codecs import utf_8_decode as _utf8_decode
 import dataclasses
 import email.utils
 import json
+import json.scanner
 import logging
 import os
 import random
@@ -57,6 +58,7 @@ __all__ = [
     "ServerSentEvent",
     "error_message",
     "is_context_length_message",
+    "loads",
     "map_http_error",
     "parse_retry_after",
 ]
@@ -152,6 +154,19 @@ class ServerSentEvent:
 
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_scan_once = json.scanner.make_scanner(json.JSONDecoder())  # the C scanner behind json.loads
+
+
+def loads(text: str) -> Any:
+    """`json.loads` for the many small documents of a stream, without its Python-level wrapping (the same
+    C scanner; anything unusual, like surrounding whitespace or an error, goes through `json.loads`)."""
+    try:
+        value, end = _scan_once(text, 0)
+    except StopIteration:
+        return json.loads(text)
+    if end != len(text):
+        return json.loads(text)
+    return value
 
 
 class SSEDecoder:
@@ -161,12 +176,13 @@ class SSEDecoder:
     returns the events completed by them; `end()` returns the last event when the stream stops without
     its closing blank line. Comment lines (`:`) are skipped, `data:` lines of one event are joined with
     newlines, and one space after the colon is dropped. Invalid UTF-8 becomes U+FFFD, as the spec says.
+    Lines end at CRLF, LF or CR only (never at the other characters `str.splitlines` knows).
     """
 
-    __slots__ = ("_utf8", "_tail", "_skip_lf", "_event", "_data", "_id", "_retry", "bytes_read", "events_read")
+    __slots__ = ("_rest", "_tail", "_skip_lf", "_event", "_data", "_id", "_retry", "bytes_read", "events_read")
 
     def __init__(self) -> None:
-        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        self._rest = b""
         self._tail = ""
         self._skip_lf = False
         self._event = ""
@@ -180,9 +196,21 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         self.bytes_read += len(chunk)
-        text = self._utf8.decode(chunk)
+        if self._rest:
+            chunk = self._rest + chunk
+        # C-speed decoding that stops before a character cut at the end of the chunk
+        text, used = _utf8_decode(chunk, "replace", False)
+        self._rest = chunk[used:] if used < len(chunk) else b""
         if not text:
             return []
+        n = len(text)
+        if (n > 8 and not self._tail and not self._skip_lf and not self._data and not self._event
+                and text[:6] == "data: " and text[-2:] == "\n\n" and text.find("\n", 6, n - 2) < 0
+                and "\r" not in text):
+            # the common case: a chunk holding exactly one single-line `data:` event
+            self.events_read += 1
+            retry, self._retry = self._retry, None
+            return [ServerSentEvent("message", text[6:-2], self._id, retry)]
         if self._skip_lf:
             self._skip_lf = False
             if text[0] == "\n":
@@ -196,25 +224,8 @@ class SSEDecoder:
         else:
             lines = text.split("\n")
         self._tail = lines.pop()
-        return self._lines(lines) if lines else []
-
-    def end(self) -> list[ServerSentEvent]:
-        """Flush at the end of the stream: a last unterminated line and event are dispatched."""
-        rest = self._utf8.decode(b"", final=True)
-        lines = []
-        tail = self._tail + rest
-        self._tail = ""
-        if tail:
-            lines.extend(_LINE_BREAK.split(tail))
-        lines.append("")
-        return self._lines(lines)
-
-    @property
-    def pending(self) -> bool:
-        """Whether part of an event has been read but not dispatched."""
-        return bool(self._tail or self._data or self._event)
-
-    def _lines(self, lines: list[str]) -> list[ServerSentEvent]:
+        if not lines:
+            return []
         out: list[ServerSentEvent] = []
         data = self._data
         for line in lines:
@@ -224,27 +235,50 @@ class SSEDecoder:
                     data = self._data = []
                     self._retry = None
                 self._event = ""
-                continue
-            if line[:6] == "data: ":
+            elif line[:6] == "data: ":
                 data.append(line[6:])
-                continue
-            name, colon, value = line.partition(":")
-            if not name:
-                continue  # a comment
-            if colon and value[:1] == " ":
-                value = value[1:]
-            if name == "data":
-                data.append(value)
-            elif name == "event":
-                self._event = value
-            elif name == "id":
-                if "\0" not in value:
-                    self._id = value
-            elif name == "retry":
-                if value.isdigit():
-                    self._retry = int(value)
+            else:
+                self._field(line, data)
         self.events_read += len(out)
         return out
+
+    def end(self) -> list[ServerSentEvent]:
+        """Flush at the end of the stream: a last unterminated line and event are dispatched."""
+        tail = self._tail + (self._rest.decode("utf-8", "replace") if self._rest else "")
+        self._tail, self._rest = "", b""
+        lines = _LINE_BREAK.split(tail) if tail else []
+        out: list[ServerSentEvent] = []
+        for line in lines:
+            if line:
+                self._field(line, self._data)
+        if self._data:
+            out.append(ServerSentEvent(self._event or "message", "\n".join(self._data), self._id, self._retry))
+            self._data = []
+        self._event = ""
+        self.events_read += len(out)
+        return out
+
+    @property
+    def pending(self) -> bool:
+        """Whether part of an event has been read but not dispatched."""
+        return bool(self._tail or self._rest or self._data or self._event)
+
+    def _field(self, line: str, data: list[str]) -> None:
+        name, colon, value = line.partition(":")
+        if not name:
+            return  # a comment
+        if colon and value[:1] == " ":
+            value = value[1:]
+        if name == "data":
+            data.append(value)
+        elif name == "event":
+            self._event = value
+        elif name == "id":
+            if "\0" not in value:
+                self._id = value
+        elif name == "retry":
+            if value.isdigit():
+                self._retry = int(value)
 
 
 # --------------------------------------------------------------------------------------------------

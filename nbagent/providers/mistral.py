@@ -36,6 +36,7 @@ class MistralModel(OpenAIChatModel):
     default_base_url = "https://api.mistral.ai/v1"
     max_tokens_field = "max_tokens"
     stream_usage = False
+    camel_case = True
 
     def __init__(self, name: str, **options: Any) -> None:
         super().__init__(name, **options)
@@ -83,9 +84,6 @@ class MistralModel(OpenAIChatModel):
         return super().wire_tool_result(message)
 
     # -- coming in ---------------------------------------------------------------------------------------
-    def _tool_calls_of(self, delta: dict[str, Any]) -> Any:
-        return delta.get("tool_calls") or delta.get("toolCalls")
-
     def _content_parts(self, content: Any, text: list[str], reasoning: list[str]) -> list[StreamEvent]:
         events: list[StreamEvent] = []
         if not isinstance(content, list):

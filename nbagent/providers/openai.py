@@ -15,7 +15,6 @@ back in responses. A call cut off by the token limit comes back with `incomplete
 
 from __future__ import annotations
 
-import json
 from contextlib import aclosing
 from typing import Any, AsyncIterator, Hashable, Mapping, Sequence
 from urllib.parse import urlsplit
@@ -34,7 +33,7 @@ from ..messages import (
 )
 from ..tools import Tool
 from ._common import NameRule, ToolCallAccumulator, ToolNames, arguments_json, portable_messages, reasoning_for, usage_from
-from ._http import HTTPModel, ServerSentEvent, error_message
+from ._http import HTTPModel, ServerSentEvent, error_message, loads
 from .base import OnRequest
 
 __all__ = ["OllamaModel", "OpenAIChatModel"]
@@ -53,6 +52,7 @@ _FINISH_REASON_MAP: dict[str, str] = {
 """Chat Completions `finish_reason` -> `AssistantMessage.stop_reason`."""
 
 _CUT_OFF = frozenset({"length", "model_length", "max_tokens"})
+_FRAGMENT_KEYS = {"index": 0, "function": 0}.keys()
 
 NAME_RULE = NameRule(allowed="A-Za-z0-9_-", max_length=64)
 """What Chat Completions accepts as a function name."""
@@ -81,6 +81,8 @@ class OpenAIChatModel(HTTPModel):
     """Ask for a final usage chunk (`stream_options.include_usage`)."""
     name_rule = NAME_RULE
     path = "/chat/completions"
+    camel_case = False
+    """Also read `toolCalls` and `finishReason` (some Mistral streams)."""
 
     def __init__(self, name: str, *, reasoning_field: str | None = None, **options: Any) -> None:
         super().__init__(name, **options)
@@ -249,7 +251,7 @@ class OpenAIChatModel(HTTPModel):
         return self._map_messages(messages, self.tool_names((), messages))
 
     # -- coming in ---------------------------------------------------------------------------------------
-    async def stream(
+    def stream(
         self,
         messages: Sequence[Message],
         tools: Sequence[Tool] = (),
@@ -261,13 +263,8 @@ class OpenAIChatModel(HTTPModel):
         tools = tuple(tools)
         names = self.tool_names(tools, messages)
         body = self.request_body(messages, tools, instructions=instructions, names=names, **settings)
-        events = self.http.stream_events(self.path, body, on_request=on_request)
-        async with aclosing(events):
-            async for item in self._process_streamed_response(events, names):
-                yield item
-
-    def _tool_calls_of(self, delta: dict[str, Any]) -> Any:
-        return delta.get("tool_calls")
+        # Nothing is sent until the first item is asked for.
+        return self._process_streamed_response(self.http.stream_events(self.path, body, on_request=on_request), names)
 
     def _content_parts(self, content: Any, text: list[str], reasoning: list[str]) -> list[StreamEvent]:
         """Content that is not a plain string (a list of parts, as some servers send)."""
@@ -298,61 +295,72 @@ class OpenAIChatModel(HTTPModel):
         response_id: str | None = None
         done = False
         count = 0
-        loads = json.loads
-        async for event in events:
-            data = event.data
-            count += 1
-            if data == "[DONE]":
-                done = True
-                break
-            if not data:
-                continue
-            try:
-                chunk = loads(data)
-            except ValueError:
-                raise StreamError(
-                    f"{self.provider}: event {count} is not JSON (the stream may have been cut): {data[:200]!r}",
-                    provider=self.provider,
-                ) from None
-            if not isinstance(chunk, dict):
-                raise StreamError(f"{self.provider}: event {count} is not a JSON object: {data[:200]!r}",
-                                  provider=self.provider)
-            if event.event == "error" or chunk.get("error") or chunk.get("object") == "error":
-                message = error_message(chunk) or data[:500]
-                raise StreamError(f"{self.provider} reported an error in the stream: {message}",
-                                  provider=self.provider, body=chunk)
-            if model is None:
-                model = chunk.get("model")
-                response_id = chunk.get("id")
-            raw_usage = chunk.get("usage")
-            if raw_usage:
-                usage = self._usage(raw_usage)
-            for choice in chunk.get("choices") or ():
-                if choice.get("index", 0) != 0:
-                    continue  # only the first choice is kept (nbagent never asks for n > 1)
-                delta = choice.get("delta")
-                if delta:
-                    content = delta.get("content")
-                    if content:
-                        if isinstance(content, str):
-                            text.append(content)
-                            yield TextDelta(content)
-                        else:
-                            for item in self._content_parts(content, text, reasoning):
-                                yield item
-                    thought = delta.get("reasoning_content") or delta.get("reasoning")
-                    if thought and isinstance(thought, str):
-                        reasoning.append(thought)
-                        yield ReasoningDelta(thought)
-                    tool_calls = self._tool_calls_of(delta)
-                    if tool_calls:
-                        for position, tc in enumerate(tool_calls):
-                            out = self._add_tool_call(calls, keys_by_id, tc, position)
-                            if out is not None:
-                                yield out
-                reason = choice.get("finish_reason") or choice.get("finishReason")
-                if reason:
-                    finish = reason
+        add_arguments = calls.add_arguments
+        camel = self.camel_case
+        async with aclosing(events):
+            async for event in events:
+                data = event.data
+                count += 1
+                if data == "[DONE]":
+                    done = True
+                    break
+                if not data:
+                    continue
+                try:
+                    chunk = loads(data)
+                except ValueError:
+                    raise StreamError(
+                        f"{self.provider}: event {count} is not JSON (the stream may have been cut): {data[:200]!r}",
+                        provider=self.provider,
+                    ) from None
+                if not isinstance(chunk, dict):
+                    raise StreamError(f"{self.provider}: event {count} is not a JSON object: {data[:200]!r}",
+                                      provider=self.provider)
+                if event.event == "error" or chunk.get("error") or chunk.get("object") == "error":
+                    message = error_message(chunk) or data[:500]
+                    raise StreamError(f"{self.provider} reported an error in the stream: {message}",
+                                      provider=self.provider, body=chunk)
+                if model is None:
+                    model = chunk.get("model")
+                    response_id = chunk.get("id")
+                raw_usage = chunk.get("usage")
+                if raw_usage:
+                    usage = self._usage(raw_usage)
+                for choice in chunk.get("choices") or ():
+                    if choice.get("index", 0) != 0:
+                        continue  # only the first choice is kept (nbagent never asks for n > 1)
+                    delta = choice.get("delta")
+                    if delta:
+                        content = delta.get("content")
+                        if content:
+                            if isinstance(content, str):
+                                text.append(content)
+                                yield TextDelta(content)
+                            else:
+                                for item in self._content_parts(content, text, reasoning):
+                                    yield item
+                        thought = delta.get("reasoning_content") or delta.get("reasoning")
+                        if thought and isinstance(thought, str):
+                            reasoning.append(thought)
+                            yield ReasoningDelta(thought)
+                        tool_calls = delta.get("tool_calls")
+                        if tool_calls is None and camel:
+                            tool_calls = delta.get("toolCalls")
+                        if tool_calls:
+                            for tc in tool_calls:
+                                if (tc.__class__ is dict and tc.keys() == _FRAGMENT_KEYS
+                                        and tc["function"].__class__ is dict and tc["index"] in calls):
+                                    # the common case: one more fragment of a known call's arguments
+                                    out = add_arguments(tc["index"], tc["function"].get("arguments"))
+                                else:
+                                    out = self._add_tool_call(calls, keys_by_id, tc, tool_calls.index(tc))
+                                if out is not None:
+                                    yield out
+                    reason = choice.get("finish_reason")
+                    if reason is None and camel:
+                        reason = choice.get("finishReason")
+                    if reason:
+                        finish = reason
         if not done and finish is None:
             raise StreamError(
                 f"{self.provider}: the stream ended after {count} events without finishing (no finish_reason, "
@@ -383,6 +391,9 @@ class OpenAIChatModel(HTTPModel):
             raise StreamError(f"{self.provider}: a tool call delta is not an object: {tc!r}"[:300],
                               provider=self.provider)
         fn = tc.get("function") or {}
+        if not isinstance(fn, dict):
+            raise StreamError(f"{self.provider}: a tool call's function is not an object: {fn!r}"[:300],
+                              provider=self.provider)
         call_id = tc.get("id")
         if not isinstance(call_id, str) or not call_id or call_id == "null":
             call_id = None  # Mistral sends the string "null" in continuation chunks
