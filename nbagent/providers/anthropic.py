@@ -16,7 +16,6 @@ deltas to show and, at the end, one normalised `AssistantMessage`. A stream that
 
 from __future__ import annotations
 
-import json
 import re
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -46,7 +45,7 @@ from ._common import (
     reasoning_for,
     usage_from,
 )
-from ._http import HTTPModel, ServerSentEvent, is_context_length_message
+from ._http import HTTPModel, ServerSentEvent, is_context_length_message, loads
 from .base import OnRequest
 
 __all__ = ["AnthropicModel"]
@@ -199,11 +198,13 @@ class AnthropicModel(HTTPModel):
             shown = False
             try:
                 async with aclosing(self.http.stream_events("/v1/messages", body, on_request=on_request)) as events:
+                    process = state.process
                     async for sse in events:
-                        for delta in state.process(_parse_event(sse)):
+                        delta = process(_parse_event(sse))
+                        if delta is not None:
                             shown = True
                             yield delta
-                        if state.done:
+                        elif state.done:
                             break
             except ProviderError as exc:
                 # an error event (no HTTP status: the HTTP layer already retried statuses) before anything
@@ -380,13 +381,14 @@ def _map_assistant(msg: AssistantMessage, names: ToolNames, ids: CallIds) -> lis
 # --------------------------------------------------------------------------------------------------
 def _parse_event(sse: ServerSentEvent) -> dict[str, Any]:
     try:
-        event = json.loads(sse.data)
+        event = loads(sse.data)
     except ValueError:
         raise StreamError(f"anthropic sent a malformed event ({sse.event}): {sse.data[:200]!r}",
                           provider=PROVIDER) from None
-    if not isinstance(event, dict):
+    if event.__class__ is not dict:
         raise StreamError(f"anthropic sent an event that is not an object: {sse.data[:200]!r}", provider=PROVIDER)
-    event.setdefault("type", sse.event)
+    if "type" not in event:
+        event["type"] = sse.event
     return event
 
 
@@ -424,8 +426,9 @@ class _Block:
 
 
 class _StreamState:
-    """The pure accumulator of one streamed response: `process(event)` returns the deltas to show;
-    `result()` the finished message (a `StreamError` if `message_stop` never came)."""
+    """The pure accumulator of one streamed response: `process(event)` returns the delta to show (or None;
+    an event never makes more than one); `result()` the finished message (a `StreamError` if
+    `message_stop` never came)."""
 
     def __init__(self, names: ToolNames | None = None, *, partial: bool = True) -> None:
         self.names = names
@@ -439,10 +442,23 @@ class _StreamState:
         self.done = False
         self._has_text = False
         self._last_kind = ""
+        self._add_arguments = self.calls.add_arguments
 
-    def process(self, event: dict[str, Any]) -> list[StreamEvent]:
+    def process(self, event: dict[str, Any]) -> StreamEvent | None:
         kind = event.get("type")
         if kind == "content_block_delta":
+            delta = event.get("delta")
+            if delta.__class__ is dict and delta.get("type") == "input_json_delta":  # the hot path: arguments
+                fragment = delta.get("partial_json")
+                if not fragment:
+                    return None
+                index = event.get("index")
+                block = self.blocks.get(index)
+                if block is None:
+                    raise StreamError(f"anthropic sent a delta for block {index}, which never started",
+                                      provider=PROVIDER, body=event)
+                block.got_json = True
+                return self._add_arguments(index, fragment)
             return self._delta(event)
         if kind == "content_block_start":
             return self._start(event)
@@ -466,54 +482,48 @@ class _StreamState:
             self.done = True
         elif kind == "error":
             raise _process_error(event)
-        return []  # ping and events this adapter does not use
+        return None  # ping and events this adapter does not use
 
     def _usage(self, usage: Any) -> None:
         if isinstance(usage, dict):
             self.usage.update({k: v for k, v in usage.items() if v is not None})
 
-    def _block(self, event: dict[str, Any]) -> tuple[int, _Block | None]:
-        index = event.get("index")
-        return (index, self.blocks.get(index)) if isinstance(index, int) else (-1, None)
-
-    def _start(self, event: dict[str, Any]) -> list[StreamEvent]:
+    def _start(self, event: dict[str, Any]) -> StreamEvent | None:
         index = event.get("index")
         cb = event.get("content_block") or {}
         kind = cb.get("type", "")
         block = _Block(kind)
         self.blocks[index] = block
-        out: list[StreamEvent] = []
         last, self._last_kind = self._last_kind, kind
         if kind == "text":
             # text split by a tool call or thinking reads as two paragraphs; text split by citations does not
             block.separate = self._has_text and last != "text"
-            out.extend(self._add_text(block, cb.get("text") or ""))
-        elif kind == "thinking":
+            return self._add_text(block, cb.get("text") or "")
+        if kind == "thinking":
+            block.signature = cb.get("signature") or ""
             if cb.get("thinking"):
                 block.text.append(cb["thinking"])
-                out.append(ReasoningDelta(cb["thinking"]))
-            block.signature = cb.get("signature") or ""
+                return ReasoningDelta(cb["thinking"])
         elif kind == "redacted_thinking":
             block.data = cb.get("data") or ""
         elif kind == "tool_use":
             given = cb.get("input")
             block.start_input = given if isinstance(given, dict) and given else None
-            delta = self.calls.add(index, id=cb.get("id"), name=cb.get("name"))
-            if delta is not None:
-                out.append(delta)
-        return out
+            return self.calls.add(index, id=cb.get("id"), name=cb.get("name"))
+        return None
 
-    def _add_text(self, block: _Block, text: str) -> list[StreamEvent]:
+    def _add_text(self, block: _Block, text: str) -> StreamEvent | None:
         if not text:
-            return []
+            return None
         if block.separate and not block.text:
             text = "\n\n" + text
         block.text.append(text)
         self._has_text = True
-        return [TextDelta(text)]
+        return TextDelta(text)
 
-    def _delta(self, event: dict[str, Any]) -> list[StreamEvent]:
-        index, block = self._block(event)
+    def _delta(self, event: dict[str, Any]) -> StreamEvent | None:
+        index = event.get("index")
+        block = self.blocks.get(index)
         if block is None:
             raise StreamError(f"anthropic sent a delta for block {index}, which never started", provider=PROVIDER,
                               body=event)
@@ -521,31 +531,29 @@ class _StreamState:
         kind = delta.get("type")
         if kind == "text_delta":
             return self._add_text(block, delta.get("text") or "")
-        elif kind == "input_json_delta":
-            fragment = delta.get("partial_json") or ""
-            if fragment:
-                block.got_json = True
-                out = self.calls.add(index, arguments=fragment)
-                return [out] if out is not None else []
-        elif kind == "thinking_delta":
+        if kind == "thinking_delta":
             text = delta.get("thinking") or ""
             if text:
                 block.text.append(text)
-                return [ReasoningDelta(text)]
+                return ReasoningDelta(text)
         elif kind == "signature_delta":
             block.signature += delta.get("signature") or ""
-        return []
+        elif kind == "input_json_delta":  # not a dict delta, or an empty fragment: see process()
+            fragment = delta.get("partial_json") or ""
+            if fragment:
+                block.got_json = True
+                return self._add_arguments(index, fragment)
+        return None
 
-    def _stop(self, event: dict[str, Any]) -> list[StreamEvent]:
-        index, block = self._block(event)
+    def _stop(self, event: dict[str, Any]) -> StreamEvent | None:
+        block = self.blocks.get(event.get("index"))
         if block is None:
-            return []
+            return None
         block.stopped = True
         if block.type == "tool_use" and not block.got_json and block.start_input:
             # arguments given whole at the start and no fragments after them
-            out = self.calls.add(index, arguments=block.start_input)
-            return [out] if out is not None else []
-        return []
+            return self.calls.add(event.get("index"), arguments=block.start_input)
+        return None
 
     def result(self) -> AssistantMessage:
         if not self.done:

@@ -52,7 +52,7 @@ from ._common import (
     reasoning_for,
     usage_from,
 )
-from ._http import HTTPModel, ServerSentEvent, map_http_error
+from ._http import HTTPModel, ServerSentEvent, loads, map_http_error
 from .base import OnRequest
 
 __all__ = ["GeminiModel", "openapi_schema"]
@@ -458,7 +458,7 @@ def _parse_event(sse: ServerSentEvent) -> dict[str, Any] | None:
     if not data or data == "[DONE]":
         return None
     try:
-        chunk = json.loads(data)
+        chunk = loads(data)
     except ValueError:
         raise StreamError(f"gemini sent a malformed chunk: {data[:200]!r}", provider=PROVIDER) from None
     if isinstance(chunk, list):  # some proxies send the JSON-array form one element at a time

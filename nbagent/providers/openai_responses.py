@@ -48,7 +48,7 @@ from ._common import (
     reasoning_for,
     usage_from,
 )
-from ._http import HTTPModel, ServerSentEvent, is_context_length_message
+from ._http import HTTPModel, ServerSentEvent, is_context_length_message, loads
 from .base import OnRequest
 
 __all__ = ["OpenAIResponsesModel", "strict_schema"]
@@ -182,14 +182,16 @@ class OpenAIResponsesModel(HTTPModel):
             shown = False
             try:
                 async with aclosing(self.http.stream_events("/responses", body, on_request=on_request)) as events:
+                    process = state.process
                     async for sse in events:
                         event = _parse_event(sse)
                         if event is None:
                             continue
-                        for delta in state.process(event):
+                        delta = process(event)
+                        if delta is not None:
                             shown = True
                             yield delta
-                        if state.done:
+                        elif state.done:
                             break
             except ProviderError as exc:
                 from_event = exc.status is None and _error_code(exc.body) in _RETRY_CODES
@@ -385,11 +387,11 @@ def _parse_event(sse: ServerSentEvent) -> dict[str, Any] | None:
     if sse.data.strip() == "[DONE]":
         return None
     try:
-        event = json.loads(sse.data)
+        event = loads(sse.data)
     except ValueError:
         raise StreamError(f"openai-responses sent a malformed event ({sse.event}): {sse.data[:200]!r}",
                           provider=PROVIDER) from None
-    if not isinstance(event, dict):
+    if event.__class__ is not dict:
         raise StreamError(f"openai-responses sent an event that is not an object: {sse.data[:200]!r}",
                           provider=PROVIDER)
     if "type" not in event and sse.event != "message":
@@ -432,8 +434,9 @@ class _Item:
 
 
 class _StreamState:
-    """The pure accumulator of one streamed response: `process(event)` returns the deltas to show;
-    `result()` the finished message (a `StreamError` if no terminal event came)."""
+    """The pure accumulator of one streamed response: `process(event)` returns the delta to show (or None;
+    an event never makes more than one); `result()` the finished message (a `StreamError` if no terminal
+    event came)."""
 
     def __init__(self, names: ToolNames | None = None, *, partial: bool = True) -> None:
         self.calls = ToolCallAccumulator(partial=partial, names=names)
@@ -447,7 +450,7 @@ class _StreamState:
         self.usage: dict[str, Any] | None = None
         self.done = False
         self._has_text = False
-        self._reasoning_parts: dict[str, int] = {}
+        self._add_arguments = self.calls.add_arguments
 
     def _key(self, event: dict[str, Any]) -> str:
         """Items are keyed by id; servers that omit ids are keyed by output index."""
@@ -463,13 +466,14 @@ class _StreamState:
             self.order.append(key)
         return found
 
-    def process(self, event: dict[str, Any]) -> list[StreamEvent]:
+    def process(self, event: dict[str, Any]) -> StreamEvent | None:
         kind = event.get("type", "")
+        if kind == "response.function_call_arguments.delta":  # the hot path
+            item_id = event.get("item_id")
+            key = item_id if item_id.__class__ is str and item_id else self._key(event)
+            return self._add_arguments(key, event.get("delta") or "")
         if kind == "response.output_text.delta" or kind == "response.refusal.delta":
             return self._text(event, event.get("delta") or "")
-        if kind == "response.function_call_arguments.delta":
-            delta = self.calls.add(self._key(event), arguments=event.get("delta") or "")
-            return [delta] if delta is not None else []
         if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             return self._reasoning(event, event.get("delta") or "")
         if kind == "response.output_item.added":
@@ -497,58 +501,54 @@ class _StreamState:
             raise _process_error(response.get("error") or {}, "response failed")
         elif kind == "error":
             raise _process_error(event, "stream error")
-        return []
+        return None
 
-    def _text(self, event: dict[str, Any], text: str) -> list[StreamEvent]:
+    def _text(self, event: dict[str, Any], text: str) -> StreamEvent | None:
         if not text:
-            return []
+            return None
         item = self._item(event, "message")
         if not item.text and self._has_text:
             text = "\n\n" + text  # a second message item (commentary, then the answer) is a new paragraph
         item.text.append(text)
         self._has_text = True
-        return [TextDelta(text)]
+        return TextDelta(text)
 
-    def _reasoning(self, event: dict[str, Any], text: str) -> list[StreamEvent]:
+    def _reasoning(self, event: dict[str, Any], text: str) -> StreamEvent | None:
         if not text:
-            return []
+            return None
         item = self._item(event, "reasoning")
         index = event.get("summary_index", event.get("content_index", 0))
         parts = item.summary.setdefault(index, [])
         if not parts and any(item.summary[i] for i in item.summary if i != index):
             text = "\n\n" + text
         parts.append(text)
-        return [ReasoningDelta(text)]
+        return ReasoningDelta(text)
 
-    def _added(self, event: dict[str, Any]) -> list[StreamEvent]:
+    def _added(self, event: dict[str, Any]) -> StreamEvent | None:
         data = event.get("item") or {}
         kind = data.get("type", "")
         self._item(event, kind)
         if kind == "function_call":
             arguments = data.get("arguments") or None
-            delta = self.calls.add(self._key(event), id=data.get("call_id") or data.get("id"), name=data.get("name"),
-                                   arguments=arguments, provider_data={"item_id": data["id"]} if data.get("id") else None)
-            return [delta] if delta is not None else []
-        return []
+            return self.calls.add(self._key(event), id=data.get("call_id") or data.get("id"), name=data.get("name"),
+                                  arguments=arguments, provider_data={"item_id": data["id"]} if data.get("id") else None)
+        return None
 
-    def _item_done(self, event: dict[str, Any]) -> list[StreamEvent]:
+    def _item_done(self, event: dict[str, Any]) -> StreamEvent | None:
         data = event.get("item") or {}
         item = self._item(event, data.get("type", ""))
         item.done = data
-        out: list[StreamEvent] = []
         key = self._key(event)
         if item.type == "function_call":
-            if key not in self.calls:  # a call that arrived whole, without an `added` event
-                delta = self.calls.add(key, id=data.get("call_id"), name=data.get("name"))
-                if delta is not None:
-                    out.append(delta)
             if isinstance(data.get("arguments"), str):
                 self.final_arguments[key] = data["arguments"]
+            if key not in self.calls:  # a call that arrived whole, without an `added` event
+                return self.calls.add(key, id=data.get("call_id"), name=data.get("name"))
         elif item.type == "message" and not item.text:
             text = "".join(p.get("text") or p.get("refusal") or "" for p in data.get("content") or []
                            if isinstance(p, dict))
-            out.extend(self._text(event, text))
-        return out
+            return self._text(event, text)
+        return None
 
     def result(self) -> AssistantMessage:
         if not self.done:

@@ -61,11 +61,14 @@ async def collect(model, messages, tools=(), **kwargs):
     return deltas, final
 
 
+def feed(state: _StreamState, events) -> list:
+    """The deltas the accumulator returns for these events (it returns at most one per event)."""
+    return [d for d in map(state.process, events) if d is not None]
+
+
 def replay(provider: str, name: str) -> tuple[list, AssistantMessage]:
     state = _StreamState()
-    deltas = []
-    for event in recorded_events(provider, name):
-        deltas.extend(state.process(event))
+    deltas = feed(state, recorded_events(provider, name))
     return deltas, state.result()
 
 
@@ -268,7 +271,7 @@ def test_arguments_given_whole_at_block_start() -> None:
         {"type": "message_stop"},
     ]
     state = _StreamState()
-    deltas = [d for e in events for d in state.process(e)]
+    deltas = feed(state, events)
     assert state.result().tool_calls[0].arguments == {"q": "é"}
     assert deltas[-1].partial_arguments == {"q": "é"}
 
@@ -286,7 +289,7 @@ def test_text_split_by_a_tool_call_becomes_two_paragraphs_and_deltas_agree() -> 
         {"type": "message_stop"},
     ]
     state = _StreamState()
-    deltas = [d for e in events for d in state.process(e)]
+    deltas = feed(state, events)
     assert state.result().text == "One.Cited\n\nTwo."
     assert "".join(d.text for d in deltas if isinstance(d, TextDelta)) == "One.Cited\n\nTwo."
 

@@ -66,9 +66,7 @@ async def collect(model, messages, tools=(), **kwargs):
 
 def replay(name: str) -> tuple[list, AssistantMessage]:
     state = _StreamState()
-    deltas = []
-    for event in recorded_events("openai_responses", name):
-        deltas.extend(state.process(event))
+    deltas = [d for d in map(state.process, recorded_events("openai_responses", name)) if d is not None]
     return deltas, state.result()
 
 
