@@ -566,6 +566,8 @@ class _StreamState:
         calls = self.calls.finish()
         tool_blocks = [b for _, b in sorted(self.blocks.items()) if b.type == "tool_use"]
         for call, block in zip(calls, tool_blocks):
+            if not block.got_json and block.start_input:
+                call.raw_arguments = None  # given as an object, not as text
             if cut_off and (not block.stopped or (call.raw_arguments is not None and call.arguments is None)):
                 call.incomplete = True
         reasoning: list[Reasoning] = []

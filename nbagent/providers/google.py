@@ -554,6 +554,7 @@ class _StreamState:
         self.streamed: dict[int, _Streamed] = {}
         self.current: _Streamed | None = None
         self.finish_reason: str | None = None
+        self.finish_message: str | None = None
         self.block_reason: str | None = None
         self.usage: dict[str, Any] | None = None
         self.model: str | None = None
@@ -582,6 +583,7 @@ class _StreamState:
                     out.extend(self._part(part))
             if candidate.get("finishReason"):
                 self.finish_reason = candidate["finishReason"]
+                self.finish_message = candidate.get("finishMessage")
                 self.done = True
         return out
 
@@ -678,6 +680,8 @@ class _StreamState:
         calls = self.calls.finish()
         cut_off = self.finish_reason == "MAX_TOKENS"
         for key, call in zip(range(1, self._keys + 1), calls):  # keys were numbered in order of arrival
+            if isinstance(call.arguments, dict):
+                call.raw_arguments = None  # Gemini sends objects, never text
             streamed = self.streamed.get(key)
             if streamed is not None and not streamed.finished and (cut_off or streamed.open_strings):
                 call.incomplete = True
@@ -703,6 +707,8 @@ class _StreamState:
             data["id"] = self.response_id
         if self.text_signature:
             data["text_signature"] = self.text_signature
+        if self.finish_message:
+            data["finish_message"] = self.finish_message  # e.g. what was wrong with a malformed call
         return AssistantMessage(
             text="".join(self.text),
             tool_calls=calls,

@@ -140,7 +140,7 @@ class OpenAIResponsesModel(HTTPModel):
         body: dict[str, Any] = {"model": self.name}
         if instructions:
             body["instructions"] = instructions
-        body["input"] = _map_messages(messages, names, store=self.store)
+        body["input"] = _map_messages(messages, names, store=self.store, reasoning=self.reasoning)
         if tools:
             body["tools"] = _map_tools(tools, names)
             choice = _map_tool_choice(settings.pop("tool_choice", None), names)
@@ -209,7 +209,7 @@ class OpenAIResponsesModel(HTTPModel):
 
     def to_wire(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
         """The transcript as the `input` items of a request."""
-        return _map_messages(messages, _names_for(messages, ()), store=self.store)
+        return _map_messages(messages, _names_for(messages, ()), store=self.store, reasoning=self.reasoning)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -304,7 +304,10 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _map_messages(messages: Sequence[Message], names: ToolNames, *, store: bool = False) -> list[dict[str, Any]]:
+def _map_messages(
+    messages: Sequence[Message], names: ToolNames, *, store: bool = False, reasoning: bool = True
+) -> list[dict[str, Any]]:
+    """The transcript as `input` items (reasoning items only for a model that reasons: others refuse them)."""
     ids = CallIds(ID_PATTERN, length=24)
     out: list[dict[str, Any]] = []
     for msg in portable_messages(messages, PROVIDER):
@@ -313,7 +316,7 @@ def _map_messages(messages: Sequence[Message], names: ToolNames, *, store: bool 
         elif isinstance(msg, ToolResultMessage):
             out.append(_map_tool_result(msg, ids))
         elif isinstance(msg, AssistantMessage):
-            out.extend(_map_assistant(msg, names, ids, store=store))
+            out.extend(_map_assistant(msg, names, ids, store=store, reasoning=reasoning))
         else:
             raise TypeError(f"not a message: {msg!r}")
     return out
@@ -356,10 +359,12 @@ def _map_tool_result(msg: ToolResultMessage, ids: CallIds) -> dict[str, Any]:
     return {"type": "function_call_output", "call_id": ids.wire(msg.tool_call_id), "output": output}
 
 
-def _map_assistant(msg: AssistantMessage, names: ToolNames, ids: CallIds, *, store: bool) -> list[dict[str, Any]]:
+def _map_assistant(
+    msg: AssistantMessage, names: ToolNames, ids: CallIds, *, store: bool, reasoning: bool = True
+) -> list[dict[str, Any]]:
     """This provider's reasoning items, then the text as an assistant `message`, then `function_call`s."""
     out: list[dict[str, Any]] = []
-    for r in reasoning_for(msg, PROVIDER):
+    for r in reasoning_for(msg, PROVIDER) if reasoning else ():
         if not r.encrypted and not (store and r.id):
             continue  # without encrypted content (or a stored item) there is nothing the API can use
         item: dict[str, Any] = {"type": "reasoning"}

@@ -272,7 +272,8 @@ def test_arguments_given_whole_at_block_start() -> None:
     ]
     state = _StreamState()
     deltas = feed(state, events)
-    assert state.result().tool_calls[0].arguments == {"q": "é"}
+    call = state.result().tool_calls[0]
+    assert call.arguments == {"q": "é"} and call.raw_arguments is None
     assert deltas[-1].partial_arguments == {"q": "é"}
 
 

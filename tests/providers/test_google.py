@@ -224,6 +224,7 @@ def test_recorded_parallel_calls_without_ids() -> None:
     first, second = msg.tool_calls
     assert (first.name, first.arguments, second.arguments) == (
         "secret_retrieval_tool", {"password": "mellon"}, {"password": "radiance"})
+    assert first.raw_arguments is None  # Gemini sends objects, not text
     assert first.id and second.id and first.id != second.id  # generated
     assert first.provider_data["thoughtSignature"].startswith("CikB0e2Kbw5t") and not second.provider_data
     assert msg.stop_reason == "tool_use" and (msg.usage.input_tokens, msg.usage.output_tokens) == (70, 101)
@@ -288,6 +289,14 @@ def test_stream_without_finish_reason_is_cut() -> None:
         state.process(chunk)
     with pytest.raises(StreamError, match="finishReason"):
         state.result()
+
+
+def test_malformed_call_keeps_the_finish_message() -> None:
+    state = _StreamState()
+    state.process({"candidates": [{"content": {"parts": [], "role": "model"}, "finishReason": "MALFORMED_FUNCTION_CALL",
+                                   "finishMessage": "Malformed function call: print(x"}]})
+    msg = state.result()
+    assert msg.stop_reason == "error" and msg.provider_data["finish_message"].startswith("Malformed function call")
 
 
 def test_error_chunk_and_blocked_prompt() -> None:

@@ -171,6 +171,7 @@ def test_input_items_reasoning_message_calls_and_outputs() -> None:
     assert model.wire_tool_result(conversation()[2]) == wire[5]
     body, _ = model.build_request(conversation(), [make_tool("alpha")])
     assert body["input"] == wire
+    assert not any(i.get("type") == "reasoning" for i in OpenAIResponsesModel("gpt-4o").to_wire(conversation()))
     stored = OpenAIResponsesModel("gpt-5", store=True).to_wire(conversation())
     assert stored[3]["id"] == "fc_A" and "include" not in OpenAIResponsesModel("gpt-5", store=True).build_request(
         conversation())[0]
