@@ -21,6 +21,7 @@ carries no `finishReason` was cut short (`StreamError`).
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 from contextlib import aclosing
@@ -500,44 +501,62 @@ def _json_path(path: str) -> list[str | int]:
     return out
 
 
-def _set_path(root: dict[str, Any], path: list[str | int], value: Any, *, append: bool) -> None:
+def _set_path(root: dict[str, Any], path: list[str | int], value: Any) -> None:
+    """Set `value` at `path` in `root`, making the objects and lists on the way (a path that runs into a
+    value of another kind is ignored)."""
     node: Any = root
     for i, key in enumerate(path):
         last = i == len(path) - 1
-        nxt: Any = None if last else ([] if isinstance(path[i + 1], int) else {})
         if isinstance(key, int):
             if not isinstance(node, list):
                 return
             while len(node) <= key:
                 node.append(None)
-            if last:
-                node[key] = node[key] + value if append and isinstance(node[key], str) else value
-            else:
-                if not isinstance(node[key], (dict, list)):
-                    node[key] = nxt
-                node = node[key]
-        else:
-            if not isinstance(node, dict):
-                return
-            if last:
-                node[key] = node[key] + value if append and isinstance(node.get(key), str) else value
-            else:
-                if not isinstance(node.get(key), (dict, list)):
-                    node[key] = nxt
-                node = node[key]
+        elif not isinstance(node, dict):
+            return
+        if last:
+            node[key] = value
+            return
+        child = node[key] if isinstance(key, int) else node.get(key)
+        if not isinstance(child, (dict, list)):
+            child = node[key] = [] if isinstance(path[i + 1], int) else {}
+        node = child
 
 
 @dataclass
 class _Streamed:
-    """A call whose arguments arrive as `partialArgs`."""
+    """A call whose arguments arrive as `partialArgs`: a log of assignments, replayed into an object when
+    someone reads it (`snapshot(n)` is the object after the first `n`). Each piece costs O(1) on arrival;
+    a long string streamed in thousands of pieces is joined once per read, never re-copied per piece."""
 
     key: int
     index: int
     id: str | None = None
     name: str | None = None
-    args: dict[str, Any] = field(default_factory=dict)
+    log: list[tuple[list[str | int], Any, int]] = field(default_factory=list)
+    """(path, value, how): how is _SET, _START (a string's first piece) or _APPEND (its next piece)."""
     open_strings: set[str] = field(default_factory=set)
     finished: bool = False
+
+    def snapshot(self, n: int | None = None) -> dict[str, Any]:
+        root: dict[str, Any] = {}
+        strings: dict[tuple, tuple[list[str | int], list[str]]] = {}
+        for path, value, how in self.log[:n] if n is not None else self.log:
+            key = tuple(path)
+            if how == _APPEND and key in strings:
+                strings[key][1].append(value)
+            elif how == _SET:
+                strings.pop(key, None)
+                _set_path(root, path, copy.deepcopy(value))
+            else:
+                strings[key] = (path, [value])
+                _set_path(root, path, "")  # its place in the object, in order of arrival
+        for path, pieces in strings.values():
+            _set_path(root, path, "".join(pieces))
+        return root
+
+
+_SET, _START, _APPEND = 0, 1, 2
 
 
 class _StreamState:
@@ -647,44 +666,44 @@ class _StreamState:
         return out
 
     def _partial_arg(self, call: _Streamed, arg: dict[str, Any]) -> list[StreamEvent]:
+        where = str(arg.get("jsonPath", "$"))
         try:
-            path = _json_path(str(arg.get("jsonPath", "$")))
+            path = _json_path(where)
         except ValueError as exc:
             raise StreamError(f"gemini sent an unreadable argument path: {exc}", provider=PROVIDER) from None
-        where = str(arg.get("jsonPath"))
         if "stringValue" in arg:
-            value: Any = arg["stringValue"]
-            _set_path(call.args, path, value, append=where in call.open_strings)
+            value: Any = str(arg["stringValue"])
+            call.log.append((path, value, _APPEND if where in call.open_strings else _START))
             if arg.get("willContinue"):
                 call.open_strings.add(where)
             else:
                 call.open_strings.discard(where)
-        elif "numberValue" in arg:
-            _set_path(call.args, path, arg["numberValue"], append=False)
-        elif "boolValue" in arg:
-            _set_path(call.args, path, bool(arg["boolValue"]), append=False)
-        elif "nullValue" in arg:
-            _set_path(call.args, path, None, append=False)
-        elif "structValue" in arg or "listValue" in arg:
-            _set_path(call.args, path, arg.get("structValue", arg.get("listValue")), append=False)
+            fragment = value
         else:
-            return []
-        return [ToolCallDelta(call.index, call.id, call.name, "", copy.deepcopy(call.args))]
+            for field_name in ("numberValue", "boolValue", "nullValue", "structValue", "listValue"):
+                if field_name in arg:
+                    value = None if field_name == "nullValue" else arg[field_name]
+                    break
+            else:
+                return []
+            call.log.append((path, value, _SET))
+            fragment = json.dumps(value, ensure_ascii=False)
+        return [ToolCallDelta.lazy(call.index, call.id, call.name, fragment,
+                                   functools.partial(call.snapshot, len(call.log)))]
 
     def result(self) -> AssistantMessage:
         if not self.done:
             raise StreamError("the gemini stream ended without a finishReason (it was cut short)", provider=PROVIDER)
-        for key, streamed in self.streamed.items():
-            if streamed.args:
-                self.calls.add(key, arguments=streamed.args)
         calls = self.calls.finish()
         cut_off = self.finish_reason == "MAX_TOKENS"
         for key, call in zip(range(1, self._keys + 1), calls):  # keys were numbered in order of arrival
+            streamed = self.streamed.get(key)
+            if streamed is not None:
+                call.arguments = streamed.snapshot()
+                if not streamed.finished and (cut_off or streamed.open_strings):
+                    call.incomplete = True
             if isinstance(call.arguments, dict):
                 call.raw_arguments = None  # Gemini sends objects, never text
-            streamed = self.streamed.get(key)
-            if streamed is not None and not streamed.finished and (cut_off or streamed.open_strings):
-                call.incomplete = True
         reasoning = []
         if self.thoughts or self.thought_signature:
             reasoning.append(Reasoning(text="".join(self.thoughts), signature=self.thought_signature,

@@ -485,3 +485,33 @@ def test_text_then_calls_in_one_response() -> None:
     parts = GeminiModel("gemini-3-pro-preview").to_wire([UserMessage("q"), msg])[1]["parts"]
     assert [next(iter(p)) for p in parts] == ["text", "functionCall"]
     assert parts[1]["thoughtSignature"] == msg.tool_calls[0].provider_data["thoughtSignature"]
+
+
+def test_partial_args_paths_values_and_consistent_snapshots() -> None:
+    def part(fc: dict) -> dict:
+        return {"candidates": [{"content": {"role": "model", "parts": [{"functionCall": fc}]}}]}
+
+    pieces = [f"line {i}\n" for i in range(2000)]
+    chunks = [part({"name": "write", "willContinue": True})]
+    chunks.append(part({"partialArgs": [{"jsonPath": "$.meta.count", "numberValue": 3},
+                                        {"jsonPath": "$.meta['a b']", "boolValue": True},
+                                        {"jsonPath": "$.tags[1]", "stringValue": "y"},
+                                        {"jsonPath": "$.tags[0]", "stringValue": "x"}], "willContinue": True}))
+    for piece in pieces:
+        chunks.append(part({"partialArgs": [{"jsonPath": "$.content", "stringValue": piece, "willContinue": True}],
+                            "willContinue": True}))
+    chunks.append(part({"partialArgs": [{"jsonPath": "$.content", "stringValue": ""},
+                                        {"jsonPath": "$.note", "nullValue": None}], "willContinue": True}))
+    chunks.append(part({}))
+    chunks.append({"candidates": [{"content": {"role": "model", "parts": [{"text": ""}]}, "finishReason": "STOP"}]})
+    state = _StreamState()
+    deltas = [d for c in chunks for d in state.process(c)]
+    [call] = state.result().tool_calls
+    content = "".join(pieces)
+    assert call.arguments == {"meta": {"count": 3, "a b": True}, "tags": ["x", "y"], "content": content, "note": None}
+    assert not call.incomplete and call.raw_arguments is None
+    live = [d for d in deltas if isinstance(d, ToolCallDelta) and d.arguments_delta]
+    assert live[4].partial_arguments == {"meta": {"count": 3, "a b": True}, "tags": ["x", "y"], "content": "line 0\n"}
+    middle = live[1000].partial_arguments["content"]
+    assert content.startswith(middle) and middle.count("\n") == 997
+    assert live[-1].partial_arguments == call.arguments
