@@ -37,6 +37,7 @@ import httpx
 from ..errors import (
     AuthenticationError,
     BadRequestError,
+    ConfigurationError,
     ContextLengthError,
     NotFoundError,
     OverloadedError,
@@ -704,8 +705,6 @@ class HTTPModel(Model):
         **settings: Any,
     ) -> None:
         if not isinstance(name, str) or not name.strip():
-            from ..errors import ConfigurationError
-
             raise ConfigurationError(f"{type(self).__name__} needs a model name, got {name!r}")
         self.name = name.strip()
         self._api_key = Secret(api_key) if api_key else None

@@ -349,7 +349,7 @@ class OpenAIChatModel(HTTPModel):
                         if tool_calls:
                             for tc in tool_calls:
                                 if (tc.__class__ is dict and tc.keys() == _FRAGMENT_KEYS
-                                        and tc["function"].__class__ is dict and tc["index"] in calls):
+                                        and tc["function"].__class__ is dict and tc["index"].__class__ is int):
                                     # the common case: one more fragment of a known call's arguments
                                     out = add_arguments(tc["index"], tc["function"].get("arguments"))
                                 else:

@@ -11,6 +11,8 @@ import traceback
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nbagent.errors import (
     AuthenticationError,
@@ -114,6 +116,29 @@ def test_sse_invalid_utf8_is_replaced() -> None:
 def test_sse_unicode_line_separators_inside_data_are_kept() -> None:
     # U+2028 is valid unescaped inside JSON strings; str.splitlines() would break the line there
     assert decode_all(['data: {"t": "a\u2028b\x85c"}\n\n'.encode()]) == [ServerSentEvent(data='{"t": "a\u2028b\x85c"}')]
+
+
+_field_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    events=st.lists(st.tuples(st.sampled_from(["", "message_start", "ping", "delta"]),
+                              st.lists(_field_text, min_size=1, max_size=3)), min_size=1, max_size=6),
+    newline=st.sampled_from(["\n", "\r\n", "\r"]),
+    cuts=st.lists(st.integers(0, 10**6), max_size=10),
+)
+def test_sse_random_streams_and_splits(events, newline, cuts) -> None:
+    text = ""
+    for name, lines in events:
+        if name:
+            text += f"event: {name}{newline}"
+        text += "".join(f"data: {line}{newline}" for line in lines) + newline
+    raw = text.encode("utf-8")
+    points = sorted({c % (len(raw) + 1) for c in cuts})
+    pieces = [raw[a:b] for a, b in zip([0] + points, points + [len(raw)])]
+    expected = [ServerSentEvent(name or "message", "\n".join(lines)) for name, lines in events]
+    assert decode_all(pieces) == expected
 
 
 # --------------------------------------------------------------------------------------------------
