@@ -19,7 +19,6 @@ repr hides them, and are scrubbed from every error message and error body this m
 from __future__ import annotations
 
 import asyncio
-from codecs import utf_8_decode as _utf8_decode
 import dataclasses
 import email.utils
 import json
@@ -29,6 +28,7 @@ import os
 import random
 import re
 import time
+from codecs import utf_8_decode as _utf8_decode
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 

@@ -18,6 +18,7 @@ from nbagent.errors import (
     AuthenticationError,
     BadRequestError,
     ContextLengthError,
+    ModelError,
     NotFoundError,
     OverloadedError,
     PermissionDeniedError,
@@ -167,7 +168,8 @@ def test_backoff_grows_with_jitter_and_is_capped() -> None:
 @pytest.mark.parametrize(
     ("status", "payload", "exc"),
     [
-        (401, {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}, AuthenticationError),
+        (401, {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}},
+         AuthenticationError),
         (403, {"error": {"type": "permission_error", "message": "no access to model"}}, PermissionDeniedError),
         (404, {"error": {"message": "The model `gpt-9` does not exist"}}, NotFoundError),
         (429, {"error": {"message": "Rate limit reached", "type": "requests"}}, RateLimitError),
@@ -176,7 +178,8 @@ def test_backoff_grows_with_jitter_and_is_capped() -> None:
         (500, {"error": {"message": "boom"}}, ServerError),
         (502, "<html>Bad Gateway</html>", ServerError),
         (400, {"error": {"message": "This model's maximum context length is 128000 tokens. However, your messages "
-                                    "resulted in 130000 tokens.", "code": "context_length_exceeded"}}, ContextLengthError),
+                                    "resulted in 130000 tokens.", "code": "context_length_exceeded"}},
+         ContextLengthError),
         (400, {"type": "error", "error": {"type": "invalid_request_error",
                                           "message": "prompt is too long: 210000 tokens > 200000 maximum"}},
          ContextLengthError),
@@ -409,7 +412,7 @@ async def test_missing_key_raises_at_request_time_not_construction(monkeypatch, 
     assert fake_server.requests == []
     monkeypatch.setenv("ECHO_API_KEY", KEY)  # read when the request is made
     fake_server.add(Reply.sse(STREAM))
-    with pytest.raises(Exception):
+    with pytest.raises(ModelError, match="without a message"):
         await model.request([])  # the stream has no message: the base class says so
     assert fake_server.requests[0].headers["authorization"] == f"Bearer {KEY}"
 
