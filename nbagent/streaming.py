@@ -52,7 +52,8 @@ class PartialJSON:
     `text` is everything fed so far and `value()` the final value, parsed by `json.loads`.
     """
 
-    __slots__ = ("_pieces", "_size", "_text", "_joined", "_stack", "_closers", "_mode", "_escape", "_key")
+    __slots__ = ("_pieces", "_size", "_text", "_joined", "_stack", "_closers", "_string_suffix", "_mode", "_escape",
+                 "_key")
 
     def __init__(self) -> None:
         self._pieces: list[str] = []
@@ -63,6 +64,7 @@ class PartialJSON:
         # `cut` is where this container's text can be cut after its last complete member
         self._stack: list[list[Any]] = [["", _VALUE, 0]]
         self._closers = ""
+        self._string_suffix = '"'
         self._mode = _STRUCT
         self._escape = False
         self._key = False
@@ -125,6 +127,7 @@ class PartialJSON:
                 elif c == "{" or c == "[":
                     stack.append([c, _KEY if c == "{" else _VALUE, base + i + 1])
                     self._closers = ("}" if c == "{" else "]") + self._closers
+                    self._string_suffix = '"' + self._closers
                 elif c == "]" and top[0] == "[":  # an empty list (or a trailing comma)
                     self._close(base + i + 1)
                 elif c in ",:}]":
@@ -172,6 +175,7 @@ class PartialJSON:
     def _close(self, end: int) -> None:
         self._stack.pop()
         self._closers = self._closers[1:]
+        self._string_suffix = '"' + self._closers
         self._value_done(end)
 
     # -- reading ---------------------------------------------------------------------------------------
@@ -202,7 +206,7 @@ class PartialJSON:
         if mode == _FAILED:
             return None
         if mode == _STRING and not self._key:
-            return (self._size - 1 if self._escape else self._size, '"' + self._closers, True)
+            return (self._size - 1 if self._escape else self._size, self._string_suffix, True)
         return (self._stack[-1][2], self._closers, False)
 
     def snapshot_at(self, mark: Mark | None) -> Any:

@@ -27,7 +27,8 @@ def consistent(snap: Any, final: Any) -> bool:
     if isinstance(snap, list):
         if not isinstance(final, list) or len(snap) > len(final):
             return False
-        return all(s == f for s, f in zip(snap[:-1], final)) and (not snap or consistent(snap[-1], final[len(snap) - 1]))
+        last_ok = not snap or consistent(snap[-1], final[len(snap) - 1])
+        return last_ok and all(s == f for s, f in zip(snap[:-1], final))
     if isinstance(snap, dict):
         return isinstance(final, dict) and all(k in final and consistent(v, final[k]) for k, v in snap.items())
     return type(snap) is type(final) and snap == final

@@ -19,7 +19,6 @@ repr hides them, and are scrubbed from every error message and error body this m
 from __future__ import annotations
 
 import asyncio
-from codecs import utf_8_decode as _utf8_decode
 import dataclasses
 import email.utils
 import json
@@ -29,6 +28,7 @@ import os
 import random
 import re
 import time
+from codecs import utf_8_decode as _utf8_decode
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
@@ -37,6 +37,7 @@ import httpx
 from ..errors import (
     AuthenticationError,
     BadRequestError,
+    ConfigurationError,
     ContextLengthError,
     NotFoundError,
     OverloadedError,
@@ -704,8 +705,6 @@ class HTTPModel(Model):
         **settings: Any,
     ) -> None:
         if not isinstance(name, str) or not name.strip():
-            from ..errors import ConfigurationError
-
             raise ConfigurationError(f"{type(self).__name__} needs a model name, got {name!r}")
         self.name = name.strip()
         self._api_key = Secret(api_key) if api_key else None

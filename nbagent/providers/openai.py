@@ -4,7 +4,7 @@
     calls     assistant {"tool_calls": [{"id", "type": "function", "function": {name, arguments: "<JSON text>"}}]}
     results   {"role": "tool", "tool_call_id", "content": "<text>"}. Chat has no error flag, so a failed call's
               text starts with "Error: ". A tool message cannot carry images: a result's images follow in one
-              user message after the results of the batch ("Images returned by tool calls: ...").
+              user message after the results of the batch ("Images returned by the <tool> call <id>:").
     stream    SSE chunks: delta.content; delta.reasoning_content or delta.reasoning (compatible servers);
               delta.tool_calls[] joined by `index` (id and name once, arguments in fragments, empty meaning {});
               finish_reason; a last chunk with usage (`stream_options.include_usage`); then `data: [DONE]`.
@@ -32,7 +32,15 @@ from ..messages import (
     UserMessage,
 )
 from ..tools import Tool
-from ._common import NameRule, ToolCallAccumulator, ToolNames, arguments_json, portable_messages, reasoning_for, usage_from
+from ._common import (
+    NameRule,
+    ToolCallAccumulator,
+    ToolNames,
+    arguments_json,
+    portable_messages,
+    reasoning_for,
+    usage_from,
+)
 from ._http import HTTPModel, ServerSentEvent, error_message, loads
 from .base import OnRequest
 
@@ -233,7 +241,8 @@ class OpenAIChatModel(HTTPModel):
         images = [b for b in msg.content if isinstance(b, ImageBlock)]
         parts: list[dict[str, Any]] = []
         if images:
-            parts.append({"type": "text", "text": f"Images returned by the {msg.name} call {tool_message['tool_call_id']}:"})
+            call_id = tool_message["tool_call_id"]
+            parts.append({"type": "text", "text": f"Images returned by the {msg.name} call {call_id}:"})
             parts.extend(self._map_block(b) for b in images)
         return tool_message, parts
 
@@ -349,7 +358,7 @@ class OpenAIChatModel(HTTPModel):
                         if tool_calls:
                             for tc in tool_calls:
                                 if (tc.__class__ is dict and tc.keys() == _FRAGMENT_KEYS
-                                        and tc["function"].__class__ is dict and tc["index"] in calls):
+                                        and tc["function"].__class__ is dict and tc["index"].__class__ is int):
                                     # the common case: one more fragment of a known call's arguments
                                     out = add_arguments(tc["index"], tc["function"].get("arguments"))
                                 else:

@@ -10,6 +10,7 @@ from nbagent.providers._http import RetryPolicy
 
 from .fakeserver import FakeServer
 
+
 @pytest.fixture
 async def fake_server() -> AsyncIterator[FakeServer]:
     """A started `FakeServer` on 127.0.0.1 (see tests/providers/fakeserver.py)."""

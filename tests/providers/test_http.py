@@ -11,11 +11,14 @@ import traceback
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nbagent.errors import (
     AuthenticationError,
     BadRequestError,
     ContextLengthError,
+    ModelError,
     NotFoundError,
     OverloadedError,
     PermissionDeniedError,
@@ -116,6 +119,29 @@ def test_sse_unicode_line_separators_inside_data_are_kept() -> None:
     assert decode_all(['data: {"t": "a\u2028b\x85c"}\n\n'.encode()]) == [ServerSentEvent(data='{"t": "a\u2028b\x85c"}')]
 
 
+_field_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    events=st.lists(st.tuples(st.sampled_from(["", "message_start", "ping", "delta"]),
+                              st.lists(_field_text, min_size=1, max_size=3)), min_size=1, max_size=6),
+    newline=st.sampled_from(["\n", "\r\n", "\r"]),
+    cuts=st.lists(st.integers(0, 10**6), max_size=10),
+)
+def test_sse_random_streams_and_splits(events, newline, cuts) -> None:
+    text = ""
+    for name, lines in events:
+        if name:
+            text += f"event: {name}{newline}"
+        text += "".join(f"data: {line}{newline}" for line in lines) + newline
+    raw = text.encode("utf-8")
+    points = sorted({c % (len(raw) + 1) for c in cuts})
+    pieces = [raw[a:b] for a, b in zip([0] + points, points + [len(raw)])]
+    expected = [ServerSentEvent(name or "message", "\n".join(lines)) for name, lines in events]
+    assert decode_all(pieces) == expected
+
+
 # --------------------------------------------------------------------------------------------------
 # Retry-After and errors
 # --------------------------------------------------------------------------------------------------
@@ -142,7 +168,8 @@ def test_backoff_grows_with_jitter_and_is_capped() -> None:
 @pytest.mark.parametrize(
     ("status", "payload", "exc"),
     [
-        (401, {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}, AuthenticationError),
+        (401, {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}},
+         AuthenticationError),
         (403, {"error": {"type": "permission_error", "message": "no access to model"}}, PermissionDeniedError),
         (404, {"error": {"message": "The model `gpt-9` does not exist"}}, NotFoundError),
         (429, {"error": {"message": "Rate limit reached", "type": "requests"}}, RateLimitError),
@@ -151,7 +178,8 @@ def test_backoff_grows_with_jitter_and_is_capped() -> None:
         (500, {"error": {"message": "boom"}}, ServerError),
         (502, "<html>Bad Gateway</html>", ServerError),
         (400, {"error": {"message": "This model's maximum context length is 128000 tokens. However, your messages "
-                                    "resulted in 130000 tokens.", "code": "context_length_exceeded"}}, ContextLengthError),
+                                    "resulted in 130000 tokens.", "code": "context_length_exceeded"}},
+         ContextLengthError),
         (400, {"type": "error", "error": {"type": "invalid_request_error",
                                           "message": "prompt is too long: 210000 tokens > 200000 maximum"}},
          ContextLengthError),
@@ -384,7 +412,7 @@ async def test_missing_key_raises_at_request_time_not_construction(monkeypatch, 
     assert fake_server.requests == []
     monkeypatch.setenv("ECHO_API_KEY", KEY)  # read when the request is made
     fake_server.add(Reply.sse(STREAM))
-    with pytest.raises(Exception):
+    with pytest.raises(ModelError, match="without a message"):
         await model.request([])  # the stream has no message: the base class says so
     assert fake_server.requests[0].headers["authorization"] == f"Bearer {KEY}"
 

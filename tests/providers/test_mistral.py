@@ -91,6 +91,16 @@ async def test_camel_case_object_arguments_and_parallel_calls_without_index(fake
     assert message.stop_reason == "tool_use"
 
 
+async def test_empty_arguments_mean_an_empty_object(fake_server: FakeServer) -> None:
+    # the recorded mistral-small stream, with the call's arguments emptied (as for a tool without parameters)
+    body = load_stream("mistral", "tool-call").replace(b'"arguments":"{\\"location\\": \\"San Francisco\\"}"',
+                                                       b'"arguments":""')
+    assert b'"arguments":""' in body
+    fake_server.add(Reply.sse(body))
+    call = (await collect(model(fake_server)))[-1].tool_calls[0]
+    assert call.id == "gSIMJiOkT" and call.arguments == {} and not call.incomplete
+
+
 async def test_error_object_in_stream(fake_server: FakeServer) -> None:
     body = chunks_to_sse([json.dumps({"object": "error", "message": "Service tier capacity exceeded for this model.",
                                       "type": "service_tier_capacity_exceeded", "code": "3505"})], done=None)

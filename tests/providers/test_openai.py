@@ -51,7 +51,8 @@ def sse_chunks(name: str) -> list[str]:
 RECORDED = {
     "parallel-tool-calls": dict(
         text="",
-        calls=[("GetWeatherArgs", "call_JMW1whyEaYG438VE1OIflxA2", {"city": "Edinburgh", "country": "GB", "units": "c"}),
+        calls=[("GetWeatherArgs", "call_JMW1whyEaYG438VE1OIflxA2",
+                {"city": "Edinburgh", "country": "GB", "units": "c"}),
                ("get_stock_price", "call_DNYTawLBoN8fj3KN6qU9N1Ou", {"ticker": "AAPL", "exchange": "NASDAQ"})],
         stop="tool_use", usage=Usage(149, 60, 0, 0), reasoning="", model="gpt-4o-2024-08-06"),
     "strict-tool-call": dict(
@@ -125,7 +126,8 @@ async def test_partial_arguments_can_be_switched_off(fake_server: FakeServer) ->
 
 
 async def test_one_byte_chunks_give_the_same_message(fake_server: FakeServer) -> None:
-    body = load_stream("openai", "xai-reasoning-tool-call").replace(b"San Francisco", "S\u00e3o Paulo \U0001F600".encode())
+    place = "S\u00e3o Paulo \U0001F600".encode()
+    body = load_stream("openai", "xai-reasoning-tool-call").replace(b"San Francisco", place)
     fake_server.add(Reply.sse(body), Reply.sse(body, chunk_size=1))
     m = model(fake_server)
     whole = (await collect(m))[-1]
