@@ -41,6 +41,7 @@ from ..messages import (
     TextBlock,
     ToolResultMessage,
     UserMessage,
+    new_call_id,
 )
 from ..tools import Tool
 from ._common import (
@@ -571,6 +572,7 @@ class _StreamState:
         self.thoughts: list[str] = []
         self.thought_signature: str | None = None
         self.streamed: dict[int, _Streamed] = {}
+        self.whole: dict[int, dict[str, Any]] = {}
         self.current: _Streamed | None = None
         self.finish_reason: str | None = None
         self.finish_message: str | None = None
@@ -633,14 +635,18 @@ class _StreamState:
 
     def _function_call(self, fc: dict[str, Any], signature: str | None) -> list[StreamEvent]:
         data = {"thoughtSignature": signature} if signature else None
-        call_id = fc.get("id") or None  # usually absent: the call then gets a generated id
+        # Gemini usually sends no id: one is made now, so the live deltas carry the id the call will have
+        call_id = (fc.get("id") or new_call_id()) if fc.get("name") else None
         if fc.get("name") and "partialArgs" not in fc and not fc.get("willContinue"):
             # a whole call (the usual case): its args are an object, or absent for no arguments
             key = self._new_key()
+            index = len(self.calls)
+            self.calls.add(key, id=call_id, name=fc["name"], provider_data=data)
             args = fc.get("args")
-            delta = self.calls.add(key, id=call_id, name=fc["name"], provider_data=data,
-                                   arguments=args if isinstance(args, dict) and args else None)
-            return [delta] if delta is not None else []
+            args = args if isinstance(args, dict) else {}
+            self.whole[key] = args  # an object already: nothing to parse, now or later
+            name = self.names.internal(fc["name"]) if self.names is not None else fc["name"]
+            return [ToolCallDelta(index, call_id, name, json.dumps(args, ensure_ascii=False) if args else "", args)]
         out: list[StreamEvent] = []
         if fc.get("name"):  # a call whose arguments follow as partialArgs
             key = self._new_key()
@@ -697,6 +703,8 @@ class _StreamState:
         calls = self.calls.finish()
         cut_off = self.finish_reason == "MAX_TOKENS"
         for key, call in zip(range(1, self._keys + 1), calls):  # keys were numbered in order of arrival
+            if key in self.whole:
+                call.arguments = self.whole[key]
             streamed = self.streamed.get(key)
             if streamed is not None:
                 call.arguments = streamed.snapshot()

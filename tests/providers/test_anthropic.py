@@ -317,7 +317,7 @@ async def test_request_over_http_headers_body_and_replay(fake_server: FakeServer
     fake_server.add(Reply.sse(recorded("anthropic", "parallel_tool_calls")))
     model = model_for(fake_server)
     sent = []
-    deltas, msg = await collect(model, [UserMessage("hi")], [make_tool("secret_retrieval_tool")],
+    _, msg = await collect(model, [UserMessage("hi")], [make_tool("secret_retrieval_tool")],
                                 on_request=sent.append)
     req = fake_server.requests[0]
     assert req.path == "/v1/messages" and req.headers["x-api-key"] == KEY
@@ -356,7 +356,7 @@ async def test_429_with_retry_after_then_success(fake_server: FakeServer, no_wai
 
 
 async def test_529_overloaded_is_retried_then_raised_typed(fake_server: FakeServer, no_wait) -> None:
-    policy, slept = no_wait
+    policy, _ = no_wait
     overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
     fake_server.add(*[Reply.json(529, overloaded) for _ in range(6)])
     with pytest.raises(OverloadedError, match="Overloaded") as info:
@@ -365,7 +365,7 @@ async def test_529_overloaded_is_retried_then_raised_typed(fake_server: FakeServ
 
 
 async def test_overloaded_event_before_any_content_is_retried(fake_server: FakeServer, no_wait) -> None:
-    policy, slept = no_wait
+    policy, _ = no_wait
     body = (b'event: message_start\ndata: {"type":"message_start","message":{"id":"m","model":"x","usage":{}}}\n\n'
             b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n')
     fake_server.add(Reply.sse(body), Reply.sse(recorded("anthropic", "text_then_tool_call")))

@@ -14,7 +14,14 @@ from typing import Any, Callable
 import pytest
 
 from nbagent import Agent, tool
-from nbagent.messages import AssistantMessage, Message, TextBlock, ToolCall, ToolResultMessage, UserMessage
+from nbagent.messages import (
+    AssistantMessage,
+    Message,
+    TextBlock,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
 from nbagent.providers.anthropic import AnthropicModel
 from nbagent.providers.google import SKIP_SIGNATURE, GeminiModel
 from nbagent.providers.mistral import MistralModel

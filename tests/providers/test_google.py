@@ -28,7 +28,12 @@ from nbagent.messages import (
     UserMessage,
 )
 from nbagent.providers import load_model
-from nbagent.providers.google import SKIP_SIGNATURE, GeminiModel, _StreamState, openapi_schema
+from nbagent.providers.google import (
+    SKIP_SIGNATURE,
+    GeminiModel,
+    _StreamState,
+    openapi_schema,
+)
 from nbagent.providers.openai_responses import OpenAIResponsesModel
 from nbagent.providers.scripted import ScriptedModel
 from nbagent.tools import Tool
@@ -515,3 +520,9 @@ def test_partial_args_paths_values_and_consistent_snapshots() -> None:
     middle = live[1000].partial_arguments["content"]
     assert content.startswith(middle) and middle.count("\n") == 997
     assert live[-1].partial_arguments == call.arguments
+
+
+def test_live_deltas_carry_the_generated_ids_of_the_calls() -> None:
+    deltas, msg = replay("no_args_and_partial_args")
+    calls = [d for d in deltas if isinstance(d, ToolCallDelta)]
+    assert {d.index: d.id for d in calls} == {i: c.id for i, c in enumerate(msg.tool_calls)}

@@ -29,7 +29,11 @@ from nbagent.messages import (
 )
 from nbagent.providers import load_model
 from nbagent.providers.anthropic import AnthropicModel
-from nbagent.providers.openai_responses import OpenAIResponsesModel, _StreamState, strict_schema
+from nbagent.providers.openai_responses import (
+    OpenAIResponsesModel,
+    _StreamState,
+    strict_schema,
+)
 from nbagent.providers.scripted import ScriptedModel
 from nbagent.tools import Tool
 
@@ -327,7 +331,7 @@ async def test_429_with_retry_after(fake_server: FakeServer, no_wait) -> None:
 
 
 async def test_server_error_event_before_content_is_retried(fake_server: FakeServer, no_wait) -> None:
-    policy, slept = no_wait
+    policy, _ = no_wait
     body = (b'event: response.created\ndata: {"type":"response.created","response":{"id":"r","model":"m"}}\n\n'
             b'event: error\ndata: {"type":"error","code":"server_error","message":"try again"}\n\n')
     fake_server.add(Reply.sse(body), Reply.sse(recorded("openai_responses", "tool_call_then_text")))
