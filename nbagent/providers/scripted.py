@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Sequence, Union
 
 from ..errors import ScriptedModelExhausted
@@ -105,10 +104,15 @@ class ScriptedModel(Model):
         if not isinstance(item, AssistantMessage):
             raise TypeError(f"a ScriptedModel response must be an AssistantMessage or str, not {type(item).__name__}")
         # A fresh copy each time, so a script (or a callable returning the same object) can be reused.
-        calls = [replace(c, provider_data=dict(c.provider_data)) for c in item.tool_calls]
-        stop = item.stop_reason or ("tool_use" if calls else "end_turn")
-        return replace(item, tool_calls=calls, stop_reason=stop, model=item.model or self.name,
-                       provider=item.provider or self.provider)
+        calls = [
+            ToolCall(c.name, None if c.arguments is None else dict(c.arguments), c.id, c.raw_arguments, c.incomplete,
+                     dict(c.provider_data) if c.provider_data else {})
+            for c in item.tool_calls
+        ]
+        return AssistantMessage(
+            item.text, calls, list(item.reasoning), item.usage, item.stop_reason or ("tool_use" if calls else "end_turn"),
+            item.model or self.name, item.provider or self.provider, dict(item.provider_data),
+        )
 
     async def stream(
         self,
