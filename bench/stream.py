@@ -13,8 +13,9 @@ format. Everything runs in one process, against the same server, each contender 
   SDK .stream() helper  the official SDK's accumulating helper, which re-parses the whole argument
                         buffer with a partial-JSON parser on every fragment (quadratic)
 
-Times are the best of `--repeat` runs (`--helper-repeat` for the quadratic helpers); ratios are to the
-floor of the same protocol. Target: nbagent within 1.5 x the floor.
+Times are the best of `--repeat` rounds, each round running every contender once in turn (the quadratic
+helpers run `--helper-repeat` times, after); ratios are to the floor of the same protocol.
+Target: nbagent within 1.5 x the floor.
 """
 
 from __future__ import annotations
@@ -251,17 +252,23 @@ def anthropic_sdk(url: str):
     return client, raw, helper
 
 
-async def best_of(fn: Callable[[], Awaitable[dict[str, Any]]], repeat: int, expected: dict[str, Any]) -> float:
-    value = await fn()  # warm-up: connections, imports, caches
-    assert value == expected, "wrong arguments"
-    times = []
+Runner = Callable[[], Awaitable[dict[str, Any]]]
+
+
+async def best_of(contenders: list[tuple[str, Runner]], repeat: int, expected: dict[str, Any]) -> dict[str, float]:
+    """The best time of each contender over `repeat` rounds; each round runs every contender once, in turn,
+    so a burst of load from elsewhere on the machine hits them all alike."""
+    for _, fn in contenders:
+        assert await fn() == expected, "wrong arguments"  # warm-up: connections, imports, caches
+    best = {label: float("inf") for label, _ in contenders}
     for _ in range(repeat):
-        gc.collect()
-        t0 = time.perf_counter()
-        value = await fn()
-        times.append(time.perf_counter() - t0)
-        assert value == expected
-    return min(times)
+        for label, fn in contenders:
+            gc.collect()
+            t0 = time.perf_counter()
+            value = await fn()
+            best[label] = min(best[label], time.perf_counter() - t0)
+            assert value == expected
+    return best
 
 
 def report(title: str, rows: list[tuple[str, float | None, str]]) -> None:
@@ -291,43 +298,48 @@ async def main() -> None:
 
     async with httpx.AsyncClient(timeout=60) as client:
         # -- OpenAI Chat Completions ------------------------------------------------------------------
-        rows: list[tuple[str, float | None, str]] = []
-        rows.append(("floor (httpx aiter_lines + json.loads)", await best_of(
-            lambda: floor_openai(client, url), args.repeat, expected), ""))
         model = OpenAIChatModel("gpt-4o", base_url=url + "/v1", api_key=KEY)
-        rows.append(("nbagent request(), live partial arguments", await best_of(
-            nbagent_runner(model), args.repeat, expected), ""))
         off = OpenAIChatModel("gpt-4o", base_url=url + "/v1", api_key=KEY, partial_arguments=False)
-        rows.append(("nbagent request(), partial arguments off", await best_of(
-            nbagent_runner(off), args.repeat, expected), "(for reference)"))
         oa_client, oa_raw, oa_helper = openai_sdk(url)
-        rows.append(("openai SDK create(stream=True) + join", await best_of(oa_raw, args.repeat, expected), ""))
-        rows.append(("openai SDK .stream() helper (strict tool)", await best_of(
-            oa_helper, args.helper_repeat, expected), "re-parses the buffer per fragment"))
-        report("OpenAI Chat Completions", rows)
+        t = await best_of([
+            ("floor", lambda: floor_openai(client, url)),
+            ("nbagent", nbagent_runner(model)),
+            ("nbagent-off", nbagent_runner(off)),
+            ("sdk", oa_raw),
+        ], args.repeat, expected)
+        t.update(await best_of([("helper", oa_helper)], args.helper_repeat, expected))
+        report("OpenAI Chat Completions", [
+            ("floor (httpx aiter_lines + json.loads)", t["floor"], ""),
+            ("nbagent request(), live partial arguments", t["nbagent"], ""),
+            ("nbagent request(), partial arguments off", t["nbagent-off"], "(for reference)"),
+            ("openai SDK create(stream=True) + join", t["sdk"], ""),
+            ("openai SDK .stream() helper (strict tool)", t["helper"], "re-parses the buffer per fragment"),
+        ])
         await model.aclose()
         await off.aclose()
         await oa_client.close()
 
         # -- Anthropic Messages -----------------------------------------------------------------------
-        rows = []
-        rows.append(("floor (httpx aiter_lines + json.loads)", await best_of(
-            lambda: floor_anthropic(client, url), args.repeat, expected), ""))
+        an_client, an_raw, an_helper = anthropic_sdk(url)
+        contenders: list[tuple[str, Runner]] = [("floor", lambda: floor_anthropic(client, url))]
+        amodel = None
         if importlib.util.find_spec("nbagent.providers.anthropic") is not None:
             from nbagent.providers.anthropic import AnthropicModel
 
             amodel = AnthropicModel("claude-sonnet-4-5", base_url=url, api_key=KEY)
-            rows.append(("nbagent request(), live partial arguments", await best_of(
-                nbagent_runner(amodel), args.repeat, expected), ""))
+            contenders.append(("nbagent", nbagent_runner(amodel)))
+        contenders.append(("sdk", an_raw))
+        t = await best_of(contenders, args.repeat, expected)
+        t.update(await best_of([("helper", an_helper)], args.helper_repeat, expected))
+        report("Anthropic Messages", [
+            ("floor (httpx aiter_lines + json.loads)", t["floor"], ""),
+            ("nbagent request(), live partial arguments", t.get("nbagent"),
+             "" if amodel else "skipped: nbagent/providers/anthropic.py is not in this build"),
+            ("anthropic SDK create(stream=True) + join", t["sdk"], ""),
+            ("anthropic SDK .stream() helper", t["helper"], "re-parses the buffer per fragment"),
+        ])
+        if amodel is not None:
             await amodel.aclose()
-        else:
-            rows.append(("nbagent request(), live partial arguments", None,
-                         "skipped: nbagent/providers/anthropic.py is not in this build"))
-        an_client, an_raw, an_helper = anthropic_sdk(url)
-        rows.append(("anthropic SDK create(stream=True) + join", await best_of(an_raw, args.repeat, expected), ""))
-        rows.append(("anthropic SDK .stream() helper", await best_of(an_helper, args.helper_repeat, expected),
-                     "re-parses the buffer per fragment"))
-        report("Anthropic Messages", rows)
         await an_client.close()
     await server.close()
     print("\ntarget: nbagent within 1.5 x the floor")

@@ -25,30 +25,37 @@ class CancellationToken:
     """A thread-safe flag that says a call (or a whole run) should stop.
 
     Async tools are also cancelled the asyncio way; sync tools running on a thread should look at
-    `ctx.cancelled` in their loops (the runtime also interrupts pure-Python code in them).
+    `ctx.cancelled` in their loops (the runtime also interrupts pure-Python code in them). A child token
+    (`CancellationToken(parent=run_token)`) is cancelled when its parent is.
     """
 
-    __slots__ = ("_event", "_callbacks", "reason", "_parent")
+    __slots__ = ("_set", "_event", "_callbacks", "reason", "_parent", "_lock")
 
     def __init__(self, parent: CancellationToken | None = None) -> None:
-        self._event = threading.Event()
-        self._callbacks: list[Callable[[], None]] = []
+        self._set = False
+        self._event: threading.Event | None = None  # made only when someone waits
+        self._callbacks: list[Callable[[], None]] | None = None
         self.reason = ""
         self._parent = parent
+        self._lock = _TOKEN_LOCK
 
     @property
     def reason_text(self) -> str:
-        if self._event.is_set():
+        if self._set:
             return self.reason
         return self._parent.reason_text if self._parent is not None else ""
 
     def cancel(self, reason: str = "cancelled") -> None:
-        if self._event.is_set():
-            return
-        self.reason = reason
-        self._event.set()
-        callbacks, self._callbacks = self._callbacks, []
-        for cb in callbacks:
+        with self._lock:
+            if self._set:
+                return
+            self.reason = reason
+            self._set = True
+            event = self._event
+            callbacks, self._callbacks = self._callbacks, None
+        if event is not None:
+            event.set()
+        for cb in callbacks or ():
             try:
                 cb()
             except Exception:  # pragma: no cover - callbacks are best effort
@@ -56,28 +63,37 @@ class CancellationToken:
 
     @property
     def cancelled(self) -> bool:
-        if self._event.is_set():
+        if self._set:
             return True
         parent = self._parent
         return parent is not None and parent.cancelled
 
     def on_cancel(self, callback: Callable[[], None]) -> None:
         """Call `callback` (from any thread) when the token is cancelled; at once if it already is."""
-        if self._event.is_set():
-            callback()
-        else:
-            self._callbacks.append(callback)
+        with self._lock:
+            if not self._set:
+                if self._callbacks is None:
+                    self._callbacks = []
+                self._callbacks.append(callback)
+                return
+        callback()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block (in a sync tool's thread) until cancelled or `timeout` seconds passed; return `cancelled`."""
+        with self._lock:
+            if self._event is None:
+                self._event = threading.Event()
+                if self._set:
+                    self._event.set()
+            event = self._event
         if self._parent is None:
-            return self._event.wait(timeout)
+            return event.wait(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self.cancelled:
             left = 0.05 if deadline is None else min(0.05, deadline - time.monotonic())
             if left <= 0:
                 break
-            self._event.wait(left)
+            event.wait(left)
         return self.cancelled
 
     def __bool__(self) -> bool:
@@ -85,6 +101,9 @@ class CancellationToken:
 
     def __repr__(self) -> str:
         return f"CancellationToken(cancelled={self.cancelled})"
+
+
+_TOKEN_LOCK = threading.Lock()
 
 
 @dataclass(slots=True, frozen=True)
@@ -154,16 +173,16 @@ class ToolContext:
     ) -> None:
         self.call_id = call_id
         self.tool_name = tool_name
-        self.cwd = Path(cwd) if cwd is not None else Path.cwd()
+        self.cwd = cwd if isinstance(cwd, Path) else Path(cwd) if cwd is not None else Path.cwd()
         self.cancellation = cancellation or CancellationToken()
         self.constraints = constraints or Constraints()
         self.run = run
         self._extensions = extensions or {}
         self._on_progress = on_progress
         self._loop = loop
-        self._pending: deque[ProgressUpdate] = deque()
+        self._pending: deque[ProgressUpdate] | None = None  # progress from worker threads, made on first use
         self._drain_scheduled = False
-        self._lock = threading.Lock()
+        self._lock = _PROGRESS_LOCK
 
     # -- typed extensions ---------------------------------------------------------------------------
     def get(self, type_: type[T], default: Any = _MISSING) -> T:
@@ -214,6 +233,8 @@ class ToolContext:
             return
         # From a worker thread: queue, and schedule one drain on the loop for however many arrive meanwhile.
         with self._lock:
+            if self._pending is None:
+                self._pending = deque()
             self._pending.append(update)
             if self._drain_scheduled:
                 return
@@ -225,8 +246,9 @@ class ToolContext:
 
     def _drain(self) -> None:
         with self._lock:
-            items = list(self._pending)
-            self._pending.clear()
+            items = list(self._pending or ())
+            if self._pending is not None:
+                self._pending.clear()
             self._drain_scheduled = False
         sink = self._on_progress
         if sink is not None:
@@ -235,6 +257,9 @@ class ToolContext:
 
     def __repr__(self) -> str:
         return f"ToolContext(call_id={self.call_id!r}, tool={self.tool_name!r}, cwd={str(self.cwd)!r})"
+
+
+_PROGRESS_LOCK = threading.Lock()
 
 
 def _on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:

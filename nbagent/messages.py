@@ -232,8 +232,14 @@ class ToolResult:
     """True to end the run after this batch (when every result of the batch says so)."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.content, list) or any(not isinstance(b, (TextBlock, ImageBlock)) for b in self.content):
-            self.content = as_blocks(self.content)
+        content = self.content
+        if type(content) is list:
+            for block in content:
+                if type(block) is not TextBlock and not isinstance(block, (TextBlock, ImageBlock)):
+                    break
+            else:
+                return
+        self.content = as_blocks(content)
 
     @property
     def text(self) -> str:

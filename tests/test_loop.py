@@ -26,9 +26,7 @@ from nbagent.events import (
     RunFinished,
     RunStarted,
     TextDelta,
-    ToolCallFinished,
     ToolCallProgress,
-    ToolCallStarted,
     TurnStarted,
 )
 from tests.helpers import assert_valid, call, calls, raw
@@ -179,14 +177,15 @@ def test_terminate_ends_the_run_when_every_result_asks():
     assert_valid(run)
 
 
-def test_max_turns_fails_clearly_with_a_valid_transcript():
+async def test_max_turns_fails_clearly_with_a_valid_transcript():
     script = [calls(call("add", a=i, b=i)) for i in range(5)]
-    run = agent(script, max_turns=3).start if False else None
     a = agent(script, max_turns=3)
+    run = a.start("loop forever")
     with pytest.raises(MaxTurnsExceeded, match="max_turns=3"):
-        a.run_sync("loop forever")
-    model = a.model
-    assert model.remaining == 2
+        await run
+    assert run.status == "failed" and run.turns == 3 and len(run.calls) == 3
+    assert a.model.remaining == 2
+    assert_valid(run)
 
 
 async def test_failed_run_keeps_its_state():

@@ -162,3 +162,17 @@ def test_tool_call_delta_is_lazy_and_memoised() -> None:
     assert ToolCallDelta(0, "c1", "write", '"notes.md"', {"path": "notes.md"}) == delta
     lazy_list = ToolCallDelta.lazy(1, None, None, "[", lambda: [1])
     assert lazy_list.partial_arguments is None  # only objects are arguments
+
+
+async def test_scripted_model_streams_lazy_live_arguments() -> None:
+    from nbagent import AssistantMessage, ScriptedModel, ToolCall
+
+    args = {"path": "notes.md", "content": "# Title\n" + "x" * 200}
+    model = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name="write", id="c1", arguments=args)])],
+                          delay=0.0001, chunk_size=8)
+    deltas = [d async for d in model.stream([]) if isinstance(d, ToolCallDelta)]
+    assert "".join(d.arguments_delta for d in deltas) == json.dumps(args)
+    snapshots = [d.partial_arguments for d in deltas]
+    assert snapshots[0] is None and snapshots[-1] == args
+    assert all(s is None or consistent(s, args) for s in snapshots)
+    assert any(s == {"path": "notes.md"} for s in snapshots)  # "writing notes.md" before the call is complete

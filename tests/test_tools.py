@@ -157,7 +157,7 @@ def test_decorated_function_stays_callable_and_args_allow_attribute_access():
     assert total.activity(args) == "Summing 3 numbers"
     assert total.execution_mode == "sequential" and total.timeout == 30.0 and total.read_only
     with pytest.raises(AttributeError, match="no argument 'nope'"):
-        args.nope
+        _ = args.nope
 
 
 def test_positional_only_and_namespace():

@@ -294,6 +294,9 @@ class ToolCallAccumulator:
     ) -> ToolCallDelta | None:
         """Record what arrived for the call `key`; the delta to emit, if anything is new."""
         call = self._calls.get(key)
+        if call is not None and id is None and name is None and provider_data is None and arguments:
+            if arguments.__class__ is str:  # the common case: one more fragment of a known call
+                return self.add_arguments(key, arguments)
         new = call is None
         if call is None:
             call = self._calls[key] = _PendingCall(len(self._order), self.partial)

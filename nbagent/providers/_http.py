@@ -205,20 +205,20 @@ class SSEDecoder:
         if not text:
             return []
         n = len(text)
-        if (n > 8 and not self._tail and not self._skip_lf and not self._data and not self._event
-                and text[-2:] == "\n\n" and "\r" not in text):
-            if text[:6] == "data: " and text.find("\n", 6, n - 2) < 0:
-                # the common case: a chunk holding exactly one single-line `data:` event
-                self.events_read += 1
-                retry, self._retry = self._retry, None
-                return [ServerSentEvent("message", text[6:-2], self._id, retry)]
-            if text[:7] == "event: ":
-                # as common (Anthropic, OpenAI Responses): one `event:` line, then one single-line `data:`
-                nl = text.find("\n", 7)
-                if text[nl + 1 : nl + 7] == "data: " and text.find("\n", nl + 7, n - 2) < 0 and nl > 7:
+        if (n > 8 and text[-2:] == "\n\n" and not self._tail and not self._skip_lf and not self._data
+                and not self._event and "\r" not in text):
+            # the common cases: a chunk holding exactly one event, `data: ...` or `event: ...` + `data: ...`
+            if text[:6] == "data: ":
+                if text.find("\n", 6, n - 2) < 0:
                     self.events_read += 1
                     retry, self._retry = self._retry, None
-                    return [ServerSentEvent(text[7:nl], text[nl + 7 : -2], self._id, retry)]
+                    return [ServerSentEvent("message", text[6:-2], self._id, retry)]
+            elif text[:7] == "event: ":
+                nl = text.find("\n", 7)
+                if text[nl + 1 : nl + 7] == "data: " and text.find("\n", nl + 7, n - 2) < 0:
+                    self.events_read += 1
+                    retry, self._retry = self._retry, None
+                    return [ServerSentEvent(text[7:nl] or "message", text[nl + 7 : -2], self._id, retry)]
         if self._skip_lf:
             self._skip_lf = False
             if text[0] == "\n":

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from functools import partial
 from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Sequence, Union
 
 from ..errors import ScriptedModelExhausted
 from ..events import TextDelta, ToolCallDelta
 from ..messages import AssistantMessage, Message, ToolCall
+from ..streaming import PartialJSON
 from ..tools import Tool
 from .base import Model, OnRequest
 
@@ -105,10 +106,15 @@ class ScriptedModel(Model):
         if not isinstance(item, AssistantMessage):
             raise TypeError(f"a ScriptedModel response must be an AssistantMessage or str, not {type(item).__name__}")
         # A fresh copy each time, so a script (or a callable returning the same object) can be reused.
-        calls = [replace(c, provider_data=dict(c.provider_data)) for c in item.tool_calls]
-        stop = item.stop_reason or ("tool_use" if calls else "end_turn")
-        return replace(item, tool_calls=calls, stop_reason=stop, model=item.model or self.name,
-                       provider=item.provider or self.provider)
+        calls = [
+            ToolCall(c.name, None if c.arguments is None else dict(c.arguments), c.id, c.raw_arguments, c.incomplete,
+                     dict(c.provider_data) if c.provider_data else {})
+            for c in item.tool_calls
+        ]
+        return AssistantMessage(
+            item.text, calls, list(item.reasoning), item.usage, item.stop_reason or ("tool_use" if calls else "end_turn"),
+            item.model or self.name, item.provider or self.provider, dict(item.provider_data),
+        )
 
     async def stream(
         self,
@@ -132,11 +138,11 @@ class ScriptedModel(Model):
             for i, call in enumerate(message.tool_calls):
                 raw = call.raw_arguments if call.raw_arguments is not None else json.dumps(call.arguments)
                 yield ToolCallDelta(i, call.id, call.name, "", None)
-                sent = ""
+                parser = PartialJSON()  # incremental: the arguments so far are built only when read
                 for piece in _pieces(raw, self.chunk_size * 2):
                     await asyncio.sleep(self.delay)
-                    sent += piece
-                    yield ToolCallDelta(i, call.id, call.name, piece, _partial(sent))
+                    parser.feed(piece)
+                    yield ToolCallDelta.lazy(i, call.id, call.name, piece, partial(parser.snapshot_at, parser.mark()))
         else:
             if message.text:
                 yield TextDelta(message.text)
@@ -147,9 +153,3 @@ def _pieces(text: str, size: int) -> Iterator[str]:
     for i in range(0, len(text), size):
         yield text[i : i + size]
 
-
-def _partial(text: str) -> dict[str, Any] | None:
-    from ..streaming import parse_partial_json
-
-    value = parse_partial_json(text)
-    return value if isinstance(value, dict) else None
