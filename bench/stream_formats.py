@@ -12,8 +12,9 @@ The same workload as bench/stream.py (one `write_file` call carrying about 1 MB 
 
 Contenders: the floor (httpx `aiter_lines()` + `json.loads` of every event + one join of the fragments),
 nbagent `model.request(...)` with live partial arguments on, and for Responses the openai SDK's raw event
-stream with the fragments joined by hand. Times are the best of `--repeat` runs after a warm-up; ratios
-are to the floor of the same shape.
+stream with the fragments joined by hand. Times are the best of `--repeat` rounds after a warm-up, each
+round running every contender once in turn (bench/stream.py's `best_of`); ratios are to the floor of the
+same shape.
 """
 
 from __future__ import annotations
@@ -164,27 +165,27 @@ async def main() -> None:
           f"Python {sys.version.split()[0]}")
     repeat = args.repeat
     async with httpx.AsyncClient(timeout=60) as client:
-        rows: list[tuple[str, float | None, str]] = [
-            ("floor (httpx aiter_lines + json.loads)", await common.best_of(
-                lambda: floor_responses(client, url), repeat, expected), "")]
         model = OpenAIResponsesModel("gpt-5", base_url=url + "/v1", api_key=KEY)
-        rows.append(("nbagent request(), live partial arguments", await common.best_of(
-            common.nbagent_runner(model), repeat, expected), ""))
         sdk_client, sdk_raw = responses_sdk(url)
-        rows.append(("openai SDK responses.create(stream) + join", await common.best_of(sdk_raw, repeat, expected),
-                     ""))
-        common.report("OpenAI Responses", rows)
+        contenders = [
+            ("floor (httpx aiter_lines + json.loads)", lambda: floor_responses(client, url)),
+            ("nbagent request(), live partial arguments", common.nbagent_runner(model)),
+            ("openai SDK responses.create(stream) + join", sdk_raw),
+        ]
+        best = await common.best_of(contenders, repeat, expected)
+        common.report("OpenAI Responses", [(label, best[label], "") for label, _ in contenders])
         await model.aclose()
         await sdk_client.close()
 
         for title, name, path in (("Gemini, 20,000 partialArgs pieces", "gemini-partial", partial_path),
                                   ("Gemini, the call whole in one chunk", "gemini-whole", whole_path)):
-            rows = [("floor (httpx aiter_lines + json.loads)", await common.best_of(
-                lambda: floor_gemini(client, url, path), repeat, expected), "")]
             gmodel = GeminiModel(name, base_url=url, api_key=KEY)
-            rows.append(("nbagent request(), live partial arguments", await common.best_of(
-                common.nbagent_runner(gmodel), repeat, expected), ""))
-            common.report(title, rows)
+            contenders = [
+                ("floor (httpx aiter_lines + json.loads)", lambda path=path: floor_gemini(client, url, path)),
+                ("nbagent request(), live partial arguments", common.nbagent_runner(gmodel)),
+            ]
+            best = await common.best_of(contenders, repeat, expected)
+            common.report(title, [(label, best[label], "") for label, _ in contenders])
             await gmodel.aclose()
     await server.close()
 
