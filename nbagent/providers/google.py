@@ -7,15 +7,17 @@ Going out (`_map_*`): tools are `[{"functionDeclarations": [...]}]`, each with i
 `parametersJsonSchema`, or (`use_parameters=True`, for endpoints that only know the older field) as
 `parameters` in the OpenAPI 3.0 subset, sanitised by `openapi_schema`. The system prompt is
 `systemInstruction`. A model turn is its thought parts and text (with their `thoughtSignature`s) and its
-`functionCall` parts, objects as `args`, each with the `thoughtSignature` it came with. Results go back
-as `functionResponse` parts of one user turn, in call order, named like their call (and with its id
-when Gemini gave one).
+`functionCall` parts, objects as `args`, each with the `thoughtSignature` it came with (a call another
+provider made gets Google's documented placeholder signature on Gemini 3 and later). Results go back as
+`functionResponse` parts of one user turn, in call order, named and numbered like their call (`id` is
+sent on both sides, as the API accepts).
 
 Coming in (`_process_*`): `_StreamState.process(chunk)` is a pure accumulator over the streamed
 `GenerateContentResponse` chunks. Thought parts (`thought: true`) become reasoning, never text. Calls
 come whole (`args`) or, on endpoints that stream them, as `partialArgs` by JSON path. Gemini calls
-usually have no id: one is generated. The stream has no terminal event: a stream whose last chunk
-carries no `finishReason` was cut short (`StreamError`).
+usually have no id: one is made as the call arrives, so live deltas carry it. The stream has no terminal
+event: a stream whose last chunk carries no `finishReason` was cut short (`StreamError`); an error
+object inside the stream is mapped like the HTTP status it carries.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ Going out (`_map_*`): tools are sorted by name, each `{"type": "function", name,
 parameters, strict}`; a strict tool's schema is normalised the way strict mode demands (every property
 required, the optional ones made nullable, `additionalProperties: false`, recursively, `$defs`
 included). The transcript becomes `input` items: user messages, this provider's reasoning items (with
-their `encrypted_content`, requested through `include` because nothing is stored server-side), assistant
-`message` items, `function_call` and `function_call_output` items joined by `call_id`.
+their `encrypted_content`, requested through `include` because nothing is stored server-side; only for
+models that reason, the others refuse both), assistant `message` items, `function_call` and
+`function_call_output` items joined by `call_id` (a failed call's output starts with "Error: ").
 
 Coming in (`_process_*`): `_StreamState.process(event)` is a pure accumulator over the parsed events
 (`response.output_item.added/done`, `response.output_text.delta`, `response.function_call_arguments.delta`
