@@ -561,15 +561,12 @@ class _StreamState:
             raise StreamError("the openai-responses stream ended before response.completed", provider=PROVIDER)
         text: list[str] = []
         reasoning: list[Reasoning] = []
-        call_keys: list[str] = []
         for key in self.order:
             item = self.items[key]
             if item.type == "message":
                 text.extend(item.text)
             elif item.type == "reasoning":
                 reasoning.append(self._reasoning_of(key, item))
-            elif item.type == "function_call":
-                call_keys.append(key)
         calls = self.calls.finish()
         cut_off = self.reason == "max_output_tokens"
         keyed = dict(zip([k for k in self.order if k in self.calls], calls))
