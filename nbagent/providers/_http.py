@@ -107,6 +107,12 @@ class Secret:
     def __reduce__(self) -> Any:  # never pickled into notebooks' stores or logs
         raise TypeError("an API key is not picklable")
 
+    def __copy__(self) -> Secret:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Secret:
+        return self
+
 
 def scrub(value: Any, secrets: Sequence[str]) -> Any:
     """`value` with every occurrence of each secret replaced by `***` (strings, dicts and lists)."""
@@ -580,6 +586,10 @@ class ProviderHTTP:
                 raise self._connection_error(
                     f"the connection dropped after {decoder.bytes_read:,} bytes of the response "
                     f"({decoder.events_read} events; not retried: the response had begun)", exc) from exc
+            except httpx.HTTPError as exc:
+                raise StreamError(scrub(f"{self.provider}: the response could not be read after "
+                                        f"{decoder.bytes_read:,} bytes: {type(exc).__name__}: {exc}",
+                                        self._secrets()), provider=self.provider) from exc
             for event in decoder.end():
                 yield event
         finally:
@@ -612,7 +622,11 @@ class ProviderHTTP:
             attempt += 1
             headers = {"content-type": "application/json", "accept": "text/event-stream", **request_headers}
             client = self.client()
-            request = client.build_request("POST", url, content=content, headers=headers)
+            try:
+                request = client.build_request("POST", url, content=content, headers=headers)
+            except httpx.InvalidURL as exc:
+                raise ConfigurationError(
+                    f"{self.provider}: the base URL {self.base_url!r} is not valid: {exc}") from None
             error: ProviderError
             cause: BaseException | None = None
             response: httpx.Response | None = None
@@ -632,12 +646,23 @@ class ProviderHTTP:
                             first = chunk
                             break
                     return response, first, chunks
+            except httpx.UnsupportedProtocol:
+                if response is not None:
+                    await response.aclose()
+                raise ConfigurationError(
+                    f"{self.provider}: the base URL {self.base_url!r} must start with http:// or https://"
+                ) from None
             except httpx.TimeoutException as exc:
                 cause = exc
                 error = self._connection_error(f"timed out (attempt {attempt})", exc)
             except httpx.TransportError as exc:
                 cause = exc
                 error = self._connection_error(f"could not connect or the connection failed (attempt {attempt})", exc)
+            except httpx.HTTPError as exc:  # e.g. a body that cannot be decoded: not worth retrying
+                if response is not None:
+                    await response.aclose()
+                raise StreamError(scrub(f"{self.provider}: the response could not be read: {type(exc).__name__}: "
+                                        f"{exc}", self._secrets()), provider=self.provider) from exc
             except BaseException:
                 if response is not None:
                     await response.aclose()

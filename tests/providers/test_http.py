@@ -452,3 +452,25 @@ def test_secret_hides_its_value() -> None:
     assert secret.value == KEY and KEY not in repr(secret) and KEY not in f"{secret}"
     with pytest.raises(TypeError):
         __import__("pickle").dumps(secret)
+
+
+async def test_bad_base_urls_are_configuration_errors() -> None:
+    from nbagent.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="http:// or https://"):
+        await collect(ProviderHTTP("prov", "localhost:11434/v1", headers=dict))
+    with pytest.raises(ConfigurationError, match="not valid"):
+        await collect(ProviderHTTP("prov", "http://[::1", headers=dict))
+
+
+async def test_undecodable_body_is_a_stream_error(fake_server: FakeServer) -> None:
+    fake_server.add(Reply.sse(b"not gzip at all", headers={"content-encoding": "gzip"}))
+    with pytest.raises(StreamError, match="could not be read"):
+        await collect(http(fake_server))
+
+
+def test_secret_survives_copies() -> None:
+    import copy
+
+    secret = Secret(KEY)
+    assert copy.deepcopy(secret) is secret and copy.copy(secret) is secret
