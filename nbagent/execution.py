@@ -16,6 +16,7 @@ unfinished call a "cancelled" result, so the transcript stays valid.
 from __future__ import annotations
 
 import asyncio
+import copy
 import ctypes
 import json
 import logging
@@ -62,7 +63,16 @@ def tool_executor() -> ThreadPoolExecutor:
 
 
 class ToolTimeout(Exception):
-    pass
+    """A call ran past its timeout; `stopped` says whether its code was actually stopped."""
+
+    def __init__(self, stopped: bool = True) -> None:
+        super().__init__("timeout")
+        self.stopped = stopped
+
+
+class _Interrupt(BaseException):
+    """Injected into a sync tool's thread to stop it. A BaseException (like KeyboardInterrupt), so tool
+    code that catches `Exception` does not swallow it; it reaches the runtime as `ToolCancelled`."""
 
 
 @dataclass(slots=True)
@@ -105,6 +115,20 @@ async def execute_batch(run: AgentRun, plan: ToolPlan, records: list[CallRecord]
     return outcome
 
 
+_NOT_STOPPED = (
+    "Its code could not be stopped (it is blocked outside Python, e.g. in a C extension or a system call) "
+    "and may still be running in the background."
+)
+
+
+def _frozen_copy(args: Any) -> Any:
+    """A deep copy of approved arguments (the originals when they cannot be copied)."""
+    try:
+        return type(args)(copy.deepcopy(dict(args)))
+    except Exception:
+        return args
+
+
 def _cancelled_result(run: AgentRun) -> ToolResult:
     reason = run.cancellation.reason or "the run was cancelled"
     return error_result(f"Tool call cancelled before it finished ({reason}).")
@@ -116,9 +140,12 @@ def _cancelled_result(run: AgentRun) -> ToolResult:
 async def _run_call(run: AgentRun, plan: ToolPlan, rec: CallRecord, outcome: BatchOutcome) -> None:
     try:
         await _lifecycle(run, plan, rec, outcome)
-    except asyncio.CancelledError:
+    except asyncio.CancelledError as exc:
         if not rec.done:
-            _finish(run, rec, "cancelled", _cancelled_result(run))
+            result = _cancelled_result(run)
+            if exc.args and exc.args[0] == _NOT_STOPPED:
+                result = error_result(result.text + " " + _NOT_STOPPED)
+            _finish(run, rec, "cancelled", result)
         raise
     except Exception as exc:  # a bug in nbagent itself: still an answer, never a crash
         log.exception("internal error while running tool call %s", rec.id)
@@ -199,9 +226,13 @@ async def _lifecycle(run: AgentRun, plan: ToolPlan, rec: CallRecord, outcome: Ba
             rec.hook_errors.append(f"before_tool_call {hook_name(hook)} returned {type(out).__name__}; ignored")
 
     # 4. permission
-    decision, why = run.policy.evaluate(tool, args)
+    decision, why = run.policy.evaluate(tool, args, ctx)
+    run_args = args
     if decision is None:
-        decision = await _ask(run, rec, tool, args, why)
+        decision = await _ask(run, rec, tool, args, why, ctx)
+        if decision.allow:
+            # What runs is a private copy of exactly what was approved: nothing can change it from now on.
+            run_args = _frozen_copy(args)
     rec.decision = decision
     if not decision.allow:
         _finish(run, rec, "denied", error_result(f"Permission denied: {decision.reason}. The call was not executed."))
@@ -212,7 +243,7 @@ async def _lifecycle(run: AgentRun, plan: ToolPlan, rec: CallRecord, outcome: Ba
     run._refresh_status()
     status = "ok"
     try:
-        value = await _execute(tool, args, ctx)
+        value = await _execute(tool, run_args, ctx)
         try:
             result = to_tool_result(value)
         except Exception as exc:
@@ -220,9 +251,14 @@ async def _lifecycle(run: AgentRun, plan: ToolPlan, rec: CallRecord, outcome: Ba
             result = error_result(
                 f"{tool.name} returned a {type(value).__name__} that cannot be shown as text "
                 f"({type(exc).__name__}: {exc})", details=value)
-    except ToolTimeout:
+    except ToolTimeout as exc:
         status = "timeout"
-        result = error_result(f"Tool call timed out after {tool.timeout:g} s and was stopped.")
+        if exc.stopped:
+            result = error_result(f"Tool call timed out after {tool.timeout:g} s and was stopped.")
+        else:
+            result = error_result(
+                f"Tool call timed out after {tool.timeout:g} s. It could not be stopped (it is blocked outside "
+                "Python, e.g. in a C extension or a system call) and may still be running in the background.")
     except ToolCancelled as exc:
         if run.cancellation.cancelled:
             raise asyncio.CancelledError() from exc
@@ -323,13 +359,9 @@ def _on_progress(run: AgentRun, rec: CallRecord, update: ProgressUpdate) -> None
 # --------------------------------------------------------------------------------------------------
 # Approval
 # --------------------------------------------------------------------------------------------------
-async def _ask(run: AgentRun, rec: CallRecord, tool: Tool, args: dict[str, Any], why: str) -> Decision:
-    scope = None
-    if tool.suggest_grant is not None:
-        try:
-            scope = tool.suggest_grant(args)
-        except Exception:
-            scope = None
+async def _ask(run: AgentRun, rec: CallRecord, tool: Tool, args: dict[str, Any], why: str,
+               ctx: ToolContext | None = None) -> Decision:
+    scope = tool.suggested_scope(args, ctx)
     shown = fingerprint(args)
     request = ApprovalRequest(rec, tool, dict(args), why, scope, shown)
     rec.status = "waiting_for_approval"
@@ -388,17 +420,25 @@ class _ThreadCall:
             self.active = True
         try:
             return tool.invoke(args, ctx)
+        except _Interrupt:
+            raise ToolCancelled(ctx.cancellation.reason_text or "interrupted") from None
         finally:
             with self.lock:
                 self.active = False
+            _clear_pending_interrupt()
 
     def interrupt(self) -> bool:
-        """Raise `ToolCancelled` inside the thread at its next Python instruction."""
+        """Raise `_Interrupt` inside the thread at its next Python instruction."""
         with self.lock:
             if not self.active or self.thread_id is None:
                 return False
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread_id), ctypes.py_object(ToolCancelled))
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread_id), ctypes.py_object(_Interrupt))
             return True
+
+
+def _clear_pending_interrupt() -> None:
+    """Drop an interrupt that arrived too late to matter, so it cannot hit the pool thread's next job."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(threading.get_ident()), ctypes.c_void_p(0))
 
 
 async def _run_in_thread(tool: Tool, args: Any, ctx: ToolContext, timeout: float | None) -> Any:
@@ -409,36 +449,44 @@ async def _run_in_thread(tool: Tool, args: Any, ctx: ToolContext, timeout: float
         done, _ = await asyncio.wait((future,), timeout=timeout)
     except asyncio.CancelledError:
         ctx.cancellation.cancel("cancelled")
-        await _stop_thread(state, future)
+        stopped = await _stop_thread(state, future)
+        if not stopped:
+            raise asyncio.CancelledError(_NOT_STOPPED) from None
         raise
     if not done:
         ctx.cancellation.cancel("timeout")
-        await _stop_thread(state, future)
-        raise ToolTimeout()
+        stopped = await _stop_thread(state, future)
+        raise ToolTimeout(stopped)
     return future.result()
 
 
-async def _stop_thread(state: _ThreadCall, future: asyncio.Future) -> None:
+async def _stop_thread(state: _ThreadCall, future: asyncio.Future) -> bool:
+    """Stop a sync call's thread; return whether it stopped (False: blocked outside Python)."""
     if future.done():
         _consume(future)
-        return
-    # Give a cooperative tool a moment to notice ctx.cancelled, then interrupt it. A second cancellation
-    # (Stop pressed twice) does not cut this short: the thread must be dealt with either way.
+        return True
+    # Give a cooperative tool a moment to notice ctx.cancelled, then interrupt it, again a few times in
+    # case the code caught the first interrupt with a bare `except:`. A second cancellation (Stop pressed
+    # twice) does not cut this short: the thread must be dealt with either way.
     try:
         await asyncio.wait((future,), timeout=0.05)
     except asyncio.CancelledError:
         pass
-    if not future.done():
+    attempts = 5
+    for _ in range(attempts):
+        if future.done():
+            break
         state.interrupt()
         try:
-            await asyncio.wait((future,), timeout=THREAD_STOP_GRACE)
+            await asyncio.wait((future,), timeout=THREAD_STOP_GRACE / attempts)
         except asyncio.CancelledError:
             pass
     if future.done():
         _consume(future)
-    else:
-        log.warning("a sync tool's thread did not stop (it is blocked outside Python); it will finish in the background")
-        future.add_done_callback(_consume)
+        return True
+    log.warning("a sync tool's thread did not stop (it is blocked outside Python); it will finish in the background")
+    future.add_done_callback(_consume)
+    return False
 
 
 def _consume(future: asyncio.Future) -> None:

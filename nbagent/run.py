@@ -50,7 +50,8 @@ class Agent:
         max_turns: the most model requests one run makes.
         hooks: `Hooks(before_tool_call=..., after_tool_call=..., tool_result_persist=...)`.
         output_type: a type the run must produce by calling `submit_result` (`run.output` is the value).
-        workspace: the directory file tools are confined to (default: the working directory).
+        workspace: the directory file tools are confined to (default: the working directory when the agent
+            is made).
         cwd: the working directory tools get in their context (default: the workspace).
         capability_mode: read-only, read-write, execute or all: which tools the plan keeps.
         allowed_tools: name patterns of the only tools the model may be offered.
@@ -98,7 +99,9 @@ class Agent:
         self.max_turns = max_turns
         self.hooks = hooks if hooks is not None else Hooks()
         self.output_type = output_type
-        self.workspace = Path(workspace).resolve() if workspace is not None else None
+        # The workspace is fixed when the agent is made (not re-read from the working directory at each run),
+        # so code that changes the working directory cannot move the file tools' boundary.
+        self.workspace = Path(workspace if workspace is not None else Path.cwd()).resolve()
         self.cwd = Path(cwd) if cwd is not None else self.workspace
         self.capability_mode = capability_mode
         self.allowed_tools = tuple(allowed_tools) if allowed_tools is not None else None

@@ -235,16 +235,16 @@ class Tool:
         read_only: bool = False,
         destructive: bool = False,
         capability: str | None = None,
-        edits_files: bool = False,
+        edits_files: bool | Callable[..., bool] = False,
         describe_activity: Callable[[Arguments], str] | None = None,
         describe_completed_activity: Callable[[Arguments, Any], str] | None = None,
         prepare_arguments: Callable[[Any], Any] | None = None,
         timeout: float | None = None,
         sort_key: str | None = None,
         permission_subject: str | Callable[[Arguments], str | None] | None = None,
-        rule_matcher: Callable[[str, Arguments], bool] | None = None,
-        read_only_call: Callable[[Arguments], bool] | None = None,
-        suggest_grant: Callable[[Arguments], str | None] | None = None,
+        rule_matcher: Callable[..., bool] | None = None,
+        read_only_call: Callable[..., bool] | None = None,
+        suggest_grant: Callable[..., str | None] | None = None,
         _localns: dict[str, Any] | None = None,
     ) -> None:
         if not callable(fn):
@@ -280,6 +280,7 @@ class Tool:
         self.destructive = destructive
         self.capability = capability
         self.edits_files = edits_files
+        """True (or `f(args[, ctx]) -> bool` deciding per call) when the tool edits files in the workspace."""
         self.describe_activity = describe_activity
         self.describe_completed_activity = describe_completed_activity
         self.prepare_arguments = prepare_arguments
@@ -288,6 +289,10 @@ class Tool:
         self.rule_matcher = rule_matcher
         self.read_only_call = read_only_call
         self.suggest_grant = suggest_grant
+        self._rule_matcher = _flexible(rule_matcher, 2) if rule_matcher is not None else None
+        self._read_only_call = _flexible(read_only_call, 1) if read_only_call is not None else None
+        self._suggest_grant = _flexible(suggest_grant, 1) if suggest_grant is not None else None
+        self._edits_files = _flexible(edits_files, 1) if callable(edits_files) else None
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
 
         self._model: type[pydantic.BaseModel] | None = None
@@ -385,23 +390,51 @@ class Tool:
         return None
 
     # -- permissions ----------------------------------------------------------------------------------
-    def matches_pattern(self, pattern: str, args: Arguments) -> bool:
-        """Whether a rule's argument pattern (`shell(git status*)`) covers these arguments."""
-        if self.rule_matcher is not None:
-            return bool(self.rule_matcher(pattern, args))
+    # The permission hooks (`rule_matcher`, `read_only_call`, `suggest_grant`, a callable `edits_files`) are
+    # called with the arguments; those that declare more parameters also get the call's `ToolContext`
+    # (a third positional parameter, or one named `ctx`) and, for `rule_matcher`, the rule's `action`
+    # ("allow", "ask", "deny" or "grant": a parameter named `action`), so a tool can match an allow rule
+    # strictly and a deny rule broadly.
+    def matches_pattern(self, pattern: str, args: Arguments, ctx: ToolContext | None = None,
+                        *, action: str = "allow") -> bool:
+        """Whether a rule's argument pattern (`shell(git status*)`) covers these arguments.
+
+        Without a `rule_matcher`, the pattern is an `fnmatch` glob over the tool's permission subject (its
+        `permission_subject`, by default its first required string parameter).
+        """
+        if self._rule_matcher is not None:
+            return bool(self._rule_matcher(pattern, args, ctx=ctx, action=action))
         subject = self.permission_subject(args) if self.permission_subject else None
         return subject is not None and fnmatch.fnmatchcase(subject, pattern)
 
-    def is_read_only_call(self, args: Arguments) -> bool:
+    def is_read_only_call(self, args: Arguments, ctx: ToolContext | None = None) -> bool:
         """Whether this particular call only reads (auto-allowed by the permission pipeline)."""
         if self.read_only:
             return True
-        if self.read_only_call is not None:
+        if self._read_only_call is not None:
             try:
-                return bool(self.read_only_call(args))
+                return bool(self._read_only_call(args, ctx=ctx))
             except Exception:
                 return False
         return False
+
+    def is_edit_call(self, args: Arguments, ctx: ToolContext | None = None) -> bool:
+        """Whether this call edits files in the workspace (what the `acceptEdits` mode allows)."""
+        if self._edits_files is not None:
+            try:
+                return bool(self._edits_files(args, ctx=ctx))
+            except Exception:
+                return False
+        return bool(self.edits_files)
+
+    def suggested_scope(self, args: Arguments, ctx: ToolContext | None = None) -> str | None:
+        """The argument pattern an "always allow" of this call would cover (None: the whole tool)."""
+        if self._suggest_grant is None:
+            return None
+        try:
+            return self._suggest_grant(args, ctx=ctx)
+        except Exception:
+            return None
 
     def spec(self) -> dict[str, Any]:
         """The provider-neutral definition: name, description, parameters (and strict when set)."""
@@ -409,6 +442,38 @@ class Tool:
         if self.strict is not None:
             out["strict"] = self.strict
         return out
+
+
+def _flexible(fn: Callable[..., Any], positional: int) -> Callable[..., Any]:
+    """Adapt a permission hook to be called as `f(*positional_args, ctx=..., action=...)`.
+
+    The hook gets `ctx` when it declares a parameter named `ctx` or one positional parameter more than
+    `positional`, and `action` when it declares a parameter named `action` (or `**kwargs`).
+    """
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return lambda *a, ctx=None, action=None: fn(*a)
+    names = {p.name for p in params}
+    var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    var_pos = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
+    pos = [p for p in params if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+           and p.name not in ("ctx", "action")]
+    ctx_by_name = "ctx" in names
+    ctx_by_position = not ctx_by_name and (len(pos) > positional or var_pos)
+    action_by_name = "action" in names or var_kw
+
+    def call(*a: Any, ctx: Any = None, action: Any = None) -> Any:
+        kwargs: dict[str, Any] = {}
+        if ctx_by_name:
+            kwargs["ctx"] = ctx
+        if action_by_name:
+            kwargs["action"] = action
+        if ctx_by_position:
+            return fn(*a, ctx, **kwargs)
+        return fn(*a, **kwargs)
+
+    return call
 
 
 def _as_subject(value: Any) -> str | None:
@@ -534,16 +599,16 @@ def tool(
     read_only: bool = False,
     destructive: bool = False,
     capability: str | None = None,
-    edits_files: bool = False,
+    edits_files: bool | Callable[..., bool] = False,
     describe_activity: Callable[[Arguments], str] | None = None,
     describe_completed_activity: Callable[[Arguments, Any], str] | None = None,
     prepare_arguments: Callable[[Any], Any] | None = None,
     timeout: float | None = None,
     sort_key: str | None = None,
     permission_subject: str | Callable[[Arguments], str | None] | None = None,
-    rule_matcher: Callable[[str, Arguments], bool] | None = None,
-    read_only_call: Callable[[Arguments], bool] | None = None,
-    suggest_grant: Callable[[Arguments], str | None] | None = None,
+    rule_matcher: Callable[..., bool] | None = None,
+    read_only_call: Callable[..., bool] | None = None,
+    suggest_grant: Callable[..., str | None] | None = None,
 ) -> Any:
     """Make a function a tool. Use as `@tool`, `@tool(...)`, or `tool(name=..., json_schema=...)(fn)`.
 
@@ -560,16 +625,21 @@ def tool(
         read_only: only reads: auto-allowed by the permission pipeline, kept in read-only sessions.
         destructive: may destroy data (shown in the view, and a hint for approvals).
         capability: `read`, `write`, `execute` or `other`, for capability modes (derived by default).
-        edits_files: edits files in the workspace (allowed by the `acceptEdits` mode).
+        edits_files: edits files in the workspace (allowed by the `acceptEdits` mode); or `f(args) -> bool`
+            deciding per call.
         describe_activity: `f(args) -> str`, a short label while running ("Reading data.csv").
         describe_completed_activity: `f(args, result) -> str`, the label once done.
         prepare_arguments: `f(raw) -> raw`, pre-processing of the parsed arguments before validation.
         timeout: per-call limit in seconds.
         sort_key: where the tool sorts in the request (default: its name).
         permission_subject: the parameter (or `f(args) -> str`) that rule patterns like `name(pat*)` match.
-        rule_matcher: `f(pattern, args) -> bool`, a tool's own rule matching (overrides permission_subject).
-        read_only_call: `f(args) -> bool`, whether one particular call only reads (auto-allowed).
-        suggest_grant: `f(args) -> pattern`, the scope of an "always allow" for a call like this one.
+        rule_matcher: `f(pattern, args) -> bool`, a tool's own rule matching (overrides permission_subject);
+            it may also take the call's context (`f(pattern, args, ctx)`) and the rule's `action`
+            keyword ("allow", "ask", "deny", "grant"), to match deny rules more broadly than allow rules.
+            `nbagent.permissions.path_rule_matcher` matches workspace paths with `**` globs.
+        read_only_call: `f(args) -> bool` (or `f(args, ctx)`), whether one call only reads (auto-allowed).
+        suggest_grant: `f(args) -> pattern` (or `f(args, ctx)`), the scope of an "always allow" for a call
+            like this one.
     """
     options = dict(
         name=name, description=description, json_schema=json_schema, strict=strict, namespace=namespace,

@@ -1,0 +1,1 @@
+"""nbagent in Jupyter: the only package that imports IPython, ipykernel or ipywidgets."""

@@ -1,0 +1,288 @@
+"""The `shell` tool: one bash command line, run in the workspace.
+
+The command runs with `bash -c` in a new session (its own process group), with the workspace as its
+working directory, stdin closed, pagers off (`PAGER=cat`, `GIT_PAGER=cat`) and no terminal prompts.
+Its stdout and stderr stream as progress while it runs. When it runs past its timeout, or the call is
+cancelled (Stop, `run.cancel()`), the whole process group gets SIGTERM, then SIGKILL two seconds later,
+so children it started stop too. The model gets the output cut to its head and tail; `details` (a
+`ShellResult`) keeps all of it (up to `MAX_KEPT_BYTES` per stream).
+
+Permissions (see `_shellwords` and `_readonly`): a command that only reads (`git status`, `ls -la`,
+`cat notes.md`) is auto-allowed when the command line really is just that; rules match with
+`shell(prefix*)` patterns that compound lines never satisfy; "always allow" remembers a safe prefix.
+The shell is not a sandbox: an allowed command can do whatever its program does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import os
+import shutil
+import signal
+import time
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from ..context import ToolContext
+from ..messages import TextBlock, ToolResult
+from ..tools import Tool
+from ._binding import Binding, read_denied_check
+from ._readonly import read_only_problem
+from ._shellwords import pattern_matches, suggest_pattern
+from ._values import cut
+from ._workspace import WorkspaceError
+
+__all__ = ["DEFAULT_TIMEOUT", "MAX_TIMEOUT", "ShellResult", "make_shell_tool"]
+
+DEFAULT_TIMEOUT = 120.0
+MAX_TIMEOUT = 3600.0
+MAX_MODEL_CHARS = 30_000
+"""How much output the model gets (head and tail)."""
+MAX_KEPT_BYTES = 16 * 1024 * 1024
+"""How much of each stream `details` keeps."""
+KILL_GRACE = 2.0
+"""Seconds between SIGTERM and SIGKILL."""
+PIPE_GRACE = 1.0
+"""Seconds to wait, once the command exited, for programs it left running to close its output."""
+
+
+@dataclass(slots=True)
+class ShellResult:
+    """What a command did (`details` of the shell tool's result)."""
+
+    command: str
+    exit_code: int | None
+    """The exit status (negative: killed by that signal; None: it did not finish)."""
+    stdout: str
+    stderr: str
+    output: str
+    """stdout and stderr interleaved as they arrived."""
+    timed_out: bool = False
+    duration: float = 0.0
+    dropped_bytes: int = 0
+    """Output not kept because it was over `MAX_KEPT_BYTES`."""
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def __str__(self) -> str:
+        return self.output
+
+
+def _environment() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "TERM": "dumb",
+                "PYTHONUNBUFFERED": "1", "NO_COLOR": "1"})
+    if env.get("MPLBACKEND", "").startswith("module://"):
+        env["MPLBACKEND"] = "Agg"  # the kernel's inline backend means nothing in a subprocess
+    return env
+
+
+def _bash() -> str:
+    return shutil.which("bash") or "/bin/sh"
+
+
+def _kill_group(proc: asyncio.subprocess.Process, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+    except OSError:  # pragma: no cover
+        try:
+            proc.send_signal(sig)
+        except ProcessLookupError:
+            pass
+
+
+def _close_pipes(proc: asyncio.subprocess.Process) -> None:
+    """Close our ends of the pipes (a program left in the background may still hold theirs)."""
+    transport = getattr(proc, "_transport", None)
+    if transport is not None:
+        try:
+            transport.close()
+        except Exception:  # pragma: no cover
+            pass
+
+
+async def _exited(proc: asyncio.subprocess.Process) -> int:
+    """Wait for the process itself to exit (`proc.wait()` also waits for every holder of its pipes to
+    close them, which a program left in the background may never do)."""
+    delay = 0.005
+    while proc.returncode is None:
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.05)
+    return proc.returncode
+
+
+async def _terminate(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM to the whole group, SIGKILL after a grace period."""
+    _kill_group(proc, signal.SIGTERM)
+    try:
+        await asyncio.wait_for(_exited(proc), KILL_GRACE)
+    except (asyncio.TimeoutError, TimeoutError):
+        pass
+    _kill_group(proc, signal.SIGKILL)
+
+
+class _Collector:
+    def __init__(self, ctx: Any) -> None:
+        self.ctx = ctx
+        self.parts: dict[str, list[str]] = {"stdout": [], "stderr": []}
+        self.kept = {"stdout": 0, "stderr": 0}
+        self.combined: list[str] = []
+        self.dropped = 0
+
+    async def read(self, stream: asyncio.StreamReader, name: str) -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        while True:
+            chunk = await stream.read(65536)
+            if not chunk:
+                tail = decoder.decode(b"", final=True)
+                if tail:
+                    self._add(name, tail)
+                return
+            self._add(name, decoder.decode(chunk))
+
+    def _add(self, name: str, text: str) -> None:
+        if not text:
+            return
+        if self.kept[name] < MAX_KEPT_BYTES:
+            self.parts[name].append(text)
+            self.combined.append(text)
+            self.kept[name] += len(text)
+        else:
+            self.dropped += len(text)
+        if self.ctx is not None:
+            self.ctx.progress(output=text, stream=name)
+
+
+def make_shell_tool(binding: Binding) -> Tool:
+    """The `shell` tool, working in the binding's workspace."""
+
+    async def shell(
+        command: str,
+        timeout: Annotated[float, Field(gt=0, le=MAX_TIMEOUT)] = DEFAULT_TIMEOUT,
+        ctx: ToolContext = None,  # type: ignore[assignment]
+    ) -> ToolResult:
+        """Run a bash command line in the workspace directory and return its output and exit code.
+        Use it for git, package managers, test runners and other programs; stdin is closed, so
+        interactive programs will not work.
+
+        Args:
+            command: the command line, e.g. `git status` or `pytest -q tests/`.
+            timeout: seconds before the command (and everything it started) is stopped.
+        """
+        try:
+            ws = binding.workspace_for(ctx)
+        except WorkspaceError as exc:
+            return ToolResult([TextBlock(str(exc))], is_error=True)
+        if not command.strip():
+            return ToolResult([TextBlock("the command is empty")], is_error=True)
+        if "\x00" in command:
+            return ToolResult([TextBlock("the command contains a NUL byte")], is_error=True)
+        started = time.monotonic()
+        proc = await asyncio.create_subprocess_exec(
+            _bash(), "-c", command, cwd=str(ws.root), stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+            env=_environment(),
+        )
+        collector = _Collector(ctx)
+        readers = [asyncio.ensure_future(collector.read(proc.stdout, "stdout")),  # type: ignore[arg-type]
+                   asyncio.ensure_future(collector.read(proc.stderr, "stderr"))]  # type: ignore[arg-type]
+        timed_out = False
+        left_running = False
+        try:
+            try:
+                await asyncio.wait_for(_exited(proc), timeout)
+            except (asyncio.TimeoutError, TimeoutError):
+                timed_out = True
+                await _terminate(proc)
+            # the output is complete once both pipes close; programs left in the background may hold
+            # them open, so wait only a little for that
+            done, pending = await asyncio.wait(readers, timeout=PIPE_GRACE if not timed_out else KILL_GRACE)
+            if pending:
+                left_running = True
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+        except asyncio.CancelledError:
+            await asyncio.shield(_terminate(proc))
+            for task in readers:
+                task.cancel()
+            _close_pipes(proc)
+            raise
+        _close_pipes(proc)
+        exit_code = proc.returncode
+        details = ShellResult(
+            command=command, exit_code=exit_code, stdout="".join(collector.parts["stdout"]),
+            stderr="".join(collector.parts["stderr"]), output="".join(collector.combined), timed_out=timed_out,
+            duration=time.monotonic() - started, dropped_bytes=collector.dropped,
+        )
+        return _result(details, timeout, left_running)
+
+    return Tool(
+        shell,
+        destructive=True,
+        capability="execute",
+        rule_matcher=_rule_matcher,
+        read_only_call=_read_only_call(binding),
+        suggest_grant=lambda args: suggest_pattern(args.get("command", "")),
+        describe_activity=lambda a: f"Running `{_short(a.command)}`",
+        describe_completed_activity=_completed,
+    )
+
+
+def _rule_matcher(pattern: str, args: Any, action: str = "allow") -> bool:
+    command = args.get("command")
+    if not isinstance(command, str):
+        return action == "deny"
+    return pattern_matches(pattern, command, action)
+
+
+def _read_only_call(binding: Binding):
+    def read_only(args: Any, ctx: Any = None) -> bool:
+        command = args.get("command")
+        if not isinstance(command, str):
+            return False
+        try:
+            ws = binding.workspace_for(ctx)
+        except WorkspaceError:
+            return False
+        return read_only_problem(command, ws, read_denied_check(ctx)) is None
+
+    return read_only
+
+
+def _short(text: str, n: int = 60) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _completed(args: Any, result: Any) -> str:
+    if isinstance(result, ShellResult):
+        if result.timed_out:
+            return f"`{_short(args.command)}` timed out"
+        return f"Ran `{_short(args.command)}` (exit {result.exit_code})"
+    return f"Ran `{_short(args.command)}`"
+
+
+def _result(details: ShellResult, timeout: float, left_running: bool) -> ToolResult:
+    output = details.output
+    body = cut(output, MAX_MODEL_CHARS, what="characters of output") if output else "(no output)"
+    notes = []
+    if details.timed_out:
+        notes.append(f"timed out after {timeout:g} s: the command and everything it started were stopped")
+    elif details.exit_code is not None and details.exit_code < 0:
+        notes.append(f"killed by signal {-details.exit_code}")
+    else:
+        notes.append(f"exit code {details.exit_code}")
+    if left_running:
+        notes.append("programs it started in the background kept its output open; their later output is not shown")
+    if details.dropped_bytes:
+        notes.append(f"{details.dropped_bytes:,} characters of output were not kept")
+    text = body.rstrip("\n") + "\n[" + "; ".join(notes) + "]"
+    return ToolResult([TextBlock(text)], details=details, is_error=not details.ok)

@@ -1,0 +1,303 @@
+"""The workspace boundary: every path a file tool touches is resolved, checked and opened here.
+
+A path given by the model is resolved against the workspace root with every symbolic link followed
+(`os.path.realpath`), and refused unless the result lies inside the root: `..` that climbs out, absolute
+paths elsewhere, `~`, symbolic links that lead out, NUL bytes and Windows-style paths (`C:\\`, `\\\\server`)
+all end in a `WorkspaceError` whose message is written for the model. No mode, rule or approval changes
+this: the check is inside the tools, after the permission pipeline.
+
+Opening is then done component by component from the root's directory descriptor with `O_NOFOLLOW`
+(where the platform has `dir_fd`), so a symbolic link swapped in between the check and the open is
+refused instead of followed. Writes go to a temporary file in the same directory and are renamed over
+the target, so a reader never sees half a file and a hard-linked target outside is never written through.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import secrets
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+__all__ = ["ResolvedPath", "Workspace", "WorkspaceError", "workspace_of"]
+
+_DIR_FD = os.open in os.supports_dir_fd and os.mkdir in os.supports_dir_fd
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_WINDOWS_ABS = re.compile(r"^(?:[A-Za-z]:|\\\\)")  # C:\x, C:x, \\server\share, \\?\C:\x
+
+
+class WorkspaceError(Exception):
+    """A path is outside the workspace, or cannot be used; the message is written for the model."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedPath:
+    """A path inside the workspace."""
+
+    given: str
+    """The path as the model wrote it."""
+    path: Path
+    """The real absolute path (symbolic links resolved)."""
+    rel: str
+    """The real path relative to the workspace root, `/`-separated (`.` for the root itself)."""
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return () if self.rel == "." else tuple(self.rel.split("/"))
+
+
+class Workspace:
+    """A directory that file tools are confined to."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        real = os.path.realpath(os.fspath(root))
+        if not os.path.isdir(real):
+            raise WorkspaceError(f"the workspace {os.fspath(root)!r} is not a directory")
+        self.root = Path(real)
+        """The real absolute path of the workspace root."""
+        self._root_str = real
+
+    def __repr__(self) -> str:
+        return f"Workspace({self._root_str!r})"
+
+    # -- resolving --------------------------------------------------------------------------------------
+    def resolve(self, given: Any, *, what: str = "path") -> ResolvedPath:
+        """Resolve a path the model gave; raise `WorkspaceError` unless it is inside the workspace."""
+        if not isinstance(given, str):
+            raise WorkspaceError(f"the {what} must be a string, not {type(given).__name__}")
+        if "\x00" in given:
+            raise WorkspaceError(f"the {what} contains a NUL byte, which no file name can contain")
+        text = given
+        if text in ("", "."):
+            return ResolvedPath(given, self.root, ".")
+        if _WINDOWS_ABS.match(text):
+            raise WorkspaceError(
+                f"{given!r} is a Windows-style absolute path; use a path relative to the workspace ({self._root_str})"
+            )
+        text = text.replace("\\", "/")
+        if text.startswith("~"):
+            raise WorkspaceError(
+                f"{given!r} points into a home directory, which is outside the workspace; "
+                f"use a path relative to the workspace ({self._root_str})"
+            )
+        joined = text if os.path.isabs(text) else os.path.join(self._root_str, text)
+        lexical = os.path.normpath(joined)
+        real = os.path.realpath(joined)
+        rel = self.relative(real)
+        if rel is None:
+            if self.relative(lexical) is not None:
+                raise WorkspaceError(
+                    f"{given!r} goes through a symbolic link that leads outside the workspace; "
+                    "only files inside the workspace can be used"
+                )
+            if os.path.isabs(text):
+                raise WorkspaceError(
+                    f"{given!r} is outside the workspace ({self._root_str}); "
+                    "only files inside the workspace can be used"
+                )
+            raise WorkspaceError(
+                f"{given!r} leads outside the workspace ({self._root_str}) with '..'; "
+                "only files inside the workspace can be used"
+            )
+        return ResolvedPath(given, Path(real), rel)
+
+    def relative(self, path: str | os.PathLike[str]) -> str | None:
+        """`path` (absolute) relative to the root, `/`-separated; None when it is not inside."""
+        path = os.fspath(path)
+        root = self._root_str
+        try:
+            if os.path.commonpath([root, path]) != root:
+                return None
+        except ValueError:
+            return None
+        rel = os.path.relpath(path, root)
+        return "." if rel == "." else rel.replace(os.sep, "/")
+
+    def contains(self, path: str | os.PathLike[str]) -> bool:
+        """Whether `path` really (symbolic links followed) lies inside the workspace."""
+        return self.relative(os.path.realpath(os.fspath(path))) is not None
+
+    # -- opening ---------------------------------------------------------------------------------------
+    def _open_dir(self, parts: tuple[str, ...], *, create: bool = False) -> int:
+        """A descriptor of the directory `parts` below the root, every component opened with O_NOFOLLOW."""
+        fd = os.open(self._root_str, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+        try:
+            for part in parts:
+                if create:
+                    try:
+                        os.mkdir(part, 0o777, dir_fd=fd)
+                    except FileExistsError:
+                        pass
+                try:
+                    nxt = os.open(part, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno == errno.ENOTDIR and _is_link(part, fd):
+                        exc = OSError(errno.ELOOP, "a symbolic link appeared")
+                    raise _changed(exc, part) from None
+                os.close(fd)
+                fd = nxt
+            return fd
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def open_read(self, resolved: ResolvedPath) -> Any:
+        """Open a regular file for reading (binary); refuse anything else with a clear message."""
+        if resolved.rel == ".":
+            raise WorkspaceError(f"{resolved.given!r} is a directory, not a file")
+        flags = os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC | _O_NONBLOCK
+        try:
+            if _DIR_FD:
+                dfd = self._open_dir(resolved.parts[:-1])
+                try:
+                    fd = os.open(resolved.parts[-1], flags, dir_fd=dfd)
+                finally:
+                    os.close(dfd)
+            else:  # pragma: no cover - platforms without dir_fd
+                fd = os.open(resolved.path, flags)
+        except FileNotFoundError:
+            raise WorkspaceError(f"{resolved.given!r} does not exist") from None
+        except IsADirectoryError:
+            raise WorkspaceError(f"{resolved.given!r} is a directory, not a file") from None
+        except OSError as exc:
+            raise _changed(exc, resolved.given) from None
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise WorkspaceError(f"{resolved.given!r} is a directory, not a file")
+            if not stat.S_ISREG(st.st_mode):
+                raise WorkspaceError(f"{resolved.given!r} is not a regular file (a device, pipe or socket)")
+            if _O_NONBLOCK:
+                os.set_blocking(fd, True)
+            return os.fdopen(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def read_bytes(self, resolved: ResolvedPath, limit: int | None = None) -> bytes:
+        with self.open_read(resolved) as f:
+            return f.read() if limit is None else f.read(limit)
+
+    def stat(self, resolved: ResolvedPath) -> os.stat_result | None:
+        try:
+            return os.stat(resolved.path, follow_symlinks=False)
+        except OSError:
+            return None
+
+    def write_bytes(self, resolved: ResolvedPath, data: bytes) -> bool:
+        """Write `data` to the file (creating parent directories inside the workspace); return whether it
+        was created. The file is written beside the target and renamed over it."""
+        if resolved.rel == ".":
+            raise WorkspaceError(f"{resolved.given!r} is the workspace directory itself, not a file")
+        name = resolved.parts[-1]
+        if not _DIR_FD:  # pragma: no cover - platforms without dir_fd
+            return self._write_plain(resolved, data)
+        try:
+            dfd = self._open_dir(resolved.parts[:-1], create=True)
+        except NotADirectoryError:
+            raise WorkspaceError(f"cannot create {resolved.given!r}: a parent of it is a file, not a directory") from None
+        except OSError as exc:
+            raise _changed(exc, resolved.given) from None
+        tmp = f".{name}.{secrets.token_hex(4)}.nbagent-tmp"
+        try:
+            mode = None
+            try:
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            except FileNotFoundError:
+                st = None
+            if st is not None:
+                if stat.S_ISLNK(st.st_mode):
+                    raise WorkspaceError(f"{resolved.given!r} changed while it was being written (a symbolic link appeared)")
+                if stat.S_ISDIR(st.st_mode):
+                    raise WorkspaceError(f"{resolved.given!r} is a directory, not a file")
+                if not stat.S_ISREG(st.st_mode):
+                    raise WorkspaceError(f"{resolved.given!r} is not a regular file")
+                mode = stat.S_IMODE(st.st_mode)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC, 0o666, dir_fd=dfd)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                if mode is not None:
+                    os.chmod(tmp, mode, dir_fd=dfd)
+                os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            except BaseException:
+                try:
+                    os.unlink(tmp, dir_fd=dfd)
+                except OSError:
+                    pass
+                raise
+            return st is None
+        except PermissionError:
+            raise WorkspaceError(f"no permission to write {resolved.given!r}") from None
+        finally:
+            os.close(dfd)
+
+    def _write_plain(self, resolved: ResolvedPath, data: bytes) -> bool:  # pragma: no cover
+        created = not resolved.path.exists()
+        resolved.path.parent.mkdir(parents=True, exist_ok=True)
+        if not self.contains(resolved.path.parent):
+            raise WorkspaceError(f"{resolved.given!r} leads outside the workspace")
+        resolved.path.write_bytes(data)
+        return created
+
+    # -- walking -----------------------------------------------------------------------------------------
+    def walk(self, start: ResolvedPath, *, max_depth: int | None = None,
+             skip_dirs: frozenset[str] = frozenset({".git"})) -> Iterator[tuple[str, os.DirEntry[str]]]:
+        """(relative path, entry) for everything below `start`, never following symbolic links."""
+        stack: list[tuple[str, int]] = [(str(start.path), 0)]
+        while stack:
+            directory, depth = stack.pop()
+            try:
+                with os.scandir(directory) as it:
+                    entries = sorted(it, key=lambda e: e.name)
+            except OSError:
+                continue
+            subdirs = []
+            for entry in entries:
+                rel = self.relative(entry.path)
+                if rel is None:  # pragma: no cover - scandir below a real path stays inside
+                    continue
+                yield rel, entry
+                try:
+                    is_dir = entry.is_dir(follow_symlinks=False)
+                except OSError:
+                    is_dir = False
+                if is_dir and entry.name not in skip_dirs and (max_depth is None or depth + 1 < max_depth):
+                    subdirs.append((entry.path, depth + 1))
+            stack.extend(reversed(subdirs))
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _changed(exc: OSError, what: str) -> WorkspaceError:
+    if exc.errno in (errno.ELOOP, errno.EMLINK):
+        return WorkspaceError(f"{what!r} changed while it was being opened (a symbolic link appeared); try again")
+    if exc.errno == errno.ENOTDIR:
+        return WorkspaceError(f"{what!r}: a part of this path is a file, not a directory")
+    if isinstance(exc, PermissionError):
+        return WorkspaceError(f"no permission to open {what!r}")
+    return WorkspaceError(f"cannot open {what!r}: {exc.strerror or exc}")
+
+
+def workspace_of(bound: str | os.PathLike[str] | Workspace | None, ctx: Any) -> Workspace:
+    """The workspace a call works in: the tool's own (`bound`), else the session's
+    (`ctx.constraints.workspace`), else the working directory."""
+    if isinstance(bound, Workspace):
+        return bound
+    if bound is not None:
+        return Workspace(bound)
+    constraints = getattr(ctx, "constraints", None)
+    root = getattr(constraints, "workspace", None)
+    return Workspace(root if root is not None else os.getcwd())

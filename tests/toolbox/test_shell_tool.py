@@ -1,0 +1,120 @@
+"""The shell tool: running, streaming, timeouts and cancellation that stop the whole process group."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+
+from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall
+from nbagent.events import ToolCallProgress
+from nbagent.toolbox import ShellResult
+
+from tests.toolbox.support import Runner
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead for our purposes
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def test_runs_in_the_workspace(runner: Runner, ws: Path) -> None:
+    rec = runner.call("shell", command="pwd && ls data")
+    assert rec.status == "ok"
+    assert rec.result.text.splitlines() == [str(ws), "a.csv", "b.csv", "[exit code 0]"]
+    assert isinstance(rec.details, ShellResult) and rec.details.exit_code == 0
+    assert rec.label == "Ran `pwd && ls data` (exit 0)"
+
+
+def test_a_failing_command_is_an_error_result_with_its_output(runner: Runner) -> None:
+    rec = runner.call("shell", command="echo out; echo err >&2; exit 3")
+    assert rec.status == "error"
+    assert rec.details.exit_code == 3
+    assert rec.details.stdout == "out\n" and rec.details.stderr == "err\n"
+    assert "[exit code 3]" in rec.result.text and "err" in rec.result.text
+
+
+def test_stdin_is_closed_and_pagers_are_off(runner: Runner) -> None:
+    rec = runner.call("shell", command="cat; echo \"$PAGER $GIT_PAGER\"")
+    assert rec.result.text.splitlines()[0] == "cat cat"
+
+
+def test_output_streams_as_progress(tools, ws: Path) -> None:
+    seen: list[str] = []
+    model = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={
+        "command": "for i in 1 2 3; do echo line$i; sleep 0.05; done"})]), "done"])
+    agent = Agent(model=model, tools=tools, mode="bypassPermissions", workspace=ws)
+    run = agent.run_sync("go", on_event=lambda e: seen.append(e.update.output) if isinstance(e, ToolCallProgress) and e.update.output else None)
+    assert "".join(seen) == "line1\nline2\nline3\n"
+    assert run.calls[0].output.text == "line1\nline2\nline3\n"
+
+
+def test_long_output_is_cut_for_the_model_and_kept_whole(runner: Runner) -> None:
+    rec = runner.call("shell", command="seq 1 200000")
+    assert len(rec.result.text) < 40_000
+    assert "characters of output cut" in rec.result.text
+    assert rec.details.stdout.splitlines()[-1] == "200000"
+    assert len(rec.details.stdout.splitlines()) == 200000
+
+
+def test_a_timeout_kills_the_whole_process_group(runner: Runner, ws: Path) -> None:
+    rec = runner.call("shell", command="sleep 30 & echo $! > child.pid; wait", timeout=0.5)
+    assert rec.status == "error"
+    assert rec.details.timed_out
+    assert "timed out after 0.5 s" in rec.result.text
+    child = int((ws / "child.pid").read_text())
+    for _ in range(50):
+        if not _alive(child):
+            break
+        import time
+
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
+async def test_cancelling_the_run_kills_the_command(tools, ws: Path) -> None:
+    model = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={
+        "command": "echo $$ > shell.pid; sleep 30"})]), "done"])
+    agent = Agent(model=model, tools=tools, mode="bypassPermissions", workspace=ws)
+    run = agent.start("go")
+    for _ in range(200):
+        if (ws / "shell.pid").exists() and (ws / "shell.pid").read_text().strip():
+            break
+        await asyncio.sleep(0.02)
+    pid = int((ws / "shell.pid").read_text())
+    run.cancel()
+    await run
+    assert run.status == "cancelled"
+    assert run.calls[0].status == "cancelled"
+    for _ in range(100):
+        if not _alive(pid):
+            break
+        await asyncio.sleep(0.05)
+    assert not _alive(pid)
+
+
+def test_programs_left_in_the_background_do_not_hold_the_call(runner: Runner, ws: Path) -> None:
+    rec = runner.call("shell", command="(sleep 20; echo late) & echo $! > bg.pid; echo now")
+    assert rec.status == "ok"
+    assert rec.result.text.startswith("now\n")
+    assert "kept its output open" in rec.result.text
+    os.kill(int((ws / "bg.pid").read_text()), signal.SIGKILL)
+
+
+def test_nul_bytes_are_refused(runner: Runner) -> None:
+    rec = runner.call("shell", command="echo a\x00b")
+    assert rec.status == "error" and "NUL" in rec.result.text
+
+
+def test_the_timeout_is_bounded(runner: Runner) -> None:
+    assert runner.call("shell", command="true", timeout=0).status == "invalid_arguments"
+    assert runner.call("shell", command="true", timeout=10_000).status == "invalid_arguments"
