@@ -9,7 +9,7 @@ waiting for approval and finishing, and the run finishing. Subscribe with `run.s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Callable, Literal, Union
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import ProgressUpdate
@@ -52,22 +52,86 @@ class ReasoningDelta:
     kind: Literal["reasoning_delta"] = "reasoning_delta"
 
 
-@dataclass(slots=True)
 class ToolCallDelta:
-    """A tool call's arguments arriving: what has been parsed so far, for a live view."""
+    """A tool call's arguments arriving: what has been parsed so far, for a live view.
+
+    `ToolCallDelta(index, id, name, arguments_delta, partial_arguments)`. Providers build it with
+    `ToolCallDelta.lazy(...)`: then `partial_arguments` is computed the first time it is read (a snapshot
+    costs time proportional to the arguments so far, so only the deltas a UI looks at pay for one).
+    """
+
+    __slots__ = ("index", "id", "name", "arguments_delta", "_partial", "_compute")
+    __match_args__ = ("index", "id", "name", "arguments_delta", "partial_arguments")
+
+    kind: Literal["tool_call_delta"] = "tool_call_delta"
 
     index: int
     """Position of the call in the response."""
-    id: str | None = None
+    id: str | None
     """The call id, once known."""
-    name: str | None = None
+    name: str | None
     """The tool name, once known."""
-    arguments_delta: str = ""
+    arguments_delta: str
     """The raw text fragment that just arrived."""
-    partial_arguments: dict[str, Any] | None = None
-    """The arguments parsed so far (strings may be cut short), when they parse at all."""
-    kind: Literal["tool_call_delta"] = "tool_call_delta"
 
+    def __init__(
+        self,
+        index: int,
+        id: str | None = None,
+        name: str | None = None,
+        arguments_delta: str = "",
+        partial_arguments: dict[str, Any] | None = None,
+    ) -> None:
+        self.index = index
+        self.id = id
+        self.name = name
+        self.arguments_delta = arguments_delta
+        self._partial = partial_arguments
+        self._compute: Callable[[], Any] | None = None
+
+    @classmethod
+    def lazy(
+        cls, index: int, id: str | None, name: str | None, arguments_delta: str, compute: Callable[[], Any]
+    ) -> ToolCallDelta:
+        """A delta whose `partial_arguments` are computed by `compute()` on first access."""
+        delta = _new(cls)  # one of these per streamed fragment: skip __init__
+        delta.index = index
+        delta.id = id
+        delta.name = name
+        delta.arguments_delta = arguments_delta
+        delta._partial = None
+        delta._compute = compute
+        return delta
+
+    @property
+    def partial_arguments(self) -> dict[str, Any] | None:
+        """The arguments parsed so far (strings may be cut short), when they form an object."""
+        if self._compute is not None:
+            compute, self._compute = self._compute, None
+            value = compute()
+            self._partial = value if isinstance(value, dict) else None
+        return self._partial
+
+    @partial_arguments.setter
+    def partial_arguments(self, value: dict[str, Any] | None) -> None:
+        self._compute = None
+        self._partial = value
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ToolCallDelta):
+            return NotImplemented
+        return (self.index, self.id, self.name, self.arguments_delta, self.partial_arguments) == (
+            other.index, other.id, other.name, other.arguments_delta, other.partial_arguments)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        partial = "<not computed>" if self._compute is not None else repr(self._partial)
+        return (f"ToolCallDelta(index={self.index!r}, id={self.id!r}, name={self.name!r}, "
+                f"arguments_delta={self.arguments_delta!r}, partial_arguments={partial})")
+
+
+_new = object.__new__
 
 StreamEvent = Union[TextDelta, ReasoningDelta, ToolCallDelta]
 

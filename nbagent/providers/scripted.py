@@ -6,11 +6,13 @@ import asyncio
 import inspect
 import json
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Sequence, Union
 
 from ..errors import ScriptedModelExhausted
 from ..events import TextDelta, ToolCallDelta
 from ..messages import AssistantMessage, Message, ToolCall
+from ..streaming import PartialJSON
 from ..tools import Tool
 from .base import Model, OnRequest
 
@@ -136,11 +138,11 @@ class ScriptedModel(Model):
             for i, call in enumerate(message.tool_calls):
                 raw = call.raw_arguments if call.raw_arguments is not None else json.dumps(call.arguments)
                 yield ToolCallDelta(i, call.id, call.name, "", None)
-                sent = ""
+                parser = PartialJSON()  # incremental: the arguments so far are built only when read
                 for piece in _pieces(raw, self.chunk_size * 2):
                     await asyncio.sleep(self.delay)
-                    sent += piece
-                    yield ToolCallDelta(i, call.id, call.name, piece, _partial(sent))
+                    parser.feed(piece)
+                    yield ToolCallDelta.lazy(i, call.id, call.name, piece, partial(parser.snapshot_at, parser.mark()))
         else:
             if message.text:
                 yield TextDelta(message.text)
@@ -151,9 +153,3 @@ def _pieces(text: str, size: int) -> Iterator[str]:
     for i in range(0, len(text), size):
         yield text[i : i + size]
 
-
-def _partial(text: str) -> dict[str, Any] | None:
-    from ..streaming import parse_partial_json
-
-    value = parse_partial_json(text)
-    return value if isinstance(value, dict) else None

@@ -1,0 +1,56 @@
+"""Helpers for replaying recorded streams: as parsed events (for the pure accumulators) or as bytes
+(for the fake server), plus fault injection on the recorded bytes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+from nbagent.providers._http import SSEDecoder
+
+from .fakeserver import FIXTURES
+
+__all__ = ["cut_before", "fixture_json", "recorded", "recorded_events", "replace_event"]
+
+
+def recorded(provider: str, name: str) -> bytes:
+    """A recorded stream as SSE bytes: `<name>.sse` unchanged, or `<name>.chunks.txt` framed as `data:` events."""
+    base = FIXTURES / provider
+    sse = base / f"{name}.sse"
+    if sse.exists():
+        return sse.read_bytes()
+    lines = (base / f"{name}.chunks.txt").read_text("utf-8").splitlines()
+    return "".join(f"data: {line.strip()}\n\n" for line in lines if line.strip()).encode("utf-8")
+
+
+def recorded_events(provider: str, name: str) -> list[dict[str, Any]]:
+    """The JSON payloads of a recorded stream, in order."""
+    decoder = SSEDecoder()
+    events = decoder.feed(recorded(provider, name)) + decoder.end()
+    return [json.loads(e.data) for e in events if e.data and e.data != "[DONE]"]
+
+
+def fixture_json(provider: str, name: str) -> Any:
+    return json.loads((FIXTURES / provider / name).read_text("utf-8"))
+
+
+def cut_before(body: bytes, marker: bytes) -> bytes:
+    """The stream up to (not including) the SSE event containing `marker`: a body cut before its end."""
+    at = body.index(marker)
+    start = body.rfind(b"\n\n", 0, at)
+    return body[: start + 2] if start >= 0 else b""
+
+
+def replace_event(body: bytes, marker: bytes, new: Callable[[bytes], bytes]) -> bytes:
+    """The stream with the event containing `marker` replaced by `new(event)`."""
+    at = body.index(marker)
+    start = body.rfind(b"\n\n", 0, at)
+    start = start + 2 if start >= 0 else 0
+    end = body.find(b"\n\n", at)
+    end = len(body) if end < 0 else end + 2
+    return body[:start] + new(body[start:end]) + body[end:]
+
+
+def fixture_path(provider: str, name: str) -> Path:
+    return FIXTURES / provider / name
