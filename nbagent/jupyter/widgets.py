@@ -108,8 +108,8 @@ class CallRow:
         self.view = view
         self.key = key
         self.name = name
-        self.partial: Any = None
-        """Arguments parsed so far while the model streams them."""
+        self.partial_event: Any = None
+        """The latest `ToolCallDelta` of this call; its snapshot of the arguments is taken only when drawn."""
         self.record: CallRecord | None = None
         self.pending: PendingApproval | None = None
         """The question waiting for a click, if any."""
@@ -160,6 +160,15 @@ class CallRow:
         self.always_allow()
 
     # -- rendering ------------------------------------------------------------------------------------------
+    @property
+    def partial(self) -> Any:
+        """The arguments parsed so far while the model streams them (None before any arrived)."""
+        event = self.partial_event
+        return None if event is None else event.partial_arguments
+
+    def _partial(self) -> Any:
+        return self.partial if self.record is None else None  # once the call exists, its arguments are drawn
+
     def _index(self) -> int | None:
         try:
             return self.view.run.calls.index(self.record)
@@ -170,7 +179,7 @@ class CallRow:
         sent = 0
         view = self.view
         waiting = self.pending is not None
-        body = render.call_inner_html(self.record, name=self.name, partial=self.partial,
+        body = render.call_inner_html(self.record, name=self.name, partial=self._partial(),
                                       index=self._index() if self.done else None, waiting=waiting)
         classes = ("nba-call", f"nba-s-{self.status}")
         if self.box is None:
@@ -334,8 +343,9 @@ class RunView:
             row = self._row(self._turn, event.index, event.name or "")
             if event.name:
                 row.name = event.name
-            if event.partial_arguments is not None:
-                row.partial = event.partial_arguments
+            # Reading `partial_arguments` costs the size of the arguments so far: keep the event and take
+            # the snapshot when the row is drawn (at most ~30 times a second), not on every fragment.
+            row.partial_event = event
             self._mark(row)
         elif kind == "turn_started":
             self._turn = event.turn
