@@ -94,6 +94,11 @@ def seconds(value: float | None) -> str:
     return f"{minutes} min {secs:02d} s"
 
 
+def plural(n: int, word: str) -> str:
+    """`1 call`, `2 calls`."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
 def status_word(status: str) -> str:
     """The word shown for a status."""
     return _WORDS.get(status, status.replace("_", " "))
@@ -464,7 +469,7 @@ def call_text(rec: CallRecord) -> str:
 
 def run_text(run: AgentRun) -> str:
     """A run as plain text: header, prompt, each call, the answer, and how it ended."""
-    stats = [status_word(run.status), f"{run.turns} turns", f"{len(run.calls)} calls", seconds(run.elapsed)]
+    stats = [status_word(run.status), plural(run.turns, "turn"), plural(len(run.calls), "call"), seconds(run.elapsed)]
     tokens = _tokens(run)
     if tokens:
         stats.insert(3, tokens)

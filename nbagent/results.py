@@ -210,16 +210,18 @@ def faithful_text(value: Any) -> str:
     """Text that shows a Python value faithfully: JSON where it is JSON-like, else its repr."""
     if isinstance(value, str):
         return value
+    if type(value) in (int, float, bool):
+        return json.dumps(value)
     try:
         plain = pydantic_core.to_jsonable_python(value)
     except Exception:
         return _safe_repr(value)
-    if isinstance(value, _JSON_NATURAL) or not isinstance(plain, str):
-        try:
-            return json.dumps(plain, indent=2, ensure_ascii=False, allow_nan=True)
-        except (TypeError, ValueError):
-            return _safe_repr(value)
-    return plain  # datetime, UUID, Path, Enum of str...
+    if isinstance(plain, str) and not isinstance(value, _JSON_NATURAL):
+        return plain  # datetime, UUID, Path, Enum of str...
+    try:
+        return pydantic_core.to_json(plain, indent=2).decode("utf-8")
+    except Exception:
+        return json.dumps(plain, indent=2, ensure_ascii=False, allow_nan=True, default=repr)
 
 
 def _safe_repr(value: Any) -> str:

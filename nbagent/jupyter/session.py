@@ -137,8 +137,10 @@ class NotebookSession:
             if obj is None and name in builtin_names:
                 continue  # already offered
             if obj is None:
+                hidden = getattr(self.shell, "user_ns_hidden", {})
                 functions = sorted(k for k, v in ns.items()
-                                   if not k.startswith("_") and (isinstance(v, Tool) or _is_function(v)))
+                                   if not k.startswith("_") and k not in hidden
+                                   and (isinstance(v, Tool) or _is_function(v)))
                 known = f" Functions in the notebook: {', '.join(functions[:20])}." if functions else ""
                 raise UsageError(
                     f"--tools: there is no function named {name!r} in the notebook. Define it first (any "

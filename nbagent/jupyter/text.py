@@ -43,7 +43,7 @@ class TextView:
             self._line("  " + render.call_text(event.call).replace("\n", "\n  "))
         elif kind == "run_finished":
             run = self.run
-            end = f"[{render.status_word(run.status)} · {run.turns} turns · {len(run.calls)} calls · " \
+            end = f"[{render.status_word(run.status)} · {render.plural(run.turns, 'turn')} · {render.plural(len(run.calls), 'call')} · " \
                   f"{render.seconds(run.elapsed)}]"
             if run.error is not None:
                 end += f" {type(run.error).__name__}: {run.error}"
