@@ -15,11 +15,14 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Hashable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Hashable, Iterable, Sequence
 
 from ..events import ToolCallDelta
 from ..messages import AssistantMessage, Message, Reasoning, ToolCall, Usage
 from ..streaming import PartialJSON
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..tools import Tool
 
 __all__ = [
     "CallIds",
@@ -28,6 +31,7 @@ __all__ = [
     "ToolNames",
     "arguments_json",
     "arguments_object",
+    "names_for",
     "portable_messages",
     "reasoning_for",
     "sum_usage",
@@ -145,6 +149,12 @@ class ToolNames:
 # --------------------------------------------------------------------------------------------------
 # Call ids
 # --------------------------------------------------------------------------------------------------
+def names_for(messages: Sequence[Message], tools: Sequence[Tool], rule: NameRule) -> ToolNames:
+    """The wire names of one request: the offered tools first, then names called in the history."""
+    called = (c.name for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls)
+    return ToolNames([*(t.name for t in tools), *called], rule)
+
+
 class CallIds:
     """Tool-call ids of one request rewritten into the form a provider accepts, and back.
 

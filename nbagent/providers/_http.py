@@ -29,6 +29,7 @@ import random
 import re
 import time
 from codecs import utf_8_decode as _utf8_decode
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
@@ -794,6 +795,48 @@ class HTTPModel(Model):
         """The model's default settings updated with this request's (None values drop a default)."""
         merged = {**self.settings, **settings}
         return {k: v for k, v in merged.items() if v is not None}
+
+    async def stream_retrying(
+        self,
+        path: str,
+        body: dict[str, Any],
+        on_request: OnRequest | None,
+        new_state: Callable[[], Any],
+        read: Callable[[Any, ServerSentEvent], Any],
+        retryable: Callable[[ProviderError], bool],
+        *,
+        stop_when_done: bool = True,
+    ) -> AsyncIterator[Any]:
+        """POST `body` and stream it through a fresh accumulator: its deltas, then its `result()`.
+
+        `new_state()` makes the accumulator; `read(state, event)` feeds it one server-sent event and returns
+        the deltas it produced (an iterable, possibly empty). An error carried INSIDE the stream (no HTTP
+        status: the HTTP layer already retried statuses) is retried like its status when `retryable(exc)`
+        says so and nothing has been shown yet; once a delta went out, it is raised. With `stop_when_done`,
+        reading stops as soon as the accumulator says `done`.
+        """
+        policy = self.http.retry
+        attempt = 0
+        while True:
+            attempt += 1
+            state = new_state()
+            shown = False
+            try:
+                async with aclosing(self.http.stream_events(path, body, on_request=on_request)) as events:
+                    async for sse in events:
+                        for delta in read(state, sse):
+                            shown = True
+                            yield delta
+                        if stop_when_done and state.done:
+                            break
+            except ProviderError as exc:
+                if shown or exc.status is not None or not retryable(exc) or attempt > policy.max_retries:
+                    raise
+                on_request = None  # the request was recorded once
+                await policy.sleep(policy.backoff(attempt, exc.retry_after))
+                continue
+            yield state.result()
+            return
 
     async def aclose(self) -> None:
         await self.http.aclose()

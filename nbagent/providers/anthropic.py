@@ -17,7 +17,6 @@ deltas to show and, at the end, one normalised `AssistantMessage`. A stream that
 from __future__ import annotations
 
 import re
-from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Sequence
 
@@ -41,6 +40,7 @@ from ._common import (
     ToolCallAccumulator,
     ToolNames,
     arguments_object,
+    names_for,
     portable_messages,
     reasoning_for,
     usage_from,
@@ -190,33 +190,18 @@ class AnthropicModel(HTTPModel):
         **settings: Any,
     ) -> AsyncIterator[StreamEvent | AssistantMessage]:
         body, names = self.build_request(messages, tools, instructions=instructions, **settings)
-        policy = self.http.retry
-        attempt = 0
-        while True:
-            attempt += 1
-            state = _StreamState(names, partial=self.partial_arguments)
-            shown = False
-            try:
-                async with aclosing(self.http.stream_events("/v1/messages", body, on_request=on_request)) as events:
-                    process = state.process
-                    async for sse in events:
-                        delta = process(_parse_event(sse))
-                        if delta is not None:
-                            shown = True
-                            yield delta
-                        elif state.done:
-                            break
-            except ProviderError as exc:
-                # an error event (no HTTP status: the HTTP layer already retried statuses) before anything
-                # was shown is retried like the status it stands for
-                from_event = exc.status is None and _error_kind(exc.body) in _RETRY_EVENT_TYPES
-                if shown or not from_event or attempt > policy.max_retries:
-                    raise
-                on_request = None  # the request was recorded once
-                await policy.sleep(policy.backoff(attempt, exc.retry_after))
-                continue
-            yield state.result()
-            return
+        partial = self.partial_arguments
+
+        def read(state: _StreamState, sse: ServerSentEvent) -> tuple[StreamEvent, ...]:
+            delta = state.process(_parse_event(sse))
+            return () if delta is None else (delta,)
+
+        # an `error` event before anything was shown is retried like the status it stands for
+        async for item in self.stream_retrying(
+            "/v1/messages", body, on_request, lambda: _StreamState(names, partial=partial), read,
+            lambda exc: _error_kind(exc.body) in _RETRY_EVENT_TYPES,
+        ):
+            yield item
 
     def wire_tool_result(self, message: ToolResultMessage) -> dict[str, Any]:
         """The `tool_result` block this result is sent as (a request may add a cache breakpoint to it)."""
@@ -231,9 +216,7 @@ class AnthropicModel(HTTPModel):
 # Going out
 # --------------------------------------------------------------------------------------------------
 def _names_for(messages: Sequence[Message], tools: Sequence[Tool]) -> ToolNames:
-    """The wire names of one request: the offered tools first, then names called in the history."""
-    called = (c.name for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls)
-    return ToolNames([*(t.name for t in tools), *called], NAME_RULE)
+    return names_for(messages, tools, NAME_RULE)
 
 
 def _can_think(messages: Sequence[Message]) -> bool:

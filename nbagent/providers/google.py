@@ -26,7 +26,6 @@ import copy
 import functools
 import json
 import re
-from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Sequence
 from urllib.parse import quote
@@ -52,6 +51,7 @@ from ._common import (
     ToolCallAccumulator,
     ToolNames,
     arguments_object,
+    names_for,
     portable_messages,
     reasoning_for,
     usage_from,
@@ -210,31 +210,20 @@ class GeminiModel(HTTPModel):
         **settings: Any,
     ) -> AsyncIterator[StreamEvent | AssistantMessage]:
         body, names = self.build_request(messages, tools, instructions=instructions, **settings)
-        policy = self.http.retry
-        attempt = 0
-        while True:
-            attempt += 1
-            state = _StreamState(names, partial=self.partial_arguments)
-            shown = False
-            try:
-                async with aclosing(self.http.stream_events(self.path, body, on_request=on_request)) as events:
-                    async for sse in events:
-                        chunk = _parse_event(sse)
-                        if chunk is None:
-                            continue
-                        for delta in state.process(chunk):
-                            shown = True
-                            yield delta
-            except (errors.OverloadedError, errors.RateLimitError, errors.ServerError) as exc:
-                # an error object inside the stream (no HTTP status: the HTTP layer already retried those)
-                # before anything was shown is retried like the status it carries
-                if shown or exc.status is not None or attempt > policy.max_retries:
-                    raise
-                on_request = None  # the request was recorded once
-                await policy.sleep(policy.backoff(attempt, exc.retry_after))
-                continue
-            yield state.result()
-            return
+        partial = self.partial_arguments
+
+        def read(state: _StreamState, sse: ServerSentEvent) -> Any:
+            chunk = _parse_event(sse)
+            return () if chunk is None else state.process(chunk)
+
+        # an error object inside the stream before anything was shown is retried like the status it carries;
+        # the whole stream is read (usage may follow the chunk that finishes)
+        async for item in self.stream_retrying(
+            self.path, body, on_request, lambda: _StreamState(names, partial=partial), read,
+            lambda exc: isinstance(exc, (errors.OverloadedError, errors.RateLimitError, errors.ServerError)),
+            stop_when_done=False,
+        ):
+            yield item
 
     def wire_tool_result(self, message: ToolResultMessage) -> dict[str, Any]:
         """The `functionResponse` part this result is sent as."""
@@ -249,8 +238,7 @@ class GeminiModel(HTTPModel):
 # Going out
 # --------------------------------------------------------------------------------------------------
 def _names_for(messages: Sequence[Message], tools: Sequence[Tool]) -> ToolNames:
-    called = (c.name for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls)
-    return ToolNames([*(t.name for t in tools), *called], NAME_RULE)
+    return names_for(messages, tools, NAME_RULE)
 
 
 def _map_tools(tools: Sequence[Tool], names: ToolNames, *, use_parameters: bool = False) -> list[dict[str, Any]]:

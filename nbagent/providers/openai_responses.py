@@ -21,7 +21,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Sequence
 
@@ -45,6 +44,7 @@ from ._common import (
     ToolCallAccumulator,
     ToolNames,
     arguments_json,
+    names_for,
     portable_messages,
     reasoning_for,
     usage_from,
@@ -175,34 +175,18 @@ class OpenAIResponsesModel(HTTPModel):
         **settings: Any,
     ) -> AsyncIterator[StreamEvent | AssistantMessage]:
         body, names = self.build_request(messages, tools, instructions=instructions, **settings)
-        policy = self.http.retry
-        attempt = 0
-        while True:
-            attempt += 1
-            state = _StreamState(names, partial=self.partial_arguments)
-            shown = False
-            try:
-                async with aclosing(self.http.stream_events("/responses", body, on_request=on_request)) as events:
-                    process = state.process
-                    async for sse in events:
-                        event = _parse_event(sse)
-                        if event is None:
-                            continue
-                        delta = process(event)
-                        if delta is not None:
-                            shown = True
-                            yield delta
-                        elif state.done:
-                            break
-            except ProviderError as exc:
-                from_event = exc.status is None and _error_code(exc.body) in _RETRY_CODES
-                if shown or not from_event or attempt > policy.max_retries:
-                    raise
-                on_request = None  # the request was recorded once
-                await policy.sleep(policy.backoff(attempt, exc.retry_after))
-                continue
-            yield state.result()
-            return
+        partial = self.partial_arguments
+
+        def read(state: _StreamState, sse: ServerSentEvent) -> tuple[StreamEvent, ...]:
+            event = _parse_event(sse)
+            delta = None if event is None else state.process(event)
+            return () if delta is None else (delta,)
+
+        async for item in self.stream_retrying(
+            "/responses", body, on_request, lambda: _StreamState(names, partial=partial), read,
+            lambda exc: _error_code(exc.body) in _RETRY_CODES,
+        ):
+            yield item
 
     def wire_tool_result(self, message: ToolResultMessage) -> dict[str, Any]:
         """The `function_call_output` item this result is sent as."""
@@ -217,8 +201,7 @@ class OpenAIResponsesModel(HTTPModel):
 # Going out
 # --------------------------------------------------------------------------------------------------
 def _names_for(messages: Sequence[Message], tools: Sequence[Tool]) -> ToolNames:
-    called = (c.name for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls)
-    return ToolNames([*(t.name for t in tools), *called], NAME_RULE)
+    return names_for(messages, tools, NAME_RULE)
 
 
 def _map_tools(tools: Sequence[Tool], names: ToolNames) -> list[dict[str, Any]]:
