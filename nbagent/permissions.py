@@ -480,10 +480,11 @@ def _path_forms(root: Path, value: str) -> tuple[str, str, str | None, str | Non
     joined = text if os.path.isabs(text) else os.path.join(root_real, text)
     lexical = os.path.normpath(joined)
     real = os.path.realpath(joined)  # not of `lexical`: `link/..` is the link target's parent
-    return lexical, real, _relative_inside(root_real, lexical), _relative_inside(root_real, real)
+    return lexical, real, relative_inside(root_real, lexical), relative_inside(root_real, real)
 
 
-def _relative_inside(root: str, path: str) -> str | None:
+def relative_inside(root: str, path: str) -> str | None:
+    """`path` relative to `root` (both absolute, normalised), `/`-separated; None when it is not inside."""
     try:
         if os.path.commonpath([root, path]) != root:
             return None

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..permissions import relative_inside
+
 __all__ = ["ResolvedPath", "Workspace", "WorkspaceError", "workspace_of"]
 
 _DIR_FD = os.open in os.supports_dir_fd and os.mkdir in os.supports_dir_fd
@@ -110,15 +112,7 @@ class Workspace:
 
     def relative(self, path: str | os.PathLike[str]) -> str | None:
         """`path` (absolute) relative to the root, `/`-separated; None when it is not inside."""
-        path = os.fspath(path)
-        root = self._root_str
-        try:
-            if os.path.commonpath([root, path]) != root:
-                return None
-        except ValueError:
-            return None
-        rel = os.path.relpath(path, root)
-        return "." if rel == "." else rel.replace(os.sep, "/")
+        return relative_inside(self._root_str, os.fspath(path))
 
     def contains(self, path: str | os.PathLike[str]) -> bool:
         """Whether `path` really (symbolic links followed) lies inside the workspace."""
