@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
+from nbagent import AssistantMessage, Tool, tool
 from nbagent.providers._http import SSEDecoder
 
 from .fakeserver import FIXTURES
@@ -54,3 +55,24 @@ def replace_event(body: bytes, marker: bytes, new: Callable[[bytes], bytes]) -> 
 
 def fixture_path(provider: str, name: str) -> Path:
     return FIXTURES / provider / name
+
+
+def make_tool(name: str, **kwargs) -> Tool:
+    """A one-parameter tool under any name (names are what the adapters project)."""
+
+    def fn(password: str) -> str:
+        """A tool that requires a password to retrieve a secret."""
+        return "secret"
+
+    return tool(name=name, read_only=True, **kwargs)(fn)
+
+
+async def collect(model, messages, tools=(), **kwargs):
+    """Stream one response: (the deltas, the final AssistantMessage)."""
+    deltas, final = [], None
+    async for item in model.stream(messages, tools, **kwargs):
+        if isinstance(item, AssistantMessage):
+            final = item
+        else:
+            deltas.append(item)
+    return deltas, final

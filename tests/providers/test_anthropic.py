@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from nbagent import Agent, tool
+from nbagent import Agent
 from nbagent.errors import (
     AuthenticationError,
     OverloadedError,
@@ -28,10 +28,9 @@ from nbagent.messages import (
 from nbagent.providers import load_model
 from nbagent.providers.anthropic import AnthropicModel, _StreamState
 from nbagent.providers.scripted import ScriptedModel
-from nbagent.tools import Tool
 
 from .fakeserver import FakeServer, Reply
-from .replay import cut_before, fixture_json, recorded, recorded_events, replace_event
+from .replay import collect, cut_before, fixture_json, make_tool, recorded, recorded_events, replace_event
 
 KEY = "sk-ant-test-0123456789SECRETKEY"
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
@@ -41,24 +40,6 @@ def model_for(server: FakeServer, policy=None, **options) -> AnthropicModel:
     if policy is not None:
         options["retry"] = policy
     return AnthropicModel("claude-sonnet-4-5", base_url=server.url, api_key=KEY, **options)
-
-
-def make_tool(name: str, **kwargs) -> Tool:
-    def fn(password: str) -> str:
-        """A tool that requires a password to retrieve a secret."""
-        return "secret"
-
-    return tool(name=name, read_only=True, **kwargs)(fn)
-
-
-async def collect(model, messages, tools=(), **kwargs):
-    deltas, final = [], None
-    async for item in model.stream(messages, tools, **kwargs):
-        if isinstance(item, AssistantMessage):
-            final = item
-        else:
-            deltas.append(item)
-    return deltas, final
 
 
 def feed(state: _StreamState, events) -> list:

@@ -36,10 +36,9 @@ from nbagent.providers.google import (
 )
 from nbagent.providers.openai_responses import OpenAIResponsesModel
 from nbagent.providers.scripted import ScriptedModel
-from nbagent.tools import Tool
 
 from .fakeserver import FakeServer, Reply
-from .replay import cut_before, fixture_json, recorded, recorded_events, replace_event
+from .replay import collect, cut_before, fixture_json, make_tool, recorded, recorded_events, replace_event
 
 KEY = "AIzaSyTEST0123456789SECRETKEY"
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
@@ -49,24 +48,6 @@ def model_for(server: FakeServer, name: str = "gemini-2.5-flash", policy=None, *
     if policy is not None:
         options["retry"] = policy
     return GeminiModel(name, base_url=server.url, api_key=KEY, **options)
-
-
-def make_tool(name: str, **kwargs) -> Tool:
-    def fn(password: str) -> str:
-        """A tool that requires a password to retrieve a secret."""
-        return "secret"
-
-    return tool(name=name, read_only=True, **kwargs)(fn)
-
-
-async def collect(model, messages, tools=(), **kwargs):
-    deltas, final = [], None
-    async for item in model.stream(messages, tools, **kwargs):
-        if isinstance(item, AssistantMessage):
-            final = item
-        else:
-            deltas.append(item)
-    return deltas, final
 
 
 def replay(name: str) -> tuple[list, AssistantMessage]:

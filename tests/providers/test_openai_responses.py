@@ -35,10 +35,9 @@ from nbagent.providers.openai_responses import (
     strict_schema,
 )
 from nbagent.providers.scripted import ScriptedModel
-from nbagent.tools import Tool
 
 from .fakeserver import FakeServer, Reply
-from .replay import cut_before, fixture_json, recorded, recorded_events, replace_event
+from .replay import collect, cut_before, fixture_json, make_tool, recorded, recorded_events, replace_event
 
 KEY = "sk-proj-test-0123456789SECRETKEY"
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
@@ -48,24 +47,6 @@ def model_for(server: FakeServer, name: str = "gpt-5", policy=None, **options) -
     if policy is not None:
         options["retry"] = policy
     return OpenAIResponsesModel(name, base_url=server.url + "/v1", api_key=KEY, **options)
-
-
-def make_tool(name: str, **kwargs) -> Tool:
-    def fn(password: str) -> str:
-        """A tool that requires a password to retrieve a secret."""
-        return "secret"
-
-    return tool(name=name, read_only=True, **kwargs)(fn)
-
-
-async def collect(model, messages, tools=(), **kwargs):
-    deltas, final = [], None
-    async for item in model.stream(messages, tools, **kwargs):
-        if isinstance(item, AssistantMessage):
-            final = item
-        else:
-            deltas.append(item)
-    return deltas, final
 
 
 def replay(name: str) -> tuple[list, AssistantMessage]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import threading
 import time
@@ -255,37 +256,30 @@ def test_history_is_most_recent_first_and_pages(ws: Path) -> None:
     assert last.startswith("Agent [1]:") and "older ones" not in last
 
 
-async def test_cancelling_blocked_code_says_it_could_not_be_stopped(ws: Path, ns: dict) -> None:
-    import asyncio
-
+async def _cancel_once_started(ws: Path, ns: dict, code: str):
+    """Run `code` (which sets `started` first) through an Agent, cancel the run once it began, finish it."""
     started = threading.Event()
     ns["started"] = started
     model = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name="python", arguments={
-        "code": "started.set()\nimport time\ntime.sleep(2.5)"})]), "done"])
+        "code": "started.set()\n" + code})]), "done"])
     agent = Agent(model=model, tools=toolbox.all(workspace=ws, namespace=ns), mode="bypassPermissions", workspace=ws)
     run = agent.start("go")
     while not started.is_set():
         await asyncio.sleep(0.01)
     run.cancel()
     await run
+    return run
+
+
+async def test_cancelling_blocked_code_says_it_could_not_be_stopped(ws: Path, ns: dict) -> None:
+    run = await _cancel_once_started(ws, ns, "import time\ntime.sleep(2.5)")
     rec = run.calls[0]
     assert rec.status == "cancelled"
     assert "could not be stopped" in rec.result.text
 
 
 async def test_cancelling_running_python_code_stops_it(ws: Path, ns: dict) -> None:
-    import asyncio
-
-    started = threading.Event()
-    ns["started"] = started
-    model = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name="python", arguments={
-        "code": "started.set()\nn = 0\nwhile True:\n    n += 1"})]), "done"])
-    agent = Agent(model=model, tools=toolbox.all(workspace=ws, namespace=ns), mode="bypassPermissions", workspace=ws)
-    run = agent.start("go")
-    while not started.is_set():
-        await asyncio.sleep(0.01)
-    run.cancel()
-    await run
+    run = await _cancel_once_started(ws, ns, "n = 0\nwhile True:\n    n += 1")
     rec = run.calls[0]
     assert rec.status == "cancelled"
     assert "could not be stopped" not in rec.result.text
