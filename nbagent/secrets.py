@@ -1,0 +1,113 @@
+"""Secrets kept out of everything nbagent writes down or sends: one redaction step for all of it.
+
+Two kinds of secret are removed, wherever text leaves a tool or a provider:
+
+- the values of the environment's credential variables (names ending in `_API_KEY`, `_TOKEN`,
+  `_SECRET`, `_PASSWORD`, plus a few well-known ones), read when redaction runs, so a key set after
+  `import nbagent` is covered too;
+- strings shaped like provider keys and tokens (`sk-...`, `sk-ant-...`, `AIza...`, `ghp_...`,
+  `xoxb-...`, `AKIA...`, `hf_...`), wherever they come from: a notebook variable, a file, a command's output.
+
+`redact(text)` replaces each with `[REDACTED:NAME]` (the variable's name, or the kind of token);
+`redact_value(obj)` does it through the strings of a JSON-like value (dicts, lists, tuples), returning
+the same object when nothing changed. The runtime calls them on tool results before the model sees
+them, on error messages, and on the request bodies it keeps (`run.requests`). A value shorter than
+`MIN_SECRET_LENGTH` is never treated as a secret (it would redact ordinary words).
+
+This module is part of the data layer: it imports nothing from nbagent.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+__all__ = ["MIN_SECRET_LENGTH", "SECRET_VARIABLE_PATTERN", "TOKEN_PATTERNS", "redact", "redact_value",
+           "secret_values"]
+
+MIN_SECRET_LENGTH = 8
+"""Shorter values of credential variables are left alone."""
+
+SECRET_VARIABLE_PATTERN = re.compile(
+    r"(?:^|_)(?:API_?KEY|TOKEN|SECRET|SECRET_KEY|PASSWORD|PASSWD|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)$"
+    r"|^(?:ANTHROPIC|OPENAI|GEMINI|GOOGLE|MISTRAL|GROQ|COHERE|HF|HUGGING_FACE_HUB|GITHUB|GH|AWS)_.*KEY",
+    re.IGNORECASE,
+)
+"""Environment variable names whose values are secrets."""
+
+TOKEN_PATTERNS: dict[str, re.Pattern[str]] = {
+    "anthropic-key": re.compile(r"sk-ant-[A-Za-z0-9_\-]{20,}"),
+    "openai-key": re.compile(r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"),
+    "google-key": re.compile(r"AIza[0-9A-Za-z_\-]{35}"),
+    "github-token": re.compile(r"(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})"),
+    "slack-token": re.compile(r"xox[abposr]-[A-Za-z0-9\-]{10,}"),
+    "aws-key": re.compile(r"(?:AKIA|ASIA)[0-9A-Z]{16}"),
+    "huggingface-token": re.compile(r"hf_[A-Za-z0-9]{30,}"),
+}
+"""Shapes of well-known keys and tokens, redacted wherever they appear."""
+
+_TOKENS = re.compile("|".join(f"(?P<{name.replace('-', '_')}>{p.pattern})" for name, p in TOKEN_PATTERNS.items()))
+
+_cache: tuple[tuple[tuple[str, str], ...], re.Pattern[str] | None, dict[str, str]] | None = None
+
+
+def secret_values() -> dict[str, str]:
+    """The values of the environment's credential variables, stripped: `{value: variable name}`."""
+    return dict(_compiled()[2])
+
+
+def _compiled() -> tuple[tuple[tuple[str, str], ...], re.Pattern[str] | None, dict[str, str]]:
+    global _cache
+    items = tuple(sorted((k, v) for k, v in os.environ.items() if SECRET_VARIABLE_PATTERN.search(k)))
+    if _cache is not None and _cache[0] == items:
+        return _cache
+    values: dict[str, str] = {}
+    for name, value in items:
+        for candidate in {value, value.strip()}:
+            if len(candidate) >= MIN_SECRET_LENGTH:
+                values.setdefault(candidate, name)
+    pattern = None
+    if values:
+        # longest first, so a key that contains another is replaced whole
+        pattern = re.compile("|".join(re.escape(v) for v in sorted(values, key=len, reverse=True)))
+    _cache = (items, pattern, values)
+    return _cache
+
+
+def redact(text: str) -> str:
+    """`text` with every secret replaced by `[REDACTED:NAME]`."""
+    if not isinstance(text, str) or len(text) < MIN_SECRET_LENGTH:
+        return text
+    _, pattern, values = _compiled()
+    if pattern is not None:
+        text = pattern.sub(lambda m: f"[REDACTED:{values[m.group(0)]}]", text)
+    if _might_hold_token(text):
+        text = _TOKENS.sub(lambda m: f"[REDACTED:{(m.lastgroup or 'token').replace('_', '-')}]", text)
+    return text
+
+
+def _might_hold_token(text: str) -> bool:
+    # a cheap pre-check: every token shape above holds one of these
+    return any(marker in text for marker in ("sk-", "AIza", "gh", "github_pat_", "xox", "AKIA", "ASIA", "hf_"))
+
+
+def redact_value(value: Any) -> Any:
+    """`value` with `redact` applied to every string inside it (dict keys included); the same object
+    when nothing changed, so callers can compare identity."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        changed = False
+        out = {}
+        for k, v in value.items():
+            nk, nv = redact_value(k), redact_value(v)
+            changed = changed or nk is not k or nv is not v
+            out[nk] = nv
+        return out if changed else value
+    if isinstance(value, (list, tuple)):
+        items = [redact_value(v) for v in value]
+        if any(a is not b for a, b in zip(items, value)):
+            return type(value)(items) if isinstance(value, tuple) else items
+        return value
+    return value
