@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-__all__ = ["CancellationToken", "Constraints", "ProgressUpdate", "ToolCancelled", "ToolContext"]
+__all__ = ["SANDBOX_POLICIES", "CancellationToken", "Constraints", "ProgressUpdate", "ToolCancelled", "ToolContext"]
 
 T = TypeVar("T")
 _MISSING: Any = object()
@@ -106,6 +106,10 @@ class CancellationToken:
 _TOKEN_LOCK = threading.Lock()
 
 
+SANDBOX_POLICIES = ("read-only", "workspace-write", "danger-full-access")
+"""The OS sandbox policies for shell commands (see `nbagent.toolbox.sandbox`)."""
+
+
 @dataclass(slots=True, frozen=True)
 class Constraints:
     """The session's execution constraints, visible to every call."""
@@ -118,6 +122,9 @@ class Constraints:
     """Name patterns of the tools the session may use (None: every tool)."""
     workspace: Path | None = None
     """The directory file tools are confined to."""
+    sandbox: str = "workspace-write"
+    """The OS sandbox policy for commands the person (or a rule) allowed: read-only, workspace-write,
+    danger-full-access. Commands auto-allowed as read-only always run under `read-only`."""
 
 
 @dataclass(slots=True)
@@ -150,6 +157,7 @@ class ToolContext:
         "cancellation",
         "constraints",
         "run",
+        "decision",
         "_extensions",
         "_on_progress",
         "_loop",
@@ -177,6 +185,8 @@ class ToolContext:
         self.cancellation = cancellation or CancellationToken()
         self.constraints = constraints or Constraints()
         self.run = run
+        self.decision: Any = None
+        """The permission decision that allowed the call (set before it runs; `source` says what decided)."""
         self._extensions = extensions or {}
         self._on_progress = on_progress
         self._loop = loop

@@ -234,6 +234,7 @@ async def _lifecycle(run: AgentRun, plan: ToolPlan, rec: CallRecord, outcome: Ba
             # What runs is a private copy of exactly what was approved: nothing can change it from now on.
             run_args = _frozen_copy(args)
     rec.decision = decision
+    ctx.decision = decision
     if not decision.allow:
         _finish(run, rec, "denied", error_result(f"Permission denied: {decision.reason}. The call was not executed."))
         return

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from .context import CancellationToken, Constraints
+from .context import SANDBOX_POLICIES, CancellationToken, Constraints
 from .errors import ConfigurationError
 from .events import Event, ReasoningDelta, TextDelta, ToolCallDelta, ToolCallProgress
 from .hooks import Hooks
@@ -59,6 +59,9 @@ class Agent:
         max_result_chars: text of one result the model gets before it is cut (None: no limit).
         tool_resolver: `f(name) -> Tool | None` for calls to tools found nowhere else.
         model_settings: extra settings passed to every model request (temperature, max_tokens...).
+        sandbox: the OS sandbox for shell commands a person or a rule allowed: "workspace-write" (writes only
+            inside the workspace, no network), "read-only", or "danger-full-access" (no sandbox). Commands
+            auto-allowed as read-only always run read-only.
     """
 
     def __init__(
@@ -82,6 +85,7 @@ class Agent:
         tool_resolver: Callable[[str], Tool | None] | None = None,
         model_settings: dict[str, Any] | None = None,
         name: str = "agent",
+        sandbox: str = "workspace-write",
     ) -> None:
         if mode not in MODES:
             raise ConfigurationError(f"unknown mode {mode!r}; choose one of: {', '.join(MODES)}")
@@ -89,6 +93,8 @@ class Agent:
             raise ConfigurationError(
                 f"unknown capability_mode {capability_mode!r}; choose one of: {', '.join(CAPABILITY_MODES)}"
             )
+        if sandbox not in SANDBOX_POLICIES:
+            raise ConfigurationError(f"unknown sandbox {sandbox!r}; choose one of: {', '.join(SANDBOX_POLICIES)}")
         if not isinstance(max_turns, int) or max_turns < 1:
             raise ConfigurationError(f"max_turns must be a positive integer, not {max_turns!r}")
         self.name = name
@@ -107,6 +113,7 @@ class Agent:
         self.allowed_tools = tuple(allowed_tools) if allowed_tools is not None else None
         self.extensions: dict[type, Any] = {type(e): e for e in extensions}
         self.max_result_chars = max_result_chars
+        self.sandbox = sandbox
         self.tool_resolver = tool_resolver
         self.model_settings = dict(model_settings or {})
         try:
@@ -263,7 +270,8 @@ class AgentRun:
         self.builtin_tools: tuple[Tool, ...] = (self.output_tool,) if self.output_tool is not None else ()
         workspace = agent.workspace or Path.cwd()
         self.cwd = agent.cwd or workspace
-        self.constraints = Constraints(agent.mode, agent.capability_mode, agent.allowed_tools, workspace)
+        self.constraints = Constraints(agent.mode, agent.capability_mode, agent.allowed_tools, workspace,
+                                       getattr(agent, "sandbox", "workspace-write"))
         self.policy = agent.policy
         self.hooks = agent.hooks
         self.extensions = agent.extensions
