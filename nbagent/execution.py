@@ -229,10 +229,10 @@ async def _lifecycle(run: AgentRun, plan: ToolPlan, rec: CallRecord, outcome: Ba
     decision, why = run.policy.evaluate(tool, args, ctx)
     run_args = args
     if decision is None:
-        decision = await _ask(run, rec, tool, args, why, ctx)
-        if decision.allow:
-            # What runs is a private copy of exactly what was approved: nothing can change it from now on.
-            run_args = _frozen_copy(args)
+        # What runs is a private copy made before anyone (listener, approver, view) sees the request:
+        # nothing they do to the arguments they are shown can change it.
+        run_args = _frozen_copy(args)
+        decision = await _ask(run, rec, tool, args, run_args, why, ctx)
     rec.decision = decision
     ctx.decision = decision
     if not decision.allow:
@@ -360,11 +360,11 @@ def _on_progress(run: AgentRun, rec: CallRecord, update: ProgressUpdate) -> None
 # --------------------------------------------------------------------------------------------------
 # Approval
 # --------------------------------------------------------------------------------------------------
-async def _ask(run: AgentRun, rec: CallRecord, tool: Tool, args: dict[str, Any], why: str,
+async def _ask(run: AgentRun, rec: CallRecord, tool: Tool, args: dict[str, Any], frozen: Any, why: str,
                ctx: ToolContext | None = None) -> Decision:
-    scope = tool.suggested_scope(args, ctx)
-    shown = fingerprint(args)
-    request = ApprovalRequest(rec, tool, dict(args), why, scope, shown)
+    scope = tool.suggested_scope(frozen, ctx)
+    shown = fingerprint(frozen)
+    request = ApprovalRequest(rec, tool, _frozen_copy(frozen), why, scope, shown)
     rec.status = "waiting_for_approval"
     run._waiting += 1
     run._refresh_status()
@@ -375,7 +375,7 @@ async def _ask(run: AgentRun, rec: CallRecord, tool: Tool, args: dict[str, Any],
         run._waiting -= 1
         rec.status = "pending"
         run._refresh_status()
-    if decision.allow and fingerprint(args) != shown:
+    if decision.allow and (fingerprint(args) != shown or fingerprint(request.arguments) != shown):
         decision = Decision(False, source="user", reason="the arguments changed after they were approved, so the approval is void")
     if decision.allow and decision.remember:
         run.policy.remember(tool, decision, request)
