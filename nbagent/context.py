@@ -182,7 +182,7 @@ class ToolContext:
         self.call_id = call_id
         self.tool_name = tool_name
         self.cwd = cwd if isinstance(cwd, Path) else Path(cwd) if cwd is not None else Path.cwd()
-        self.cancellation = cancellation or CancellationToken()
+        self.cancellation = cancellation if cancellation is not None else CancellationToken()  # not `or`: a token is falsy until cancelled
         self.constraints = constraints or Constraints()
         self.run = run
         self.decision: Any = None

@@ -387,6 +387,16 @@ async def _ask(run: AgentRun, rec: CallRecord, tool: Tool, args: dict[str, Any],
 # Execution: async on the loop, sync on the thread pool
 # --------------------------------------------------------------------------------------------------
 async def _execute(tool: Tool, args: Any, ctx: ToolContext) -> Any:
+    try:
+        return await _execute_tool(tool, args, ctx)
+    except asyncio.CancelledError:
+        # However the call was cancelled (run.cancel(), Stop, the run's task cancelled with the cell that
+        # awaited it), its token says so: work the tool handed to a thread sees `ctx.cancelled`.
+        ctx.cancellation.cancel("cancelled")
+        raise
+
+
+async def _execute_tool(tool: Tool, args: Any, ctx: ToolContext) -> Any:
     timeout = tool.timeout
     if tool.is_async:
         if timeout is None:

@@ -104,6 +104,7 @@ async def drive(run: AgentRun) -> None:
                 break
     except asyncio.CancelledError:
         status = "cancelled"
+        run.cancellation.cancel("the run was cancelled")  # every call's token is a child of this one
         _commit(run)
         _keep_partial_text(run)
     except Exception as exc:  # model errors, max_turns, output errors, bugs: the run fails, clearly
