@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any
 from .arguments import parse_arguments
 from .context import CancellationToken, ProgressUpdate, ToolCancelled, ToolContext
 from .events import ApprovalDecided, ApprovalRequested, ToolCallFinished, ToolCallProgress, ToolCallStarted
-from .hooks import Block, StopAfterBatch, call_hook, hook_name
-from .messages import ImageBlock, TextBlock, ToolResult, ToolResultMessage
+from .hooks import Block, run_after_tool_call, run_before_tool_call, run_tool_result_persist
+from .messages import ToolResult, ToolResultMessage
 from .permissions import ApprovalRequest, Decision, fingerprint
 from .records import CallRecord
-from .results import check_image, error_result, to_tool_result, truncate_for_model
+from .results import error_result, normalise, to_tool_result
 from .tools import ArgumentsError, Tool
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -203,27 +203,19 @@ async def _lifecycle(run: AgentRun, plan: ToolPlan, rec: CallRecord, outcome: Ba
     )
 
     # 3. before_tool_call hooks
-    for hook in run.hooks.before_tool_call:
-        try:
-            out = await call_hook(hook, rec, ctx)
-        except Exception as exc:
-            _hook_failed(rec, "before_tool_call", hook, exc)
-            continue
-        if isinstance(out, Block):
-            rec.decision = Decision(False, source="hook", reason=out.reason)
-            _finish(run, rec, "blocked", error_result(f"Blocked: {out.reason}. The call was not executed."))
-            return
-        if isinstance(out, dict) and out:
-            try:
-                args = tool.validate({**args, **out})
-            except ArgumentsError as exc:
-                _finish(run, rec, "invalid_arguments", _invalid_arguments_result(
-                    tool, f"after a before_tool_call hook changed them:\n{exc}"))
-                return
-            rec.arguments = args
-            rec.activity = tool.activity(args)
-        elif out is not None and not isinstance(out, dict):
-            rec.hook_errors.append(f"before_tool_call {hook_name(hook)} returned {type(out).__name__}; ignored")
+    try:
+        out = await run_before_tool_call(run.hooks, rec, ctx, args, tool.validate)
+    except ArgumentsError as exc:
+        _finish(run, rec, "invalid_arguments", _invalid_arguments_result(
+            tool, f"after a before_tool_call hook changed them:\n{exc}"))
+        return
+    if isinstance(out, Block):
+        rec.decision = Decision(False, source="hook", reason=out.reason)
+        _finish(run, rec, "blocked", error_result(f"Blocked: {out.reason}. The call was not executed."))
+        return
+    if out is not args:
+        args = out
+        rec.activity = tool.activity(args)
 
     # 4. permission
     decision, why = run.policy.evaluate(tool, args, ctx)
@@ -272,34 +264,15 @@ async def _lifecycle(run: AgentRun, plan: ToolPlan, rec: CallRecord, outcome: Ba
         status = "error"
 
     # 6. after_tool_call hooks
-    for hook in run.hooks.after_tool_call:
-        try:
-            out = await call_hook(hook, rec, result)
-        except Exception as exc:
-            _hook_failed(rec, "after_tool_call", hook, exc)
-            continue
-        if isinstance(out, StopAfterBatch):
-            outcome.stop_requested = out.reason
-        elif isinstance(out, ToolResult):
-            result = out
-            status = "error" if result.is_error else ("ok" if status in ("ok", "error") else status)
-        elif out is not None:
-            rec.hook_errors.append(f"after_tool_call {hook_name(hook)} returned {type(out).__name__}; ignored")
+    result, status, stop = await run_after_tool_call(run.hooks, rec, result, status)
+    if stop is not None:
+        outcome.stop_requested = stop
 
     rec.completed_activity = tool.completed_activity(args, result.details if result.details is not None else result)
 
     # 7. normalise for the model, then tool_result_persist hooks
-    result = _normalise(result, run.max_result_chars)
-    for hook in run.hooks.tool_result_persist:
-        try:
-            out = await call_hook(hook, rec, result)
-        except Exception as exc:
-            _hook_failed(rec, "tool_result_persist", hook, exc)
-            continue
-        if isinstance(out, ToolResult):
-            result = out
-        elif out is not None:
-            rec.hook_errors.append(f"tool_result_persist {hook_name(hook)} returned {type(out).__name__}; ignored")
+    result = normalise(result, run.max_result_chars)
+    result = await run_tool_result_persist(run.hooks, rec, result)
     _finish(run, rec, status, result)
 
 
@@ -314,26 +287,6 @@ def _describe_exception(exc: BaseException) -> str:
     text = str(exc)
     name = type(exc).__name__
     return f"Error: {name}: {text}" if text else f"Error: {name}"
-
-
-def _hook_failed(rec: CallRecord, point: str, hook: Any, exc: Exception) -> None:
-    message = f"{point} hook {hook_name(hook)} raised {type(exc).__name__}: {exc}"
-    log.warning("%s (ignored)", message)
-    rec.hook_errors.append(message)
-
-
-def _normalise(result: ToolResult, max_chars: int | None) -> ToolResult:
-    if any(isinstance(b, ImageBlock) for b in result.content):
-        blocks = []
-        for block in result.content:
-            if isinstance(block, ImageBlock):
-                try:
-                    block = check_image(block)
-                except Exception as exc:
-                    block = TextBlock(f"[an image was removed: {exc}]")
-            blocks.append(block)
-        result = ToolResult(blocks, details=result.details, is_error=result.is_error, terminate=result.terminate)
-    return truncate_for_model(result, max_chars)
 
 
 def _finish(run: AgentRun, rec: CallRecord, status: str, result: ToolResult) -> None:

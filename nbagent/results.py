@@ -27,6 +27,7 @@ __all__ = [
     "error_result",
     "image_result",
     "json_result",
+    "normalise",
     "text_result",
     "to_tool_result",
     "truncate_for_model",
@@ -166,3 +167,19 @@ def truncate_for_model(result: ToolResult, max_chars: int | None) -> ToolResult:
         budget = 0
     details = result.details if result.details is not None else full_text
     return ToolResult(new_blocks, details=details, is_error=result.is_error, terminate=result.terminate)
+
+
+def normalise(result: ToolResult, max_chars: int | None) -> ToolResult:
+    """A result as the model may see it: images checked (one that fails becomes a note saying why), then
+    long text cut (`truncate_for_model`)."""
+    if any(isinstance(b, ImageBlock) for b in result.content):
+        blocks = []
+        for block in result.content:
+            if isinstance(block, ImageBlock):
+                try:
+                    block = check_image(block)
+                except Exception as exc:
+                    block = TextBlock(f"[an image was removed: {exc}]")
+            blocks.append(block)
+        result = ToolResult(blocks, details=result.details, is_error=result.is_error, terminate=result.terminate)
+    return truncate_for_model(result, max_chars)
