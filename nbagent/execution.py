@@ -109,7 +109,7 @@ async def execute_batch(run: AgentRun, plan: ToolPlan, records: list[CallRecord]
         # Whatever happened (cancellation included), every call ends with exactly one result.
         for rec in records:
             if not rec.done:
-                _finish(run, rec, "cancelled", _cancelled_result(run))
+                await _settle(run, rec, "cancelled", _cancelled_result(run))
     results = [rec.result for rec in records]
     outcome.all_terminate = bool(results) and all(r is not None and r.terminate for r in results)
     return outcome
@@ -145,13 +145,13 @@ async def _run_call(run: AgentRun, plan: ToolPlan, rec: CallRecord, outcome: Bat
             result = _cancelled_result(run)
             if exc.args and exc.args[0] == _NOT_STOPPED:
                 result = error_result(result.text + " " + _NOT_STOPPED)
-            _finish(run, rec, "cancelled", result)
+            await _settle(run, rec, "cancelled", result)
         raise
     except Exception as exc:  # a bug in nbagent itself: still an answer, never a crash
         log.exception("internal error while running tool call %s", rec.id)
         rec.errors.append(exc)
         if not rec.done:
-            _finish(run, rec, "error", error_result(f"Internal error while running {rec.name}: {type(exc).__name__}: {exc}"))
+            await _settle(run, rec, "error", error_result(f"Internal error while running {rec.name}: {type(exc).__name__}: {exc}"))
 
 
 async def _lifecycle(run: AgentRun, plan: ToolPlan, rec: CallRecord, outcome: BatchOutcome) -> None:
@@ -162,11 +162,11 @@ async def _lifecycle(run: AgentRun, plan: ToolPlan, rec: CallRecord, outcome: Ba
     # 1. lookup
     if tool is None:
         available = ", ".join(plan.available()) or "none"
-        _finish(run, rec, "not_found", error_result(f"Tool {rec.name!r} does not exist. Available tools: {available}."))
+        await _settle(run, rec, "not_found", error_result(f"Tool {rec.name!r} does not exist. Available tools: {available}."))
         return
     rec.activity = tool.activity(None)
     if call.incomplete:
-        _finish(run, rec, "invalid_arguments", error_result(
+        await _settle(run, rec, "invalid_arguments", error_result(
             f"The call to {rec.name} was cut off before its arguments were complete (the response hit its token "
             "limit), so it was not executed. Call it again with complete arguments; split large content into "
             "smaller calls if needed."
@@ -185,7 +185,7 @@ async def _lifecycle(run: AgentRun, plan: ToolPlan, rec: CallRecord, outcome: Ba
                 raise ArgumentsError(f"prepare_arguments failed: {type(exc).__name__}: {exc}") from None
         args = tool.validate(value)
     except ArgumentsError as exc:
-        _finish(run, rec, "invalid_arguments", _invalid_arguments_result(tool, str(exc)))
+        await _settle(run, rec, "invalid_arguments", _invalid_arguments_result(tool, str(exc)))
         return
     rec.arguments = args
     rec.activity = tool.activity(args)
@@ -206,12 +206,12 @@ async def _lifecycle(run: AgentRun, plan: ToolPlan, rec: CallRecord, outcome: Ba
     try:
         out = await run_before_tool_call(run.hooks, rec, ctx, args, tool.validate)
     except ArgumentsError as exc:
-        _finish(run, rec, "invalid_arguments", _invalid_arguments_result(
+        await _settle(run, rec, "invalid_arguments", _invalid_arguments_result(
             tool, f"after a before_tool_call hook changed them:\n{exc}"))
         return
     if isinstance(out, Block):
         rec.decision = Decision(False, source="hook", reason=out.reason)
-        _finish(run, rec, "blocked", error_result(f"Blocked: {out.reason}. The call was not executed."))
+        await _settle(run, rec, "blocked", error_result(f"Blocked: {out.reason}. The call was not executed."))
         return
     if out is not args:
         args = out
@@ -228,7 +228,7 @@ async def _lifecycle(run: AgentRun, plan: ToolPlan, rec: CallRecord, outcome: Ba
     rec.decision = decision
     ctx.decision = decision
     if not decision.allow:
-        _finish(run, rec, "denied", error_result(f"Permission denied: {decision.reason}. The call was not executed."))
+        await _settle(run, rec, "denied", error_result(f"Permission denied: {decision.reason}. The call was not executed."))
         return
 
     # 5. execute
@@ -271,9 +271,7 @@ async def _lifecycle(run: AgentRun, plan: ToolPlan, rec: CallRecord, outcome: Ba
     rec.completed_activity = tool.completed_activity(args, result.details if result.details is not None else result)
 
     # 7. normalise for the model, then tool_result_persist hooks
-    result = normalise(result, run.max_result_chars)
-    result = await run_tool_result_persist(run.hooks, rec, result)
-    _finish(run, rec, status, result)
+    await _settle(run, rec, status, result)
 
 
 def _invalid_arguments_result(tool: Tool, problem: str) -> ToolResult:
@@ -287,6 +285,17 @@ def _describe_exception(exc: BaseException) -> str:
     text = str(exc)
     name = type(exc).__name__
     return f"Error: {name}: {text}" if text else f"Error: {name}"
+
+
+async def _settle(run: AgentRun, rec: CallRecord, status: str, result: ToolResult) -> None:
+    """Every result reaches its record and the transcript through here, the ones the runtime writes
+    itself (unknown tool, invalid arguments, blocked, denied, cancelled, timeout) included: normalised
+    (images checked, secrets redacted, long text cut), then the `tool_result_persist` hooks."""
+    result = normalise(result, run.max_result_chars)
+    try:
+        result = await run_tool_result_persist(run.hooks, rec, result)
+    finally:  # cancelled again while a hook awaited: the call still gets its (normalised) result
+        _finish(run, rec, status, result)
 
 
 def _finish(run: AgentRun, rec: CallRecord, status: str, result: ToolResult) -> None:

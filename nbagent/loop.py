@@ -145,17 +145,12 @@ def _normalise_ids(run: AgentRun, message: AssistantMessage) -> None:
 
 
 def _commit(run: AgentRun) -> None:
-    """Append the in-flight response and its results together (cancelled results for unfinished calls)."""
+    """Append the in-flight response and its results together."""
     pending = run._in_flight
     if pending is None:
         return
     run._in_flight = None
-    message, records = pending
-    from .execution import _cancelled_result, _finish
-
-    for rec in records:
-        if not rec.done:
-            _finish(run, rec, "cancelled", _cancelled_result(run))
+    message, records = pending  # execute_batch has given every one of them its result, cancelled or not
     run.messages.append(message)
     run.messages.extend(rec.message for rec in records)
 

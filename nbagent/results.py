@@ -17,6 +17,7 @@ import pydantic_core
 from .images import MAX_IMAGE_BYTES, MAX_IMAGE_EDGE, MAX_IMAGE_PIXELS, ImageTooLarge, check_image, sniff_image_type
 from .images import to_image_block as _to_image_block
 from .messages import ImageBlock, TextBlock, ToolResult, as_blocks
+from .secrets import redact
 
 __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",
@@ -28,6 +29,7 @@ __all__ = [
     "image_result",
     "json_result",
     "normalise",
+    "redact_result",
     "text_result",
     "to_tool_result",
     "truncate_for_model",
@@ -170,8 +172,10 @@ def truncate_for_model(result: ToolResult, max_chars: int | None) -> ToolResult:
 
 
 def normalise(result: ToolResult, max_chars: int | None) -> ToolResult:
-    """A result as the model may see it: images checked (one that fails becomes a note saying why), then
-    long text cut (`truncate_for_model`)."""
+    """A result as the model may see it: images checked (one that fails becomes a note saying why),
+    secrets redacted from its text (`nbagent.secrets.redact`), then long text cut (`truncate_for_model`).
+    `details`, the live object, is left as it is."""
+    result = redact_result(result)
     if any(isinstance(b, ImageBlock) for b in result.content):
         blocks = []
         for block in result.content:
@@ -183,3 +187,18 @@ def normalise(result: ToolResult, max_chars: int | None) -> ToolResult:
             blocks.append(block)
         result = ToolResult(blocks, details=result.details, is_error=result.is_error, terminate=result.terminate)
     return truncate_for_model(result, max_chars)
+
+
+def redact_result(result: ToolResult) -> ToolResult:
+    """`result` with secrets redacted from its text blocks (the same object when there were none)."""
+    blocks = None
+    for i, block in enumerate(result.content):
+        if type(block) is TextBlock or isinstance(block, TextBlock):
+            text = redact(block.text)
+            if text != block.text:
+                if blocks is None:
+                    blocks = list(result.content)
+                blocks[i] = TextBlock(text)
+    if blocks is None:
+        return result
+    return ToolResult(blocks, details=result.details, is_error=result.is_error, terminate=result.terminate)
