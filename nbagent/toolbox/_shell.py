@@ -12,7 +12,7 @@ Permissions (see `_shellwords` and `_readonly`): a command that only reads (`git
 `shell(prefix*)` patterns that compound lines never satisfy; "always allow" remembers exactly what
 was approved.
 
-The sandbox (see `_sandbox`) is the second wall, for when the classifier is wrong: an auto-allowed
+The sandbox (see `nbagent.sandbox`) is the second wall, for when the classifier is wrong: an auto-allowed
 command runs under the `read-only` policy, an approved one under the agent's (`workspace-write` by
 default), each in its own PID and network namespace, so nothing it starts outlives the call. Files that
 read deny rules protect look empty inside it, and credential variables are left out of its
@@ -39,7 +39,7 @@ from ..secrets import SECRET_VARIABLE_PATTERN
 from ..tools import Tool
 from ._binding import Binding, read_denied_check
 from ._readonly import read_only_problem
-from ._sandbox import SandboxPolicy, hidden_paths, sandbox_backend, sandbox_command, sandbox_policy
+from ..sandbox import SandboxPolicy, hidden_paths, sandbox_backend, sandbox_command, sandbox_policy
 from ._shellwords import pattern_matches, suggest_pattern
 from ._values import cut
 from ._workspace import WorkspaceError

@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, toolbox
-from nbagent.toolbox import _sandbox, _shell
-from nbagent.toolbox._sandbox import SandboxPolicy, sandbox_backend, sandbox_command
+from nbagent import sandbox as _sandbox
+from nbagent.toolbox import _shell
+from nbagent.sandbox import SandboxPolicy, sandbox_backend, sandbox_command
 
-from tests.toolbox.test_shell_tool import _gone, _running
+from tests.toolbox.test_shell_tool import _gone, _marker
 
 pytestmark = pytest.mark.skipif(not sandbox_backend().available,
                                 reason=f"no sandbox here: {sandbox_backend().reason}")
@@ -116,9 +117,11 @@ def test_credentials_are_not_in_a_sandboxed_environment(misclassified, ws: Path,
     "sh -c 'sleep 41.301 >/dev/null 2>&1 & exit 0';",
 ])
 def test_a_forked_daemon_is_gone_when_the_call_ends(ws: Path, start: str) -> None:
+    marker = _marker(41)
+    start = start.replace("41.301", marker)
     rec = shell(ws, start + " echo started", mode="bypassPermissions")
     assert rec.status == "ok" and "started" in rec.details.stdout
-    assert _gone("41.301")
+    assert _gone(marker)
 
 
 def test_a_delayed_write_from_a_background_process_never_happens(ws: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from pathlib import Path
 
 
@@ -27,6 +28,11 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _marker(seconds: int) -> str:
+    """A sleep duration no other process on the machine is using, to find this test's processes by."""
+    return f"{seconds}.{os.getpid() % 1000:03}{time.time_ns() % 1_000_000:06}"
+
+
 def _running(marker: str) -> list[int]:
     """Host pids of live processes whose command line holds `marker` (pids inside a sandbox's PID
     namespace mean nothing out here)."""
@@ -44,7 +50,6 @@ def _running(marker: str) -> list[int]:
 
 
 def _gone(marker: str) -> bool:
-    import time
 
     for _ in range(100):
         if not _running(marker):
@@ -93,28 +98,30 @@ def test_long_output_is_cut_for_the_model_and_kept_whole(runner: Runner) -> None
 
 
 def test_a_timeout_kills_the_whole_process_group(runner: Runner, ws: Path) -> None:
-    rec = runner.call("shell", command="sleep 30.101 & wait", timeout=0.5)
+    marker = _marker(30)
+    rec = runner.call("shell", command=f"sleep {marker} & wait", timeout=0.5)
     assert rec.status == "error"
     assert rec.details.timed_out
     assert "timed out after 0.5 s" in rec.result.text
-    assert _gone("30.101")
+    assert _gone(marker)
 
 
 async def test_cancelling_the_run_kills_the_command(tools, ws: Path) -> None:
+    marker = _marker(30)
     model = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={
-        "command": "echo started > shell.txt; sleep 30.102"})]), "done"])
+        "command": f"echo started > shell.txt; sleep {marker}"})]), "done"])
     agent = Agent(model=model, tools=tools, mode="bypassPermissions", workspace=ws)
     run = agent.start("go")
     for _ in range(500):
-        if _running("30.102"):
+        if _running(marker):
             break
         await asyncio.sleep(0.02)
-    assert _running("30.102")
+    assert _running(marker)
     run.cancel()
     await run
     assert run.status == "cancelled"
     assert run.calls[0].status == "cancelled"
-    assert await asyncio.to_thread(_gone, "30.102")
+    assert await asyncio.to_thread(_gone, marker)
 
 
 def test_programs_left_in_the_background_do_not_hold_the_call(runner: Runner, ws: Path) -> None:
