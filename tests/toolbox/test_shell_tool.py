@@ -50,7 +50,6 @@ def _running(marker: str) -> list[int]:
 
 
 def _gone(marker: str) -> bool:
-
     for _ in range(100):
         if not _running(marker):
             return True
