@@ -107,7 +107,7 @@ _TOKEN_LOCK = threading.Lock()
 
 
 SANDBOX_POLICIES = ("read-only", "workspace-write", "danger-full-access")
-"""The OS sandbox policies for shell commands (see `nbagent.toolbox.sandbox`)."""
+"""The OS sandbox policies for shell commands (see `nbagent.sandbox`)."""
 
 
 @dataclass(slots=True, frozen=True)

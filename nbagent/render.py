@@ -393,8 +393,23 @@ def header_html(run: AgentRun, *, waiting: int = 0) -> str:
     stats.append(seconds(run.elapsed))
     return (f'<div class="nba-headinfo"><span class="nba-brand">nbagent</span>{_pill(status, text)}'
             f'<span class="nba-model">{_esc(run.model.spec)}</span>'
-            f'<span class="nba-chip">{_esc(run.agent.mode)} mode</span>'
+            f'<span class="nba-chip">{_esc(run.agent.mode)} mode</span>{_sandbox_chip(run)}'
             f'<span class="nba-stats">{_esc(" · ".join(stats))}</span></div>')
+
+
+def _sandbox_chip(run: AgentRun) -> str:
+    """What the shell's commands run in, for runs that have a shell: "sandbox: workspace-write", or a
+    warning that there is none (with the reason on hover)."""
+    if not any(getattr(t, "name", None) == "shell" for t in run.agent.tools):
+        return ""
+    from .sandbox import sandbox_backend, sandbox_policy
+
+    policy = sandbox_policy(getattr(run.agent, "sandbox", None))
+    backend = sandbox_backend()
+    full = backend.describe(policy)
+    if backend.available and policy.name != "danger-full-access":
+        return f'<span class="nba-chip" title="{_esc(full)}">sandbox: {_esc(str(policy))}</span>'
+    return f'<span class="nba-chip nba-warn" title="{_esc(full)}">no sandbox</span>'
 
 
 def prompt_html(prompt: Any, history: int = 0) -> str:

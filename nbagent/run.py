@@ -85,7 +85,7 @@ class Agent:
         tool_resolver: Callable[[str], Tool | None] | None = None,
         model_settings: dict[str, Any] | None = None,
         name: str = "agent",
-        sandbox: str = "workspace-write",
+        sandbox: Any = "workspace-write",
     ) -> None:
         if mode not in MODES:
             raise ConfigurationError(f"unknown mode {mode!r}; choose one of: {', '.join(MODES)}")
@@ -93,7 +93,7 @@ class Agent:
             raise ConfigurationError(
                 f"unknown capability_mode {capability_mode!r}; choose one of: {', '.join(CAPABILITY_MODES)}"
             )
-        if sandbox not in SANDBOX_POLICIES:
+        if getattr(sandbox, "name", sandbox) not in SANDBOX_POLICIES:
             raise ConfigurationError(f"unknown sandbox {sandbox!r}; choose one of: {', '.join(SANDBOX_POLICIES)}")
         if not isinstance(max_turns, int) or max_turns < 1:
             raise ConfigurationError(f"max_turns must be a positive integer, not {max_turns!r}")

@@ -74,6 +74,14 @@ class NBAgent(Configurable):
 
     max_turns = Int(20, help="The most model requests one run makes.").tag(config=True)
 
+    sandbox = Enum(
+        ["read-only", "workspace-write", "danger-full-access"],
+        "workspace-write",
+        help="The OS sandbox shell commands you approve run in: 'workspace-write' (writes only inside the "
+        "workspace, no network), 'read-only', or 'danger-full-access' (no sandbox). Commands auto-allowed as "
+        "read-only always run read-only. Needs bubblewrap on Linux; the view's header says what is in force.",
+    ).tag(config=True)
+
     workspace = Unicode(
         None, allow_none=True, help="The directory file tools are confined to (default: the working directory)."
     ).tag(config=True)

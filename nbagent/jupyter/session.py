@@ -183,6 +183,7 @@ class NotebookSession:
                 approver=self.approver,
                 max_turns=options.max_turns or cfg.max_turns,
                 workspace=self.workspace,
+                sandbox=cfg.sandbox,
                 name="notebook",
             )
         except ConfigurationError as exc:

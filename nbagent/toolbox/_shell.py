@@ -9,8 +9,15 @@ so children it started stop too. The model gets the output cut to its head and t
 
 Permissions (see `_shellwords` and `_readonly`): a command that only reads (`git status`, `ls -la`,
 `cat notes.md`) is auto-allowed when the command line really is just that; rules match with
-`shell(prefix*)` patterns that compound lines never satisfy; "always allow" remembers a safe prefix.
-The shell is not a sandbox: an allowed command can do whatever its program does.
+`shell(prefix*)` patterns that compound lines never satisfy; "always allow" remembers exactly what
+was approved.
+
+The sandbox (see `nbagent.sandbox`) is the second wall, for when the classifier is wrong: an auto-allowed
+command runs under the `read-only` policy, an approved one under the agent's (`workspace-write` by
+default), each in its own PID and network namespace, so nothing it starts outlives the call. Files that
+read deny rules protect look empty inside it, and credential variables are left out of its
+environment unless the policy allows the network. Without a sandbox (none on this OS, or
+`danger-full-access`), auto-allow shrinks to a short list of commands whose options are fully known.
 """
 
 from __future__ import annotations
@@ -28,9 +35,11 @@ from pydantic import Field
 
 from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
+from ..secrets import SECRET_VARIABLE_PATTERN
 from ..tools import Tool
 from ._binding import Binding, read_denied_check
 from ._readonly import read_only_problem
+from ..sandbox import SandboxPolicy, hidden_paths, sandbox_backend, sandbox_command, sandbox_policy
 from ._shellwords import pattern_matches, suggest_pattern
 from ._values import cut
 from ._workspace import WorkspaceError
@@ -64,6 +73,8 @@ class ShellResult:
     duration: float = 0.0
     dropped_bytes: int = 0
     """Output not kept because it was over `MAX_KEPT_BYTES`."""
+    sandbox: str = "none"
+    """The sandbox policy it ran under ("read-only", "workspace-write", or "none")."""
 
     @property
     def ok(self) -> bool:
@@ -73,8 +84,21 @@ class ShellResult:
         return self.output
 
 
-def _environment() -> dict[str, str]:
+def call_policy(ctx: Any) -> SandboxPolicy:
+    """The sandbox a call runs in: `read-only` when it was auto-allowed as a read-only command (whatever
+    the agent's policy, unless that is danger-full-access), else the agent's policy."""
+    constraints = getattr(ctx, "constraints", None)
+    policy = sandbox_policy(getattr(constraints, "sandbox", None))
+    decision = getattr(ctx, "decision", None)
+    if getattr(decision, "source", None) == "read_only" and policy.name != "danger-full-access":
+        return SandboxPolicy("read-only")
+    return policy
+
+
+def _environment(keep_secrets: bool = True) -> dict[str, str]:
     env = dict(os.environ)
+    if not keep_secrets:  # a sandboxed command without network has no use for credentials
+        env = {k: v for k, v in env.items() if not SECRET_VARIABLE_PATTERN.search(k)}
     env.update({"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "TERM": "dumb",
                 "PYTHONUNBUFFERED": "1", "NO_COLOR": "1"})
     if env.get("MPLBACKEND", "").startswith("module://"):
@@ -111,8 +135,22 @@ def _close_pipes(proc: asyncio.subprocess.Process) -> None:
 async def _exited(proc: asyncio.subprocess.Process) -> int:
     """Wait for the process itself to exit (`proc.wait()` also waits for every holder of its pipes to
     close them, which a program left in the background may never do)."""
-    delay = 0.005
-    while proc.returncode is None:
+    if proc.returncode is None and hasattr(os, "pidfd_open"):
+        try:  # Linux: told the moment it exits, rather than at the next poll
+            fd = os.pidfd_open(proc.pid)
+        except OSError:
+            fd = -1
+        if fd >= 0:
+            loop = asyncio.get_running_loop()
+            exited = loop.create_future()
+            loop.add_reader(fd, lambda: exited.done() or exited.set_result(None))
+            try:
+                await exited
+            finally:
+                loop.remove_reader(fd)
+                os.close(fd)
+    delay = 0.001
+    while proc.returncode is None:  # the child watcher records the status a moment later
         await asyncio.sleep(delay)
         delay = min(delay * 2, 0.05)
     return proc.returncode
@@ -184,11 +222,18 @@ def make_shell_tool(binding: Binding) -> Tool:
             return ToolResult([TextBlock("the command is empty")], is_error=True)
         if "\x00" in command:
             return ToolResult([TextBlock("the command contains a NUL byte")], is_error=True)
+        policy = call_policy(ctx)
+        sandboxed = policy.name != "danger-full-access" and sandbox_backend().available
+        argv = [_bash(), "-c", command]
+        if sandboxed:
+            check = read_denied_check(ctx)
+            hidden = hidden_paths(ws.root, check) if check is not None else ()
+            argv = sandbox_command(argv, workspace=ws.root, policy=policy, hidden=hidden)
         started = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
-            _bash(), "-c", command, cwd=str(ws.root), stdin=asyncio.subprocess.DEVNULL,
+            *argv, cwd=str(ws.root), stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-            env=_environment(),
+            env=_environment(keep_secrets=not sandboxed or policy.network),
         )
         collector = _Collector(ctx)
         readers = [asyncio.ensure_future(collector.read(proc.stdout, "stdout")),  # type: ignore[arg-type]
@@ -221,6 +266,7 @@ def make_shell_tool(binding: Binding) -> Tool:
             command=command, exit_code=exit_code, stdout="".join(collector.parts["stdout"]),
             stderr="".join(collector.parts["stderr"]), output="".join(collector.combined), timed_out=timed_out,
             duration=time.monotonic() - started, dropped_bytes=collector.dropped,
+            sandbox=str(policy) if sandboxed else "none",
         )
         return _result(details, timeout, left_running)
 
@@ -282,6 +328,9 @@ def _result(details: ShellResult, timeout: float, left_running: bool) -> ToolRes
         notes.append(f"exit code {details.exit_code}")
     if left_running:
         notes.append("programs it started in the background kept its output open; their later output is not shown")
+    if details.sandbox == "read-only" and "Read-only file system" in details.stderr:
+        notes.append("it ran in the read-only sandbox (as a command that only reads): writing needs a command "
+                     "that is not auto-allowed, so that the person can approve it")
     if details.dropped_bytes:
         notes.append(f"{details.dropped_bytes:,} characters of output were not kept")
     text = body.rstrip("\n") + "\n[" + "; ".join(notes) + "]"

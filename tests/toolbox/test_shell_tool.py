@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from pathlib import Path
 
 
@@ -25,6 +26,35 @@ def _alive(pid: int) -> bool:
             return f.read().split(") ", 1)[1][0] != "Z"
     except OSError:
         return False
+
+
+def _marker(seconds: int) -> str:
+    """A sleep duration no other process on the machine is using, to find this test's processes by."""
+    return f"{seconds}.{os.getpid() % 1000:03}{time.time_ns() % 1_000_000:06}"
+
+
+def _running(marker: str) -> list[int]:
+    """Host pids of live processes whose command line holds `marker` (pids inside a sandbox's PID
+    namespace mean nothing out here)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if marker.encode() in f.read() and _alive(int(entry)):
+                    found.append(int(entry))
+        except OSError:
+            pass
+    return found
+
+
+def _gone(marker: str) -> bool:
+    for _ in range(100):
+        if not _running(marker):
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def test_runs_in_the_workspace(runner: Runner, ws: Path) -> None:
@@ -67,43 +97,36 @@ def test_long_output_is_cut_for_the_model_and_kept_whole(runner: Runner) -> None
 
 
 def test_a_timeout_kills_the_whole_process_group(runner: Runner, ws: Path) -> None:
-    rec = runner.call("shell", command="sleep 30 & echo $! > child.pid; wait", timeout=0.5)
+    marker = _marker(30)
+    rec = runner.call("shell", command=f"sleep {marker} & wait", timeout=0.5)
     assert rec.status == "error"
     assert rec.details.timed_out
     assert "timed out after 0.5 s" in rec.result.text
-    child = int((ws / "child.pid").read_text())
-    for _ in range(50):
-        if not _alive(child):
-            break
-        import time
-
-        time.sleep(0.05)
-    assert not _alive(child)
+    assert _gone(marker)
 
 
 async def test_cancelling_the_run_kills_the_command(tools, ws: Path) -> None:
+    marker = _marker(30)
     model = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={
-        "command": "echo $$ > shell.pid; sleep 30"})]), "done"])
+        "command": f"echo started > shell.txt; sleep {marker}"})]), "done"])
     agent = Agent(model=model, tools=tools, mode="bypassPermissions", workspace=ws)
     run = agent.start("go")
-    for _ in range(200):
-        if (ws / "shell.pid").exists() and (ws / "shell.pid").read_text().strip():
+    for _ in range(500):
+        if _running(marker):
             break
         await asyncio.sleep(0.02)
-    pid = int((ws / "shell.pid").read_text())
+    assert _running(marker)
     run.cancel()
     await run
     assert run.status == "cancelled"
     assert run.calls[0].status == "cancelled"
-    for _ in range(100):
-        if not _alive(pid):
-            break
-        await asyncio.sleep(0.05)
-    assert not _alive(pid)
+    assert await asyncio.to_thread(_gone, marker)
 
 
 def test_programs_left_in_the_background_do_not_hold_the_call(runner: Runner, ws: Path) -> None:
-    rec = runner.call("shell", command="(sleep 20; echo late) & echo $! > bg.pid; echo now")
+    # without a sandbox they survive the call (and the call says they held its output)
+    rec = runner.run(ToolCall(name="shell", arguments={"command": "(sleep 20.103; echo late) & echo $! > bg.pid; echo now"}),
+                     sandbox="danger-full-access").calls[0]
     assert rec.status == "ok"
     assert rec.result.text.startswith("now\n")
     assert "kept its output open" in rec.result.text

@@ -1,0 +1,90 @@
+"""The time the OS sandbox adds to one shell command.
+
+    python bench/sandbox.py [--rounds 5] [--n 40]
+
+For `true` and `ls`, in a workspace of a few hundred files:
+- the process alone: `bash -c CMD` started with subprocess (the floor);
+- the same under bubblewrap with the `read-only` and `workspace-write` policies (`sandbox_command`);
+- end to end through the `shell` tool of an Agent (ScriptedModel): `danger-full-access` (no sandbox)
+  against `workspace-write` (also with a read deny rule, which makes the sandbox hide files).
+Rounds alternate the variants so a noisy neighbour hits them alike; the median of each round's
+per-command mean is reported, with the sandbox's added milliseconds. Goal: under 10 ms added.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, toolbox  # noqa: E402
+from nbagent.sandbox import sandbox_backend, sandbox_command  # noqa: E402
+
+
+def per_command(argv: list[str], n: int, cwd: Path) -> float:
+    t0 = time.perf_counter()
+    for _ in range(n):
+        subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    return (time.perf_counter() - t0) / n
+
+
+def through_tool(ws: Path, command: str, n: int, sandbox: str, rules: list[str]) -> float:
+    calls = [AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={"command": command})]) for _ in range(n)]
+    agent = Agent(model=ScriptedModel(calls + ["done"]), tools=toolbox.all(workspace=ws), mode="bypassPermissions",
+                  sandbox=sandbox, rules=rules, max_turns=n + 1)
+    t0 = time.perf_counter()
+    run = agent.run_sync("go")
+    elapsed = time.perf_counter() - t0
+    assert all(c.status == "ok" for c in run.calls), [c.result.text for c in run.calls if c.status != "ok"]
+    return elapsed / n
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--n", type=int, default=40)
+    opts = parser.parse_args()
+    backend = sandbox_backend()
+    print(f"backend: {backend.name}" + (f" ({backend.reason})" if backend.reason else ""))
+    if not backend.available:
+        print("no sandbox on this machine: nothing to measure")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = Path(tmp)
+        for i in range(300):
+            (ws / f"f{i:03}.txt").write_text("x\n")
+        (ws / ".env").write_text("KEY=1\n")
+        variants: dict[str, object] = {}
+        for cmd in ("true", "ls"):
+            bare = ["bash", "-c", cmd]
+            variants[f"{cmd}: bash alone"] = lambda b=bare: per_command(b, opts.n, ws)
+            for policy in ("read-only", "workspace-write"):
+                wrapped = sandbox_command(bare, workspace=ws, policy=policy)
+                variants[f"{cmd}: bubblewrap {policy}"] = lambda w=wrapped: per_command(w, opts.n, ws)
+            variants[f"{cmd}: shell tool, no sandbox"] = lambda c=cmd: through_tool(ws, c, opts.n, "danger-full-access", [])
+            variants[f"{cmd}: shell tool, workspace-write"] = lambda c=cmd: through_tool(ws, c, opts.n, "workspace-write", [])
+            variants[f"{cmd}: shell tool, workspace-write + deny rule"] = (
+                lambda c=cmd: through_tool(ws, c, opts.n, "workspace-write", ["deny: read_file(.env)"]))
+        results: dict[str, list[float]] = {k: [] for k in variants}
+        for _ in range(opts.rounds):
+            for name, fn in variants.items():
+                results[name].append(fn())  # type: ignore[operator]
+    med = {k: statistics.median(v) * 1000 for k, v in results.items()}
+    print(f"{'variant':52} {'ms/command':>10} {'added ms':>9}")
+    for cmd in ("true", "ls"):
+        for name in [k for k in med if k.startswith(cmd + ":")]:
+            floor = med[f"{cmd}: bash alone"] if "bubblewrap" in name else med[f"{cmd}: shell tool, no sandbox"]
+            added = "" if name.endswith(("bash alone", "no sandbox")) else f"{med[name] - floor:+9.2f}"
+            print(f"{name:52} {med[name]:10.2f} {added:>9}")
+    worst = max(med[k] - med[f"{k.split(':')[0]}: shell tool, no sandbox"] for k in med if "shell tool, workspace" in k)
+    print(f"most added through the shell tool: {worst:.2f} ms (goal: under 10 ms)")
+
+
+if __name__ == "__main__":
+    main()

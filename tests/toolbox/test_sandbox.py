@@ -1,0 +1,250 @@
+"""The OS sandbox, proved by commands the classifier gets wrong on purpose.
+
+`misclassified` makes the classifier call every command read-only, as a bug in it would: the command is
+auto-allowed, and the sandbox is then the only wall. Each attack has a control showing the same
+mechanism working for a legitimate command.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, toolbox
+from nbagent import sandbox as _sandbox
+from nbagent.toolbox import _shell
+from nbagent.sandbox import SandboxPolicy, sandbox_backend, sandbox_command
+
+from tests.toolbox.test_shell_tool import _gone, _marker
+
+pytestmark = pytest.mark.skipif(not sandbox_backend().available,
+                                reason=f"no sandbox here: {sandbox_backend().reason}")
+
+
+@pytest.fixture
+def misclassified(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The classifier calls everything read-only (a bug, on purpose)."""
+    monkeypatch.setattr(_shell, "read_only_problem", lambda *a, **k: None)
+
+
+def shell(ws: Path, command: str, *, mode: str = "default", sandbox="workspace-write", rules=(), asked=None):
+    def approver(request):
+        if asked is not None:
+            asked.append(request)
+        return True
+
+    model = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={"command": command})]),
+                           "done"])
+    agent = Agent(model=model, tools=toolbox.all(workspace=ws), mode=mode, sandbox=sandbox,
+                  rules=list(rules), approver=approver)
+    return agent.run_sync("go").calls[0]
+
+
+# -- read-only: what auto-allow runs ---------------------------------------------------------------------
+
+def test_a_write_disguised_as_a_read_changes_nothing(misclassified, ws: Path, outside: Path) -> None:
+    asked: list = []
+    rec = shell(ws, "echo pwned > notes.txt; echo pwned > new.txt; echo pwned > ../outside/secret.txt; "
+                    "rm -f data/a.csv; mkdir made", asked=asked)
+    assert not asked and rec.decision.source == "read_only"  # it was auto-allowed: only the sandbox stood
+    assert rec.details.sandbox == "read-only"
+    assert (ws / "notes.txt").read_text() == "alpha\nbeta\ngamma\n"
+    assert not (ws / "new.txt").exists() and not (ws / "made").exists()
+    assert (ws / "data" / "a.csv").exists()
+    assert (outside / "secret.txt").read_text() == "TOP SECRET\n"
+    assert "Read-only file system" in rec.details.stderr
+    assert "read-only sandbox" in rec.result.text
+
+
+def test_control_a_real_read_works_in_the_read_only_sandbox(ws: Path) -> None:
+    rec = shell(ws, "cat notes.txt")
+    assert rec.decision.source == "read_only" and rec.details.sandbox == "read-only"
+    assert rec.status == "ok" and "beta" in rec.details.stdout
+
+
+def test_a_read_through_a_symlink_out_of_the_workspace_returns_nothing(misclassified, ws: Path) -> None:
+    rec = shell(ws, "cat link_out; ls dir_out; cat dir_out/secret.txt; ls -LR .")
+    assert "TOP SECRET" not in rec.details.output
+    control = shell(ws, "cat link_out", sandbox="danger-full-access", mode="bypassPermissions")
+    assert "TOP SECRET" in control.details.output  # without the sandbox the link does lead out
+
+
+def test_control_a_symlink_inside_the_workspace_is_followed(ws: Path) -> None:
+    rec = shell(ws, "cat link_in", mode="bypassPermissions")
+    assert rec.details.stdout == "alpha\nbeta\ngamma\n"
+
+
+def test_the_home_directory_is_empty_inside(misclassified, ws: Path, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("PRIVATE KEY\n")
+    monkeypatch.setenv("HOME", str(home))
+    rec = shell(ws, "cat ~/.ssh/id_rsa; ls -a ~")
+    assert "PRIVATE KEY" not in rec.details.output and rec.details.stdout.split() == [".", ".."]
+    control = shell(ws, "cat ~/.ssh/id_rsa", sandbox="danger-full-access", mode="bypassPermissions")
+    assert "PRIVATE KEY" in control.details.output
+
+
+def test_files_hidden_by_read_deny_rules_look_empty(misclassified, ws: Path) -> None:
+    rec = shell(ws, "cat .env; grep -r sk- . ; base64 .env", rules=["deny: read_file(.env)"])
+    assert "sk-123" not in rec.details.output
+    assert "c2stMTIz" not in rec.details.output  # base64 of sk-123
+    control = shell(ws, "cat .env")  # no rule: the file is there
+    assert "sk-123" in control.details.output
+
+
+def test_credentials_are_not_in_a_sandboxed_environment(misclassified, ws: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-this-must-not-leak-0123456789abcdef")
+    monkeypatch.setenv("NBAGENT_TEST_PLAIN", "plain-value")
+    rec = shell(ws, "env")
+    assert "sk-this-must-not-leak" not in rec.details.output
+    assert "plain-value" in rec.details.output  # control: the rest of the environment is there
+
+
+# -- processes: nothing outlives the call ----------------------------------------------------------------
+
+@pytest.mark.parametrize("start", [
+    "setsid sleep 41.301 &",
+    "nohup sleep 41.301 >/dev/null 2>&1 &",
+    "(sleep 41.301 &) ; disown -a;",
+    "sh -c 'sleep 41.301 >/dev/null 2>&1 & exit 0';",
+])
+def test_a_forked_daemon_is_gone_when_the_call_ends(ws: Path, start: str) -> None:
+    marker = _marker(41)
+    start = start.replace("41.301", marker)
+    rec = shell(ws, start + " echo started", mode="bypassPermissions")
+    assert rec.status == "ok" and "started" in rec.details.stdout
+    assert _gone(marker)
+
+
+def test_a_delayed_write_from_a_background_process_never_happens(ws: Path) -> None:
+    rec = shell(ws, "(sleep 0.5; echo late > late.txt) & echo now", mode="bypassPermissions")
+    assert rec.details.stdout == "now\n"
+    time.sleep(1.0)
+    assert not (ws / "late.txt").exists()
+
+
+def test_control_without_a_sandbox_the_background_process_survives(ws: Path) -> None:
+    rec = shell(ws, "(sleep 0.3; echo late > late.txt) & echo now", mode="bypassPermissions",
+                sandbox="danger-full-access")
+    assert rec.details.sandbox == "none"
+    for _ in range(40):
+        if (ws / "late.txt").exists():
+            break
+        time.sleep(0.05)
+    assert (ws / "late.txt").exists()
+
+
+# -- workspace-write: what an approval runs --------------------------------------------------------------
+
+def test_an_approved_command_writes_in_the_workspace_only(ws: Path, outside: Path) -> None:
+    asked: list = []
+    escape = Path(f"/tmp/nbagent-escape-{os.getpid()}-{time.time_ns()}.txt")
+    rec = shell(ws, f"echo made > made.txt; echo x > ../outside/secret.txt; echo y > {escape}; cat made.txt",
+                asked=asked)
+    assert asked and rec.details.sandbox == "workspace-write"
+    assert (ws / "made.txt").read_text() == "made\n"
+    assert (outside / "secret.txt").read_text() == "TOP SECRET\n"
+    assert not escape.exists()
+
+
+def test_protected_paths_stay_read_only(ws: Path) -> None:
+    git = ws / ".git"
+    (git / "hooks").mkdir(parents=True)
+    (git / "config").write_text("[core]\n")
+    (ws / ".nbagent").mkdir()
+    rec = shell(ws, "echo '[core] fsmonitor = touch pwned' >> .git/config; echo x > .git/hooks/pre-commit; "
+                    "echo x > .nbagent/session.jsonl; echo ok > .git/HEAD_NOTE", mode="bypassPermissions")
+    assert (git / "config").read_text() == "[core]\n"
+    assert not (git / "hooks" / "pre-commit").exists()
+    assert not (ws / ".nbagent" / "session.jsonl").exists()
+    assert (git / "HEAD_NOTE").read_text() == "ok\n"  # control: the rest of .git is writable (commits work)
+
+
+def _listener() -> tuple[int, list[bytes], threading.Event]:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(3)
+    got: list[bytes] = []
+    done = threading.Event()
+
+    def serve() -> None:
+        try:
+            conn, _ = server.accept()
+            got.append(conn.recv(100))
+            conn.close()
+        except OSError:
+            pass
+        finally:
+            server.close()
+            done.set()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server.getsockname()[1], got, done
+
+
+def test_the_network_is_off(ws: Path) -> None:
+    port, got, done = _listener()
+    rec = shell(ws, f"echo hello > /dev/tcp/127.0.0.1/{port}", mode="bypassPermissions")
+    done.wait(4)
+    assert not got and rec.status == "error"
+
+
+def test_control_the_network_when_the_policy_allows_it(ws: Path) -> None:
+    port, got, done = _listener()
+    rec = shell(ws, f"echo hello > /dev/tcp/127.0.0.1/{port}", mode="bypassPermissions",
+                sandbox=SandboxPolicy("workspace-write", network=True))
+    done.wait(4)
+    assert rec.status == "ok" and got == [b"hello\n"]
+
+
+def test_a_process_in_the_sandbox_has_no_capabilities(ws: Path) -> None:
+    rec = shell(ws, "grep CapEff /proc/self/status; grep NoNewPrivs /proc/self/status", mode="bypassPermissions")
+    assert "CapEff:\t0000000000000000" in rec.details.stdout
+    assert "NoNewPrivs:\t1" in rec.details.stdout
+
+
+# -- where there is none ---------------------------------------------------------------------------------
+
+def test_no_sandbox_is_said_plainly(monkeypatch: pytest.MonkeyPatch, ws: Path) -> None:
+    monkeypatch.setenv("NBAGENT_SANDBOX", "none")
+    sandbox_backend.cache_clear()
+    try:
+        backend = sandbox_backend()
+        assert not backend.available
+        assert backend.describe("workspace-write").startswith("no sandbox (NBAGENT_SANDBOX=none)")
+        assert sandbox_command(["true"], workspace=ws) == ["true"]
+        rec = shell(ws, "echo hi", mode="bypassPermissions")
+        assert rec.details.sandbox == "none" and rec.details.stdout == "hi\n"
+    finally:
+        monkeypatch.delenv("NBAGENT_SANDBOX")
+        sandbox_backend.cache_clear()
+    assert sandbox_backend().describe("read-only") == "sandbox: bubblewrap, read-only"
+
+
+def test_an_unknown_policy_is_refused() -> None:
+    from nbagent.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="unknown sandbox"):
+        Agent(model=ScriptedModel(["x"]), sandbox="everything")
+    with pytest.raises(ValueError):
+        SandboxPolicy("nope")
+
+
+def test_hidden_paths_are_bounded_and_skip_git_internals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / ".git" / "objects").mkdir(parents=True)
+    (tmp_path / ".git" / "objects" / ".env").write_text("x")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / ".env").write_text("x")
+    found = _sandbox.hidden_paths(tmp_path, lambda rel, real: rel.endswith(".env"))
+    assert found == (tmp_path / "a" / ".env",)
+    monkeypatch.setattr(_sandbox, "HIDDEN_SCAN_LIMIT", 1)
+    assert len(_sandbox.hidden_paths(tmp_path, lambda rel, real: True)) <= 1
