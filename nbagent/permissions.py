@@ -28,6 +28,7 @@ matching a directory covering everything inside it.
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import inspect
 import json
@@ -39,8 +40,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
+from .decisions import Decision
+from .events import ApprovalDecided, ApprovalRequested
+from .records import ApprovalRequest, CallRecord
+
 if TYPE_CHECKING:  # pragma: no cover
-    from .records import CallRecord
     from .tools import Arguments, Tool
 
 __all__ = [
@@ -60,35 +64,6 @@ __all__ = [
 
 MODES = ("default", "acceptEdits", "plan", "dontAsk", "bypassPermissions")
 _RULE_RE = re.compile(r"^\s*(allow|deny|ask)\s*:\s*([^\s(]+)\s*(?:\((.*)\))?\s*$", re.S)
-
-
-@dataclass(slots=True)
-class Decision:
-    """A permission decision: what an approver returns, and what is recorded on every call.
-
-    `Decision(allow, remember=False, reason="")` from an approver; `remember=True` makes it a grant for the
-    session (scoped to `scope`, a rule pattern, or to what the tool suggests, or to the whole tool).
-    """
-
-    allow: bool
-    """Whether the call may run."""
-    remember: bool = False
-    """Approvers: remember this approval as a grant for the rest of the session."""
-    reason: str = ""
-    """Why (shown to the person; a denial's reason is also told to the model)."""
-    source: str = "user"
-    """What decided: rule, mode, grant, read_only, user, hook, policy."""
-    scope: str | None = None
-    """Approvers: the argument pattern a remembered grant covers (None: the tool's suggestion)."""
-    rule: str | None = None
-    """The rule that decided, when a rule did."""
-
-    def __bool__(self) -> bool:
-        return self.allow
-
-    def __str__(self) -> str:
-        verdict = "allowed" if self.allow else "denied"
-        return f"{verdict} by {self.source}" + (f": {self.reason}" if self.reason else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,30 +187,18 @@ class Grants:
         return f"Grants([{', '.join(str(g) for g in self._items)}])"
 
 
-@dataclass(slots=True)
-class ApprovalRequest:
-    """What an approver is asked: this call, with exactly these arguments, for this reason."""
-
-    call: CallRecord
-    """The call record (its `arguments` are the validated arguments that would run)."""
-    tool: Tool
-    arguments: dict[str, Any]
-    """The arguments shown for approval."""
-    reason: str
-    """Why the pipeline asks (e.g. "default mode asks before tools that are not read-only")."""
-    suggested_scope: str | None = None
-    """The argument pattern an "always allow" would cover (None: the whole tool)."""
-    fingerprint: str = ""
-
-    @property
-    def name(self) -> str:
-        return self.tool.name
-
-
 def env_approval() -> str | None:
     """`"allow"` or `"deny"` when the `NBAGENT_APPROVAL` environment variable says so, else None."""
     value = os.environ.get("NBAGENT_APPROVAL", "").strip().lower()
     return value if value in ("allow", "deny") else None
+
+
+def frozen_copy(args: Any) -> Any:
+    """A deep copy of arguments (the originals when they cannot be copied)."""
+    try:
+        return type(args)(copy.deepcopy(dict(args)))
+    except Exception:
+        return args
 
 
 def fingerprint(args: dict[str, Any]) -> str:
@@ -276,7 +239,7 @@ class PermissionPolicy:
         """Gates 1-7. Return (decision, "") when they decide, else (None, why the approver is asked).
 
         `ctx` (the call's `ToolContext`) is handed to the tool's permission hooks: the workspace a path
-        is relative to, the session's rules (`ctx.run.policy`).
+        is relative to (`ctx.constraints.workspace`).
         """
         rule = self._first_rule("deny", tool, args, ctx)
         if rule is not None:
@@ -336,6 +299,32 @@ class PermissionPolicy:
         if isinstance(answer, bool):
             return Decision(answer, source="user", reason="approved" if answer else "denied by the user")
         return Decision(False, source="user", reason=f"the approver returned {answer!r}, not True/False/Decision; counted as a denial")
+
+    async def request_approval(self, rec: CallRecord, tool: Tool, args: Arguments, why: str, ctx: Any,
+                               emit: Callable[[Any], None]) -> tuple[Decision, Arguments]:
+        """Ask for consent to run the call with exactly `args`; return the decision and what may run.
+
+        What may run is a private copy frozen before anyone (listener, approver, view) sees the request,
+        which shows a copy of its own: nothing done to the arguments anyone is shown changes what runs.
+        An approval is void when the call's arguments, or the shown ones, changed before the decision; an
+        approval with `remember=True` becomes a grant. `emit` gets `ApprovalRequested` and `ApprovalDecided`.
+        """
+        frozen = frozen_copy(args)
+        shown = fingerprint(frozen)
+        request = ApprovalRequest(rec, tool, frozen_copy(frozen), why, tool.suggested_scope(frozen, ctx), shown)
+        rec.status = "waiting_for_approval"
+        emit(ApprovalRequested(rec, request))
+        try:
+            decision = await self.ask(request)
+        finally:
+            rec.status = "pending"
+        if decision.allow and (fingerprint(args) != shown or fingerprint(request.arguments) != shown):
+            decision = Decision(False, source="user",
+                                reason="the arguments changed after they were approved, so the approval is void")
+        if decision.allow and decision.remember:
+            self.remember(tool, decision, request)
+        emit(ApprovalDecided(rec, decision))
+        return decision, frozen
 
     def remember(self, tool: Tool, decision: Decision, request: ApprovalRequest) -> None:
         scope = decision.scope if decision.scope is not None else request.suggested_scope

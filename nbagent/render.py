@@ -13,13 +13,16 @@ import json
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from . import reprs
 from .messages import AssistantMessage, ImageBlock, TextBlock, UserMessage
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .decisions import Decision
     from .messages import ToolResult
-    from .permissions import Decision
     from .records import CallRecord
-    from .run import AgentRun
+
+AgentRun = Any
+"""A run handle (`nbagent.AgentRun`): render reads its public attributes only, and imports nothing above data."""
 
 __all__ = [
     "args_html",
@@ -499,3 +502,6 @@ def run_text(run: AgentRun) -> str:
     if run.error is not None:
         lines.append(f"  {type(run.error).__name__}: {run.error}")
     return "\n".join(lines)
+
+
+reprs.register(call_text=call_text, call_record_html=call_record_html, tool_result_html=tool_result_html)

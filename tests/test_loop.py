@@ -235,8 +235,8 @@ async def test_progress_reaches_listeners_and_never_the_history():
     rec, rec_sync = run.calls
     assert len([p for p in progress if p.call is rec]) == 50
     assert len([p for p in progress if p.call is rec_sync]) == 2000  # from a worker thread, none lost
-    assert rec.fraction == 1.0 and rec.progress_count == 50 and rec.output.text.endswith("out 49\n")
-    assert rec_sync.output.text.endswith("sync 1999\n") and len(rec_sync.progress) == 100
+    assert rec.fraction == 1.0 and rec.progress_count == 50 and rec.output_tail.text.endswith("out 49\n")
+    assert rec_sync.output_tail.text.endswith("sync 1999\n") and len(rec_sync.progress) == 100
     for m in run.messages:
         assert "step" not in getattr(m, "text", "")
     assert not any(isinstance(e, ToolCallProgress) for e in run.events)

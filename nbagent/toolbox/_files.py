@@ -575,8 +575,7 @@ def _glob_matcher(path_matcher: Any):
 
 
 def _list_denied(ctx: Any):
-    policy = getattr(getattr(ctx, "run", None), "policy", None)
-    rules = [r for r in (getattr(policy, "rules", None) or []) if r.action == "deny" and r.names("list_files")
+    rules = [r for r in (getattr(ctx, "rules", None) or ()) if r.action == "deny" and r.names("list_files")
              and r.pattern is not None]
     if not rules:
         return None
