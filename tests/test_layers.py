@@ -78,7 +78,8 @@ def imports_of(name: str, path: Path) -> set[str]:
             else:
                 prefix = node.module or ""
             # `from . import x` / `from .pkg import mod` may name modules as well as attributes
-            targets = [prefix] + [f"{prefix}.{alias.name}" for alias in node.names]
+            targets = [f"{prefix}.{alias.name}" if f"{prefix}.{alias.name}" in modules else prefix
+                       for alias in node.names]
         else:
             continue
         for target in targets:

@@ -24,7 +24,7 @@ from pydantic import Field
 
 from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
-from ..permissions import glob_regex, match_path, path_rule_matcher
+from ..paths import glob_regex, match_path, path_rule_matcher
 from ..results import error_result, image_result, sniff_image_type
 from ..tools import Tool
 from ._binding import Binding, read_denied_check
