@@ -6,7 +6,7 @@ The graph is read with `ast` from the source, so an import that only a type chec
 Layers, from the bottom (a module may import its own layer, without a cycle, and the layers it lists):
 
     data       messages, errors, secrets, context, decisions, records, events, transcript, reprs, sandbox
-    tools      tools, docstrings, arguments, results, images, paths, plan, structured, streaming
+    tools      tools, docstrings, schemas, arguments, results, images, paths, plan, structured, streaming
     stages     hooks, permissions, interrupt, execution        (one call's path)
     providers  providers/*                                      (beside the stages: data and tools only)
     render     render                                           (data only)
@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1] / "nbagent"
 LAYERS: dict[str, tuple[str, ...]] = {
     "data": ("messages", "errors", "secrets", "context", "decisions", "records", "events", "transcript",
              "reprs", "sandbox"),
-    "tools": ("tools", "docstrings", "arguments", "results", "images", "paths", "plan", "structured",
-              "streaming"),
+    "tools": ("tools", "docstrings", "schemas", "arguments", "results", "images", "paths", "plan",
+              "structured", "streaming"),
     "stages": ("hooks", "permissions", "interrupt", "execution"),
     "providers": ("providers",),
     "render": ("render",),
