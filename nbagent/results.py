@@ -12,8 +12,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pydantic_core
-
 from .images import MAX_IMAGE_BYTES, MAX_IMAGE_EDGE, MAX_IMAGE_PIXELS, ImageTooLarge, check_image, sniff_image_type
 from .images import to_image_block as _to_image_block
 from .messages import ImageBlock, TextBlock, ToolResult, as_blocks
@@ -54,6 +52,8 @@ def error_result(message: str, *, details: Any = None) -> ToolResult:
 
 def json_result(value: Any, *, details: Any = None, is_error: bool = False, terminate: bool = False) -> ToolResult:
     """A result whose text is `value` as indented JSON; `details` keeps `value` itself unless given."""
+    import pydantic_core
+
     text = pydantic_core.to_json(value, indent=2, fallback=repr).decode("utf-8")
     return ToolResult(
         [TextBlock(text)], details=value if details is None else details, is_error=is_error, terminate=terminate
@@ -116,6 +116,8 @@ def faithful_text(value: Any) -> str:
         return value
     if type(value) in (int, float, bool):
         return json.dumps(value)
+    import pydantic_core
+
     try:
         plain = pydantic_core.to_jsonable_python(value)
     except Exception:

@@ -2,8 +2,8 @@
 
 From a function's signature: a pydantic model of its parameters (type hints, defaults, `Field`s, the
 docstring's parameter descriptions), whose JSON Schema is sent without pydantic's titles. From a raw JSON
-Schema: sent unchanged, checked with `jsonschema` when the tool is defined (imported only then), and
-used to validate each call. Validation errors are written for the model, so it can correct its call.
+Schema: sent unchanged, checked with `jsonschema` when the tool is defined, and used to validate each
+call. pydantic and jsonschema are imported when the first tool needs them, not with nbagent. Validation errors are written for the model, so it can correct its call.
 """
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ import re
 import types
 import typing
 import warnings
-from typing import Any, Callable, Union
-
-import pydantic
-from pydantic.fields import FieldInfo
-from pydantic import ConfigDict
+from typing import TYPE_CHECKING, Any, Callable, Union
 
 from .context import ToolContext
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pydantic
 
 __all__ = ["Arguments", "ArgumentsError", "ToolDefinitionError", "strip_titles"]
 
@@ -78,6 +77,10 @@ def _is_context_annotation(annotation: Any) -> bool:
 
 def _signature_model(fn: Callable, name: str, param_docs: dict[str, str], localns: dict[str, Any] | None = None):
     """Build the pydantic model of a function's parameters; return (model, ctx_param, positional-only names)."""
+    import pydantic  # here, not at the top: `import nbagent` does not pay for pydantic until a tool is made
+    from pydantic import ConfigDict
+    from pydantic.fields import FieldInfo
+
     sig = inspect.signature(fn)
     try:
         hints = typing.get_type_hints(fn, localns=localns, include_extras=True)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pydantic
-
 from .messages import TextBlock, ToolResult
 from .schemas import strip_titles
 from .tools import Tool
@@ -23,6 +21,8 @@ SUBMIT_TOOL_NAME = "submit_result"
 
 def make_submit_tool(output_type: Any) -> Tool:
     """The `submit_result` tool for an output type."""
+    import pydantic  # only runs with an output type pay for it
+
     is_model = isinstance(output_type, type) and issubclass(output_type, pydantic.BaseModel)
     adapter = pydantic.TypeAdapter(output_type)
     schema = strip_titles(adapter.json_schema())

@@ -18,9 +18,7 @@ import fnmatch
 import inspect
 import re
 import sys
-from typing import Any, Callable, Literal
-
-import pydantic
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from .context import ToolContext
 from .docstrings import parse_docstring
@@ -37,6 +35,9 @@ from .schemas import (
     _signature_model,
     strip_titles,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pydantic
 
 __all__ = ["Arguments", "ArgumentsError", "Tool", "ToolDefinitionError", "as_tool", "parse_docstring", "tool"]
 
@@ -209,7 +210,7 @@ class Tool:
         if self._model is not None:
             try:
                 model = self._validate_model(data)
-            except pydantic.ValidationError as exc:
+            except _validation_error() as exc:  # (evaluated only when something was raised)
                 raise ArgumentsError(_format_pydantic_errors(exc)) from None
             return Arguments(model.__dict__)
         errors = sorted(self._validator.iter_errors(data), key=lambda e: list(e.absolute_path))
@@ -351,6 +352,12 @@ def _default_subject(parameters: dict[str, Any]) -> Callable[[Arguments], str | 
         if isinstance(props.get(key), dict) and props[key].get("type") == "string":
             return lambda args, key=key: _as_subject(args.get(key))
     return None
+
+
+def _validation_error() -> type[Exception]:
+    from pydantic_core import ValidationError
+
+    return ValidationError
 
 
 def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
