@@ -1,0 +1,173 @@
+"""The session store: append-only JSONL that survives killed writers, corrupt lines and two kernels."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+from pathlib import Path
+
+import pytest
+
+from nbagent import AssistantMessage, ToolCall, UserMessage
+from nbagent.messages import TextBlock, ToolResultMessage
+from nbagent.sessions import (
+    FORMAT,
+    INTERRUPTED,
+    SIDE_FILE_CHARS,
+    SessionError,
+    SessionWriter,
+    delete_session,
+    list_sessions,
+    load_session,
+    repair_transcript,
+)
+from nbagent.transcript import check_transcript
+
+
+def conversation() -> list:
+    call = ToolCall(name="add", arguments={"a": 1, "b": 2}, id="call_1")
+    return [UserMessage("add 1 and 2"), AssistantMessage(text="", tool_calls=[call]),
+            ToolResultMessage("call_1", "add", [TextBlock("3")], False), AssistantMessage(text="It is 3.")]
+
+
+def test_a_conversation_round_trips(tmp_path: Path) -> None:
+    w = SessionWriter(tmp_path, notebook=str(tmp_path / "a.ipynb"), model="scripted")
+    w.run_started("add 1 and 2", model="scripted", mode="default")
+    w.messages(conversation())
+    w.request({"model": "m", "messages": []})
+    w.run_ended("done", output="It is 3.")
+    w.commit()
+    stored = load_session(tmp_path, w.id)
+    assert [type(m).__name__ for m in stored.messages] == ["UserMessage", "AssistantMessage", "ToolResultMessage",
+                                                           "AssistantMessage"]
+    assert stored.messages[1].tool_calls[0].arguments == {"a": 1, "b": 2}
+    assert stored.responses[-1].text == "It is 3." and stored.requests == [{"model": "m", "messages": []}]
+    assert not stored.warnings and not stored.interrupted
+    info = list_sessions(tmp_path)[0]
+    assert (info.id, info.runs, info.turns, info.last_prompt) == (w.id, 1, 2, "add 1 and 2")
+    assert list_sessions(tmp_path, notebook=str(tmp_path / "a.ipynb"))[0].id == w.id
+    assert list_sessions(tmp_path, notebook=str(tmp_path / "other.ipynb")) == []
+
+
+def test_nothing_is_written_before_commit_and_everything_after(tmp_path: Path) -> None:
+    w = SessionWriter(tmp_path)
+    size = w.path.stat().st_size
+    w.messages(conversation())
+    assert w.path.stat().st_size == size  # a batch in flight is not on disk yet
+    w.commit()
+    assert len(load_session(tmp_path, w.id).messages) == 4
+
+
+def test_a_truncated_last_line_is_skipped_with_a_warning(tmp_path: Path) -> None:
+    w = SessionWriter(tmp_path)
+    w.messages(conversation()[:2])
+    w.commit()
+    with w.path.open("a") as f:
+        f.write('{"kind": "message", "message": {"role": "tool", "tool_ca')  # the kernel died mid-write
+    with pytest.warns(UserWarning, match="truncated last line"):
+        stored = load_session(tmp_path, w.id)
+    # the call that was in flight gets an "interrupted" result: the transcript is valid again
+    assert stored.interrupted == ["call_1"]
+    assert stored.messages[-1].content[0].text == INTERRUPTED and stored.messages[-1].is_error
+    assert check_transcript(stored.messages) == []
+
+
+def test_a_corrupt_line_in_the_middle_is_skipped(tmp_path: Path) -> None:
+    w = SessionWriter(tmp_path)
+    w.messages(conversation()[:1])
+    w.commit()
+    with w.path.open("a") as f:
+        f.write("not json at all\n")
+    w.messages(conversation()[1:])
+    w.commit()
+    with pytest.warns(UserWarning, match="corrupt line 3"):
+        stored = load_session(tmp_path, w.id)
+    assert len(stored.messages) == 4
+
+
+def test_a_newer_format_is_refused_clearly(tmp_path: Path) -> None:
+    w = SessionWriter(tmp_path)
+    lines = w.path.read_text().splitlines()
+    head = json.loads(lines[0]) | {"format": FORMAT + 1}
+    w.path.write_text(json.dumps(head) + "\n")
+    with pytest.raises(SessionError, match="newer nbagent"):
+        load_session(tmp_path, w.id)
+    (w.path.parent / "foreign.jsonl").write_text('{"role": "user"}\n')
+    with pytest.raises(SessionError, match="not an nbagent session"):
+        load_session(tmp_path, "foreign")
+
+
+def test_ids_cannot_leave_the_store(tmp_path: Path) -> None:
+    for bad in ("../x", "/etc/passwd", "a/b", "", ".hidden"):
+        with pytest.raises(SessionError):
+            load_session(tmp_path, bad)
+        with pytest.raises(SessionError):
+            delete_session(tmp_path, bad)
+
+
+def test_long_results_go_to_a_side_file_and_come_back_whole(tmp_path: Path) -> None:
+    text = "x" * (SIDE_FILE_CHARS * 3) + "END"
+    w = SessionWriter(tmp_path)
+    call = ToolCall(name="dump", arguments={}, id="c/../1")
+    w.messages([UserMessage("go"), AssistantMessage(tool_calls=[call]),
+                ToolResultMessage(call.id, "dump", [TextBlock(text)], False)])
+    w.commit()
+    assert w.path.stat().st_size < SIDE_FILE_CHARS * 2  # the line holds a cut copy
+    side = list((w.path.parent / f"{w.id}.d").iterdir())
+    assert len(side) == 1 and ".." not in side[0].name
+    assert load_session(tmp_path, w.id).messages[-1].content[0].text == text
+    side[0].unlink()  # a lost side file: the cut copy stands in
+    assert "side file" in load_session(tmp_path, w.id).messages[-1].content[0].text
+
+
+def test_secrets_never_reach_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    key = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"
+    monkeypatch.setenv("OPENAI_API_KEY", key + "\n")
+    token = "ghp_" + "a" * 36
+    w = SessionWriter(tmp_path)
+    call = ToolCall(name="env", arguments={"q": key}, id="c1")
+    long = f"OPENAI_API_KEY={key}\n" + "y" * (SIDE_FILE_CHARS + 10) + token
+    w.messages([UserMessage(f"my key is {key}"), AssistantMessage(tool_calls=[call]),
+                ToolResultMessage("c1", "env", [TextBlock(long)], False)])
+    w.request({"headers": {"authorization": f"Bearer {key}"}, "token": token})
+    w.commit()
+    everything = "".join(p.read_text() for p in w.path.parent.rglob("*") if p.is_file())
+    assert key not in everything and token not in everything
+    assert "[REDACTED:OPENAI_API_KEY]" in everything
+
+
+def _writer(args: tuple[str, str, int]) -> None:
+    root, session_id, n = args
+    w = SessionWriter(root, session_id, resume=True)
+    for i in range(n):
+        w.messages([UserMessage(f"{os.getpid()}-{i}-" + "z" * 5000)])
+        w.commit(fsync=False)
+
+
+def test_two_kernels_writing_one_file_never_interleave_lines(tmp_path: Path) -> None:
+    w = SessionWriter(tmp_path)
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        pool.map(_writer, [(str(tmp_path), w.id, 200), (str(tmp_path), w.id, 200)])
+    stored = load_session(tmp_path, w.id)
+    assert not stored.warnings
+    assert len(stored.messages) == 400
+
+
+def test_repair_answers_every_call_in_place() -> None:
+    a = AssistantMessage(tool_calls=[ToolCall(name="x", arguments={}, id="1"), ToolCall(name="y", arguments={}, id="2")])
+    messages = [UserMessage("go"), a, ToolResultMessage("2", "y", [TextBlock("ok")], False), UserMessage("next"),
+                ToolResultMessage("9", "z", [TextBlock("orphan")], False)]
+    repaired, interrupted = repair_transcript(messages)
+    assert interrupted == ["1"]
+    assert check_transcript(repaired) == []
+    assert [getattr(m, "tool_call_id", None) for m in repaired] == [None, None, "2", "1", None]
+
+
+def test_delete(tmp_path: Path) -> None:
+    w = SessionWriter(tmp_path)
+    delete_session(tmp_path, w.id)
+    assert list_sessions(tmp_path) == []
+    with pytest.raises(SessionError, match="no session"):
+        load_session(tmp_path, w.id)
