@@ -43,7 +43,7 @@ from .secrets import redact_value
 from .transcript import message_from_neutral, neutral_message
 
 __all__ = ["FORMAT", "SIDE_FILE_CHARS", "SessionError", "SessionInfo", "SessionWriter", "StoredSession",
-           "delete_session", "list_sessions", "load_session", "new_session_id", "repair_transcript",
+           "SessionRecorder", "delete_session", "list_sessions", "rolled_back", "load_session", "new_session_id", "repair_transcript",
            "sessions_dir"]
 
 FORMAT = 1
@@ -378,7 +378,8 @@ def _restore(data: dict[str, Any], side: Path) -> dict[str, Any]:
 
 def repair_transcript(messages: list[Message]) -> tuple[list[Message], list[str]]:
     """The transcript with every unanswered tool call given an "interrupted" result right after its
-    message (and results whose call is missing dropped): valid for every provider."""
+    message, results whose call is missing dropped, and a prompt directly followed by another prompt (a
+    run that failed before any answer) left out: valid for every provider."""
     out: list[Message] = []
     interrupted: list[str] = []
     pending: dict[str, str] = {}
@@ -390,7 +391,9 @@ def repair_transcript(messages: list[Message]) -> tuple[list[Message], list[str]
         pending.clear()
 
     answered: set[str] = set()
-    for m in messages:
+    for i, m in enumerate(messages):
+        if isinstance(m, UserMessage) and i + 1 < len(messages) and isinstance(messages[i + 1], UserMessage):
+            continue  # the prompt of a run that failed before any answer: the next prompt replaces it
         if isinstance(m, ToolResultMessage):
             if m.tool_call_id in pending:
                 del pending[m.tool_call_id]
@@ -417,3 +420,85 @@ def delete_session(workspace: str | os.PathLike[str], session_id: str) -> Path:
     path.unlink()
     shutil.rmtree(path.parent / f"{session_id}.d", ignore_errors=True)
     return path
+
+
+# -- recording runs --------------------------------------------------------------------------------------
+
+class SessionRecorder:
+    """Writes a run into a session as it goes, from the run's events: the prompt when it starts, then at
+    the start of every turn (the previous batch's results are in the transcript by then) and at its end,
+    the messages, finished calls and request bodies that are new, committed with an fsync.
+
+    It reads only the run's public record (`messages`, `calls`, `requests`, `status`), so the loop knows
+    nothing of it."""
+
+    def __init__(self, writer: SessionWriter, run: Any) -> None:
+        self.writer = writer
+        self.run = run
+        self._messages = _history_length(run)
+        self._calls = 0
+        self._requests = 0
+        self.error: BaseException | None = None
+        """The last error writing raised (recording never fails a run)."""
+
+    def attach(self) -> SessionRecorder:
+        self.run.subscribe(self)
+        return self
+
+    def __call__(self, event: Any) -> None:
+        kind = getattr(event, "kind", "")
+        try:
+            if kind == "run_started":
+                model = getattr(getattr(self.run, "model", None), "spec", None)
+                self.writer.run_started(getattr(self.run, "prompt", None), model=model,
+                                        mode=getattr(getattr(self.run, "agent", None), "mode", None))
+                self.flush()
+            elif kind == "turn_started":
+                self.flush()
+            elif kind == "run_finished":
+                self.flush(end=True)
+        except Exception as exc:  # a full disk must not stop the run; the error is kept
+            self.error = exc
+
+    def flush(self, *, end: bool = False) -> None:
+        run = self.run
+        messages = run.messages
+        self.writer.messages(messages[self._messages:])
+        self._messages = len(messages)
+        calls = run.calls
+        while self._calls < len(calls) and getattr(calls[self._calls], "status", "") not in ("pending", "running",
+                                                                                             "waiting"):
+            self.writer.call(calls[self._calls])
+            self._calls += 1
+        requests = run.requests
+        for body in requests[self._requests:]:
+            self.writer.request(body)
+        self._requests = len(requests)
+        if end:
+            for rec in calls[self._calls:]:
+                self.writer.call(rec)
+            self._calls = len(calls)
+            self.writer.run_ended(run.status, usage=getattr(run, "usage", None), error=getattr(run, "error", None),
+                                  output=run.output if isinstance(getattr(run, "output", None), str) else None)
+        self.writer.commit()
+
+
+def rolled_back(run: Any) -> list[Message]:
+    """The conversation after `run`: its messages, less a prompt the model never answered (a run that
+    failed before any response), so the next prompt does not follow another user message."""
+    messages = list(run.messages)
+    start = _history_length(run)
+    if getattr(run, "status", "") in ("failed", "cancelled") and not any(
+            isinstance(m, AssistantMessage) for m in messages[start:]):
+        return messages[:start]
+    return messages
+
+
+def _history_length(run: Any) -> int:
+    """How many of the run's messages were there before it (they are in the session already)."""
+    new = getattr(run, "new_messages", None)
+    if callable(new):
+        new = new()
+    if isinstance(new, list):
+        return len(run.messages) - len(new)
+    return getattr(run, "_history_length", 0)

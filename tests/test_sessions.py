@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-import multiprocessing
 import os
 from pathlib import Path
 
@@ -137,22 +137,30 @@ def test_secrets_never_reach_the_store(tmp_path: Path, monkeypatch: pytest.Monke
     assert "[REDACTED:OPENAI_API_KEY]" in everything
 
 
-def _writer(args: tuple[str, str, int]) -> None:
-    root, session_id, n = args
-    w = SessionWriter(root, session_id, resume=True)
-    for i in range(n):
-        w.messages([UserMessage(f"{os.getpid()}-{i}-" + "z" * 5000)])
-        w.commit(fsync=False)
+_WRITER = """
+import os, sys
+from nbagent import UserMessage
+from nbagent.sessions import SessionWriter
+w = SessionWriter(sys.argv[1], sys.argv[2], resume=True)
+for i in range(200):
+    w.messages([UserMessage(f"{os.getpid()}-{i}-" + "z" * 5000)])
+    w.commit(fsync=False)
+"""
 
 
 def test_two_kernels_writing_one_file_never_interleave_lines(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
     w = SessionWriter(tmp_path)
-    ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(2) as pool:
-        pool.map(_writer, [(str(tmp_path), w.id, 200), (str(tmp_path), w.id, 200)])
-    stored = load_session(tmp_path, w.id)
-    assert not stored.warnings
-    assert len(stored.messages) == 400
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path), w.id], env=env) for _ in range(2)]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0]
+    lines = w.path.read_text().splitlines()
+    facts = [json.loads(line) for line in lines[1:]]  # every line whole: none cut into by the other writer
+    assert len(facts) == 400
+    assert all(len(f["message"]["content"]) > 5000 for f in facts)
 
 
 def test_repair_answers_every_call_in_place() -> None:
@@ -171,3 +179,81 @@ def test_delete(tmp_path: Path) -> None:
     assert list_sessions(tmp_path) == []
     with pytest.raises(SessionError, match="no session"):
         load_session(tmp_path, w.id)
+
+
+# -- runs written as they go -------------------------------------------------------------------------------
+
+from nbagent import Agent, ScriptedModel, tool  # noqa: E402
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def _answers(*texts: str):
+    return [AssistantMessage(tool_calls=[ToolCall(name="add", arguments={"a": 1, "b": 2})])] + list(texts)
+
+
+def test_runs_of_an_agent_are_stored_and_resumed(tmp_path: Path) -> None:
+    model = ScriptedModel(_answers("three") + ["again"])
+    agent = Agent(model=model, tools=[add], workspace=tmp_path, session=True, approver=lambda request: True)
+    first = agent.run_sync("add 1 and 2")
+    second = agent.run_sync("and again?")
+    assert second.messages[: len(first.messages)] == first.messages  # the second run continued the first
+    stored = load_session(tmp_path, agent.session_id)
+    assert [type(m).__name__ for m in stored.messages] == [
+        "UserMessage", "AssistantMessage", "ToolResultMessage", "AssistantMessage", "UserMessage", "AssistantMessage"]
+    assert [c["status"] for c in stored.calls] == ["ok"]
+    assert stored.calls[0]["decision"]["allow"] is True
+    assert [r["kind"] for r in stored.runs] == ["run", "end", "run", "end"]
+    assert len(stored.requests) == 3
+    # a new kernel: another Agent resumes the latest conversation and every earlier message is sent again
+    seen = []
+    later = Agent(model=ScriptedModel([lambda messages: seen.append(list(messages)) or "yes"]), workspace=tmp_path)
+    later.resume()
+    later.run_sync("still there?")
+    assert [getattr(m, "text", None) for m in seen[0] if isinstance(m, UserMessage)] == [
+        "add 1 and 2", "and again?", "still there?"]
+
+
+def test_a_run_that_failed_before_any_answer_leaves_no_prompt_behind(tmp_path: Path) -> None:
+    def boom(messages):
+        raise RuntimeError("provider down")
+
+    seen = []
+    model = ScriptedModel([boom, lambda messages: seen.append(list(messages)) or "ok"])
+    agent = Agent(model=model, workspace=tmp_path, session=True)
+
+    async def go():
+        r = agent.start("first prompt")
+        try:
+            await r
+        except Exception:
+            pass
+        return r
+
+    assert asyncio.run(go()).status == "failed"
+    agent.run_sync("second prompt")
+    users = [m.text for m in seen[0] if isinstance(m, UserMessage)]
+    assert users == ["second prompt"]
+    # and from the store, after a restart
+    resumed = Agent(model=ScriptedModel(["x"]), workspace=tmp_path).resume(agent.session_id)
+    assert [m.text for m in resumed.conversation if isinstance(m, UserMessage)] == ["second prompt"]
+
+
+def test_a_kernel_killed_mid_batch_resumes_with_the_call_interrupted(tmp_path: Path) -> None:
+    agent = Agent(model=ScriptedModel(_answers("three")), tools=[add], workspace=tmp_path, session=True,
+                  approver=lambda request: True)
+    agent.run_sync("add")
+    path = tmp_path / ".nbagent" / "sessions" / f"{agent.session_id}.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    # cut the file just after the assistant message that made the call: its result never reached the disk
+    cut = next(i for i, line in enumerate(lines) if '"tool_calls"' in line)
+    path.write_text("".join(lines[: cut + 1]))
+    resumed = Agent(model=ScriptedModel(["fine"]), tools=[add], workspace=tmp_path).resume(agent.session_id)
+    assert check_transcript(resumed.conversation) == []
+    assert resumed.conversation[-1].content[0].text == INTERRUPTED
+    run = resumed.run_sync("go on")
+    assert run.status == "done" and check_transcript(run.messages) == []
