@@ -58,7 +58,8 @@ from ._binding import Binding
 from ._capture import RoutedStream
 from ._files import FileChange, FileContent, GrepMatch, GrepResult, make_file_tools
 from ._python import execution_result, make_namespace_tools
-from ._readonly import READ_ONLY_COMMANDS, read_only_problem
+from ._gitsafety import git_safety_env
+from ._readonly import READ_ONLY_COMMANDS, STRICT_READ_ONLY_COMMANDS, read_only_problem
 from ._runner import Execution, HistoryEntry, HistorySource, PythonRunner, RunnerHistory
 from ._shell import ShellResult, make_shell_tool
 from ._shellwords import pattern_matches as shell_pattern_matches
@@ -78,6 +79,7 @@ __all__ = [
     "READ_ONLY_COMMANDS",
     "RoutedStream",
     "RunnerHistory",
+    "STRICT_READ_ONLY_COMMANDS",
     "ShellResult",
     "TOOL_NAMES",
     "Workspace",
@@ -85,6 +87,7 @@ __all__ = [
     "all",
     "edit_file",
     "execution_result",
+    "git_safety_env",
     "grep",
     "history",
     "inspect_variable",

@@ -30,6 +30,7 @@ from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
 from ..tools import Tool
 from ._binding import Binding, read_denied_check
+from ._gitsafety import git_safety_env
 from ._readonly import read_only_problem
 from ._shellwords import pattern_matches, suggest_pattern
 from ._values import cut
@@ -77,6 +78,7 @@ def _environment() -> dict[str, str]:
     env = dict(os.environ)
     env.update({"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "TERM": "dumb",
                 "PYTHONUNBUFFERED": "1", "NO_COLOR": "1"})
+    env.update(git_safety_env(env))  # every git it starts: no hooks, fsmonitor, pager, bare repository...
     if env.get("MPLBACKEND", "").startswith("module://"):
         env["MPLBACKEND"] = "Agg"  # the kernel's inline backend means nothing in a subprocess
     return env

@@ -35,8 +35,19 @@ _WRAPPERS_WITH_OPTIONS = {
     "sudo", "doas", "nohup", "nice", "ionice", "command", "builtin", "exec", "stdbuf", "time", "chrt",
     "taskset", "setsid", "unbuffer", "caffeinate", "xargs", "parallel", "watch", "strace", "ltrace",
     "env", "timeout", "flock", "run-one", "chronic", "firejail", "proot", "fakeroot", "torsocks",
+    "chroot", "script", "unshare", "setpriv", "nsenter", "runuser", "su", "sg", "prlimit", "numactl",
+    "cpulimit", "trickle", "proxychains", "proxychains4", "tsocks", "eatmydata", "faketime", "nocache",
+    "chpst", "setarch", "linux32", "linux64", "uclampset", "choom", "systemd-run", "pkexec", "xvfb-run",
+    "dbus-launch", "dbus-run-session", "catchsegv", "valgrind", "bwrap", "nsjail", "ssh-agent", "coproc",
+    "toybox", "sem", "tini", "dumb-init", "gosu", "su-exec", "with-contenv", "s6-setuidgid", "daemonize",
+    "start-stop-daemon", "entr", "ts", "pv", "nq", "tsp", "at", "batch",
 }
-_SHELLS = {"bash", "sh", "zsh", "dash", "ksh", "mksh", "fish", "busybox"}
+"""Programs that run another command given in their arguments (after options of their own)."""
+_SHELLS = {"bash", "sh", "zsh", "dash", "ksh", "mksh", "fish", "ash", "hush", "yash", "tcsh", "csh", "rbash",
+           "posh", "busybox"}
+_SCRIPT_READERS = {"source", ".", "eval", "trap", "alias"}
+RUNS_OTHER_COMMANDS = frozenset(_WRAPPERS_WITH_OPTIONS | _SHELLS | _SCRIPT_READERS)
+"""Every program or builtin that runs commands named in its arguments (for checks that must look inside)."""
 _MAX_DEPTH = 8
 
 
@@ -543,7 +554,9 @@ def subcommands(command: str, depth: int = 0) -> tuple[list[list[str]], bool]:
         # leading assignments (FOO=1 cmd) are not the command
         while values and _is_assignment(values[0]) and not words[len(words) - len(values)].quoted:
             values = values[1:]
-        while values and values[0] in _KEYWORDS:
+        if values and values[0] == "function":
+            values = values[2:]  # function NAME { ...; }: the body's first command follows
+        while values and values[0] in _KEYWORDS and values[0] != "time":
             values = values[1:]
         if not values:
             continue
@@ -563,29 +576,51 @@ def subcommands(command: str, depth: int = 0) -> tuple[list[list[str]], bool]:
 
 
 def _unwrap(values: list[str], depth: int) -> list[list[str] | None]:
-    """The command itself, plus the commands it runs through a wrapper (sudo, bash -c, find -exec...)."""
+    """The command itself, plus the commands it runs through a wrapper (sudo, bash -c, find -exec...).
+
+    None in the list: it runs commands that cannot be read here (a shell reading a script file or stdin,
+    `source`); deny rules then match.
+    """
     found: list[list[str] | None] = [values]
     if depth > _MAX_DEPTH:
         return [None]
     head = os.path.basename(values[0])
     rest = values[1:]
-    if head in _SHELLS or head == "eval":
-        if head == "eval":
-            cmds, ok = subcommands(" ".join(rest), depth + 1)
-            found.extend(cmds if ok else [None])
-        else:
-            for k, arg in enumerate(rest):
-                if arg.startswith("-") and "c" in arg.lstrip("-") and not arg.startswith("--"):
-                    if k + 1 < len(rest):
-                        cmds, ok = subcommands(rest[k + 1], depth + 1)
-                        found.extend(cmds if ok else [None])
-                    break
+
+    def script(text: str) -> None:
+        cmds, ok = subcommands(text, depth + 1)
+        found.extend(cmds if ok else [None])
+
+    if head == "busybox" or head == "toybox":
+        if rest and os.path.basename(rest[0]) in _SHELLS:
+            found.extend(_unwrap(rest, depth + 1))
+        elif rest:
+            found.extend(_unwrap(rest, depth + 1))
+        return found
+    if head in _SHELLS:
+        found.extend(_shell_scripts(rest, depth))
+    elif head == "eval":
+        script(" ".join(rest))
+    elif head in (".", "source"):
+        found.append(None)  # runs a script file
+    elif head == "trap":
+        args = [a for a in rest if not a.startswith("-")]
+        if args:
+            script(args[0])
+    elif head == "alias":
+        for arg in rest:
+            if "=" in arg:
+                script(arg.split("=", 1)[1])
     elif head in _WRAPPERS_WITH_OPTIONS:
         # Which word starts the wrapped command depends on the wrapper's options (`nice -n 5 rm x`): every
         # later word that is not an option might, so each is tried (a deny rule may over-match, never under).
+        # A word that is itself a script (`script -c 'rm x'`, `watch 'rm x'`, `env -S 'rm x'`) is read too.
         for k, arg in enumerate(rest):
             if not arg.startswith("-") and not (head == "env" and _is_assignment(arg)):
                 found.extend(_unwrap(rest[k:], depth + 1))
+            value = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
+            if any(c in value for c in " \t\n;|&`$()<>"):
+                script(value)
     if head == "find" or head == "fd":
         for k, arg in enumerate(rest):
             if arg in ("-exec", "-execdir", "-ok", "-okdir", "-x", "--exec", "-X", "--exec-batch"):
@@ -597,6 +632,29 @@ def _unwrap(values: list[str], depth: int) -> list[list[str] | None]:
                 if inner:
                     found.extend(_unwrap(inner, depth + 1))
     return found
+
+
+_SHELL_HARMLESS = {"--version", "--help", "-version", "-help"}
+
+
+def _shell_scripts(args: list[str], depth: int) -> list[list[str] | None]:
+    """The commands a shell started with `args` runs: its `-c` script, read; a script file, stdin
+    (`bash < x`, `bash <<< ...`, `sh -s`) or anything unclear: None."""
+    for k, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg.startswith("-") and not arg.startswith("--") and "c" in arg[1:]:
+            rest = [a for a in args[k + 1 :] if a != "--"]
+            if not rest:
+                return [None]
+            cmds, ok = subcommands(rest[0], depth + 1)
+            return cmds if ok else [None]
+        if arg.startswith("--") and arg not in _SHELL_HARMLESS and arg not in ("--norc", "--noprofile",
+                                                                               "--login", "--posix"):
+            return [None]
+    if args and all(a in _SHELL_HARMLESS for a in args):
+        return []
+    return [None]  # a script file, or commands from stdin
 
 
 # --------------------------------------------------------------------------------------------------

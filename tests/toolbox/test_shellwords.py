@@ -247,7 +247,7 @@ def test_read_only_commands(w: Workspace, command: str) -> None:
         "ls `touch x`", "cat *.txt", "cat ~/.ssh/id_rsa", "cat ../outside/secret.txt", "cat /etc/passwd",
         "cat link_out", "cat dir_out/secret.txt", "ls ..", "X=1 ls", "'ls'", "/bin/ls", "./ls",
         "rm notes.txt", "touch x", "python script.py", "python -c 'print(1)'", "tail -f notes.txt",
-        "tail -nf 5 notes.txt", "sort -o out notes.txt", "sort --output=out notes.txt", "sort --out=o notes.txt",
+        "tail -fn 5 notes.txt", "sort -o out notes.txt", "sort --output=out notes.txt", "sort --out=o notes.txt",
         "uniq notes.txt out.txt", "find . -delete", "find . -exec rm {} +", "find -L .", "grep -R x .",
         "rg --pre sh x", "file -C -m magic", "tree -o out", "date -s 2020-01-01", "env", "printenv",
         "cat -- ../outside/secret.txt", "grep -f../outside/secret.txt x", "grep --file=/etc/passwd x",
