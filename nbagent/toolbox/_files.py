@@ -5,8 +5,9 @@ with a clear message whatever the mode, rules or approvals. Rule patterns for th
 relative to the workspace (`write_file(notebooks/**)`, `deny: read_file(.env)`; see
 `nbagent.permissions.path_rule_matcher`); `grep` also skips files that a deny rule of `read_file` or
 `grep` protects, and `list_files` hides what a deny rule of `list_files` covers. `write_file` and
-`edit_file` count as file edits for the `acceptEdits` mode, except inside a `.git` directory: git's
-configuration can make later `git` commands run programs, so changing it always asks.
+`edit_file` count as file edits for the `acceptEdits` mode, except inside a `.git` directory and for the
+files that make a directory a git repository of its own (`HEAD`, `config`, `commondir`, `packed-refs`,
+a `.git` file): git's configuration can make later `git` commands run programs, so changing it always asks.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ MAX_LIST_SCAN = 200_000
 """Entries list_files and grep look at before they stop."""
 _SNIFF = 8192
 _PROTECTED_DIRS = (".git",)
+_GIT_LAYOUT_NAMES = ("head", "config", "commondir", "packed-refs", "gitdir")
+"""File names (any case) that, with `objects/` and `refs/` beside them, make a bare repository."""
 
 _BINARY_HINTS = {
     ".parquet": "pandas.read_parquet", ".feather": "pandas.read_feather", ".xlsx": "pandas.read_excel",
@@ -143,8 +146,10 @@ def _edit_call(binding: Binding):
         except WorkspaceError:
             return False
         given = str(args.get("path", "")).replace("\\", "/").lower().split("/")
-        return not any(p.lower() in _PROTECTED_DIRS for p in resolved.parts) and not any(
-            p in _PROTECTED_DIRS for p in given)
+        real = [p.lower() for p in resolved.parts]
+        if any(p in _PROTECTED_DIRS for p in real + given):
+            return False
+        return not ((real and real[-1] in _GIT_LAYOUT_NAMES) or (given and given[-1] in _GIT_LAYOUT_NAMES))
 
     return edits
 
@@ -412,7 +417,9 @@ def make_file_tools(binding: Binding) -> dict[str, Tool]:
         try:
             ws = binding.workspace_for(ctx)
             resolved = ws.resolve(path)
-            before = _old_text(ws, resolved)
+            denied = read_denied_check(ctx)
+            hidden = denied is not None and _read_denied(denied, ws, path, resolved)
+            before = None if hidden else _old_text(ws, resolved)
             created = ws.write_bytes(resolved, data)
         except WorkspaceError as exc:
             return error_result(str(exc))
@@ -423,7 +430,9 @@ def make_file_tools(binding: Binding) -> dict[str, Tool]:
         else:
             diff = _unified_diff(before, content, resolved.rel) if before is not None else ""
             text = f"Wrote {resolved.rel} ({n_lines:,} lines, {_size(len(data))}), replacing what was there."
-            if before is not None and before == content:
+            if hidden:
+                text += " (a deny rule protects it from reading, so what it held is not shown)"
+            elif before is not None and before == content:
                 text = f"Wrote {resolved.rel}: the content was already exactly this."
             elif diff:
                 text += "\n" + diff
@@ -456,6 +465,11 @@ def make_file_tools(binding: Binding) -> dict[str, Tool]:
         try:
             ws = binding.workspace_for(ctx)
             resolved = ws.resolve(path)
+            denied = read_denied_check(ctx)
+            if denied is not None and _read_denied(denied, ws, path, resolved):
+                return error_result(
+                    f"a deny rule protects {resolved.rel} from reading, and edit_file would show what it holds "
+                    "(in its diff and its messages); write_file can replace it whole")
             with ws.open_read(resolved) as f:
                 size = os.fstat(f.fileno()).st_size
                 if size > MAX_WRITE_BYTES:
@@ -640,6 +654,12 @@ def _grep_file(ws: Workspace, rel: str, regex: re.Pattern[str], result: GrepResu
     except WorkspaceError:
         return True
     return True
+
+
+def _read_denied(denied: Any, ws: Workspace, given: str, resolved: ResolvedPath) -> bool:
+    """Whether a deny rule on reading covers this path, as given (normalised) or as it really is."""
+    lexical = ws.relative(os.path.normpath(os.path.join(str(ws.root), given.replace("\\", "/"))))
+    return denied(resolved.rel, str(resolved.path)) or (lexical is not None and denied(lexical, str(resolved.path)))
 
 
 def _old_text(ws: Workspace, resolved: ResolvedPath) -> str | None:

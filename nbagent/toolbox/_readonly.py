@@ -860,6 +860,13 @@ def _has_outward_link(workspace: Workspace, limit: int = MAX_LINK_SCAN) -> bool:
 # --------------------------------------------------------------------------------------------------
 _SPLIT = re.compile(r"[=:,]")
 _TOKEN = re.compile(r"[\w.\-/+@%]+")
+_GIT_KNOWN = {
+    "status", "branch", "tag", "remote", "rev-parse", "ls-files", "ls-tree", "describe", "show-ref", "merge-base",
+    "count-objects", "version", "add", "commit", "checkout", "switch", "restore", "fetch", "pull", "push",
+    "merge", "rebase", "reset", "rm", "mv", "init", "clone", "config", "cherry-pick", "revert", "clean",
+    "worktree", "submodule", "apply", "bisect", "gc", "fsck", "prune", "rev-list", "help",
+}
+"""git subcommands that show no file contents (anything else, aliases included, may)."""
 _GIT_HISTORY_READERS = {"log", "show", "diff", "grep", "cat-file", "reflog", "blame", "annotate", "archive",
                         "bundle", "format-patch", "whatchanged", "stash", "difftool", "range-diff", "fast-export"}
 
@@ -888,6 +895,7 @@ def reveals_denied(command: str, workspace: Workspace, read_denied: DeniedCheck 
     if dynamic:
         return f"{dynamic[0].raw!r} is only known when it runs, and deny rules protect some files"
     root = str(workspace.root)
+    cmds = [*cmds, ["<", *(w.value for w in parsed.redirects)]] if parsed.redirects else cmds
     for words in cmds:
         if not words:
             continue
@@ -896,8 +904,16 @@ def reveals_denied(command: str, workspace: Workspace, read_denied: DeniedCheck 
             return f"{program} runs a script whose words are only known when it runs, and deny rules protect some files"
         if program == "git":
             sub = next((w for w in words[1:] if not w.startswith("-")), "")
-            if sub in _GIT_HISTORY_READERS or sub not in _GIT:
+            if sub in _GIT_HISTORY_READERS or sub not in _GIT_KNOWN:
                 return f"git {sub} can show any file of the repository's history, and deny rules protect some files"
+        if program in ("xargs", "parallel") or (program in ("find", "fd") and any(
+                w in ("-exec", "-execdir", "-ok", "-okdir", "-x", "-X", "--exec", "--exec-batch") for w in words)):
+            return f"{program} runs commands on names only known when it runs, and deny rules protect some files"
+        if program in _TREE_READERS:
+            dirs = [w for w in words[1:] if not w.startswith("-") and os.path.isdir(os.path.join(root, w))]
+            named = [w for w in words[1:] if not w.startswith("-") and os.path.lexists(os.path.join(root, w))]
+            if not named or any(_dir_holds_denied(os.path.join(root, d), workspace, read_denied) for d in dirs):
+                return f"{program} here may read whole directories holding files deny rules protect"
         for word in words[1:]:
             candidates = {word, *_SPLIT.split(word), *_TOKEN.findall(word)}
             if word.startswith("-") and len(word) > 2 and not word.startswith("--"):
@@ -915,10 +931,31 @@ def reveals_denied(command: str, workspace: Workspace, read_denied: DeniedCheck 
     return None
 
 
+_TREE_READERS = {"grep", "egrep", "fgrep", "rgrep", "rg", "ag", "ack", "ugrep", "tar", "zip", "7z", "rsync", "cp",
+                 "diff", "scp", "cpio", "pax", "bsdtar"}
+"""Programs that may read every file below a directory (or the working directory when given none)."""
+
+
+def _dir_holds_denied(directory: str, workspace: Workspace, read_denied: DeniedCheck, limit: int = 5000) -> bool:
+    seen = 0
+    for dirpath, dirnames, filenames in os.walk(directory):
+        for name in dirnames + filenames:
+            seen += 1
+            if seen > limit:
+                return True
+            full = os.path.join(dirpath, name)
+            rel = workspace.relative(os.path.normpath(full))
+            if rel is not None and read_denied(rel, os.path.realpath(full)):
+                return True
+    return False
+
+
 def _denied_path(value: str, root: str, workspace: Workspace, read_denied: DeniedCheck) -> str | None:
     if value.startswith("~"):
         return None
     joined = value if os.path.isabs(value) else os.path.join(root, value)
+    if not os.path.lexists(joined):
+        return None  # nothing there to reveal
     real = os.path.realpath(joined)
     rel = workspace.relative(real)
     lexical_rel = workspace.relative(os.path.normpath(joined))

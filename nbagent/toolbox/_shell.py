@@ -31,7 +31,7 @@ from ..messages import TextBlock, ToolResult
 from ..tools import Tool
 from ._binding import Binding, read_denied_check
 from ._gitsafety import git_safety_env
-from ._readonly import read_only_problem
+from ._readonly import read_only_problem, reveals_denied
 from ._shellwords import pattern_matches, suggest_pattern
 from ._values import cut
 from ._workspace import WorkspaceError
@@ -186,6 +186,9 @@ def make_shell_tool(binding: Binding) -> Tool:
             return ToolResult([TextBlock("the command is empty")], is_error=True)
         if "\x00" in command:
             return ToolResult([TextBlock("the command contains a NUL byte")], is_error=True)
+        revealing = reveals_denied(command, ws, read_denied_check(ctx))
+        if revealing:  # a deny rule on reading holds here too, whatever was approved
+            return ToolResult([TextBlock(f"not run: {revealing}")], is_error=True)
         started = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
             _bash(), "-c", command, cwd=str(ws.root), stdin=asyncio.subprocess.DEVNULL,
@@ -254,7 +257,8 @@ def _read_only_call(binding: Binding):
             ws = binding.workspace_for(ctx)
         except WorkspaceError:
             return False
-        return read_only_problem(command, ws, read_denied_check(ctx)) is None
+        denied = read_denied_check(ctx)
+        return read_only_problem(command, ws, denied) is None and reveals_denied(command, ws, denied) is None
 
     return read_only
 

@@ -77,6 +77,8 @@ class Parsed:
     operators: list[str] = field(default_factory=list)
     substitutions: list[str] = field(default_factory=list)
     """The text inside `$(...)`, backticks, `<(...)` and `>(...)`."""
+    redirects: list[Word] = field(default_factory=list)
+    """The targets of redirections (`< in`, `> out`, `2>> log`; a here-document's delimiter)."""
     problems: list[str] = field(default_factory=list)
     """Why the line is more than one plain command with literal words."""
     error: str | None = None
@@ -125,6 +127,7 @@ def parse(command: str) -> Parsed:
             word = Word("".join(raw), "".join(value), quoted, expands, dynamic)
             if redirect_target:
                 redirect_target = False
+                parsed.redirects.append(word)
             elif word.raw in ("{", "}") and not current or word.raw == "}":
                 # a command group's braces separate the commands around them
                 if current:
