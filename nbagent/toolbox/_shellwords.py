@@ -12,8 +12,13 @@ Three questions are answered from that, and only from it:
   such a command (or the exact command line the pattern spells out), so `git status; rm -rf x` never
   matches `shell(git status*)`.
 - `subcommands`: every command that may run, for deny rules, which must match broadly: the parts of a
-  compound line, the contents of substitutions, and the commands behind wrappers (`sudo`, `env`,
-  `xargs`, `bash -c '...'`, `eval`, `find -exec`). A line that cannot be parsed matches every deny rule.
+  compound line, the contents of substitutions, and the commands behind wrappers, whatever options the
+  wrapper takes (`sudo`, `env -i`, `time -p`, `nice -n 5`, `timeout -s KILL 5`, `script -c '...'`,
+  `watch '...'`, `unshare`, `setpriv`, `flock`, `xargs`, `busybox`...), shells (`bash -c '...'`), `eval`,
+  `trap '...'`, `alias x='...'`, function bodies and `find -exec`. A line that cannot be parsed, a program
+  only known when the line runs (`$(...) x`, `${IFS}`, globs, braces), and a shell or `source` reading its
+  script from a file or stdin (`bash < x`, `bash <<< '...'`, `sh script.sh`) make it unreadable: then
+  every deny rule matches.
 - `read_only_reason`: whether a command only reads (see `nbagent.toolbox._readonly`).
 """
 

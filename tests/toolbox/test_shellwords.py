@@ -179,13 +179,30 @@ def test_a_literal_pattern_matches_exactly_that_line() -> None:
         "cat <(rm -rf x)",
         "$CMD -rf x",
         "rm 'unterminated",
+        # a shell reading its script from stdin, a here-string, a here-document or a file
+        "bash < script.sh", "bash <<< 'rm -rf x'", "sh <<EOF\nrm -rf x\nEOF", "sh script.sh", "bash -s",
+        "bash", "source script.sh", ". script.sh", "busybox sh script.sh", "bash -c -- 'rm x'",
+        # wrappers with options of their own, or missing from a short list
+        "time -p rm x", "time rm x", "nice -n 5 rm x", "timeout -s KILL 5 rm x", "env -i A=b rm x", "stdbuf -o0 rm x",
+        "ionice -c3 rm x", "nohup rm x", "setsid rm x", "setsid -f rm x", "chroot / rm x", "script -c 'rm x'",
+        "script -qc 'rm x' /dev/null", "unshare -r rm x", "setpriv --reuid=1000 rm x", "flock /tmp/l rm x",
+        "flock /tmp/l -c 'rm x'", "watch 'rm x'", "watch -n1 rm x", "xargs -I{} sh -c 'rm {}'", "parallel rm ::: a b",
+        "busybox sh -c 'rm x'", "busybox rm x", "command rm x", "builtin rm x", "exec rm x", "exec -a n rm x",
+        "env -S 'rm x'", "su -c 'rm x'", "runuser -u me -- rm x", "prlimit --nofile=10 rm x", "systemd-run rm x",
+        # builtins that hold a command for later
+        "trap 'rm x' EXIT", "alias ls='rm -rf x'", "function f { rm x; }", "function f() { rm x; }",
+        # the program's name only known when it runs, or spelled around the rule
+        "$(echo rm) x", "`echo rm` x", "rm${IFS}x", "{rm,x}", "r\\m x", "'r'm x", '"rm" x', "/usr/bin/env rm x",
+        "/bin/r? x", "Rm x",
     ],
 )
 def test_deny_pattern_matches_anything_that_may_run_it(command: str) -> None:
     assert pattern_matches("rm *", command, "deny")
 
 
-@pytest.mark.parametrize("command", ["ls -la", "git status", "echo rm", "grep rm notes.txt", "cat rm.txt"])
+@pytest.mark.parametrize("command", ["ls -la", "git status", "echo rm", "grep rm notes.txt", "cat rm.txt",
+                                     "time -p ls", "nice -n 5 make", "bash --version", "bash -c 'ls -la'",
+                                     "timeout 5 pytest -q", "env A=1 python x.py", "git commit -m 'rm x'"])
 def test_deny_pattern_leaves_other_commands_alone(command: str) -> None:
     assert not pattern_matches("rm *", command, "deny")
 
