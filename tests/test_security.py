@@ -525,3 +525,22 @@ def test_accept_edits_still_writes_ordinary_files(ws: Path) -> None:
     for path in ("notes.txt", "config.yaml", "src/head.py", "objects/readme.md"):
         rec = one(ws, "write_file", {"path": path, "content": "x\n"}, mode="acceptEdits")
         assert rec.status == "ok" and rec.decision.source == "mode", path
+
+
+# --------------------------------------------------------------------------------------------------
+# "Always allow" grants exactly what was approved
+# --------------------------------------------------------------------------------------------------
+def test_always_allow_of_one_command_does_not_allow_its_family(ws: Path) -> None:
+    asked: list[str] = []
+
+    def approver(request):
+        asked.append(request.arguments["command"])
+        return Decision(True, remember=True) if len(asked) == 1 else Decision(False)
+
+    calls = [ToolCall(name="shell", arguments={"command": c}) for c in
+             ("git config --get user.name", "git config core.fsmonitor 'touch pwned'", "git config --get user.name")]
+    run = run_calls(ws, *calls, approver=approver)
+    assert [str(g) for g in run.agent.grants] == ["shell(git config --get user.name)"]
+    assert asked == ["git config --get user.name", "git config core.fsmonitor 'touch pwned'"]
+    assert [c.decision.source for c in run.calls] == ["user", "user", "grant"]
+    assert not (ws / "pwned").exists()

@@ -9,7 +9,8 @@ so children it started stop too. The model gets the output cut to its head and t
 
 Permissions (see `_shellwords` and `_readonly`): a command that only reads (`git status`, `ls -la`,
 `cat notes.md`) is auto-allowed when the command line really is just that; rules match with
-`shell(prefix*)` patterns that compound lines never satisfy; "always allow" remembers a safe prefix.
+`shell(prefix*)` patterns that compound lines never satisfy; "always allow" remembers exactly the
+command line that was approved.
 The shell is not a sandbox: an allowed command can do whatever its program does.
 """
 

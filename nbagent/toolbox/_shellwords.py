@@ -28,7 +28,7 @@ import fnmatch
 import os
 from dataclasses import dataclass, field
 
-__all__ = ["Parsed", "Word", "glob_escape", "parse", "pattern_matches", "suggest_pattern"]
+__all__ = ["Parsed", "Word", "glob_escape", "literal_pattern", "parse", "pattern_matches", "suggest_pattern"]
 
 _OPERATOR_CHARS = ";&|"
 _SPECIAL_PROBLEMS = {
@@ -707,12 +707,19 @@ def pattern_matches(pattern: str, command: str, action: str = "allow") -> bool:
       values (quotes removed) or with the program's directory dropped (`/bin/rm` as `rm`), ignoring case;
       or the whole line; and always when the line cannot be read.
     """
-    pattern = _norm_pattern(pattern)
     if action == "deny":
-        return _deny_matches(pattern, command)
-    literal = _unescape(pattern)
-    if literal is not None and command.strip() == literal:
-        return True
+        return _deny_matches(_norm_pattern(pattern), command)
+    literal = _unescape(pattern.strip())
+    if literal is not None:
+        # exactly that line, or the same words with other spacing between them (never inside quotes)
+        if command.strip() == literal:
+            return True
+        mine, theirs = parse(literal), parse(command)
+        return (mine.error is None and theirs.error is None and len(mine.commands) == len(theirs.commands) == 1
+                and mine.only_problems("a glob pattern", "a home directory (~)", "a brace expansion")
+                and theirs.only_problems("a glob pattern", "a home directory (~)", "a brace expansion")
+                and [w.raw for w in mine.words] == [w.raw for w in theirs.words])
+    pattern = _norm_pattern(pattern)
     parsed = parse(command)
     if parsed.error is not None or len(parsed.commands) != 1:
         return False
@@ -752,45 +759,18 @@ def _deny_matches(pattern: str, command: str) -> bool:
 # --------------------------------------------------------------------------------------------------
 # What "always allow" should cover
 # --------------------------------------------------------------------------------------------------
-_SUBCOMMAND_TOOLS = {
-    "git", "pip", "pip3", "npm", "npx", "yarn", "pnpm", "cargo", "go", "docker", "podman", "kubectl", "conda",
-    "mamba", "uv", "poetry", "make", "gh", "jupyter", "brew", "apt", "apt-get", "dotnet", "bundle", "gem",
-    "rustup", "hatch", "tox", "nox", "pre-commit", "dvc", "terraform", "helm", "systemctl",
-}
-_INTERPRETERS = {"python", "python3", "node", "ruby", "perl", "Rscript", "julia", "deno", "bun", "php"}
-_EXACT_ONLY = {
-    "rm", "rmdir", "mv", "cp", "dd", "chmod", "chown", "chgrp", "kill", "pkill", "killall", "sudo", "su", "doas",
-    "shutdown", "reboot", "halt", "poweroff", "truncate", "shred", "ln", "curl", "wget", "ssh", "scp", "rsync",
-    "sftp", "nc", "ncat", "socat", "telnet", "eval", "exec", "source", ".", "env", "xargs", "find", "sed",
-    "awk", "perl", "tee", "crontab", "at", "mkfs", "mount", "umount", "fdisk", "parted", "iptables",
-    *_SHELLS,
-}
-
-
 def suggest_pattern(command: str) -> str:
-    """The `shell(...)` pattern an "always allow" of this command should remember.
-
-    A plain command gets a prefix (`git push*`, `pytest*`, `python train.py*`); commands that delete, move,
-    fetch, escalate or run other commands, and every compound line, get exactly themselves (globs escaped).
+    """The `shell(...)` pattern an "always allow" of this command remembers: exactly this command line
+    (globs escaped), never a family of commands: approving `git config --get x` must not allow
+    `git config core.fsmonitor ...`. The same command with other spacing between its words still matches;
+    an approver that wants a wider grant says so with `Decision(scope=...)`.
     """
     exact = glob_escape(command.strip())
     if not exact:
         return "\x00"  # a blank line: a pattern that covers nothing else (never the whole tool)
-    parsed = parse(command)
-    if not parsed.is_simple:
-        return exact
-    raw = [w.raw for w in parsed.words]
-    head = os.path.basename(parsed.words[0].value)
-    if head != raw[0] or head in _EXACT_ONLY or head.startswith("mkfs"):
-        return exact
-    if head in _INTERPRETERS:
-        if len(raw) >= 3 and raw[1] == "-m" and not raw[2].startswith("-"):
-            return glob_escape(" ".join(raw[:3])) + "*"
-        if len(raw) >= 2 and not raw[1].startswith("-"):
-            return glob_escape(" ".join(raw[:2])) + "*"
-        return exact
-    if head in _SUBCOMMAND_TOOLS:
-        if len(raw) >= 2 and not raw[1].startswith("-"):
-            return glob_escape(" ".join(raw[:2])) + "*"
-        return exact
-    return glob_escape(head) + "*"
+    return exact
+
+
+def literal_pattern(pattern: str) -> str | None:
+    """The exact text a pattern without wildcards stands for (`ls [*].py` -> `ls *.py`), else None."""
+    return _unescape(pattern)

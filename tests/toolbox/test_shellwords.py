@@ -213,20 +213,38 @@ def test_deny_pattern_leaves_other_commands_alone(command: str) -> None:
 @pytest.mark.parametrize(
     "command, suggestion",
     [
-        ("git push origin main", "git push*"),
-        ("pytest -q tests", "pytest*"),
-        ("python train.py --epochs 3", "python train.py*"),
-        ("python -m pytest -x", "python -m pytest*"),
-        ("python -c 'import os'", "python -c 'import os'"),
+        ("git push origin main", "git push origin main"),
+        ("git config --get x", "git config --get x"),
+        ("pytest -q tests", "pytest -q tests"),
+        ("python train.py --epochs 3", "python train.py --epochs 3"),
         ("rm -rf build", "rm -rf build"),
-        ("curl https://x", "curl https://x"),
         ("git status; rm -rf x", "git status; rm -rf x"),
         ("ls *.py", "ls [*].py"),
-        ("make", "make"),
+        ("  make  ", "make"),
     ],
 )
-def test_suggested_grants_are_safe_prefixes(command: str, suggestion: str) -> None:
+def test_suggested_grants_are_exactly_the_command(command: str, suggestion: str) -> None:
     assert suggest_pattern(command) == suggestion
+
+
+@pytest.mark.parametrize(
+    "approved, other",
+    [
+        ("git config --get x", "git config core.fsmonitor 'touch pwned'"),
+        ("git config --get x", "git config --get x y"),
+        ("git config --get x", "git config --get x; rm -rf /"),
+        ("pytest tests/x.py", "pytest tests/x.py --pdb"),
+        ("python train.py", "python train.py --out /etc/passwd"),
+        ("ls *.py", "ls a.py"),
+        ("make", "make install"),
+        ("echo 'a  b'", "echo 'a b'"),
+    ],
+)
+def test_a_grant_covers_exactly_what_was_approved(approved: str, other: str) -> None:
+    grant = suggest_pattern(approved)
+    assert pattern_matches(grant, approved, "grant")
+    assert pattern_matches(grant, "  " + approved + " ", "grant")
+    assert not pattern_matches(grant, other, "grant")
 
 
 def test_a_suggested_grant_for_a_compound_line_covers_only_that_line() -> None:
