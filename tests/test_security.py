@@ -141,6 +141,31 @@ def test_grep_and_list_files_do_not_follow_links_out(ws: Path) -> None:
     assert not any(p.startswith("dir_out/") for p in run.calls[1].details)
 
 
+def test_chains_of_links_and_relative_links_out_are_not_followed(ws: Path, outside: Path) -> None:
+    (ws / "sub").mkdir()
+    os.symlink("../../outside", ws / "sub" / "rel_out")          # relative, climbing out
+    os.symlink(ws / "sub", ws / "sub_alias")                      # inside, leading to a dir with a link out
+    os.symlink(ws / "link_out", ws / "chain")                     # a link to a link that leads out
+    calls = [
+        ToolCall(name="read_file", arguments={"path": "sub/rel_out/secret.txt"}),
+        ToolCall(name="read_file", arguments={"path": "sub_alias/rel_out/secret.txt"}),
+        ToolCall(name="read_file", arguments={"path": "chain"}),
+        ToolCall(name="grep", arguments={"pattern": "SECRET", "path": "sub_alias"}),
+        ToolCall(name="grep", arguments={"pattern": "SECRET", "path": "sub/rel_out"}),
+        ToolCall(name="grep", arguments={"pattern": "SECRET", "path": "chain"}),
+        ToolCall(name="list_files", arguments={"pattern": "sub_alias/rel_out/*"}),
+        ToolCall(name="list_files", arguments={"pattern": "**/secret.txt"}),
+    ]
+    run = run_calls(ws, *calls, mode="bypassPermissions")
+    for rec in run.calls:
+        assert no_secret(rec), rec.name
+        if rec.name == "list_files":
+            assert not any(p.endswith("secret.txt") for p in (rec.result.details or [])), rec.result.text
+    control = run_calls(ws, ToolCall(name="read_file", arguments={"path": "sub_alias/../notes.txt"}),
+                        mode="bypassPermissions")
+    assert "hello" in control.calls[0].result.text
+
+
 def test_a_symlink_created_by_shell_does_not_open_the_boundary(ws: Path) -> None:
     run = run_calls(ws, ToolCall(name="shell", arguments={"command": "ln -s / rootlink"}),
                     ToolCall(name="read_file", arguments={"path": "rootlink/etc/passwd"}), mode="bypassPermissions")
