@@ -651,6 +651,8 @@ def _shell_scripts(args: list[str], depth: int) -> list[list[str] | None]:
     for k, arg in enumerate(args):
         if arg == "--":
             break
+        if not arg.startswith(("-", "+")) and not (k and args[k - 1] in ("-o", "+o", "-O", "+O")):
+            return [None]  # a script file (the shell runs it, whatever options follow)
         if arg.startswith("-") and not arg.startswith("--") and "c" in arg[1:]:
             rest = [a for a in args[k + 1 :] if a != "--"]
             if not rest:

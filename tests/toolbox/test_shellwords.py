@@ -182,6 +182,7 @@ def test_a_literal_pattern_matches_exactly_that_line() -> None:
         # a shell reading its script from stdin, a here-string, a here-document or a file
         "bash < script.sh", "bash <<< 'rm -rf x'", "sh <<EOF\nrm -rf x\nEOF", "sh script.sh", "bash -s",
         "bash", "source script.sh", ". script.sh", "busybox sh script.sh", "bash -c -- 'rm x'",
+        "bash script.sh -c 'ls'", "bash -o pipefail -c 'rm x'",
         # wrappers with options of their own, or missing from a short list
         "time -p rm x", "time rm x", "nice -n 5 rm x", "timeout -s KILL 5 rm x", "env -i A=b rm x", "stdbuf -o0 rm x",
         "ionice -c3 rm x", "nohup rm x", "setsid rm x", "setsid -f rm x", "chroot / rm x", "script -c 'rm x'",
