@@ -32,24 +32,23 @@ few options listed there, on plain files of the workspace.
 Anything else is not read-only: it goes on through the permission pipeline (rules, grants, the mode,
 the approver) like any other command.
 
-`reveals_denied(command, workspace, read_denied)` answers the other question deny rules on reading ask
-of a shell command: may it show a protected file? (see its docstring).
+`_readdeny.reveals_denied` answers the other question deny rules on reading ask of a shell command:
+may it show a protected file?
 """
 
 from __future__ import annotations
 
 import os
-import re
 import stat as stat_module
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from ._gitsafety import configured_programs
-from ._shellwords import RUNS_OTHER_COMMANDS, parse, subcommands
+from ._shellwords import parse
 from ._workspace import Workspace
 
-__all__ = ["MAX_LINK_SCAN", "READ_ONLY_COMMANDS", "STRICT_READ_ONLY_COMMANDS", "read_only_problem",
-           "reveals_denied"]
+__all__ = ["MAX_LINK_SCAN", "READ_ONLY_COMMANDS", "STRICT_READ_ONLY_COMMANDS", "git_layout_problem",
+           "read_only_problem"]
 
 DeniedCheck = Callable[[str, str], bool]
 """`f(relative path, real absolute path) -> bool`: whether a deny rule protects that path from reading."""
@@ -586,8 +585,8 @@ _LOG_LONG = (
     "walk-reflogs show-pulls dense sparse remove-empty no-walk? do-walk minimal histogram patience "
     "diff-algorithm= text cc dirstat? name-rev?"
 )
-_LOG_ALIASES = {"p": "patch", "u": "patch", "s": "no-patch", "n": "max-count", "U": "unified", "i": "regexp-ignore-case",
-                "E": "extended-regexp", "F": "fixed-strings", "M": "find-renames", "C": "find-copies",
+_LOG_ALIASES = {"p": "patch", "u": "patch", "s": "no-patch", "n": "max-count", "U": "unified",
+                "i": "regexp-ignore-case", "E": "extended-regexp", "F": "fixed-strings", "M": "find-renames", "C": "find-copies",
                 "w": "ignore-all-space", "b": "ignore-space-change", "a": "text", "g": "walk-reflogs"}
 _LOG = _Options("pusn:U?M?C?iEFL:S:G:wbzcmtRWag0123456789", _LOG_LONG, _LOG_ALIASES, gnu=False)
 _DIFF = _Options(
@@ -852,141 +851,4 @@ def _has_outward_link(workspace: Workspace, limit: int = MAX_LINK_SCAN) -> bool:
                         return True
         except OSError:
             continue
-    return False
-
-
-# --------------------------------------------------------------------------------------------------
-# Deny rules on reading, for any command line
-# --------------------------------------------------------------------------------------------------
-_SPLIT = re.compile(r"[=:,]")
-_TOKEN = re.compile(r"[\w.\-/+@%]+")
-_GIT_KNOWN = {
-    "status", "branch", "tag", "remote", "rev-parse", "ls-files", "ls-tree", "describe", "show-ref", "merge-base",
-    "count-objects", "version", "add", "commit", "checkout", "switch", "restore", "fetch", "pull", "push",
-    "merge", "rebase", "reset", "rm", "mv", "init", "clone", "config", "cherry-pick", "revert", "clean",
-    "worktree", "submodule", "apply", "bisect", "gc", "fsck", "prune", "rev-list", "help",
-}
-"""git subcommands that show no file contents (anything else, aliases included, may)."""
-_GIT_HISTORY_READERS = {"log", "show", "diff", "grep", "cat-file", "reflog", "blame", "annotate", "archive",
-                        "bundle", "format-patch", "whatchanged", "stash", "difftool", "range-diff", "fast-export"}
-
-
-def reveals_denied(command: str, workspace: Workspace, read_denied: DeniedCheck | None) -> str | None:
-    """Why `command` may show a file that a deny rule on reading protects, or None when it can be shown
-    that it does not name one.
-
-    It may, when: the line cannot be read whole (a substitution, `$VAR`, an unterminated quote: what it
-    names is only known when it runs); any word of any command the line may run (behind wrappers,
-    `bash -c`, `eval`, substitutions), or a part of it after `=`, `:` or `,` (`if=.env`, `HEAD:.env`),
-    names a protected path, however it is quoted or escaped; a glob or brace in it matches one; or it is a
-    git command that shows file contents from history (`git log -p`, `git show`, `git grep`...), which
-    can hold the protected file under any name. A program that computes a path while it runs
-    (`python script.py`) cannot be seen through: that is what the OS sandbox is for.
-    """
-    if read_denied is None:
-        return None
-    parsed = parse(command)
-    if parsed.error is not None:
-        return f"it cannot be read whole ({parsed.error}), and deny rules protect some files"
-    cmds, ok = subcommands(command)
-    if not ok:
-        return "part of it is only known when it runs, and deny rules protect some files"
-    dynamic = [w for words in parsed.commands for w in words if w.dynamic]
-    if dynamic:
-        return f"{dynamic[0].raw!r} is only known when it runs, and deny rules protect some files"
-    root = str(workspace.root)
-    cmds = [*cmds, ["<", *(w.value for w in parsed.redirects)]] if parsed.redirects else cmds
-    for words in cmds:
-        if not words:
-            continue
-        program = os.path.basename(words[0])
-        if program in RUNS_OTHER_COMMANDS and any("$" in w or "`" in w for w in words[1:]):
-            return f"{program} runs a script whose words are only known when it runs, and deny rules protect some files"
-        if program == "git":
-            sub = next((w for w in words[1:] if not w.startswith("-")), "")
-            if sub in _GIT_HISTORY_READERS or sub not in _GIT_KNOWN:
-                return f"git {sub} can show any file of the repository's history, and deny rules protect some files"
-        if program in ("xargs", "parallel") or (program in ("find", "fd") and any(
-                w in ("-exec", "-execdir", "-ok", "-okdir", "-x", "-X", "--exec", "--exec-batch") for w in words)):
-            return f"{program} runs commands on names only known when it runs, and deny rules protect some files"
-        if program in _TREE_READERS:
-            dirs = [w for w in words[1:] if not w.startswith("-") and os.path.isdir(os.path.join(root, w))]
-            named = [w for w in words[1:] if not w.startswith("-") and os.path.lexists(os.path.join(root, w))]
-            if not named or any(_dir_holds_denied(os.path.join(root, d), workspace, read_denied) for d in dirs):
-                return f"{program} here may read whole directories holding files deny rules protect"
-        for word in words[1:]:
-            candidates = {word, *_SPLIT.split(word), *_TOKEN.findall(word)}
-            if word.startswith("-") and len(word) > 2 and not word.startswith("--"):
-                candidates.add(word[2:])  # -f.env
-            for cand in candidates:
-                if not cand:
-                    continue
-                if any(c in cand for c in "*?[{"):
-                    if _glob_hits_denied(cand, workspace, read_denied):
-                        return f"{cand!r} may match a file protected by a deny rule"
-                    continue
-                problem = _denied_path(cand, root, workspace, read_denied)
-                if problem:
-                    return problem
-    return None
-
-
-_TREE_READERS = {"grep", "egrep", "fgrep", "rgrep", "rg", "ag", "ack", "ugrep", "tar", "zip", "7z", "rsync", "cp",
-                 "diff", "scp", "cpio", "pax", "bsdtar"}
-"""Programs that may read every file below a directory (or the working directory when given none)."""
-
-
-def _dir_holds_denied(directory: str, workspace: Workspace, read_denied: DeniedCheck, limit: int = 5000) -> bool:
-    seen = 0
-    for dirpath, dirnames, filenames in os.walk(directory):
-        for name in dirnames + filenames:
-            seen += 1
-            if seen > limit:
-                return True
-            full = os.path.join(dirpath, name)
-            rel = workspace.relative(os.path.normpath(full))
-            if rel is not None and read_denied(rel, os.path.realpath(full)):
-                return True
-    return False
-
-
-def _denied_path(value: str, root: str, workspace: Workspace, read_denied: DeniedCheck) -> str | None:
-    if value.startswith("~"):
-        return None
-    joined = value if os.path.isabs(value) else os.path.join(root, value)
-    if not os.path.lexists(joined):
-        return None  # nothing there to reveal
-    real = os.path.realpath(joined)
-    rel = workspace.relative(real)
-    lexical_rel = workspace.relative(os.path.normpath(joined))
-    for form in (rel, lexical_rel):
-        if form is not None and read_denied(form, real):
-            return f"{value!r} is protected by a deny rule"
-    if rel is None and read_denied(value.lstrip("/"), real):
-        return f"{value!r} is protected by a deny rule"
-    return None
-
-
-def _glob_hits_denied(pattern: str, workspace: Workspace, read_denied: DeniedCheck, limit: int = 5000) -> bool:
-    """Whether a glob (with `*`, `?`, `[...]` or braces) could name a protected file of the workspace."""
-    import fnmatch
-
-    pat = pattern
-    if "{" in pat:
-        return True  # brace expansion: too many shapes to follow; assume the worst
-    if pat.startswith("/"):
-        pat = os.path.relpath(pat, str(workspace.root)) if workspace.relative(pat) is not None else None
-        if pat is None:
-            return False
-    regex = re.compile(fnmatch.translate(pat.replace("**", "*")))
-    seen = 0
-    for dirpath, dirnames, filenames in os.walk(str(workspace.root)):
-        for name in dirnames + filenames:
-            seen += 1
-            if seen > limit:
-                return True
-            full = os.path.join(dirpath, name)
-            rel = workspace.relative(full)
-            if rel is not None and regex.match(rel) and read_denied(rel, os.path.realpath(full)):
-                return True
     return False

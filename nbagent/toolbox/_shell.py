@@ -32,7 +32,8 @@ from ..messages import TextBlock, ToolResult
 from ..tools import Tool
 from ._binding import Binding, read_denied_check
 from ._gitsafety import git_safety_env
-from ._readonly import read_only_problem, reveals_denied
+from ._readdeny import reveals_denied
+from ._readonly import read_only_problem
 from ._shellwords import pattern_matches, suggest_pattern
 from ._values import cut
 from ._workspace import WorkspaceError
