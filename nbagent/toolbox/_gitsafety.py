@@ -37,6 +37,7 @@ and an approved `git push` over HTTPS gets no stored credentials from a helper.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from typing import Mapping
 
@@ -82,7 +83,8 @@ _PROGRAM_KEYS = r"^(diff\.external|diff\..+\.(command|textconv)|filter\..+\.(cle
 def configured_programs(cwd: str | os.PathLike[str], timeout: float = 5.0) -> dict[str, str] | None:
     """The git settings in effect in `cwd` that name a program the forced settings cannot switch off
     (`diff.external`, `diff.<driver>.command/textconv`, `filter.<driver>.clean/smudge/process`), as
-    {key: value}. None when git cannot tell (it fails, or is missing): treat that as "some".
+    {key: value}; Git LFS's own filter (`git-lfs clean -- %f`...) is left out. None when git cannot tell
+    (it fails, or is missing): treat that as "some".
     """
     env = dict(os.environ)
     env.update(git_safety_env(env))
@@ -97,5 +99,10 @@ def configured_programs(cwd: str | os.PathLike[str], timeout: float = 5.0) -> di
     for entry in proc.stdout.decode("utf-8", "replace").split("\0"):
         if entry:
             key, _, value = entry.partition("\n")
-            found[key] = value
+            if not _KNOWN_PROGRAM.match(value):
+                found[key] = value
     return found
+
+
+_KNOWN_PROGRAM = re.compile(r"^git-lfs (clean|smudge|filter-process)( -- %f)?$")
+"""Driver commands left out of `configured_programs`: Git LFS, as `git lfs install` configures it."""

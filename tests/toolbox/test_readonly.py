@@ -183,6 +183,16 @@ def test_git_with_a_configured_filter_does_not_auto_allow_work_tree_reads(repo: 
     assert read_only_problem("git log --oneline", repo) is None
 
 
+def test_git_lfs_filters_do_not_stop_auto_allow(repo: Workspace) -> None:
+    root = Path(repo.root)
+    for key, value in (("filter.lfs.clean", "git-lfs clean -- %f"), ("filter.lfs.smudge", "git-lfs smudge -- %f"),
+                       ("filter.lfs.process", "git-lfs filter-process")):
+        subprocess.run(["git", "-C", str(root), "config", key, value], check=True)
+    assert read_only_problem("git status", repo) is None
+    subprocess.run(["git", "-C", str(root), "config", "filter.lfs.clean", "git-lfs clean -- %f; touch pwned"], check=True)
+    assert read_only_problem("git status", repo) is not None
+
+
 def test_git_repository_layouts_other_than_a_plain_git_directory(inside: Workspace, tmp_path: Path) -> None:
     root = Path(inside.root)
     # a bare repository at the workspace's top
