@@ -521,6 +521,21 @@ def test_shell_reads_other_files_under_a_read_deny(ws: Path) -> None:
     assert rec.decision.source == "read_only" and "hello" in rec.result.text
 
 
+@pytest.mark.parametrize("command", ["git diff -- notes.txt", "git log -p -- notes.txt", "git show HEAD -- notes.txt",
+                                     "git blame notes.txt"])
+def test_git_contents_limited_to_other_paths_run_under_a_read_deny(ws: Path, command: str) -> None:
+    rec = one(ws, "shell", {"command": command}, rules=DENY_ENV, mode="bypassPermissions")
+    assert not rec.result.text.startswith("not run"), rec.result.text
+
+
+@pytest.mark.parametrize("command", ["git diff -- .", "git diff -- ':!notes.txt'", "git log -p -- '*'",
+                                     "git diff -- .env", "git log -p -- ENV_ALIAS/..", "git blame -C notes.txt",
+                                     "git show HEAD:.env -- notes.txt", "git diff -- ''"])
+def test_git_contents_not_limited_to_other_paths_do_not_run_under_a_read_deny(ws: Path, command: str) -> None:
+    rec = one(ws, "shell", {"command": command}, rules=DENY_ENV, mode="bypassPermissions")
+    assert rec.result.text.startswith("not run") and no_secret(rec), rec.result.text
+
+
 def test_shell_under_a_read_deny_is_not_auto_allowed_when_it_names_the_file(ws: Path) -> None:
     rec = one(ws, "shell", {"command": "cat .env"}, rules=DENY_ENV)
     assert rec.decision.source != "read_only" and no_secret(rec)

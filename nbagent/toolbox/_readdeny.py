@@ -66,8 +66,10 @@ def reveals_denied(command: str, workspace: Workspace, read_denied: DeniedCheck 
             return f"{program} runs a script whose words are only known when it runs, and deny rules protect some files"
         if program == "git":
             sub = next((w for w in words[1:] if not w.startswith("-")), "")
-            if sub in _GIT_HISTORY_READERS or sub not in _GIT_KNOWN:
-                return f"git {sub} can show any file of the repository's history, and deny rules protect some files"
+            if (sub in _GIT_HISTORY_READERS or sub not in _GIT_KNOWN) and not _git_limited(
+                    words, sub, root, workspace, read_denied):
+                return (f"git {sub} can show any file of the repository's history, and deny rules protect some "
+                        "files (limit it to other paths after --)")
         if program in ("xargs", "parallel") or (program in ("find", "fd") and any(
                 w in ("-exec", "-execdir", "-ok", "-okdir", "-x", "-X", "--exec", "--exec-batch") for w in words)):
             return f"{program} runs commands on names only known when it runs, and deny rules protect some files"
@@ -91,6 +93,33 @@ def reveals_denied(command: str, workspace: Workspace, read_denied: DeniedCheck 
                 if problem:
                     return problem
     return None
+
+
+def _git_limited(words: list[str], sub: str, root: str, workspace: Workspace, read_denied: DeniedCheck) -> bool:
+    """Whether a git command that shows contents is limited to paths no deny rule protects: pathspecs
+    after `--` (`git diff -- src/`, `git log -p -- notes.txt`), plain (no `:(magic)`, `:!exclude` or glob),
+    none protected nor a directory holding a protected file; or `git blame FILE` without -C/-M."""
+    if sub == "blame":
+        args = words[words.index("blame") + 1 :]
+        if any(a.startswith(("-C", "-M", "--contents", "--ignore-revs-file")) for a in args):
+            return False
+        files = [a for a in args if not a.startswith("-")]
+        return bool(files) and all(os.path.isfile(os.path.join(root, f)) for f in files[-1:])
+    if sub not in ("diff", "log", "show", "grep", "whatchanged") or "--" not in words:
+        return False
+    specs = words[words.index("--") + 1 :]
+    if not specs:
+        return False
+    for spec in specs:
+        if spec.startswith(":") or any(c in spec for c in "*?[\\"):
+            return False
+        full = os.path.normpath(os.path.join(root, spec))
+        rel = workspace.relative(full)
+        if rel is None or rel == "." or read_denied(rel, os.path.realpath(full)):
+            return False
+        if os.path.isdir(full) and _dir_holds_denied(full, workspace, read_denied):
+            return False
+    return True
 
 
 _TREE_READERS = {"grep", "egrep", "fgrep", "rgrep", "rg", "ag", "ack", "ugrep", "tar", "zip", "7z", "rsync", "cp",
