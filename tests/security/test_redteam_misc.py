@@ -322,7 +322,7 @@ async def _quiet(run):
 # ---------------------------------------------------------------------------------------------
 def test_always_allow_python_snippet_grants_all_python(ws):
     rec = Recorder(Decision(True, remember=True))
-    run = run_agent(ws, call("python", code="1+1"), call("python", code="open('pwned.txt','w').write('x')"),
+    run = run_agent(ws, call("python", code="1+1"), call("python", code=f"open({str(ws / 'pwned.txt')!r},'w').write('x')"),
                     approver=rec)
     assert "2" in text_of(run.calls[0])
     assert len(rec.asked) == 2 or not (ws / "pwned.txt").exists()

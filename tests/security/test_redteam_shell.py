@@ -187,7 +187,7 @@ def test_deny_rule_wins_over_approval_for_shell_readers(ws, name):
 
 def test_python_tool_reads_denied_file(ws):
     (ws / ".env").write_text(f"API_TOKEN={SECRET}\n")
-    run = run_agent(ws, [call("python", code="open('.env').read()"), call("python", code="1+1")],
+    run = run_agent(ws, [call("python", code=f"open({str(ws / '.env')!r}).read()"), call("python", code="1+1")],
                     rules=DENY_ENV, approver=Recorder(True))
     assert "2" in text_of(run.calls[1])
     assert SECRET not in everything_model_saw(run)
@@ -299,7 +299,7 @@ def test_accept_edits_writing_git_config_directly_is_asked(ws):
 
 def test_accept_edits_does_not_allow_shell_or_python(ws):
     rec = Recorder(False)
-    run = run_agent(ws, [sh("touch made.txt"), call("python", code="open('made2.txt','w').write('x')"),
+    run = run_agent(ws, [sh("touch made.txt"), call("python", code=f"open({str(ws / 'made2.txt')!r},'w').write('x')"),
                          call("write_file", path="ok.txt", content="x")], mode="acceptEdits", approver=rec)
     assert (ws / "ok.txt").exists()
     assert not (ws / "made.txt").exists()
