@@ -21,7 +21,7 @@ from nbagent import Agent, AssistantMessage, Decision, ScriptedModel, ToolCall, 
 SECRET = "S3CR3T-c0ntent-9f8e7d6c5b4a"
 
 
-def call(name: str, **arguments: Any) -> ToolCall:
+def call(name: str, /, **arguments: Any) -> ToolCall:
     return ToolCall(name=name, arguments=arguments)
 
 

@@ -174,3 +174,64 @@ async def test_redirect_to_other_origin_does_not_carry_key(ws, key_env):
             assert KEY not in json.dumps(request.headers)
             assert KEY not in request.body.decode("utf-8", "replace")
         assert KEY not in _all_text(run, error)
+
+
+async def _run_spec(spec: str, base_url: str, ws):
+    model = load_model(spec, base_url=base_url)
+    agent = Agent(model=model, tools=[], workspace=ws)
+    run = agent.start("hi")
+    error = None
+    try:
+        await asyncio.wait_for(_await(run), 30)
+    except Exception as exc:  # noqa: BLE001
+        error = exc
+    return run, error
+
+
+async def test_gemini_key_not_in_error_after_server_errors(ws, monkeypatch):
+    """Gemini keys may travel in the URL; an httpx error naming the URL must not carry the key."""
+    monkeypatch.setenv("GEMINI_API_KEY", KEY)
+    async with FakeServer() as server:
+        for _ in range(8):
+            server.add(Reply.json(404, {"error": {"code": 404, "message": "model not found", "status": "NOT_FOUND"}}))
+        run, error = await _run_spec("google:gemini-2.5-flash", server.url, ws)
+        assert server.requests, "no request reached the fake server"
+        assert error is not None or run.status == "failed"
+        assert KEY not in _all_text(run, error)
+
+
+async def test_gemini_key_not_in_error_after_dropped_connection(ws, monkeypatch):
+    monkeypatch.setenv("GEMINI_API_KEY", KEY)
+    body = b'data: {"candidates": [{"content": {"parts": [{"text": "hel"}], "role": "model"}}]}\n\n' * 50
+    async with FakeServer() as server:
+        for _ in range(8):
+            server.add(Reply.sse(body, drop_after=100))
+        run, error = await _run_spec("google:gemini-2.5-flash", server.url, ws)
+        assert server.requests
+        assert KEY not in _all_text(run, error)
+
+
+async def test_anthropic_error_event_in_200_stream_echoing_key(ws, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    body = (b'event: error\ndata: {"type": "error", "error": {"type": "authentication_error", "message": "x-api-key '
+            + KEY.encode() + b' is invalid"}}\n\n')
+    async with FakeServer() as server:
+        server.add(Reply.sse(body))
+        run, error = await _run_spec("anthropic:claude-sonnet-4-5", server.url, ws)
+        assert server.requests
+        assert KEY not in _all_text(run, error)
+
+
+def test_read_only_inspect_variable_reveals_key_held_in_namespace(ws, key_env):
+    import os as _os
+    namespace = {"os": _os, "api_key": _os.environ["OPENAI_API_KEY"], "n_rows": 12345}
+    agent = Agent(model=ScriptedModel([AssistantMessage(tool_calls=[call("inspect_variable", name="api_key"),
+                                                                    call("inspect_variable", name="os.environ"),
+                                                                    call("list_variables"),
+                                                                    call("inspect_variable", name="n_rows")]),
+                                       AssistantMessage(text="done")]),
+                  tools=toolbox.all(workspace=ws, namespace=namespace), workspace=ws, approver=Recorder(False))
+    run = agent.run_sync("go")
+    assert "12345" in text_of(run.calls[3])               # control: inspection works
+    leaked = [r.arguments.get("name", r.name) for r in run.calls if KEY in text_of(r)]
+    assert not leaked, f"read-only calls revealed the key: {leaked}"   # (no dump of the environment)

@@ -1,5 +1,8 @@
 """Time of check against time of use: a symlink made by one call of a batch, used by the next call of the
-same batch (decided before the link existed), and checksum lists naming files outside."""
+same batch (decided before the link existed), and checksum lists naming files outside.
+A `python` call (sequential) in each batch makes the batch run in order, so the link exists when the
+next call runs, while every call of the batch was decided before any ran.
+"""
 
 from __future__ import annotations
 
@@ -11,19 +14,21 @@ from .conftest import SECRET, Recorder, call, everything_model_saw, run_agent, s
 
 pytestmark = pytest.mark.timeout(60)
 
+SEQ = call("python", code="1")
+
 
 def test_batch_symlink_then_auto_allowed_cat_reads_outside(ws, outside):
     rec = Recorder(True)
-    run = run_agent(ws, [sh("ln -s ../outside/private.txt later.txt"), sh("cat later.txt"), sh("cat notes.md")],
+    run = run_agent(ws, [sh("ln -s ../outside/private.txt later.txt"), SEQ, sh("cat later.txt"), sh("cat notes.md")],
                     approver=rec)
     assert (ws / "later.txt").is_symlink()               # control: the approved link was made
-    assert "hello notes" in text_of(run.calls[2])
+    assert "hello notes" in text_of(run.calls[3])
     assert SECRET not in everything_model_saw(run)
 
 
 def test_batch_symlink_then_file_tools_read_and_write_outside(ws, outside):
     rec = Recorder(True)
-    run = run_agent(ws, [sh("ln -s ../outside shared && ln -s ../outside/new.txt made.txt"),
+    run = run_agent(ws, [sh("ln -s ../outside shared && ln -s ../outside/new.txt made.txt"), SEQ,
                          call("read_file", path="shared/private.txt"),
                          call("write_file", path="made.txt", content="planted"),
                          call("grep", pattern="S3CR3T", path="shared")],
@@ -36,16 +41,16 @@ def test_batch_symlink_then_file_tools_read_and_write_outside(ws, outside):
 def test_batch_symlink_to_denied_file_then_auto_allowed_cat(ws):
     (ws / ".env").write_text(f"API_TOKEN={SECRET}\n")
     rec = Recorder(True)
-    run = run_agent(ws, [sh("ln -s .env innocent.txt"), sh("cat innocent.txt"), sh("cat notes.md")],
+    run = run_agent(ws, [sh("ln -s .env innocent.txt"), SEQ, sh("cat innocent.txt"), sh("cat notes.md")],
                     rules=["deny: read_file(.env)"], approver=rec)
     assert (ws / "innocent.txt").is_symlink()
-    assert "hello notes" in text_of(run.calls[2])
+    assert "hello notes" in text_of(run.calls[3])
     assert SECRET not in everything_model_saw(run)
 
 
 def test_batch_symlink_to_denied_file_then_read_file(ws):
     (ws / ".env").write_text(f"API_TOKEN={SECRET}\n")
-    run = run_agent(ws, [sh("ln -s .env innocent.txt"), call("read_file", path="innocent.txt")],
+    run = run_agent(ws, [sh("ln -s .env innocent.txt"), SEQ, call("read_file", path="innocent.txt")],
                     rules=["deny: read_file(.env)"], approver=Recorder(True))
     assert (ws / "innocent.txt").is_symlink()
     assert SECRET not in everything_model_saw(run)
