@@ -20,6 +20,11 @@ KEY = "sk-redteam-0123456789abcdefXYZ"
 
 @pytest.fixture
 def key_env(monkeypatch):
+    # a small environment, so that failures print nothing of the machine's own
+    import os
+    for name in list(os.environ):
+        if name not in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV"):
+            monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("NBRT_CANARY", "visible-canary-value")
     return KEY
@@ -44,7 +49,7 @@ def test_shell_command_reveals_api_key(ws, key_env, name):
         assert KEY[:12] not in seen or KEY[12:] not in seen
 
 
-def test_api_key_with_trailing_newline(ws, monkeypatch):
+def test_api_key_with_trailing_newline(ws, key_env, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", KEY + "\n")
     run = run_agent(ws, [sh("printenv OPENAI_API_KEY"), sh("echo ok")], approver=Recorder(True))
     assert "ok" in text_of(run.calls[1])
