@@ -240,3 +240,25 @@ def test_read_only_inspect_variable_reveals_key_held_in_namespace(ws, key_env):
     assert "12345" in text_of(run.calls[3])               # control: inspection works
     leaked = [r.arguments.get("name", r.name) for r in run.calls if KEY in text_of(r)]
     assert not leaked, f"read-only calls revealed the key: {leaked}"   # (no dump of the environment)
+
+
+@pytest.mark.parametrize("spec,env,path", [
+    ("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY", "/v1/messages"),
+    ("google:gemini-2.5-flash", "GEMINI_API_KEY", "/v1beta/models/gemini-2.5-flash:streamGenerateContent"),
+    ("mistral:mistral-large-latest", "MISTRAL_API_KEY", "/v1/chat/completions"),
+])
+async def test_redirect_to_other_origin_does_not_carry_custom_key_header(ws, monkeypatch, spec, env, path):
+    """httpx drops Authorization on a cross-origin redirect, but not x-api-key or x-goog-api-key."""
+    monkeypatch.setenv(env, KEY)
+    async with FakeServer() as other, FakeServer() as server:
+        other.add(Reply.json(500, {"error": {"message": "other origin"}}))
+        for _ in range(6):
+            server.add(Reply(307, b"", headers={"location": f"http://localhost:{other.port}{path}?alt=sse"},
+                             content_type="text/plain"))
+        base = server.url + ("/v1" if spec.startswith("mistral") else "")
+        run, error = await _run_spec(spec, base, ws)
+        assert server.requests, "no request reached the first server"
+        for request in other.requests:
+            assert KEY not in json.dumps(request.headers), f"{spec}: key sent to another origin"
+            assert KEY not in request.path
+        assert KEY not in _all_text(run, error)
