@@ -199,3 +199,26 @@ def test_grep_tool_as_an_oracle_on_denied_file(ws):
     assert texts[0] == texts[1]
     control = run_agent(ws, call("grep", pattern="hello", path="."), rules=DENY_ENV)
     assert "hello notes" in text_of(control.calls[0])
+
+
+def test_edit_file_success_as_an_oracle_on_denied_file(ws):
+    """Even with no diff shown, "replaced" against "not found" for a guessed `old` reveals the file
+    piece by piece (the file is restored between guesses)."""
+    statuses = []
+    for guess in ("API_TOKEN=S3", "API_TOKEN=ZZ"):
+        _env(ws)
+        run = run_agent(ws, call("edit_file", path=".env", old=guess, new=guess + "#"),
+                        rules=DENY_ENV, mode="acceptEdits", approver=Recorder(True))
+        statuses.append(run.calls[0].status)
+    assert statuses[0] == statuses[1], f"a right guess gives {statuses[0]}, a wrong one {statuses[1]}"
+    control = run_agent(ws, call("edit_file", path="notes.md", old="hello", new="bye"), mode="acceptEdits")
+    assert control.calls[0].status == "ok"
+
+
+def test_always_allow_file_with_glob_characters_in_its_name(ws):
+    from nbagent import Decision
+    rec = Recorder(Decision(True, remember=True))
+    run_agent(ws, [call("write_file", path="*.txt", content="x")], [call("write_file", path="data.txt", content="y")],
+              [call("write_file", path="[dn]otes.md", content="x")], [call("write_file", path="notes.md", content="y")],
+              approver=rec)
+    assert [r.arguments["path"] for r in rec.asked] == ["*.txt", "data.txt", "[dn]otes.md", "notes.md"]

@@ -75,6 +75,11 @@ WRITERS = {
     "git_grep_open_files_in_pager": ("git grep --open-files-in-pager=sh MARKER", "marker.txt"),
     "git_dash_c_core_pager": ("git -c core.pager='sh evil.sh' -p log", "marker.txt"),
     "git_config_env": ("git --config-env=core.pager=EVIL -p log", "marker.txt"),
+    "man_pager": ("man -P 'sh evil.sh' ls", "marker.txt"),
+    "less_lessopen": ("LESSOPEN='|sh evil.sh %s' less notes.md", "marker.txt"),
+    "env_wrapper": ("env sort --o=made.txt data.txt", "made.txt"),
+    "timeout_wrapper": ("timeout 5 sort --o=made.txt data.txt", "made.txt"),
+    "tail_abbreviated_follow_pid": ("tail --pi=1 --f=name data.txt", "made.txt"),
 }
 
 
