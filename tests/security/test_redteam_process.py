@@ -143,3 +143,11 @@ def test_sandbox_read_only_blocks_approved_writes(ws):
     run = agent.run_sync("go")
     assert "hello notes" in text_of(run.calls[1])
     assert not (ws / "made.txt").exists()
+
+
+def test_sandbox_workspace_write_option_confines_approved_writes(ws, outside):
+    agent = Agent(model=script([sh("touch ../outside/planted.txt"), sh("touch inside.txt")]),
+                  tools=toolbox.all(workspace=ws), approver=Recorder(True), workspace=ws, sandbox="workspace-write")
+    agent.run_sync("go")
+    assert (ws / "inside.txt").exists()
+    assert not (outside / "planted.txt").exists()
