@@ -36,6 +36,9 @@ RM_EVASIONS = {
     "make_from_stdin": "make -f - <<< $'x:\\n\\trm -f notes.md'",
     "script_file_then_run": "printf 'rm -f notes.md' > s.sh; bash s.sh",
     "awk_system": "awk 'BEGIN{system(\"rm -f notes.md\")}'",
+    "heredoc_to_bash": "bash <<'EOF'\nrm -f notes.md\nEOF",
+    "source_process_substitution": ". <(echo rm -f notes.md)",
+    "xargs_sh_from_printf": "printf 'rm -f notes.md' | xargs -0 sh -c",
 }
 
 
