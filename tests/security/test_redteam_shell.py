@@ -107,7 +107,7 @@ def test_wc_abbreviated_files0_from_reads_outside(ws, outside):
 # ---------------------------------------------------------------------------------------------
 SYMLINK_READS = {
     "ls_dereference_recursive": "ls -LR",
-    "ls_long_dereference_abbrev": "ls --derefer -R",
+    "ls_long_dereference": "ls --dereference -R",
     "diff_recursive_new_file": "diff -rN a b",
     "grep_recurse_directories_option": "grep -d recurse S3CR3T a",
     "cat_through_link": "cat a/inner/private.txt",
@@ -122,7 +122,8 @@ def test_auto_allowed_command_follows_symlink_out_of_workspace(ws, outside, name
     (ws / "b").mkdir()
     os.symlink(outside, ws / "a" / "inner")
     rec = Recorder(False)
-    run = run_agent(ws, sh(SYMLINK_READS[name]), approver=rec)
+    run = run_agent(ws, [sh(SYMLINK_READS[name]), sh("ls a")], approver=rec)
+    assert "inner" in text_of(run.calls[1])              # control: the link is there, ls runs
     seen = everything_model_saw(run)
     assert SECRET not in seen
     assert "outside-only-name" not in seen
