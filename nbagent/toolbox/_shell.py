@@ -9,8 +9,8 @@ so children it started stop too. The model gets the output cut to its head and t
 
 Permissions (see `_shellwords` and `_readonly`): a command that only reads (`git status`, `ls -la`,
 `cat notes.md`) is auto-allowed when the command line really is just that; rules match with
-`shell(prefix*)` patterns that compound lines never satisfy; "always allow" remembers exactly what
-was approved.
+`shell(prefix*)` patterns that compound lines never satisfy; "always allow" remembers exactly the
+command line that was approved.
 
 The sandbox (see `nbagent.sandbox`) is the second wall, for when the classifier is wrong: an auto-allowed
 command runs under the `read-only` policy, an approved one under the agent's (`workspace-write` by
@@ -38,8 +38,10 @@ from ..messages import TextBlock, ToolResult
 from ..secrets import SECRET_VARIABLE_PATTERN
 from ..tools import Tool
 from ._binding import Binding, read_denied_check
+from ._gitsafety import git_safety_env
+from ..sandbox import SandboxPolicy, hidden_paths, prepare, sandbox_backend, sandbox_policy
+from ._readdeny import reveals_denied
 from ._readonly import read_only_problem
-from ..sandbox import SandboxPolicy, hidden_paths, sandbox_backend, sandbox_command, sandbox_policy
 from ._shellwords import pattern_matches, suggest_pattern
 from ._values import cut
 from ._workspace import WorkspaceError
@@ -101,6 +103,7 @@ def _environment(keep_secrets: bool = True) -> dict[str, str]:
         env = {k: v for k, v in env.items() if not SECRET_VARIABLE_PATTERN.search(k)}
     env.update({"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "TERM": "dumb",
                 "PYTHONUNBUFFERED": "1", "NO_COLOR": "1"})
+    env.update(git_safety_env(env))  # every git it starts: no hooks, fsmonitor, pager, bare repository...
     if env.get("MPLBACKEND", "").startswith("module://"):
         env["MPLBACKEND"] = "Agg"  # the kernel's inline backend means nothing in a subprocess
     return env
@@ -222,19 +225,32 @@ def make_shell_tool(binding: Binding) -> Tool:
             return ToolResult([TextBlock("the command is empty")], is_error=True)
         if "\x00" in command:
             return ToolResult([TextBlock("the command contains a NUL byte")], is_error=True)
+        revealing = reveals_denied(command, ws, read_denied_check(ctx))
+        if revealing:  # a deny rule on reading holds here too, whatever was approved
+            return ToolResult([TextBlock(f"not run: {revealing}")], is_error=True)
         policy = call_policy(ctx)
         sandboxed = policy.name != "danger-full-access" and sandbox_backend().available
-        argv = [_bash(), "-c", command]
+        hidden: tuple = ()
         if sandboxed:
             check = read_denied_check(ctx)
             hidden = hidden_paths(ws.root, check) if check is not None else ()
-            argv = sandbox_command(argv, workspace=ws.root, policy=policy, hidden=hidden)
+        try:
+            prepared = prepare([_bash(), "-c", command], workspace=ws.root, policy=policy, hidden=hidden)
+        except OSError as exc:
+            return ToolResult([TextBlock(f"the sandbox could not be set up ({exc}); the command did not run")],
+                              is_error=True)
+        env = _environment(keep_secrets=not sandboxed or policy.network)
+        env.update(prepared.env)
         started = time.monotonic()
-        proc = await asyncio.create_subprocess_exec(
-            *argv, cwd=str(ws.root), stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-            env=_environment(keep_secrets=not sandboxed or policy.network),
-        )
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *prepared.argv, cwd=str(ws.root), stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+                env=env, preexec_fn=prepared.preexec_fn,
+            )
+        except BaseException:
+            prepared.cleanup()
+            raise
         collector = _Collector(ctx)
         readers = [asyncio.ensure_future(collector.read(proc.stdout, "stdout")),  # type: ignore[arg-type]
                    asyncio.ensure_future(collector.read(proc.stderr, "stderr"))]  # type: ignore[arg-type]
@@ -246,6 +262,7 @@ def make_shell_tool(binding: Binding) -> Tool:
             except (asyncio.TimeoutError, TimeoutError):
                 timed_out = True
                 await _terminate(proc)
+            prepared.stop_leftovers()
             # the output is complete once both pipes close; programs left in the background may hold
             # them open, so wait only a little for that
             done, pending = await asyncio.wait(readers, timeout=PIPE_GRACE if not timed_out else KILL_GRACE)
@@ -259,8 +276,10 @@ def make_shell_tool(binding: Binding) -> Tool:
             for task in readers:
                 task.cancel()
             _close_pipes(proc)
+            prepared.cleanup()
             raise
         _close_pipes(proc)
+        prepared.cleanup()
         exit_code = proc.returncode
         details = ShellResult(
             command=command, exit_code=exit_code, stdout="".join(collector.parts["stdout"]),
@@ -298,7 +317,12 @@ def _read_only_call(binding: Binding):
             ws = binding.workspace_for(ctx)
         except WorkspaceError:
             return False
-        return read_only_problem(command, ws, read_denied_check(ctx)) is None
+        denied = read_denied_check(ctx)
+        # without a sandbox to catch its mistakes, the classifier trusts only commands it knows fully
+        policy = sandbox_policy(getattr(getattr(ctx, "constraints", None), "sandbox", None))
+        sandboxed = policy.name != "danger-full-access" and sandbox_backend().available
+        return (read_only_problem(command, ws, denied, sandboxed=sandboxed) is None
+                and reveals_denied(command, ws, denied) is None)
 
     return read_only
 
@@ -328,7 +352,8 @@ def _result(details: ShellResult, timeout: float, left_running: bool) -> ToolRes
         notes.append(f"exit code {details.exit_code}")
     if left_running:
         notes.append("programs it started in the background kept its output open; their later output is not shown")
-    if details.sandbox == "read-only" and "Read-only file system" in details.stderr:
+    if details.sandbox == "read-only" and ("Read-only file system" in details.stderr
+                                           or "Permission denied" in details.stderr):
         notes.append("it ran in the read-only sandbox (as a command that only reads): writing needs a command "
                      "that is not auto-allowed, so that the person can approve it")
     if details.dropped_bytes:
