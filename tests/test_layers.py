@@ -5,7 +5,8 @@ The graph is read with `ast` from the source, so an import that only a type chec
 
 Layers, from the bottom (a module may import its own layer, without a cycle, and the layers it lists):
 
-    data       messages, errors, secrets, context, decisions, records, events, transcript, reprs, sandbox
+    data       messages, errors, secrets, context, decisions, records, events, transcript, reprs, sandbox,
+               sessions (the store of transcripts)
     tools      tools, docstrings, schemas, arguments, results, images, paths, plan, structured, streaming
     stages     hooks, permissions, interrupt, execution        (one call's path)
     providers  providers/*                                      (beside the stages: data and tools only)
@@ -28,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1] / "nbagent"
 
 LAYERS: dict[str, tuple[str, ...]] = {
     "data": ("messages", "errors", "secrets", "context", "decisions", "records", "events", "transcript",
-             "reprs", "sandbox"),
+             "reprs", "sandbox", "sessions"),
     "tools": ("tools", "docstrings", "schemas", "arguments", "results", "images", "paths", "plan",
               "structured", "streaming"),
     "stages": ("hooks", "permissions", "interrupt", "execution"),
@@ -167,8 +168,9 @@ def test_the_checker_sees_type_checking_and_function_imports(tmp_path):
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
-OTHERS_RESHAPING = ("nbagent.providers", "nbagent.toolbox")
-"""Provider adapters and built-in tools are being reshaped on their own; their sizes are checked there."""
+OTHERS_RESHAPING = ("nbagent.providers", "nbagent.toolbox", "nbagent.sessions")
+"""Provider adapters, built-in tools and the session store are being reshaped on their own; their sizes
+are checked there."""
 
 
 @pytest.mark.parametrize("module", sorted(m for m in core_modules() if not m.startswith(OTHERS_RESHAPING)))
