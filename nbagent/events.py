@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "ApprovalDecided",
     "ApprovalRequested",
+    "Compacted",
     "Event",
     "ModelResponse",
     "ReasoningDelta",
@@ -207,6 +208,15 @@ class ToolCallFinished:
 
 
 @dataclass(slots=True)
+class Compacted:
+    """The transcript was compacted before a request: `compaction` says what was replaced, and by what."""
+
+    compaction: Any
+    """A `nbagent.compaction.Compaction`."""
+    kind: Literal["compacted"] = "compacted"
+
+
+@dataclass(slots=True)
 class RunFinished:
     """The run is over: `status` is done, failed or cancelled; `error` what made it fail."""
 
@@ -217,5 +227,5 @@ class RunFinished:
 
 Event = Union[
     TextDelta, ReasoningDelta, ToolCallDelta, RunStarted, TurnStarted, ModelResponse, ToolCallStarted,
-    ToolCallProgress, ApprovalRequested, ApprovalDecided, ToolCallFinished, RunFinished,
+    ToolCallProgress, ApprovalRequested, ApprovalDecided, ToolCallFinished, Compacted, RunFinished,
 ]

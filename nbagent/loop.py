@@ -2,7 +2,8 @@
 
     while True:
         build this turn's tool plan
-        ask the model (streaming its deltas to listeners)
+        near the context window -> compact (nbagent.compaction); over max_cost -> stop, cleanly
+        ask the model (streaming its deltas to listeners); too long after all -> compact once, ask again
         no tool call              -> done (or, with output_type, one reminder to call submit_result)
         run the batch of calls    (nbagent.execution: every call gets exactly one result)
         append the response and its results to the transcript, together
@@ -24,8 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from .context import CancellationToken
-from .errors import MaxTurnsExceeded, ModelError, OutputError
+from .compaction import CompactionSettings, compact
+from .errors import ContextLengthError, MaxTurnsExceeded, ModelError, OutputError
 from .events import (
+    Compacted,
     Event,
     ModelResponse,
     ReasoningDelta,
@@ -39,10 +42,12 @@ from .events import (
 from .execution import CallEnvironment, execute_batch
 from .messages import AssistantMessage, Message, Usage, UserMessage, new_call_id
 from .plan import build_plan
+from .pricing import Spend, format_cost, price_known, request_cost
 from .providers import Model
 from .records import CallRecord
 from .structured import SUBMIT_TOOL_NAME
 from .tools import Tool
+from .window import estimate_prompt_extra, measure
 
 __all__ = ["RunSettings", "RunState", "drive"]
 
@@ -79,6 +84,14 @@ class RunSettings:
     """The run must finish through `submit_result` (`Agent(output_type=...)`)."""
     handle: Any = None
     """The run's handle (`AgentRun`), given to `Toolset.tools(run)`; the loop does not use it."""
+    window: int | None = None
+    """The model's context window in tokens (None: unknown, so no automatic compaction)."""
+    compaction: CompactionSettings | None = None
+    """How to compact (None: never)."""
+    max_cost: float | None = None
+    """US dollars this run may spend: it stops before a request that would go over."""
+    compact_only: bool = False
+    """The run only compacts the transcript it was given (`Agent.compact`)."""
 
 
 class RunState:
@@ -89,13 +102,15 @@ class RunState:
     """
 
     __slots__ = (
-        "messages", "history_length", "calls", "requests", "events", "listeners", "usage", "turns", "output",
+        "messages", "history_length", "calls", "requests", "events", "listeners", "spend", "before", "turns", "output",
+        "context_tokens", "context_measured", "context_anchor", "compactions",
         "error", "stop_reason", "outcome", "in_flight", "partial_text", "call_ids", "loaded_tools",
         "cancellation", "started_at", "t0", "finished_at", "elapsed", "finished",
     )
 
     def __init__(self, messages: Iterable[Message] = (), prompt: UserMessage | None = None,
-                 cancellation: CancellationToken | None = None, *, awaitable: bool = True) -> None:
+                 cancellation: CancellationToken | None = None, *, awaitable: bool = True,
+                 before: Spend | None = None, context_anchor: tuple[int, int] | None = None) -> None:
         self.messages: list[Message] = list(messages)
         self.history_length = len(self.messages)
         if prompt is not None:
@@ -104,7 +119,18 @@ class RunState:
         self.requests: list[Any] = []
         self.events: list[Event] = []
         self.listeners: list[Callable[[Event], Any]] = []
-        self.usage = Usage()
+        self.spend = Spend()
+        """What this run's responses used and cost (summary requests of compactions included)."""
+        self.before = before if before is not None else Spend()
+        """What the conversation had spent before this run."""
+        self.context_tokens = 0
+        """How many tokens the transcript takes, as of the last check before a request."""
+        self.context_measured = False
+        """Whether `context_tokens` rests on the provider's count (else it is an estimate)."""
+        self.context_anchor = context_anchor
+        """(index, tokens) after a compaction: responses before index were counted on a longer transcript."""
+        self.compactions: list[Any] = []
+        """The `Compaction`s this run made, in order."""
         self.turns = 0
         self.output: Any = None
         self.error: BaseException | None = None
@@ -123,6 +149,15 @@ class RunState:
         self.finished_at: float | None = None
         self.elapsed: float | None = None
         self.finished = asyncio.Event() if awaitable else None
+
+    @property
+    def usage(self) -> Usage:
+        return self.spend.usage
+
+    @property
+    def conversation(self) -> Spend:
+        """What the whole conversation spent: the runs before this one, and this one."""
+        return self.before + self.spend
 
     @property
     def status(self) -> str:
@@ -158,6 +193,12 @@ async def drive(settings: RunSettings, state: RunState) -> None:
     reminded = False
     status, error = "done", None
     try:
+        if settings.compact_only:
+            await _compact(settings, state, (), reason="manual", force=True)
+            state.output = state.compactions[-1].summary if state.compactions else None
+            if not state.compactions:
+                state.stop_reason = "nothing to compact: the conversation is only its last turn"
+            return
         while True:
             if state.turns >= settings.max_turns:
                 raise MaxTurnsExceeded(
@@ -175,9 +216,20 @@ async def drive(settings: RunSettings, state: RunState) -> None:
                 resolver=settings.resolver,
             )
             state.emit(TurnStarted(state.turns, plan.names))
-            message = await _ask_model(settings, state, plan.tools)
-            if message.usage is not None:
-                state.usage = state.usage + message.usage
+            over = await _before_request(settings, state, plan.tools)
+            if over is not None:
+                state.stop_reason = over
+                state.output = _last_text(state.messages)
+                state.turns -= 1
+                break
+            try:
+                message = await _ask_model(settings, state, plan.tools)
+            except ContextLengthError:
+                # The estimate was short: compact (harder) once, and ask again.
+                if settings.compaction is None or not await _compact(settings, state, plan.tools, reason="context_length", force=True):
+                    raise
+                message = await _ask_model(settings, state, plan.tools)
+            state.spend.add(message, model=settings.model.name, provider=settings.model.provider)
             _unique_ids(state, message)
             state.emit(ModelResponse(state.turns, message))
 
@@ -224,8 +276,74 @@ async def drive(settings: RunSettings, state: RunState) -> None:
         if not isinstance(exc, (ModelError, MaxTurnsExceeded, OutputError)):
             log.exception("run failed")
     finally:
+        if state.context_tokens == 0:
+            _measure(settings, state, ())
         state.finish(status, error)
         state.emit(RunFinished(status, error))
+
+
+def _last_text(messages: list[Message]) -> str:
+    for m in reversed(messages):
+        if isinstance(m, AssistantMessage) and m.text:
+            return m.text
+    return ""
+
+
+def _measure(settings: RunSettings, state: RunState, tools: Sequence[Tool]) -> int:
+    extra = estimate_prompt_extra(settings.instructions, tools)
+    tokens, measured = measure(state.messages, state.context_anchor, extra)
+    state.context_tokens, state.context_measured = tokens, measured
+    return tokens
+
+
+async def _before_request(settings: RunSettings, state: RunState, tools: Sequence[Tool]) -> str | None:
+    """Measure the transcript, compact it when it nears the window, and check the budget. Returns why the
+    run must stop (the budget), or None."""
+    tokens = _measure(settings, state, tools)
+    policy = settings.compaction
+    if (policy is not None and policy.auto and settings.window
+            and tokens >= policy.threshold * settings.window):
+        await _compact(settings, state, tools, reason="auto")
+    if settings.max_cost is None:
+        return None
+    model = settings.model
+    if not price_known(model.name, model.provider):
+        return (f"max_cost is set, but the price of {model.spec} is unknown, so no request was made "
+                "(set max_cost=None to run it without a budget)")
+    last_out = next((m.usage.output_tokens for m in reversed(state.messages)
+                     if isinstance(m, AssistantMessage) and m.usage is not None), 0)
+    estimate = request_cost(Usage(state.context_tokens, max(last_out, 1_000)), model.name, model.provider) or 0.0
+    spent = state.spend.priced
+    if spent + estimate > settings.max_cost:
+        return (f"budget: the next request would cost about {format_cost(estimate)}, and {format_cost(spent)} "
+                f"of max_cost={format_cost(settings.max_cost)} is spent")
+    return None
+
+
+async def _compact(settings: RunSettings, state: RunState, tools: Sequence[Tool], *, reason: str,
+                   force: bool = False) -> bool:
+    """Compact the transcript in place (a `Compacted` event says what was replaced). False: nothing to do."""
+    policy = settings.compaction or CompactionSettings()
+    window = settings.window or max(state.context_tokens, 1)
+    extra = estimate_prompt_extra(settings.instructions, tools)
+    done = await compact(state.messages, settings.model, window=window, settings=policy, reason=reason,
+                         force=force, tokens=state.context_tokens or None, extra=extra,
+                         on_request=state.requests.append)
+    if done is None:
+        return False
+    for response in done.responses:
+        state.spend.add(response, model=settings.model.name, provider=settings.model.provider)
+    state.messages[:] = done.messages
+    h = state.history_length
+    if h >= done.end:
+        state.history_length = h - (done.end - done.start) + len(done.replacement)
+    elif h > done.start:
+        state.history_length = done.start + len(done.replacement)
+    state.context_anchor = (len(state.messages), done.tokens_after)
+    state.context_tokens, state.context_measured = done.tokens_after, False
+    state.compactions.append(done)
+    state.emit(Compacted(done))
+    return True
 
 
 async def _ask_model(settings: RunSettings, state: RunState, tools: Sequence[Tool]) -> AssistantMessage:

@@ -109,12 +109,23 @@ def blocks_text(blocks: list[ContentBlock]) -> str:
 
 @dataclass(slots=True)
 class Usage:
-    """Token counts reported by a provider (0 where it reports none)."""
+    """Token counts reported by a provider (0 where it reports none).
+
+    One convention for every provider: `input_tokens` counts the whole prompt, cached or not;
+    `cache_read_tokens` and `cache_write_tokens` say how much of it was read from or written to a cache;
+    `reasoning_tokens` says how much of `output_tokens` was reasoning, where the provider says so.
+    """
 
     input_tokens: int = 0
+    """The whole prompt, cached parts included."""
     output_tokens: int = 0
+    """What the model produced, reasoning included."""
     cache_read_tokens: int = 0
+    """Of `input_tokens`, read from the provider's prompt cache."""
     cache_write_tokens: int = 0
+    """Of `input_tokens`, written to the provider's prompt cache."""
+    reasoning_tokens: int = 0
+    """Of `output_tokens`, reasoning ("thinking"), where the provider reports it apart."""
 
     def __add__(self, other: Usage | None) -> Usage:
         if other is None:
@@ -124,11 +135,18 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
         )
 
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+    def as_dict(self) -> dict[str, int]:
+        """The counts as a plain dict (for records and the session store)."""
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "cache_read_tokens": self.cache_read_tokens, "cache_write_tokens": self.cache_write_tokens,
+                "reasoning_tokens": self.reasoning_tokens}
 
 
 @dataclass(slots=True)

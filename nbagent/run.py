@@ -20,8 +20,11 @@ from .errors import ConfigurationError
 from .events import Event
 from .execution import CallEnvironment
 from .hooks import Hooks
+from .compaction import CompactionSettings
 from .loop import RunSettings, RunState, drive
 from .messages import AssistantMessage, ContentBlock, Message, Usage, UserMessage
+from .pricing import Spend, format_cost
+from .window import context_window
 from .structured import make_submit_tool
 from .permissions import MODES, Approver, Grants, PermissionPolicy, Rule
 from .plan import CAPABILITY_MODES
@@ -67,6 +70,12 @@ class Agent:
         sandbox: the OS sandbox for shell commands a person or a rule allowed: "workspace-write" (writes only
             inside the workspace, no network), "read-only", or "danger-full-access" (no sandbox). Commands
             auto-allowed as read-only always run read-only.
+        max_cost: US dollars one run may spend: it stops cleanly (`run.stop_reason` says so) before a request
+            that would go over. Needs a model with a known price.
+        context_window: the model's context window in tokens, overriding what nbagent knows of the model
+            (needed for a `ScriptedModel` to compact).
+        compaction: when and how the transcript is compacted: True (the defaults: before 80% of the window),
+            a threshold such as 0.9, a `CompactionSettings`, or False (never).
     """
 
     def __init__(
@@ -92,6 +101,9 @@ class Agent:
         name: str = "agent",
         sandbox: Any = "workspace-write",
         session: bool | str | None = None,
+        max_cost: float | None = None,
+        context_window: int | None = None,
+        compaction: bool | float | CompactionSettings = True,
     ) -> None:
         if mode not in MODES:
             raise ConfigurationError(f"unknown mode {mode!r}; choose one of: {', '.join(MODES)}")
@@ -103,6 +115,13 @@ class Agent:
             raise ConfigurationError(f"unknown sandbox {sandbox!r}; choose one of: {', '.join(SANDBOX_POLICIES)}")
         if not isinstance(max_turns, int) or max_turns < 1:
             raise ConfigurationError(f"max_turns must be a positive integer, not {max_turns!r}")
+        if max_cost is not None and not (isinstance(max_cost, (int, float)) and max_cost >= 0):
+            raise ConfigurationError(f"max_cost is US dollars (a number >= 0) or None, not {max_cost!r}")
+        if context_window is not None and not (isinstance(context_window, int) and context_window > 0):
+            raise ConfigurationError(f"context_window is a number of tokens (a positive integer), not {context_window!r}")
+        self.max_cost = max_cost
+        self.context_window = context_window
+        self.compaction = _compaction_settings(compaction)
         self.name = name
         self.model = load_model(model) if isinstance(model, str) else model
         self.tools: list[Any] = [t if _is_source(t) else as_tool(t) for t in tools]
@@ -251,10 +270,45 @@ class Agent:
             )
         return asyncio.run(self.run(prompt, history=history, on_event=on_event))
 
+    def start_compaction(self, history: Sequence[Message] | AgentRun | None = None) -> AgentRun:
+        """Start a run that only compacts the conversation (`history`, else the stored one) by hand: older
+        tool results become stubs and older turns one summary. Continue the conversation from that run."""
+        stored = self.session_id is not None and history is None
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise ConfigurationError("start_compaction() needs a running event loop; use agent.compact_sync()") from None
+        run = AgentRun(self, None, history=self.conversation if stored else history, loop=loop, compact_only=True)
+        if stored:
+            self._record(run)
+        run._start()
+        return run
+
+    async def compact(self, history: Sequence[Message] | AgentRun | None = None) -> AgentRun:
+        """Compact the conversation by hand and return the finished run (its `messages` are the compacted
+        transcript, `compactions[0]` what was replaced); the next run continues from it."""
+        return await self.start_compaction(history)
+
+    def compact_sync(self, history: Sequence[Message] | AgentRun | None = None) -> AgentRun:
+        """`compact()` from synchronous code."""
+        return asyncio.run(self.compact(history))
+
     def __repr__(self) -> str:
         model = self.model.spec if isinstance(self.model, Model) else None
         names = [t.name if isinstance(t, Tool) else repr(t) for t in self.tools]
         return f"<Agent model={model} mode={self.mode} tools=[{', '.join(names)}]>"
+
+
+def _compaction_settings(value: Any) -> CompactionSettings | None:
+    if value is False or value is None:
+        return None
+    if value is True:
+        return CompactionSettings()
+    if isinstance(value, CompactionSettings):
+        return value
+    if isinstance(value, (int, float)) and 0 < value <= 1:
+        return CompactionSettings(threshold=float(value), target=min(0.5, float(value)))
+    raise ConfigurationError(f"compaction is True, False, a threshold between 0 and 1, or CompactionSettings; not {value!r}")
 
 
 def _is_source(obj: Any) -> bool:
@@ -290,20 +344,28 @@ class AgentRun:
         *,
         history: Sequence[Message] | AgentRun | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
+        compact_only: bool = False,
     ) -> None:
         if agent.model is None:
             raise ConfigurationError("this agent has no model: pass Agent(model=...), e.g. 'openai:gpt-4.1' or a ScriptedModel")
         self.agent = agent
         self.model: Model = agent.model
+        before, anchor = None, None
         if isinstance(history, AgentRun):
+            before = history.conversation_spend.copy()
+            anchor = history._state.context_anchor
             history = history.messages
+        self.compact_only = compact_only
         message = None
         if prompt is not None:
             message = prompt if isinstance(prompt, UserMessage) else UserMessage(
                 prompt if isinstance(prompt, str) else list(prompt))
         self.prompt = prompt
         self.loop = loop
-        self._state = RunState(history or (), message, awaitable=loop is not None)
+        self._state = RunState(history or (), message, awaitable=loop is not None, before=before,
+                               context_anchor=anchor)
+        self.context_window: int | None = context_window(self.model, agent.context_window)
+        """The model's context window in tokens (None: unknown)."""
         self.cancellation = self._state.cancellation
         self.output_tool = make_submit_tool(agent.output_type) if agent.output_type is not None else None
         self.builtin_tools: tuple[Tool, ...] = (self.output_tool,) if self.output_tool is not None else ()
@@ -335,7 +397,8 @@ class AgentRun:
             model=self.model, env=env, sources=agent.tools, builtins=self.builtin_tools,
             instructions=self.instructions, max_turns=agent.max_turns, capability_mode=agent.capability_mode,
             allowed_tools=agent.allowed_tools, resolver=agent.tool_resolver, model_settings=agent.model_settings,
-            structured=self.output_tool is not None, handle=self,
+            structured=self.output_tool is not None, handle=self, window=self.context_window,
+            compaction=agent.compaction, max_cost=agent.max_cost, compact_only=self.compact_only,
         )
 
     # -- what the run changed (read from its state) ---------------------------------------------------
@@ -381,8 +444,52 @@ class AgentRun:
 
     @property
     def usage(self) -> Usage:
-        """Tokens used, summed over the run's responses."""
+        """Tokens used, summed over the run's responses (input, output, cached read/write, reasoning)."""
         return self._state.usage
+
+    @property
+    def cost(self) -> float | None:
+        """What the run's requests cost in US dollars (None: the model's price is unknown)."""
+        return self._state.spend.cost
+
+    @property
+    def spend(self) -> Spend:
+        """The run's tokens and cost together."""
+        return self._state.spend
+
+    @property
+    def conversation_spend(self) -> Spend:
+        """Tokens and cost of the whole conversation: the runs it continues, and this one."""
+        return self._state.conversation
+
+    @property
+    def conversation_usage(self) -> Usage:
+        return self._state.conversation.usage
+
+    @property
+    def conversation_cost(self) -> float | None:
+        return self._state.conversation.cost
+
+    @property
+    def context_tokens(self) -> int:
+        """How many tokens the conversation takes: the provider's count of the last request plus an estimate
+        of what was added since (before the first response: an estimate)."""
+        state = self._state
+        if state.context_tokens == 0 and state.messages:
+            from .window import measure
+
+            return measure(state.messages, state.context_anchor)[0]
+        return state.context_tokens
+
+    @property
+    def context_fraction(self) -> float | None:
+        """How full the context window is (0..1; None when the window is unknown)."""
+        return self.context_tokens / self.context_window if self.context_window else None
+
+    @property
+    def compactions(self) -> list[Any]:
+        """The `Compaction`s made in this run (what each replaced, whole, and by what)."""
+        return self._state.compactions
 
     @property
     def turns(self) -> int:

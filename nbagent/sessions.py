@@ -12,7 +12,8 @@ later line is one fact, in the order it happened:
 | `message` | one message of the transcript, in nbagent's neutral form (`nbagent.transcript`) |
 | `call` | the serialisable parts of a call record: status, decision and who made it, duration, activity |
 | `request` | the exact body sent to the provider, secrets removed |
-| `end` | a run ended: status, usage, error |
+| `compaction` | the transcript was compacted: `messages[start:end]` (written earlier, kept whole) were replaced by `replacement`; the summary requests' responses, the reason, the sizes |
+| `end` | a run ended: status, usage, cost, error |
 
 Writing: lines are gathered as a run goes and `commit()`ed when a batch is complete (its messages are
 in the transcript): one `write` under an exclusive `flock`, then `fsync`. A killed kernel loses at most
@@ -108,6 +109,16 @@ class SessionWriter:
                 data = self._cut(data)
             self._add({"kind": "message", "message": data})
 
+    def compaction(self, compaction: Any) -> None:
+        """A compaction: the range it replaced (those messages are already in the file, whole) and what
+        replaced them, so loading gives the compacted transcript and the record keeps everything."""
+        self._add({"kind": "compaction", "time": time.time(), "start": compaction.start, "end": compaction.end,
+                   "replacement": [self._cut(neutral_message(m)) if isinstance(m, ToolResultMessage)
+                                   else neutral_message(m) for m in compaction.replacement],
+                   "responses": [neutral_message(m) for m in compaction.responses],
+                   "reason": compaction.reason, "stubbed": compaction.stubbed, "summarized": compaction.summarized,
+                   "tokens_before": compaction.tokens_before, "tokens_after": compaction.tokens_after})
+
     def call(self, record: Any) -> None:
         """The serialisable parts of a `CallRecord` (the live `details` object stays in the kernel)."""
         decision = getattr(record, "decision", None)
@@ -143,10 +154,12 @@ class SessionWriter:
         self._add({"kind": "request", "body": stored})
 
     def run_ended(self, status: str, *, usage: Any = None, error: BaseException | None = None,
-                  output: str | None = None) -> None:
+                  output: str | None = None, cost: float | None = None) -> None:
         self._add({"kind": "end", "time": time.time(), "status": status,
                    "usage": None if usage is None else {k: getattr(usage, k, 0) for k in (
-                       "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")},
+                       "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+                       "reasoning_tokens")},
+                   "cost": cost,
                    "error": None if error is None else f"{type(error).__name__}: {error}",
                    "output": output})
 
@@ -274,7 +287,9 @@ class StoredSession:
     requests: list[Any] = field(default_factory=list)
     runs: list[dict[str, Any]] = field(default_factory=list)
     responses: list[AssistantMessage] = field(default_factory=list)
-    """The model's responses, in order (what replay answers with)."""
+    """The model's responses, in order (what replay answers with), summary requests' included."""
+    compactions: list[dict[str, Any]] = field(default_factory=list)
+    """The `compaction` facts, in order (`messages` is the compacted transcript)."""
     interrupted: list[str] = field(default_factory=list)
     """Ids of calls that got a synthesised "interrupted" result."""
     warnings: list[str] = field(default_factory=list)
@@ -381,6 +396,13 @@ def load_session(workspace: str | os.PathLike[str], session_id: str) -> StoredSe
                 stored.messages.append(message)
                 if isinstance(message, AssistantMessage):
                     stored.responses.append(message)
+            elif kind == "compaction":
+                start, end = int(fact["start"]), int(fact["end"])
+                if not 0 <= start <= end <= len(stored.messages):
+                    raise ValueError(f"it replaces messages {start}:{end} of {len(stored.messages)}")
+                stored.messages[start:end] = [message_from_neutral(_restore(m, side)) for m in fact["replacement"]]
+                stored.responses.extend(message_from_neutral(m) for m in fact.get("responses", []))
+                stored.compactions.append(fact)
             elif kind == "call":
                 stored.calls.append(fact)
             elif kind == "request":
@@ -504,6 +526,11 @@ class SessionRecorder:
                 self.flush()
             elif kind == "turn_started":
                 self.flush()
+            elif kind == "compacted":
+                # Every message before it was written at the turn's start; the run's list is the new one now.
+                self.writer.compaction(event.compaction)
+                self._messages = len(self.run.messages)
+                self.writer.commit()
             elif kind == "run_finished":
                 self.flush(end=True)
         except Exception as exc:  # a full disk must not stop the run; the error is kept
@@ -528,6 +555,7 @@ class SessionRecorder:
                 self.writer.call(rec)
             self._calls = len(calls)
             self.writer.run_ended(run.status, usage=getattr(run, "usage", None), error=getattr(run, "error", None),
+                                  cost=getattr(run, "cost", None),
                                   output=run.output if isinstance(getattr(run, "output", None), str) else None)
             self.writer.close()
             return

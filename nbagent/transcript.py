@@ -72,6 +72,9 @@ def check_transcript(messages: Iterable[Message], *, raise_: bool = False) -> li
 # --------------------------------------------------------------------------------------------------
 # Neutral JSON form (also what `ScriptedModel` runs show as the wire format)
 # --------------------------------------------------------------------------------------------------
+_USAGE_KEYS = frozenset(Usage.__dataclass_fields__)
+
+
 def _block(block: TextBlock | ImageBlock) -> dict[str, Any]:
     if isinstance(block, TextBlock):
         return {"type": "text", "text": block.text}
@@ -113,6 +116,8 @@ def neutral_message(msg: Message) -> dict[str, Any]:
             u = msg.usage
             out["usage"] = {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
                             "cache_read_tokens": u.cache_read_tokens, "cache_write_tokens": u.cache_write_tokens}
+            if u.reasoning_tokens:
+                out["usage"]["reasoning_tokens"] = u.reasoning_tokens
         for key in ("stop_reason", "model", "provider"):
             if getattr(msg, key):
                 out[key] = getattr(msg, key)
@@ -153,7 +158,7 @@ def message_from_neutral(data: dict[str, Any]) -> Message:
                 raw_arguments=args if isinstance(args, str) else None,
                 incomplete=bool(c.get("incomplete")), provider_data=c.get("provider_data", {}),
             ))
-        usage = Usage(**data["usage"]) if data.get("usage") else None
+        usage = Usage(**{k: v for k, v in data["usage"].items() if k in _USAGE_KEYS}) if data.get("usage") else None
         return AssistantMessage(
             text=data.get("content") or "",
             tool_calls=calls,

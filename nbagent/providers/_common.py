@@ -398,12 +398,13 @@ def sum_usage(usages: Iterable[Usage | None]) -> Usage | None:
 
 
 def usage_from(
-    input_tokens: Any = 0, output_tokens: Any = 0, cache_read_tokens: Any = 0, cache_write_tokens: Any = 0
+    input_tokens: Any = 0, output_tokens: Any = 0, cache_read_tokens: Any = 0, cache_write_tokens: Any = 0,
+    reasoning_tokens: Any = 0,
 ) -> Usage:
     """A `Usage` from counts that may be missing or null in a provider's payload."""
 
     def n(value: Any) -> int:
         return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
 
-    return Usage(n(input_tokens), n(output_tokens), n(cache_read_tokens), n(cache_write_tokens))
+    return Usage(n(input_tokens), n(output_tokens), n(cache_read_tokens), n(cache_write_tokens), n(reasoning_tokens))
 

@@ -711,6 +711,8 @@ class _StreamState:
             u.get("promptTokenCount"),
             (u.get("candidatesTokenCount") or 0) + (u.get("thoughtsTokenCount") or 0),
             u.get("cachedContentTokenCount"),
+            0,
+            u.get("thoughtsTokenCount"),
         ) if self.usage else None
         if self.block_reason:
             stop = "content_filter"

@@ -424,7 +424,9 @@ class OpenAIChatModel(HTTPModel):
         cached = details.get("cached_tokens") if isinstance(details, dict) else None
         if cached is None:
             cached = raw.get("prompt_cache_hit_tokens")  # DeepSeek
-        return usage_from(raw.get("prompt_tokens"), raw.get("completion_tokens"), cached, 0)
+        out = raw.get("completion_tokens_details") or {}
+        reasoning = out.get("reasoning_tokens") if isinstance(out, dict) else None
+        return usage_from(raw.get("prompt_tokens"), raw.get("completion_tokens"), cached, 0, reasoning)
 
 
 class OllamaModel(OpenAIChatModel):

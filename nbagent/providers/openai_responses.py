@@ -566,8 +566,9 @@ class _StreamState:
                 call.incomplete = True
         u = self.usage or {}
         details = u.get("input_tokens_details") or {}
-        usage = usage_from(u.get("input_tokens"), u.get("output_tokens"), details.get("cached_tokens")) \
-            if self.usage else None
+        out = u.get("output_tokens_details") or {}
+        usage = usage_from(u.get("input_tokens"), u.get("output_tokens"), details.get("cached_tokens"), 0,
+                           out.get("reasoning_tokens")) if self.usage else None
         if self.status == "completed":
             stop = "tool_use" if calls else "end_turn"
         else:

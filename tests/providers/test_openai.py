@@ -67,11 +67,11 @@ RECORDED = {
                        model="gpt-4o-2024-08-06"),
     "deepseek-reasoning-tool-call": dict(
         text="", calls=[("weather", "call_00_ioIn7yN9p1ZOMNpDLwd4MgAF", {"location": "San Francisco"})],
-        stop="tool_use", usage=Usage(339, 83, 320, 0), reasoning="The user is asking for the weather in San",
+        stop="tool_use", usage=Usage(339, 83, 320, 0, 39), reasoning="The user is asking for the weather in San",
         model="deepseek-reasoner"),
     "xai-reasoning-tool-call": dict(
         text="", calls=[("weather", "call_79382389", {"location": "San Francisco"})],
-        stop="tool_use", usage=Usage(307, 26, 306, 0), reasoning="First, the user is asking about the weather",
+        stop="tool_use", usage=Usage(307, 26, 306, 0, 227), reasoning="First, the user is asking about the weather",
         model="grok-3-mini"),
 }
 
