@@ -129,6 +129,7 @@ def make_namespace_tools(binding: Binding, *, python_timeout: float | None = Non
     python_tool = Tool(
         python,
         rule_matcher=_code_matcher,
+        suggest_grant=lambda args: args.get("code") if isinstance(args.get("code"), str) else None,  # exactly it
         destructive=True,
         capability="execute",
         execution_mode="sequential",
