@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 from .messages import AssistantMessage, Message, TextBlock, ToolResultMessage, Usage, UserMessage
 from .window import estimate_message, estimate_tokens
 
-__all__ = ["SUMMARY_PREFIX", "Compaction", "CompactionSettings", "compact", "is_summary", "stub_text",
+__all__ = ["SUMMARY_PREFIX", "Compaction", "CompactionSettings", "compact", "compaction_settings", "is_summary", "stub_text",
            "transcript_text"]
 
 SUMMARY_PREFIX = "[Summary of the earlier conversation: it was compacted to fit the context window]"
@@ -264,3 +264,16 @@ async def compact(
     return Compaction(0, cut, messages[:cut], [summary_message], result, stubbed=0, summarized=cut,
                       summary=summary, tokens_before=before, tokens_after=after, reason=reason,
                       seconds=time.perf_counter() - t0, usage=usage, responses=responses)
+
+
+def compaction_settings(value: Any) -> CompactionSettings | None:
+    """`Agent(compaction=...)`: True (the defaults), False/None (never), a threshold, or `CompactionSettings`."""
+    if value is False or value is None:
+        return None
+    if value is True:
+        return CompactionSettings()
+    if isinstance(value, CompactionSettings):
+        return value
+    if isinstance(value, (int, float)) and 0 < value <= 1:
+        return CompactionSettings(threshold=float(value), target=min(0.5, float(value)))
+    raise ValueError(f"compaction is True, False, a threshold between 0 and 1, or CompactionSettings; not {value!r}")

@@ -4,6 +4,9 @@
     run = agent.run_sync("What is 2+3?")        # only where no event loop is running
     run = await agent.run("What is 2+3?")       # a finished run
     run = agent.start("What is 2+3?")           # a running run on the current loop; `await run` finishes it
+    run = await agent.compact(run)              # compaction by hand: the next run continues from this one
+
+Agent and AgentRun are one module: an agent makes runs and a run reads its agent's settings; they change together.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from .errors import ConfigurationError
 from .events import Event
 from .execution import CallEnvironment
 from .hooks import Hooks
-from .compaction import CompactionSettings
+from .compaction import CompactionSettings, compaction_settings
 from .loop import RunSettings, RunState, drive
 from .messages import AssistantMessage, ContentBlock, Message, Usage, UserMessage
 from .pricing import Spend, format_cost
@@ -121,7 +124,10 @@ class Agent:
             raise ConfigurationError(f"context_window is a number of tokens (a positive integer), not {context_window!r}")
         self.max_cost = max_cost
         self.context_window = context_window
-        self.compaction = _compaction_settings(compaction)
+        try:
+            self.compaction = compaction_settings(compaction)
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from None
         self.name = name
         self.model = load_model(model) if isinstance(model, str) else model
         self.tools: list[Any] = [t if _is_source(t) else as_tool(t) for t in tools]
@@ -297,18 +303,6 @@ class Agent:
         model = self.model.spec if isinstance(self.model, Model) else None
         names = [t.name if isinstance(t, Tool) else repr(t) for t in self.tools]
         return f"<Agent model={model} mode={self.mode} tools=[{', '.join(names)}]>"
-
-
-def _compaction_settings(value: Any) -> CompactionSettings | None:
-    if value is False or value is None:
-        return None
-    if value is True:
-        return CompactionSettings()
-    if isinstance(value, CompactionSettings):
-        return value
-    if isinstance(value, (int, float)) and 0 < value <= 1:
-        return CompactionSettings(threshold=float(value), target=min(0.5, float(value)))
-    raise ConfigurationError(f"compaction is True, False, a threshold between 0 and 1, or CompactionSettings; not {value!r}")
 
 
 def _is_source(obj: Any) -> bool:

@@ -29,10 +29,10 @@ ROOT = Path(__file__).resolve().parents[1] / "nbagent"
 
 LAYERS: dict[str, tuple[str, ...]] = {
     "data": ("messages", "errors", "secrets", "context", "decisions", "records", "events", "transcript",
-             "reprs", "sandbox", "sessions"),
+             "reprs", "sandbox", "sessions", "pricing", "window"),
     "tools": ("tools", "docstrings", "schemas", "arguments", "results", "images", "paths", "plan",
               "structured", "streaming"),
-    "stages": ("hooks", "permissions", "interrupt", "execution"),
+    "stages": ("hooks", "permissions", "interrupt", "execution", "compaction"),
     "providers": ("providers",),
     "render": ("render",),
     "toolbox": ("toolbox",),
