@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import reprs
 from .messages import AssistantMessage, ImageBlock, TextBlock, UserMessage
+from .render_usage import compaction_html, context_text, cost_text, gauge_html, tokens_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from .decisions import Decision
@@ -371,33 +372,24 @@ def _json(value: Any) -> str:
 # --------------------------------------------------------------------------------------------------
 # Runs
 # --------------------------------------------------------------------------------------------------
-def _tokens(run: AgentRun) -> str:
-    u = run.usage
-    if not (u.input_tokens or u.output_tokens):
-        return ""
-
-    def short(n: int) -> str:
-        return f"{n / 1000:.1f}k" if n >= 10_000 else f"{n:,}"
-
-    return f"{short(u.input_tokens)} in · {short(u.output_tokens)} out tokens"
-
-
 def header_html(run: AgentRun, *, waiting: int = 0) -> str:
-    """The run's header line: status, model, mode, turns, calls, tokens, time."""
+    """The run's header line: status, model, mode, turns, calls, tokens, time, the context gauge, the cost."""
     status = run.status
     text = status_word(status)
     if status == "waiting_for_approval":
         text = "waiting for you" if waiting <= 1 else f"{waiting} calls wait for you"
     stats = [f"turn {run.turns}" if not run.done else f"{run.turns} turn{'s' if run.turns != 1 else ''}",
              f"{len(run.calls)} call{'s' if len(run.calls) != 1 else ''}"]
-    tokens = _tokens(run)
+    tokens = tokens_text(run)
     if tokens:
         stats.append(tokens)
     stats.append(seconds(run.elapsed))
+    cost, cost_title = cost_text(run)
+    cost_html = f'<span class="nba-cost" title="{_esc(cost_title)}">{_esc(cost)}</span>' if cost else ""
     return (f'<div class="nba-headinfo"><span class="nba-brand">nbagent</span>{_pill(status, text)}'
             f'<span class="nba-model">{_esc(run.model.spec)}</span>'
             f'<span class="nba-chip">{_esc(run.agent.mode)} mode</span>{_sandbox_chip(run)}'
-            f'<span class="nba-stats">{_esc(" · ".join(stats))}</span></div>')
+            f'<span class="nba-stats">{_esc(" · ".join(stats))}</span>{gauge_html(run)}{cost_html}</div>')
 
 
 def _sandbox_chip(run: AgentRun) -> str:
@@ -464,6 +456,7 @@ def run_html(run: AgentRun) -> str:
     for i, rec in enumerate(run.calls):  # calls of a response still in flight
         if rec.id not in committed:
             parts.append(f'<div class="nba-call nba-s-{_esc(rec.status)}">{call_inner_html(rec, index=i)}</div>')
+    parts[1:1] = [compaction_html(c) for c in run.compactions]
     head = f'<div class="nba-head">{header_html(run)}</div>'
     return f'{_style()}<div class="nba">{head}<div class="nba-body">{"".join(parts)}</div>{footer_html(run)}</div>'
 
@@ -488,10 +481,16 @@ def call_text(rec: CallRecord) -> str:
 def run_text(run: AgentRun) -> str:
     """A run as plain text: header, prompt, each call, the answer, and how it ended."""
     stats = [status_word(run.status), plural(run.turns, "turn"), plural(len(run.calls), "call"), seconds(run.elapsed)]
-    tokens = _tokens(run)
+    tokens = tokens_text(run)
     if tokens:
         stats.insert(3, tokens)
     lines = [f"nbagent run · {run.model.spec} · {run.agent.mode} mode · {' · '.join(stats)}"]
+    cost, _ = cost_text(run)
+    context, _, _ = context_text(run)
+    if cost or context:
+        lines.append("  " + " · ".join(x for x in (context and f"context {context}", cost and f"cost {cost}") if x))
+    for c in run.compactions:
+        lines.append(f"  {c}")
     if run.prompt is not None:
         text = run.prompt.text if isinstance(run.prompt, UserMessage) else str(run.prompt)
         lines.append(f"  you: {one_line(text, 200)}")
@@ -501,6 +500,8 @@ def run_text(run: AgentRun) -> str:
         lines.append("  answer: " + one_line(run.text, 400))
     if run.error is not None:
         lines.append(f"  {type(run.error).__name__}: {run.error}")
+    elif run.done and run.stop_reason:
+        lines.append(f"  stopped: {run.stop_reason}")
     return "\n".join(lines)
 
 

@@ -476,6 +476,11 @@ class AgentRun:
         return state.context_tokens
 
     @property
+    def context_measured(self) -> bool:
+        """Whether `context_tokens` rests on the provider's count (else: an estimate)."""
+        return self._state.context_measured
+
+    @property
     def context_fraction(self) -> float | None:
         """How full the context window is (0..1; None when the window is unknown)."""
         return self.context_tokens / self.context_window if self.context_window else None

@@ -34,7 +34,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
               "structured", "streaming"),
     "stages": ("hooks", "permissions", "interrupt", "execution", "compaction"),
     "providers": ("providers",),
-    "render": ("render",),
+    "render": ("render", "render_usage"),
     "toolbox": ("toolbox",),
     "loop": ("loop", "run"),
     "api": ("__init__", "demo"),

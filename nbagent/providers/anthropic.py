@@ -308,7 +308,11 @@ def _map_messages(messages: Sequence[Message], names: ToolNames, *, cache: bool 
 
 
 def _mark_last_user_message(messages: list[dict[str, Any]]) -> None:
-    """A cache breakpoint on the last block of the last user message (the conversation so far is reused)."""
+    """Cache breakpoints on the last block of the last two user messages: the last one writes the conversation
+    so far to the cache; the one before is where the previous request wrote it, so it is read back even when a
+    large batch of results lies between them (the API looks back only 20 blocks from a breakpoint). With the
+    system prompt's and the tools' that makes four, the API's limit."""
+    marked = 0
     for m in reversed(messages):
         if m["role"] != "user":
             continue
@@ -316,7 +320,9 @@ def _mark_last_user_message(messages: list[dict[str, Any]]) -> None:
             m["content"] = [{"type": "text", "text": m["content"]}]
         if m["content"]:
             m["content"][-1]["cache_control"] = dict(_EPHEMERAL)
-        return
+            marked += 1
+        if marked == 2:
+            return
 
 
 def _map_blocks(blocks: Sequence[Block]) -> list[dict[str, Any]]:

@@ -144,7 +144,8 @@ def test_request_messages_equal_to_wire_and_cache_marks_the_last_user_block() ->
     assert body["messages"] == model.to_wire(conversation())
     assert body["messages"][-1]["content"][-1] == {"type": "text", "text": "Now answer.",
                                                    "cache_control": {"type": "ephemeral"}}
-    assert json.dumps(body).count('"cache_control"') == 2  # the last tool, the last user block
+    # the last tool, the last user block, and the user block before (where the previous request wrote)
+    assert json.dumps(body).count('"cache_control"') == 3
 
 
 def test_foreign_transcript_is_made_valid_for_anthropic() -> None:
@@ -417,8 +418,9 @@ async def test_agent_two_turns_second_request_field_by_field(fake_server: FakeSe
                                 "description": "A tool that requires a password to retrieve a secret.",
                                 "input_schema": secret.parameters, "cache_control": {"type": "ephemeral"}}]
     user, assistant, results = second["messages"]
-    assert user == {"role": "user", "content": "Please retrieve the secrets associated with each of these "
-                                               "passwords: mellon,radiance"}
+    assert user == {"role": "user", "content": [{  # the previous request's cache breakpoint, read back
+        "type": "text", "text": "Please retrieve the secrets associated with each of these passwords: mellon,radiance",
+        "cache_control": {"type": "ephemeral"}}]}
     assert assistant == {"role": "assistant", "content": [
         {"type": "text", "text": "I'll retrieve the secrets for both passwords you provided."},
         {"type": "tool_use", "id": "toolu_015cUijgET79LXjgeYQerN2h", "name": "secret_retrieval_tool",
