@@ -245,6 +245,8 @@ async def compact(
                           seconds=time.perf_counter() - t0)
 
     # 2. A summary of the older turns (written from the stubbed form, in pieces if it is too long).
+    if len(head) < 2 and (not head or is_summary(head[0]) or isinstance(head[0], UserMessage)):
+        return None  # one message summarised into one message: nothing gained
     text = transcript_text(stubbed_head)
     piece = max(4_000, int(window * 0.5 * 4))
     summary = ""
