@@ -74,6 +74,26 @@ class NBAgent(Configurable):
 
     max_turns = Int(20, help="The most model requests one run makes.").tag(config=True)
 
+    max_cost = Float(
+        None,
+        allow_none=True,
+        help="US dollars one run may spend: it stops cleanly before a request that would go over (None: no "
+        "budget). Needs a model whose price is known.",
+    ).tag(config=True)
+
+    context_window = Int(
+        None,
+        allow_none=True,
+        help="The model's context window in tokens, overriding what nbagent knows of the model (None: known "
+        "models' windows; needed for a ScriptedModel to compact).",
+    ).tag(config=True)
+
+    compaction_threshold = Float(
+        0.8,
+        help="Compact the conversation before a request would fill this share of the context window (0: never "
+        "automatically; %agent --compact still does it by hand).",
+    ).tag(config=True)
+
     sandbox = Enum(
         ["read-only", "workspace-write", "danger-full-access"],
         "workspace-write",

@@ -97,6 +97,9 @@ class AgentMagics(Magics):
     @argument("--wait", "-w", action="store_true",
               help="wait for the run to finish before the cell ends (the same as `await run`; the interrupt "
                    "button stops it).")
+    @argument("--compact", action="store_true",
+              help="compact the conversation now, without a prompt: older tool results become short stubs and "
+                   "older turns one summary by the model; the next %%agent continues from it.")
     @argument("--max-turns", type=int, metavar="N", help="the most model requests this run makes.")
     @argument("--instructions", metavar="TEXT_OR_NAME",
               help="instructions replacing the default ones: quoted text, or the name of a string variable.")
@@ -129,6 +132,10 @@ class AgentMagics(Magics):
         args = parser.parse_args(argv)
         if cell is not None and cell.strip():
             prompt = f"{prompt}\n{cell.strip()}" if prompt else cell.strip()
+        if args.compact:
+            if prompt:
+                raise UsageError("%agent --compact takes no prompt: compact first, then ask in the next %agent")
+            return self.session.start("", RunOptions(model=args.model, compact=True))
         if not prompt:
             raise UsageError("%agent needs a prompt: %agent What columns does df have?  (see %agent? for options)")
         if args.max_turns is not None and args.max_turns < 1:

@@ -44,6 +44,8 @@ class RunOptions:
     new: bool = False
     max_turns: int | None = None
     instructions: str | None = None
+    compact: bool = False
+    """Only compact the conversation (`%agent --compact`)."""
 
 
 def no_model_message() -> str:
@@ -185,11 +187,35 @@ class NotebookSession:
                 workspace=self.workspace,
                 sandbox=cfg.sandbox,
                 name="notebook",
+                max_cost=cfg.max_cost,
+                context_window=cfg.context_window or None,
+                compaction=self._compaction(),
             )
         except ConfigurationError as exc:
             raise UsageError(str(exc)) from None
         agent.policy.grants = self.grants
         return agent
+
+    def _compaction(self) -> Any:
+        """Compaction settings from `NBAgent.compaction_threshold`; stubs point at `_agent_results`."""
+        from ..compaction import CompactionSettings
+
+        threshold = self.config.compaction_threshold
+        if not 0 <= threshold <= 1:
+            raise UsageError(f"NBAgent.compaction_threshold is a share of the window (0 to 1), not {threshold}")
+        return CompactionSettings(threshold=threshold or 0.8, target=min(0.5, threshold or 0.8),
+                                  auto=threshold > 0, locate=self._locate)
+
+    def _locate(self, message: Any) -> str:
+        """Where a stubbed result lives: `_agent_results[call id]` in the notebook, readable with inspect_variable."""
+        ns = self.shell.user_ns
+        if not isinstance(ns.get("_agent_results"), CallResults):
+            ns["_agent_results"] = CallResults(self)
+            hidden = getattr(self.shell, "user_ns_hidden", None)
+            if isinstance(hidden, dict):
+                hidden["_agent_results"] = ns["_agent_results"]
+        return (f"The whole result is still in the notebook: inspect_variable('_agent_results[\"{message.tool_call_id}\"]') "
+                f"shows it (the live object), or call {message.name} again.")
 
     def start(self, prompt: str, options: RunOptions) -> AgentRun:
         """Start a run on the kernel's loop, show it, and return it (the run goes on in the background)."""
@@ -203,12 +229,15 @@ class NotebookSession:
                 )
             history = last
         agent = self.agent(options)
+        if options.compact and history is None:
+            raise UsageError("there is no conversation to compact yet: %agent --compact works on the one that "
+                             "consecutive %agent calls continue")
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            run = self._run_here(agent, prompt, history)
+            run = self._run_here(agent, prompt, history, compact=options.compact)
         else:
-            run = agent.start(prompt, history=history)
+            run = agent.start_compaction(history) if options.compact else agent.start(prompt, history=history)
             try:
                 view = self._make_view(run)
                 self._views[run] = view
@@ -222,12 +251,12 @@ class NotebookSession:
         self.conversation = run
         return run
 
-    def _run_here(self, agent: Agent, prompt: str, history: AgentRun | None) -> AgentRun:
+    def _run_here(self, agent: Agent, prompt: str, history: AgentRun | None, *, compact: bool = False) -> AgentRun:
         """No event loop (terminal IPython): run to the end now, printing as it goes."""
         from .text import TextView
 
         async def go() -> AgentRun:
-            run = agent.start(prompt, history=history)
+            run = agent.start_compaction(history) if compact else agent.start(prompt, history=history)
             view = TextView(run)
             view.displayed_in = self.shell.execution_count
             self._views[run] = view
@@ -278,6 +307,27 @@ class NotebookSession:
         from ..render import run_text
 
         display({"text/html": run._repr_html_(), "text/plain": run_text(run)}, raw=True)
+
+
+class CallResults:
+    """`_agent_results["call id"]` in the notebook: the whole result of any call of this kernel's runs (the live
+    `details` object, else the text the model was sent), for results compaction took out of the transcript."""
+
+    def __init__(self, session: NotebookSession) -> None:
+        self._session = weakref.ref(session)
+
+    def __getitem__(self, call_id: str) -> Any:
+        session = self._session()
+        for run in reversed(session.runs if session is not None else []):
+            for rec in run.calls:
+                if rec.id == call_id and rec.result is not None:
+                    return rec.result.details if rec.result.details is not None else rec.result.text
+        raise KeyError(f"no call {call_id!r} in this kernel's runs")
+
+    def __repr__(self) -> str:
+        session = self._session()
+        n = sum(len(r.calls) for r in session.runs) if session is not None else 0
+        return f"<the results of {n} tool calls of this kernel's agent runs, by call id>"
 
 
 def _is_function(value: Any) -> bool:
