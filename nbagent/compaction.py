@@ -60,6 +60,8 @@ class CompactionSettings:
     """Recent turns kept verbatim: about this share of the window (at least the last turn)."""
     stub_chars: int = 400
     """Older tool results longer than this many characters become stubs."""
+    stub_share: float = 0.1
+    """The older turns, stubbed, may take this share of the window; beyond it they are summarised."""
     summarize: bool = True
     """Summarise older turns with the model when stubs are not enough."""
     summarizer: Any = None
@@ -123,7 +125,7 @@ def is_summary(message: Message) -> bool:
 
 
 def _one_line(text: str, limit: int) -> str:
-    text = " ".join(text.split())
+    text = " ".join(text[: limit * 2].split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -233,7 +235,7 @@ async def compact(
             stubbed_head.append(m)
     head_tokens = estimate_tokens(stubbed_head)
     tail_tokens = sum(sizes[cut:])
-    fits = head_tokens + tail_tokens + extra <= target
+    fits = head_tokens + tail_tokens + extra <= target and head_tokens <= settings.stub_share * window
     summarizer = settings.summarizer or model
     if (fits and not force) or not settings.summarize or summarizer is None:
         if first_changed is None:
