@@ -27,6 +27,7 @@ AgentRun = Any
 
 __all__ = [
     "args_html",
+    "compaction_html",
     "call_inner_html",
     "call_record_html",
     "call_text",

@@ -28,8 +28,10 @@ def _plural(n: int, word: str) -> str:
 def short_tokens(n: int) -> str:
     """12,345 -> 12.3k; 1,234,567 -> 1.23M."""
     if n >= 1_000_000:
-        return f"{n / 1_000_000:.2f}M"
-    return f"{n / 1000:.1f}k" if n >= 10_000 else f"{n:,}"
+        return f"{n / 1_000_000:.2f}".rstrip("0").rstrip(".") + "M"
+    if n >= 10_000:
+        return f"{n / 1000:.1f}".removesuffix(".0") + "k"
+    return f"{n:,}"
 
 
 def tokens_text(run: AgentRun) -> str:

@@ -100,6 +100,22 @@ class _Segment:
         return _set(self.widget, value=value)
 
 
+class _Note:
+    """A compaction of the transcript: what it replaced, and the summary on demand."""
+
+    def __init__(self, view: RunView, compaction: Any) -> None:
+        self.view = view
+        self.compaction = compaction
+        self.widget: W.HTML | None = None
+
+    def render(self) -> int:
+        if self.widget is not None:
+            return 0
+        self.widget = _html(render.compaction_html(self.compaction))
+        self.view._add(self.widget)
+        return 1
+
+
 class CallRow:
     """One tool call in the view: its label, status, time, progress, arguments, output, result, and the
     Approve / Deny / Always-allow question when the call needs consent."""
@@ -339,6 +355,7 @@ class RunView:
                         self._row_of(rec)
         for rec in run.calls:  # calls of a response still in flight
             self._row_of(rec)
+        self._items.extend(_Note(self, c) for c in getattr(run, "compactions", ()))
         self._dirty.update(self._items)
         self._dirty.add("head")
         self.throttle.request()
@@ -379,6 +396,10 @@ class RunView:
             self._mark(row)
         elif kind in ("approval_requested", "approval_decided", "tool_call_finished"):
             self._mark(self._row_of(event.call))
+        elif kind == "compacted":
+            note = _Note(self, event.compaction)
+            self._items.append(note)
+            self._mark(note)
         elif kind == "run_finished":
             self._dirty.update(self._segments.values())
             self._dirty.update(self.rows)

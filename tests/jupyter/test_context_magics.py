@@ -42,6 +42,12 @@ async def test_compact_by_hand_and_stubs_that_point_at_live_objects(shell):
     compacted = await finish(shell.user_ns["c"])
     assert len(compacted.compactions) == 1 and is_summary(compacted.messages[0])
     assert check_transcript(compacted.messages) == []
+    from nbagent.jupyter import view
+
+    shown = view(compacted)
+    shown._flush()
+    notes = [i for i in shown._items if type(i).__name__ == "_Note"]
+    assert len(notes) == 1 and "compacted (manual)" in notes[0].widget.value  # the view says what was compacted
     await run_cell(shell, "second = %agent --model model --tools big And more")
     second = await finish(shell.user_ns["second"])
     assert second.messages[: len(compacted.messages)] == compacted.messages
