@@ -24,15 +24,19 @@ A compaction is an event (`Compacted`) and a fact of the session's record, with 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from .errors import ModelError
 from .messages import AssistantMessage, Message, TextBlock, ToolResultMessage, Usage, UserMessage
 from .window import estimate_message, estimate_tokens
 
 __all__ = ["SUMMARY_PREFIX", "Compaction", "CompactionSettings", "compact", "compaction_settings", "is_summary", "stub_text",
            "transcript_text"]
+
+log = logging.getLogger("nbagent.compaction")
 
 SUMMARY_PREFIX = "[Summary of the earlier conversation: it was compacted to fit the context window]"
 STUB_PREFIX = "[compacted]"
@@ -237,14 +241,17 @@ async def compact(
     tail_tokens = sum(sizes[cut:])
     fits = head_tokens + tail_tokens + extra <= target and head_tokens <= settings.stub_share * window
     summarizer = settings.summarizer or model
-    if (fits and not force) or not settings.summarize or summarizer is None:
+
+    def stubs_only(note: str = "") -> Compaction | None:
         if first_changed is None:
             return None
-        replacement = stubbed_head[first_changed:]
-        result = stubbed_head + tail
-        return Compaction(first_changed, cut, messages[first_changed:cut], replacement, result, stubbed=stubbed,
-                          tokens_before=before, tokens_after=head_tokens + tail_tokens + extra, reason=reason,
+        return Compaction(first_changed, cut, messages[first_changed:cut], stubbed_head[first_changed:],
+                          stubbed_head + tail, stubbed=stubbed, tokens_before=before,
+                          tokens_after=head_tokens + tail_tokens + extra, reason=reason + note,
                           seconds=time.perf_counter() - t0)
+
+    if (fits and not force) or not settings.summarize or summarizer is None:
+        return stubs_only()
 
     # 2. A summary of the older turns (written from the stubbed form, in pieces if it is too long).
     if len(head) < 2 and (not head or is_summary(head[0]) or isinstance(head[0], UserMessage)):
@@ -257,8 +264,13 @@ async def compact(
     for start in range(0, len(text), piece):
         chunk = text[start:start + piece]
         prompt = f"{SUMMARY_REQUEST}\n\n<transcript>\n{summary and 'EARLIER SUMMARY: ' + summary + chr(10) * 2}{chunk}\n</transcript>"
-        response = await summarizer.request([UserMessage(prompt)], (), instructions=SUMMARY_INSTRUCTIONS,
-                                            on_request=on_request)
+        try:
+            response = await summarizer.request([UserMessage(prompt)], (), instructions=SUMMARY_INSTRUCTIONS,
+                                                on_request=on_request)
+        except ModelError as exc:
+            # No summary this time (a rate limit, an outage): the stubs still help, and the run goes on.
+            log.warning("compaction: the summary request failed (%s); old tool results were stubbed only", exc)
+            return stubs_only(f" (no summary: {type(exc).__name__})")
         responses.append(response)
         usage = (usage or Usage()) + response.usage if response.usage is not None else usage
         summary = response.text.strip() or summary

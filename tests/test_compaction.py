@@ -171,3 +171,19 @@ def test_settings_are_checked() -> None:
         Agent(ScriptedModel(), context_window=0)
     assert Agent(ScriptedModel(), compaction=0.9).compaction.threshold == 0.9
     assert Agent(ScriptedModel(), compaction=False).compaction is None
+
+
+async def test_a_failed_summary_request_leaves_stubs_and_the_run_goes_on() -> None:
+    from nbagent.errors import RateLimitError
+
+    def refuse(messages):
+        raise RateLimitError("rate limited", status=429, provider="scripted")
+
+    messages = [UserMessage("start")]
+    for i in range(10):
+        call = ToolCall(name="fetch", arguments={"i": i})
+        messages += [AssistantMessage(tool_calls=[call]),
+                     ToolResultMessage(call.id, "fetch", [TextBlock("y" * 8_000)])]
+    done = await compact(messages, ScriptedModel([refuse]), window=10_000, force=True)
+    assert done is not None and done.summary is None and done.stubbed > 0 and "no summary" in done.reason
+    assert check_transcript(done.messages) == []
