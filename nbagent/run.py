@@ -155,6 +155,8 @@ class Agent:
         """The stored conversation runs continue and are written to (None: not stored)."""
         self.conversation: list[Message] = []
         """The stored conversation's messages so far (what a run without `history` continues)."""
+        self.conversation_spend = Spend()
+        """What the stored conversation has spent so far (from its runs' records)."""
         if session:
             self.resume(session if isinstance(session, str) else None, new=session is True)
 
@@ -168,6 +170,7 @@ class Agent:
         if new:
             writer = SessionWriter(self.workspace, model=getattr(self.model, "spec", None))
             self.session_id, self.conversation = writer.id, []
+            self.conversation_spend = Spend()
             return self
         if session_id is None:
             found = list_sessions(self.workspace)
@@ -179,6 +182,7 @@ class Agent:
         except SessionError as exc:
             raise ConfigurationError(str(exc)) from None
         self.session_id, self.conversation = stored.info.id, stored.messages
+        self.conversation_spend = _stored_spend(stored.runs)
         return self
 
     # -- permissions -------------------------------------------------------------------------------------
@@ -226,7 +230,8 @@ class Agent:
                 "agent.run_sync(...) or asyncio.run(agent.run(...))"
             ) from None
         stored = self.session_id is not None and history is None
-        run = AgentRun(self, prompt, history=self.conversation if stored else history, loop=loop)
+        run = AgentRun(self, prompt, history=self.conversation if stored else history, loop=loop,
+                       before=self.conversation_spend if stored else None)
         if stored:
             self._record(run)
         if on_event is not None:
@@ -243,6 +248,7 @@ class Agent:
         def keep(event: Any) -> None:
             if getattr(event, "kind", "") == "run_finished":
                 self.conversation = rolled_back(run)
+                self.conversation_spend = run.conversation_spend.copy()
 
         run.subscribe(keep)
 
@@ -284,7 +290,8 @@ class Agent:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             raise ConfigurationError("start_compaction() needs a running event loop; use agent.compact_sync()") from None
-        run = AgentRun(self, None, history=self.conversation if stored else history, loop=loop, compact_only=True)
+        run = AgentRun(self, None, history=self.conversation if stored else history, loop=loop, compact_only=True,
+                       before=self.conversation_spend if stored else None)
         if stored:
             self._record(run)
         run._start()
@@ -303,6 +310,22 @@ class Agent:
         model = self.model.spec if isinstance(self.model, Model) else None
         names = [t.name if isinstance(t, Tool) else repr(t) for t in self.tools]
         return f"<Agent model={model} mode={self.mode} tools=[{', '.join(names)}]>"
+
+
+def _stored_spend(runs: list[dict[str, Any]]) -> Spend:
+    """What a stored conversation spent, from its runs' `end` lines (a cost left out is unknown)."""
+    spend = Spend()
+    for fact in runs:
+        if fact.get("kind") != "end" or not isinstance(fact.get("usage"), dict):
+            continue
+        spend.usage = spend.usage + Usage(**{k: int(v or 0) for k, v in fact["usage"].items()
+                                             if k in Usage.__dataclass_fields__})
+        spend.responses += 1
+        if isinstance(fact.get("cost"), (int, float)):
+            spend.priced += fact["cost"]
+        else:
+            spend.unpriced += 1
+    return spend
 
 
 def _is_source(obj: Any) -> bool:
@@ -339,12 +362,15 @@ class AgentRun:
         history: Sequence[Message] | AgentRun | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
         compact_only: bool = False,
+        before: Spend | None = None,
     ) -> None:
         if agent.model is None:
             raise ConfigurationError("this agent has no model: pass Agent(model=...), e.g. 'openai:gpt-4.1' or a ScriptedModel")
         self.agent = agent
         self.model: Model = agent.model
-        before, anchor = None, None
+        anchor = None
+        if before is not None:
+            before = before.copy()
         if isinstance(history, AgentRun):
             before = history.conversation_spend.copy()
             anchor = history._state.context_anchor

@@ -41,10 +41,15 @@ class TextView:
             self._write(event.text)
         elif kind == "tool_call_finished":
             self._line("  " + render.call_text(event.call).replace("\n", "\n  "))
+        elif kind == "compacted":
+            self._line(f"  [{event.compaction}]")
         elif kind == "run_finished":
             run = self.run
+            cost, _ = render.cost_text(run)
             end = f"[{render.status_word(run.status)} · {render.plural(run.turns, 'turn')} · {render.plural(len(run.calls), 'call')} · " \
-                  f"{render.seconds(run.elapsed)}]"
+                  f"{render.seconds(run.elapsed)}{' · ' + cost if cost else ''}]"
+            if run.stop_reason and run.error is None:
+                end += f" stopped: {run.stop_reason}"
             if run.error is not None:
                 end += f" {type(run.error).__name__}: {run.error}"
             self._line(end)

@@ -106,3 +106,18 @@ async def test_anthropic_cache_breakpoints_stay_within_four() -> None:
     users = [m for m in last["messages"] if m["role"] == "user"]
     assert "cache_control" in users[-1]["content"][-1] and "cache_control" in users[-2]["content"][-1]
     assert json.dumps(last).count('"cache_control"') == 4
+
+
+async def test_a_resumed_conversation_keeps_its_cost(tmp_path) -> None:
+    async with FakeServer() as server:
+        server.add(Reply.sse(recorded("anthropic", "parallel_tool_calls")),
+                   Reply.sse(recorded("anthropic", "parallel_tool_calls.followup")))
+        model = load_model("anthropic:claude-sonnet-4-20250514", base_url=server.url, api_key="k")
+        agent = Agent(model, tools=[make_tool("secret_retrieval_tool")], workspace=tmp_path, session=True)
+        first = await agent.run("What are the secrets?")
+    assert first.cost and agent.conversation_spend.cost == pytest.approx(first.cost)
+    from nbagent import ScriptedModel
+
+    later = Agent(ScriptedModel(["Nothing more."]), workspace=tmp_path).resume(agent.session_id)
+    assert later.conversation_spend.cost == pytest.approx(first.cost)
+    assert later.conversation_spend.usage.input_tokens == first.usage.input_tokens
