@@ -226,7 +226,8 @@ async def drive(settings: RunSettings, state: RunState) -> None:
                 message = await _ask_model(settings, state, plan.tools)
             except ContextLengthError:
                 # The estimate was short: compact (harder) once, and ask again.
-                if settings.compaction is None or not await _compact(settings, state, plan.tools, reason="context_length", force=True):
+                if settings.compaction is None or not await _compact(settings, state, plan.tools,
+                                                                     reason="context_length", force=True):
                     raise
                 message = await _ask_model(settings, state, plan.tools)
             state.spend.add(message, model=settings.model.name, provider=settings.model.provider)
@@ -276,8 +277,7 @@ async def drive(settings: RunSettings, state: RunState) -> None:
         if not isinstance(exc, (ModelError, MaxTurnsExceeded, OutputError)):
             log.exception("run failed")
     finally:
-        if state.context_tokens == 0:
-            _measure(settings, state, ())
+        _measure(settings, state, ())  # what the conversation takes now, its last response included
         state.finish(status, error)
         state.emit(RunFinished(status, error))
 
