@@ -123,7 +123,8 @@ class AgentMagics(Magics):
             %%agent --tools load_data,plot
             Load the March data and plot revenue by region.
 
-        Settings: `%config NBAgent` lists them (model, mode, rules, approver, instructions, ...).
+        Settings: `%config NBAgent` lists them (model, mode, rules, approver, instructions, max_cost,
+        context_window, compaction_threshold, ...). `%agent --compact` compacts the conversation by hand.
         Headless runs (nbclient, papermill, CI), where nobody clicks: set NBAGENT_APPROVAL=allow or deny (or
         `%config NBAgent.approver`), and end the notebook with a cell that does `await run`.
         """
