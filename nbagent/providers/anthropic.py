@@ -2,8 +2,8 @@
 
     POST {ANTHROPIC_BASE_URL or https://api.anthropic.com}/v1/messages     "stream": true
 
-Going out (`_map_*`): tools get `input_schema`, and the last one `cache_control`; the system prompt is
-`system`; an assistant turn is its thinking blocks (sent back unchanged, signatures included), its text
+Going out (`_map_*`): tools get `input_schema`; cache breakpoints (`cache_control`, at most four) go on the
+last tool, the system prompt and the last block of the last two user messages; the system prompt is `system`; an assistant turn is its thinking blocks (sent back unchanged, signatures included), its text
 and its `tool_use` blocks; every result of one turn goes back in ONE user message as `tool_result`
 blocks (`tool_use_id`, `is_error`, text and image content). Names the API forbids are projected
 (`^[a-zA-Z0-9_-]{1,64}$`) and ids from other providers rewritten; the response maps names back.
