@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "args_html",
     "call_inner_html",
+    "call_label",
     "call_record_html",
     "call_text",
     "css",
@@ -48,12 +49,14 @@ _WORDS = {
     "ok": "done", "done": "done", "error": "error", "failed": "failed", "denied": "denied", "blocked": "blocked",
     "not_found": "unknown tool", "invalid_arguments": "invalid arguments", "cancelled": "cancelled",
     "timeout": "timed out", "running": "running", "waiting_for_approval": "needs approval", "pending": "queued",
-    "streaming": "preparing",
+    "streaming": "preparing", "unfinished": "did not finish",
 }
 _ICONS = {
     "ok": "✓", "done": "✓", "error": "✕", "failed": "✕", "denied": "⊘", "blocked": "⊘", "not_found": "?",
     "invalid_arguments": "!", "cancelled": "■", "timeout": "✕", "waiting_for_approval": "!", "pending": "○",
+    "unfinished": "■",
 }
+_LIVE_STATUSES = frozenset({"running", "waiting_for_approval", "pending", "streaming"})
 
 
 @functools.cache
@@ -125,8 +128,8 @@ def describe_object(obj: Any) -> str:
             return f"{name}, {shape[0]:,} rows × {shape[1]:,} columns"
         return f"{name} {shape}"
     if isinstance(obj, (str, bytes, list, tuple, dict, set, frozenset)):
-        unit = "characters" if isinstance(obj, str) else "bytes" if isinstance(obj, bytes) else "items"
-        return f"{name} of {len(obj):,} {unit}"
+        unit = "character" if isinstance(obj, str) else "byte" if isinstance(obj, bytes) else "item"
+        return f"{name} of {plural(len(obj), unit)}"
     return name
 
 
@@ -275,6 +278,16 @@ def decision_note(decision: Decision | None) -> str:
     return f"<b>{verdict}</b>: {_esc(decision.reason)}"
 
 
+def call_label(rec: CallRecord) -> str:
+    """The activity label of a call, in the past tense once it ended when it is the default one."""
+    label = rec.label
+    if rec.done and rec.completed_activity is None and label == f"Calling {rec.name}":
+        if rec.status in ("ok", "error", "timeout"):
+            return f"Called {rec.name}"
+        return f"Did not run {rec.name}"
+    return label
+
+
 def call_inner_html(
     rec: CallRecord | None,
     *,
@@ -282,6 +295,7 @@ def call_inner_html(
     partial: Any = None,
     index: int | None = None,
     waiting: bool = False,
+    frozen: bool = False,
 ) -> str:
     """The body of one call's row: activity label, status, time, progress, arguments, decision, result.
 
@@ -292,10 +306,10 @@ def call_inner_html(
         status, label, tool_name = "streaming", f"Preparing {name or 'a tool call'}", name
         elapsed, tool = None, None
     else:
-        status, label, tool_name, tool = rec.status, rec.label, rec.name, rec.tool
+        status, label, tool_name, tool = rec.status, call_label(rec), rec.name, rec.tool
         elapsed = rec.elapsed
-        if status == "ok" and rec.completed_activity is None and label == f"Calling {rec.name}":
-            label = f"Called {rec.name}"  # the default label, in the past tense once done
+    if frozen and status in _LIVE_STATUSES:
+        status = "unfinished"
     flags = ""
     if tool is not None and tool.destructive:
         flags = '<span class="nba-flag">destructive</span>'
@@ -379,22 +393,39 @@ def _tokens(run: AgentRun) -> str:
     return f"{short(u.input_tokens)} in · {short(u.output_tokens)} out tokens"
 
 
-def header_html(run: AgentRun, *, waiting: int = 0) -> str:
-    """The run's header line: status, model, mode, turns, calls, tokens, time."""
+STALE_NOTE = "no news from the kernel for a few seconds: it is busy with another cell, or it stopped"
+"""What the live view's header says, by itself, when its updates stop coming (see `header_html(live=True)`)."""
+
+
+def header_html(run: AgentRun, *, waiting: int = 0, live: bool = False, stopped: str | None = None) -> str:
+    """The run's header line: status, model, mode, turns, calls, tokens, time.
+
+    `live` (the live view's header, redrawn at least once a second while the run goes on) adds a note that
+    only CSS reveals, a few seconds after the header was last drawn: when updates stop coming (another cell
+    blocks the kernel, the kernel was restarted or died), the view says so instead of spinning on. `stopped`
+    says why a run that was still going can no longer go on (the kernel stopped).
+    """
     status = run.status
     text = status_word(status)
     if status == "waiting_for_approval":
         text = "waiting for you" if waiting <= 1 else f"{waiting} calls wait for you"
-    stats = [f"turn {run.turns}" if not run.done else f"{run.turns} turn{'s' if run.turns != 1 else ''}",
+    over = run.done or stopped is not None
+    if stopped is not None and not run.done:
+        status, text = "cancelled", "stopped"
+    stats = [f"turn {run.turns}" if not over else f"{run.turns} turn{'s' if run.turns != 1 else ''}",
              f"{len(run.calls)} call{'s' if len(run.calls) != 1 else ''}"]
     tokens = _tokens(run)
     if tokens:
         stats.append(tokens)
     stats.append(seconds(run.elapsed))
-    return (f'<div class="nba-headinfo"><span class="nba-brand">nbagent</span>{_pill(status, text)}'
+    stale = ""
+    if live and not over:
+        stale = f'<span class="nba-stale" title="{_esc(STALE_NOTE)}">{_esc(STALE_NOTE)}</span>'
+    cls = "nba-headinfo nba-live" if stale else "nba-headinfo"
+    return (f'<div class="{cls}"><span class="nba-brand">nbagent</span>{_pill(status, text)}'
             f'<span class="nba-model">{_esc(run.model.spec)}</span>'
             f'<span class="nba-chip">{_esc(run.agent.mode)} mode</span>{_sandbox_chip(run)}'
-            f'<span class="nba-stats">{_esc(" · ".join(stats))}</span></div>')
+            f'<span class="nba-stats">{_esc(" · ".join(stats))}</span>{stale}</div>')
 
 
 def _sandbox_chip(run: AgentRun) -> str:
@@ -426,8 +457,37 @@ def prompt_html(prompt: Any, history: int = 0) -> str:
     return f'{before}<div class="nba-prompt"><span class="nba-who">You</span><span>{_esc(_clip(prompt, 3000))}</span></div>'
 
 
-def footer_html(run: AgentRun) -> str:
+def run_line_text(run: AgentRun, where: str) -> str:
+    """A run in one line (and its answer's first line), saying where it is shown whole."""
+    stats = [status_word(run.status), plural(run.turns, "turn"), plural(len(run.calls), "call"), seconds(run.elapsed)]
+    icon = _ICONS.get(run.status, "•")
+    out = f"{icon} nbagent run {' · '.join(stats)}: shown whole in the cell that started it ({where})"
+    if run.text:
+        out += "\n  answer: " + one_line(run.text, 200)
+    if run.error is not None:
+        out += f"\n  {type(run.error).__name__}: {one_line(str(run.error), 200)}"
+    return out
+
+
+def run_line_html(run: AgentRun, where: str) -> str:
+    """`run_line_text` as HTML."""
+    stats = [plural(run.turns, "turn"), plural(len(run.calls), "call"), seconds(run.elapsed)]
+    extra = ""
+    if run.text:
+        extra = f'<div class="nba-line-answer">{_esc(one_line(run.text, 200))}</div>'
+    if run.error is not None:
+        extra += f'<div class="nba-line-answer nba-errtext">{_esc(type(run.error).__name__)}: {_esc(one_line(str(run.error), 200))}</div>'
+    return (f'{_style()}<div class="nba nba-line"><div class="nba-headinfo">{_pill(run.status)}'
+            f'<span class="nba-stats">{_esc(" · ".join(stats))}</span><span class="nba-where">shown whole in the '
+            f'cell that started it ({_esc(where)}); <span class="nba-code">view(run)</span> shows it here</span>'
+            f"</div>{extra}</div>")
+
+
+def footer_html(run: AgentRun, *, stopped: str | None = None) -> str:
     """What ended the run, when it did not just finish ('' while it runs or when it finished normally)."""
+    if stopped is not None and not run.done:
+        return (f'<div class="nba-foot nba-s-failed"><b>Stopped</b>: {_esc(stopped)}. What it did until then is '
+                "above; a call that was still going did not finish.</div>")
     if run.status == "failed" and run.error is not None:
         return (f'<div class="nba-foot nba-s-failed"><b>{_esc(type(run.error).__name__)}</b>: '
                 f"{_esc(_clip(str(run.error), 2000))}</div>")
@@ -439,8 +499,12 @@ def footer_html(run: AgentRun) -> str:
     return ""
 
 
-def run_html(run: AgentRun) -> str:
-    """`AgentRun._repr_html_`: the whole run as it stands, the same as its live view."""
+def run_html(run: AgentRun, *, stopped: str | None = None) -> str:
+    """`AgentRun._repr_html_`: the whole run as it stands, the same as its live view.
+
+    `stopped`: why a run that was still going can no longer go on (its calls in flight show as unfinished).
+    """
+    frozen = stopped is not None and not run.done
     parts = [prompt_html(run.prompt, len(run.messages) - len(run.new_messages))]
     by_id = {c.id: (i, c) for i, c in enumerate(run.calls)}
     messages = run.new_messages
@@ -454,24 +518,31 @@ def run_html(run: AgentRun) -> str:
                 found = by_id.get(call.id)
                 if found is not None:
                     i, rec = found
-                    parts.append(f'<div class="nba-call nba-s-{_esc(rec.status)}">{call_inner_html(rec, index=i)}</div>')
+                    parts.append(_call_div(rec, i, frozen))
         elif isinstance(msg, UserMessage):
             parts.append(f'<div class="nba-history">{_esc(one_line(msg.text, 200))}</div>')
     committed = {c.id for m in run.new_messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
     for i, rec in enumerate(run.calls):  # calls of a response still in flight
         if rec.id not in committed:
-            parts.append(f'<div class="nba-call nba-s-{_esc(rec.status)}">{call_inner_html(rec, index=i)}</div>')
-    head = f'<div class="nba-head">{header_html(run)}</div>'
-    return f'{_style()}<div class="nba">{head}<div class="nba-body">{"".join(parts)}</div>{footer_html(run)}</div>'
+            parts.append(_call_div(rec, i, frozen))
+    head = f'<div class="nba-head">{header_html(run, stopped=stopped)}</div>'
+    foot = footer_html(run, stopped=stopped)
+    return f'{_style()}<div class="nba">{head}<div class="nba-body">{"".join(parts)}</div>{foot}</div>'
+
+
+def _call_div(rec: CallRecord, index: int, frozen: bool) -> str:
+    status = "unfinished" if frozen and rec.status in _LIVE_STATUSES else rec.status
+    return f'<div class="nba-call nba-s-{_esc(status)}">{call_inner_html(rec, index=index, frozen=frozen)}</div>'
 
 
 # --------------------------------------------------------------------------------------------------
 # Plain text
 # --------------------------------------------------------------------------------------------------
-def call_text(rec: CallRecord) -> str:
+def call_text(rec: CallRecord, *, frozen: bool = False) -> str:
     """One line for a call: status, label, tool, time, decision."""
-    icon = _ICONS.get(rec.status, "•") if rec.done else "…"
-    out = f"{icon} {rec.label}  [{rec.name} · {status_word(rec.status)}"
+    status = "unfinished" if frozen and rec.status in _LIVE_STATUSES else rec.status
+    icon = _ICONS.get(status, "•") if rec.done or frozen else "…"
+    out = f"{icon} {call_label(rec)}  [{rec.name} · {status_word(status)}"
     if rec.duration is not None:
         out += f" · {seconds(rec.duration)}"
     out += "]"
@@ -482,9 +553,14 @@ def call_text(rec: CallRecord) -> str:
     return out
 
 
-def run_text(run: AgentRun) -> str:
-    """A run as plain text: header, prompt, each call, the answer, and how it ended."""
-    stats = [status_word(run.status), plural(run.turns, "turn"), plural(len(run.calls), "call"), seconds(run.elapsed)]
+def run_text(run: AgentRun, *, stopped: str | None = None) -> str:
+    """A run as plain text: header, prompt, each call, the answer, and how it ended.
+
+    `stopped`: why a run that was still going can no longer go on.
+    """
+    frozen = stopped is not None and not run.done
+    word = "stopped" if frozen else status_word(run.status)
+    stats = [word, plural(run.turns, "turn"), plural(len(run.calls), "call"), seconds(run.elapsed)]
     tokens = _tokens(run)
     if tokens:
         stats.insert(3, tokens)
@@ -493,9 +569,11 @@ def run_text(run: AgentRun) -> str:
         text = run.prompt.text if isinstance(run.prompt, UserMessage) else str(run.prompt)
         lines.append(f"  you: {one_line(text, 200)}")
     for rec in run.calls:
-        lines.extend("  " + line for line in call_text(rec).splitlines())
+        lines.extend("  " + line for line in call_text(rec, frozen=frozen).splitlines())
     if run.text:
         lines.append("  answer: " + one_line(run.text, 400))
     if run.error is not None:
         lines.append(f"  {type(run.error).__name__}: {run.error}")
+    if frozen:
+        lines.append(f"  stopped: {stopped}")
     return "\n".join(lines)

@@ -10,7 +10,7 @@ from nbagent.jupyter import get_session, view
 from nbagent.jupyter.magics import AgentMagics, add_await, split_options
 from nbagent.transcript import check_transcript
 
-from .conftest import finish, run_cell
+from .conftest import finish, run_cell, settle
 
 PARSER = AgentMagics.agent.parser
 
@@ -109,7 +109,7 @@ async def test_other_mistakes(shell):
         "%agent --model model": "needs a prompt",
         "%agent --model model --max-turns 0 hi": "at least 1",
         "%agent --model model --mode yolo hi": "invalid choice",
-        "%agent --model model --tools number hi": "'number' is a int, not a function",
+        "%agent --model model --tools number hi": "'number' is an int, not a function",
         "%agent --model nosuchprovider:x hi": "unknown provider",
     }
     for line, message in cases.items():
@@ -239,21 +239,29 @@ async def test_config_mode_and_max_turns(shell):
     assert check_transcript(run.messages) == []
 
 
-async def test_a_finished_run_displays_as_html_that_stays_in_the_notebook(shell):
+async def test_a_finished_run_is_shown_whole_once_and_in_one_line_elsewhere(shell):
     shell.user_ns["model"] = ScriptedModel(["**bold** answer"])
     await run_cell(shell, "run = %agent --model model --wait hi")
     run = shell.user_ns["run"]
+    await settle(lambda: view(run).ended)
     shown = []
-    shell.display_pub.publish = lambda data, **kw: shown.append(data)
+    updates = []
+    shell.display_pub.publish = lambda data, **kw: (updates if kw.get("update") else shown).append(data)
     try:
         get_session(shell).display_run(run)  # displayed in the same cell: not again
         assert shown == []
         shell.execution_count += 1
-        get_session(shell).display_run(run)
+        get_session(shell).display_run(run)  # `await run` in another cell: one line, saying where the run is
+        view(run)._ipython_display_()  # `view(run)`: the whole run again
+        await run_cell(shell, "1")  # the next cell hears the update of the starting cell's display again
     finally:
         del shell.display_pub.publish
-    assert "<strong>bold</strong>" in shown[0]["text/html"]
-    assert shown[0]["text/plain"].startswith("nbagent run · scripted · default mode · done")
+    assert "shown whole in the cell that started it (In [" in shown[0]["text/plain"]
+    assert "answer: **bold** answer" in shown[0]["text/plain"]
+    assert "<strong>bold</strong>" in shown[1]["text/html"]
+    assert shown[1]["text/plain"].startswith("nbagent run · scripted · default mode · done")
+    assert updates and "<strong>bold</strong>" in updates[-1]["text/html"]  # the starting cell's final form
+    assert view(run).widget.comm is None  # the widgets are closed
 
 
 async def test_unload_removes_the_magic(shell):
