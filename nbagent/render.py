@@ -457,13 +457,21 @@ def prompt_html(prompt: Any, history: int = 0) -> str:
     return f'{before}<div class="nba-prompt"><span class="nba-who">You</span><span>{_esc(_clip(prompt, 3000))}</span></div>'
 
 
+def _answer(run: AgentRun) -> str:
+    """The run's own last text (not an earlier run's, for a run that continues a conversation)."""
+    for m in reversed(run.new_messages):
+        if isinstance(m, AssistantMessage) and m.text:
+            return m.text
+    return ""
+
+
 def run_line_text(run: AgentRun, where: str) -> str:
     """A run in one line (and its answer's first line), saying where it is shown whole."""
     stats = [status_word(run.status), plural(run.turns, "turn"), plural(len(run.calls), "call"), seconds(run.elapsed)]
     icon = _ICONS.get(run.status, "•")
     out = f"{icon} nbagent run {' · '.join(stats)}: shown whole in the cell that started it ({where})"
-    if run.text:
-        out += "\n  answer: " + one_line(run.text, 200)
+    if _answer(run):
+        out += "\n  answer: " + one_line(_answer(run), 200)
     if run.error is not None:
         out += f"\n  {type(run.error).__name__}: {one_line(str(run.error), 200)}"
     return out
@@ -473,8 +481,8 @@ def run_line_html(run: AgentRun, where: str) -> str:
     """`run_line_text` as HTML."""
     stats = [plural(run.turns, "turn"), plural(len(run.calls), "call"), seconds(run.elapsed)]
     extra = ""
-    if run.text:
-        extra = f'<div class="nba-line-answer">{_esc(one_line(run.text, 200))}</div>'
+    if _answer(run):
+        extra = f'<div class="nba-line-answer">{_esc(one_line(_answer(run), 200))}</div>'
     if run.error is not None:
         extra += f'<div class="nba-line-answer nba-errtext">{_esc(type(run.error).__name__)}: {_esc(one_line(str(run.error), 200))}</div>'
     return (f'{_style()}<div class="nba nba-line"><div class="nba-headinfo">{_pill(run.status)}'
@@ -570,8 +578,8 @@ def run_text(run: AgentRun, *, stopped: str | None = None) -> str:
         lines.append(f"  you: {one_line(text, 200)}")
     for rec in run.calls:
         lines.extend("  " + line for line in call_text(rec, frozen=frozen).splitlines())
-    if run.text:
-        lines.append("  answer: " + one_line(run.text, 400))
+    if _answer(run):
+        lines.append("  answer: " + one_line(_answer(run), 400))
     if run.error is not None:
         lines.append(f"  {type(run.error).__name__}: {run.error}")
     if frozen:

@@ -181,6 +181,35 @@ async def test_consecutive_runs_continue_one_conversation_and_new_starts_another
     assert len(third.messages) == 2 and third.output == "A new start."
 
 
+async def test_a_failed_run_leaves_no_unanswered_prompt_in_the_conversation(shell):
+    from nbagent import UserMessage
+
+    def broken(messages):
+        raise RuntimeError("the provider is down")
+
+    shell.user_ns["model"] = ScriptedModel(["First answer.", broken, "Second answer.", broken, "Fourth answer."])
+    await run_cell(shell, "a = %agent --model model One")
+    await finish(shell.user_ns["a"])
+    await run_cell(shell, "b = %agent --model model Two", cell_id="cell-b")
+    with pytest.raises(RuntimeError):
+        await finish(shell.user_ns["b"])
+    # another cell: the failed prompt is not sent again, and no two user messages follow each other
+    await run_cell(shell, "c = %agent --model model Three")
+    c = await finish(shell.user_ns["c"])
+    texts = [m.text for m in c.messages if isinstance(m, UserMessage)]
+    assert texts == ["One", "Three"]
+    kinds = [type(m).__name__ for m in c.messages]
+    assert all(not (x == y == "UserMessage") for x, y in zip(kinds, kinds[1:]))
+    # the failed cell, run again: a retry; the conversation is what came before the failed run
+    await run_cell(shell, "d = %agent --model model Four", cell_id="cell-d")
+    with pytest.raises(RuntimeError):
+        await finish(shell.user_ns["d"])
+    await run_cell(shell, "d = %agent --model model Four", cell_id="cell-d")
+    d = await finish(shell.user_ns["d"])
+    assert [m.text for m in d.messages if isinstance(m, UserMessage)] == ["One", "Three", "Four"]
+    assert check_transcript(d.messages) == []
+
+
 async def test_a_new_prompt_while_the_last_run_goes_on_says_what_to_do(shell):
     shell.user_ns["model"] = ScriptedModel(["slow answer", "other"], delay=0.05)
     await run_cell(shell, "run = %agent --model model Tell me a story")
