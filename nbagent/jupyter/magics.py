@@ -204,12 +204,13 @@ def _wants_wait(args_source: str) -> bool:
 
 
 def add_await(lines: list[str]) -> list[str]:
-    """Input transformer: `%agent --wait ...` becomes `await %agent ...`, so the cell waits for the run."""
+    """Input transformer: `%agent --wait ...` becomes `await <the session>.wait(%agent ...)`, so the cell waits
+    for the run (and a failure or an interrupt ends it with one line, see `NotebookSession.wait`)."""
     out = []
     for line in lines:
         m = _CALL.match(line.rstrip("\n"))
         if m is not None and _wants_wait(m.group("args")):
-            line = f"{m.group('indent')}{m.group('target')}await {m.group('call')}\n"
+            line = f"{m.group('indent')}{m.group('target')}await get_ipython()._nbagent_session.wait({m.group('call')})\n"
         out.append(line)
     return out
 

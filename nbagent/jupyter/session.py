@@ -283,6 +283,23 @@ class NotebookSession:
         self.conversation = run
         return run
 
+    async def wait(self, run: AgentRun) -> AgentRun:
+        """`%agent --wait`: wait for the run. If it fails, or the interrupt button stops it, the cell ends with
+        one line (the error, or that it was stopped): the view above already shows what happened, and the
+        run's error keeps its whole traceback (`run.error`)."""
+        try:
+            return await run
+        except asyncio.CancelledError as exc:
+            exc._render_traceback_ = lambda: [  # type: ignore[attr-defined]
+                "Interrupted: the run was stopped (calls in flight were cancelled; the transcript stays valid)."]
+            raise
+        except Exception as exc:
+            if exc is run.error:
+                line = f"{type(exc).__name__}: {exc}"
+                exc._render_traceback_ = lambda: [  # type: ignore[attr-defined]
+                    f"{line}  (the run failed: its view shows what it did; the exception, with its traceback, is run.error)"]
+            raise
+
     def _carried(self, last: AgentRun, cell: str | None) -> list[Message]:
         """The conversation the next run continues: the last run's transcript, without a prompt nobody answered.
 

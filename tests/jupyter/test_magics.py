@@ -45,9 +45,9 @@ def test_an_option_without_its_value_is_a_usage_error():
 
 def test_wait_makes_the_cell_await_the_run():
     assert add_await(["get_ipython().run_line_magic('agent', '--wait hi')\n"]) == [
-        "await get_ipython().run_line_magic('agent', '--wait hi')\n"]
+        "await get_ipython()._nbagent_session.wait(get_ipython().run_line_magic('agent', '--wait hi'))\n"]
     assert add_await(["run = get_ipython().run_line_magic('agent', \"-w --new it's\")\n"]) == [
-        "run = await get_ipython().run_line_magic('agent', \"-w --new it's\")\n"]
+        "run = await get_ipython()._nbagent_session.wait(get_ipython().run_line_magic('agent', \"-w --new it's\"))\n"]
     assert add_await(["get_ipython().run_cell_magic('agent', '--wait', 'do it\\n')\n"])[0].startswith("await ")
     # --wait inside the prompt is just words, and other magics are left alone
     unchanged = ["get_ipython().run_line_magic('agent', 'explain --wait')\n",
@@ -56,7 +56,8 @@ def test_wait_makes_the_cell_await_the_run():
 
 
 def test_the_shell_applies_the_wait_transformer(shell):
-    assert "await get_ipython().run_line_magic" in shell.transform_cell("run = %agent --wait hi")
+    assert "await get_ipython()._nbagent_session.wait(get_ipython().run_line_magic" in shell.transform_cell(
+        "run = %agent --wait hi")
     assert "await" not in shell.transform_cell("run = %agent hi")
 
 
