@@ -38,6 +38,7 @@ __all__ = [
     "seconds",
     "status_word",
     "tool_result_html",
+    "tools_summary",
 ]
 
 MAX_TEXT = 4000
@@ -424,8 +425,34 @@ def header_html(run: AgentRun, *, waiting: int = 0, live: bool = False, stopped:
     cls = "nba-headinfo nba-live" if stale else "nba-headinfo"
     return (f'<div class="{cls}"><span class="nba-brand">nbagent</span>{_pill(status, text)}'
             f'<span class="nba-model">{_esc(run.model.spec)}</span>'
-            f'<span class="nba-chip">{_esc(run.agent.mode)} mode</span>{_sandbox_chip(run)}'
+            f'<span class="nba-chip">{_esc(run.agent.mode)} mode</span>{_tools_chip(run)}{_sandbox_chip(run)}'
             f'<span class="nba-stats">{_esc(" · ".join(stats))}</span>{stale}</div>')
+
+
+def _is_builtin(tool: Any) -> bool:
+    module = getattr(getattr(tool, "fn", None), "__module__", None) or ""
+    return module.startswith(("nbagent.toolbox", "nbagent.jupyter.kernel_tools"))
+
+
+def tools_summary(run: AgentRun) -> tuple[str, str]:
+    """What tools the run was offered: a short form ("tools: add + 10 built-in") and every name."""
+    tools = [t for t in getattr(run.agent, "tools", []) if getattr(t, "name", None)]
+    if not tools:
+        return "no tools", "This run was offered no tools."
+    own = [t.name for t in tools if not _is_builtin(t)]
+    builtin = [t.name for t in tools if _is_builtin(t)]
+    parts = []
+    if own:
+        parts.append(", ".join(own) if len(own) <= 3 else plural(len(own), "tool"))
+    if builtin:
+        parts.append(f"{len(builtin)} built-in")
+    full = "Tools offered: " + ", ".join(own + builtin)
+    return "tools: " + " + ".join(parts), full
+
+
+def _tools_chip(run: AgentRun) -> str:
+    short, full = tools_summary(run)
+    return f'<span class="nba-chip" title="{_esc(full)}">{_esc(short)}</span>'
 
 
 def _sandbox_chip(run: AgentRun) -> str:
@@ -576,6 +603,7 @@ def run_text(run: AgentRun, *, stopped: str | None = None) -> str:
     if run.prompt is not None:
         text = run.prompt.text if isinstance(run.prompt, UserMessage) else str(run.prompt)
         lines.append(f"  you: {one_line(text, 200)}")
+    lines.append(f"  {tools_summary(run)[0]}")
     for rec in run.calls:
         lines.extend("  " + line for line in call_text(rec, frozen=frozen).splitlines())
     if _answer(run):

@@ -248,13 +248,37 @@ async def test_default_instructions_describe_the_kernel_and_can_be_replaced(shel
     await run_cell(shell, "%agent --model model --wait hi")
     text = model.requests[-1].instructions
     assert "live Jupyter notebook" in text and str(shell.user_ns.get("__file__", "")) in text
-    assert "- prices: dict of 1 items (keys: 'apple')" in text
+    assert "- prices: dict of 1 item (keys: 'apple')" in text
     shell.user_ns["style"] = "Answer in French."
     await run_cell(shell, "%agent --model model --new --wait --instructions style hi")
     assert model.requests[-1].instructions == "Answer in French."
     shell.run_line_magic("config", "NBAgent.instructions = 'Be terse.'")
     await run_cell(shell, "%agent --model model --new --wait hi")
     assert model.requests[-1].instructions == "Be terse."
+
+
+async def test_tools_offered_are_visible_and_only_tools_offers_just_those(shell):
+    shell.user_ns["model"] = ScriptedModel(["a", "b", "c"])
+    await run_cell(shell, "def double(x: int) -> int:\n    return 2 * x")
+    await run_cell(shell, "run = %agent --model model --tools double --wait hi")
+    run = shell.user_ns["run"]
+    assert "tools: double + 10 built-in" in run._repr_html_() and "tools: double + 10 built-in" in str(run)
+    await run_cell(shell, "run = %agent --model model --new --only-tools double,read_file --wait hi")
+    run = shell.user_ns["run"]
+    assert sorted(t.name for t in run.agent.tools) == ["double", "read_file"]
+    assert "tools: double + 1 built-in" in str(run)
+    result = await run_cell(shell, "%agent --model model --tools double --only-tools double hi")
+    assert "use one of the two" in str(result.error_in_exec)
+    result = await run_cell(shell, "%agent --model model --only-tools nosuch hi")
+    assert "no function named 'nosuch'" in str(result.error_in_exec) and "Built-in tools: " in str(result.error_in_exec)
+
+
+async def test_model_mistakes_point_the_right_way(shell):
+    result = await run_cell(shell, "%agent --model m2 hi")
+    assert "there is no variable named 'm2' in the notebook" in str(result.error_in_exec)
+    result = await run_cell(shell, "%agent --model openai: hi")
+    assert "names no model after 'openai:'" in str(result.error_in_exec)
+    assert "provider prefix" not in str(result.error_in_exec)
 
 
 async def test_config_mode_and_max_turns(shell):
