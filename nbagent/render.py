@@ -196,7 +196,44 @@ def args_html(args: Any, *, limit: int = 600, streaming: bool = False) -> str:
 # --------------------------------------------------------------------------------------------------
 # Results
 # --------------------------------------------------------------------------------------------------
+_FIGURES: Any = None
+
+
+def _figure_html(obj: Any) -> str | None:
+    """A matplotlib figure as a PNG (once per figure); None for anything else. matplotlib is not imported."""
+    global _FIGURES
+    if not (type(obj).__module__.startswith("matplotlib.") and hasattr(obj, "savefig") and hasattr(obj, "axes")):
+        return None
+    import weakref
+
+    if _FIGURES is None:
+        _FIGURES = weakref.WeakKeyDictionary()
+    try:
+        cached = _FIGURES.get(obj)
+    except TypeError:
+        cached = None
+    if cached is not None:
+        return cached
+    import base64
+    import io
+
+    try:
+        buf = io.BytesIO()
+        obj.savefig(buf, format="png", bbox_inches="tight", dpi=80)
+    except Exception:
+        return None
+    out = f'<img class="nba-figure" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}" alt="figure"/>'
+    try:
+        _FIGURES[obj] = out
+    except TypeError:
+        pass
+    return out
+
+
 def _rich_html(obj: Any) -> str | None:
+    figure = _figure_html(obj)
+    if figure is not None:
+        return figure
     method = getattr(type(obj), "_repr_html_", None)
     if method is None or obj is None:
         return None
@@ -225,6 +262,8 @@ def result_html(result: ToolResult, *, index: int | None = None, open: bool = Fa
     what = describe_object(details) if details is not None else ""
     text = result.text
     rich = _rich_html(details)
+    if rich is not None and rich.startswith('<img class="nba-figure"'):
+        open = True  # a figure is there to be seen
     preview = one_line(text, 90) if text and rich is None and not result.images else ""
     if result.images:
         preview = f"{len(result.images)} image{'s' if len(result.images) > 1 else ''}"
@@ -297,6 +336,7 @@ def call_inner_html(
     index: int | None = None,
     waiting: bool = False,
     frozen: bool = False,
+    output: bool = False,
 ) -> str:
     """The body of one call's row: activity label, status, time, progress, arguments, decision, result.
 
@@ -352,6 +392,16 @@ def call_inner_html(
             notes.append(_esc(problem))
     if notes:
         parts.append(f'<div class="nba-sub nba-note">{" · ".join(notes)}</div>')
+    if output and rec is not None and rec.progress_count and rec.output.total:
+        text = rec.output.text
+        cut = rec.output.total - len(text)
+        if len(text) > 2400:
+            cut += len(text) - 2400
+            text = text[-2400:]
+        head = f"… {cut:,} earlier characters\n" if cut > 0 else ""
+        parts.append(f'<div class="nba-sub"><details class="nba-result"><summary>output · '
+                     f'{rec.output.total:,} characters</summary><pre class="nba-tail">{_esc(head + text)}</pre>'
+                     "</details></div>")
     if rec is not None and rec.done and rec.result is not None:
         if status in ("error", "not_found", "invalid_arguments", "timeout"):
             parts.append(f'<div class="nba-sub"><div class="nba-pre nba-errtext">{_esc(_clip(rec.result.text, 1500))}'
@@ -567,7 +617,8 @@ def run_html(run: AgentRun, *, stopped: str | None = None) -> str:
 
 def _call_div(rec: CallRecord, index: int, frozen: bool) -> str:
     status = "unfinished" if frozen and rec.status in _LIVE_STATUSES else rec.status
-    return f'<div class="nba-call nba-s-{_esc(status)}">{call_inner_html(rec, index=index, frozen=frozen)}</div>'
+    body = call_inner_html(rec, index=index, frozen=frozen, output=True)
+    return f'<div class="nba-call nba-s-{_esc(status)}">{body}</div>'
 
 
 # --------------------------------------------------------------------------------------------------

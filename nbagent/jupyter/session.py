@@ -505,6 +505,13 @@ def _is_function(value: Any) -> bool:
 
 
 def _as_tool(name: str, obj: Any) -> Tool:
+    """A notebook function (or `@tool`) as a tool whose printed output goes to its call's row."""
+    from .capture import capturing
+
+    return capturing(_make_tool(name, obj))
+
+
+def _make_tool(name: str, obj: Any) -> Tool:
     if isinstance(obj, Tool):
         return obj
     if isinstance(obj, type) or not callable(obj):

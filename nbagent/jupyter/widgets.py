@@ -31,6 +31,7 @@ from .. import render
 from ..messages import AssistantMessage
 from ..permissions import ApprovalRequest, Decision
 from .approval import PendingApproval
+from .capture import close_figure, is_figure
 from .throttle import Throttle
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -380,6 +381,10 @@ class RunView:
             self._mark(row)
         elif kind in ("approval_requested", "approval_decided", "tool_call_finished"):
             self._mark(self._row_of(event.call))
+            if kind == "tool_call_finished":
+                result = event.call.result
+                if result is not None and is_figure(result.details):
+                    close_figure(result.details)  # drawn in the row; not again under the next cell
         elif kind == "run_finished":
             self._dirty.update(self._segments.values())
             self._dirty.update(self.rows)
