@@ -4,7 +4,8 @@
 
 For `true` and `ls`, in a workspace of a few hundred files:
 - the process alone: `bash -c CMD` started with subprocess (the floor);
-- the same under bubblewrap with the `read-only` and `workspace-write` policies (`sandbox_command`);
+- the same under bubblewrap with the `read-only` and `workspace-write` policies (`sandbox_command`), and
+  under Landlock (the fallback where bubblewrap cannot run);
 - end to end through the `shell` tool of an Agent (ScriptedModel): `danger-full-access` (no sandbox)
   against `workspace-write` (also with a read deny rule, which makes the sandbox hide files).
 Rounds alternate the variants so a noisy neighbour hits them alike; the median of each round's
@@ -24,13 +25,23 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, toolbox  # noqa: E402
-from nbagent.sandbox import sandbox_backend, sandbox_command  # noqa: E402
+from nbagent.sandbox import SandboxBackend, landlock_abi, prepare, sandbox_backend, sandbox_command  # noqa: E402
 
 
 def per_command(argv: list[str], n: int, cwd: Path) -> float:
     t0 = time.perf_counter()
     for _ in range(n):
         subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    return (time.perf_counter() - t0) / n
+
+
+def per_command_landlock(argv: list[str], n: int, cwd: Path, policy: str, backend: SandboxBackend) -> float:
+    t0 = time.perf_counter()
+    for _ in range(n):
+        prepared = prepare(argv, workspace=cwd, policy=policy, backend=backend)
+        subprocess.run(prepared.argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+                       preexec_fn=prepared.preexec_fn, env={**__import__("os").environ, **prepared.env})
+        prepared.cleanup()
     return (time.perf_counter() - t0) / n
 
 
@@ -67,6 +78,10 @@ def main() -> None:
             for policy in ("read-only", "workspace-write"):
                 wrapped = sandbox_command(bare, workspace=ws, policy=policy)
                 variants[f"{cmd}: bubblewrap {policy}"] = lambda w=wrapped: per_command(w, opts.n, ws)
+                if landlock_abi():
+                    landlock = SandboxBackend("landlock", runtime_paths=backend.runtime_paths)
+                    variants[f"{cmd}: landlock {policy}"] = (
+                        lambda p=policy, b=bare, ll=landlock: per_command_landlock(b, opts.n, ws, p, ll))
             variants[f"{cmd}: shell tool, no sandbox"] = lambda c=cmd: through_tool(ws, c, opts.n, "danger-full-access", [])
             variants[f"{cmd}: shell tool, workspace-write"] = lambda c=cmd: through_tool(ws, c, opts.n, "workspace-write", [])
             variants[f"{cmd}: shell tool, workspace-write + deny rule"] = (
@@ -79,7 +94,7 @@ def main() -> None:
     print(f"{'variant':52} {'ms/command':>10} {'added ms':>9}")
     for cmd in ("true", "ls"):
         for name in [k for k in med if k.startswith(cmd + ":")]:
-            floor = med[f"{cmd}: bash alone"] if "bubblewrap" in name else med[f"{cmd}: shell tool, no sandbox"]
+            floor = med[f"{cmd}: bash alone"] if "tool" not in name else med[f"{cmd}: shell tool, no sandbox"]
             added = "" if name.endswith(("bash alone", "no sandbox")) else f"{med[name] - floor:+9.2f}"
             print(f"{name:52} {med[name]:10.2f} {added:>9}")
     worst = max(med[k] - med[f"{k.split(':')[0]}: shell tool, no sandbox"] for k in med if "shell tool, workspace" in k)

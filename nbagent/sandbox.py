@@ -18,7 +18,12 @@ Backends, chosen once per process by `sandbox_backend()`:
   is gone when the call ends; its own network namespace (only loopback); no capabilities, even as root;
   `no_new_privs`, so setuid programs cannot raise privileges. Files hidden by read deny rules
   (`deny: read_file(.env)`) are replaced by empty ones inside the sandbox.
-- **No sandbox** (bubblewrap missing or unusable, macOS, Windows, or `danger-full-access`): commands
+- **Linux, Landlock** (kernel 5.13+; where bubblewrap is missing or cannot make namespaces, as in many
+  containers): the same reads and writes, enforced by the kernel on every open, with TCP off (ABI 4+)
+  and signals and abstract sockets scoped to the sandbox (ABI 6+); no privileges needed. It cannot hide
+  single files below the workspace or keep `.git/hooks` read-only inside it, and it has no PID
+  namespace: processes left running are found by a marker in their environment and stopped.
+- **No sandbox** (neither can run, macOS, Windows, or `danger-full-access`): commands
   run as plain processes in their own process group. The view's header says so, and shell auto-allow
   shrinks to `STRICT_READ_ONLY_COMMANDS`, whose options are fully known.
 
@@ -37,7 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-__all__ = ["HIDDEN_SCAN_LIMIT", "PROTECTED_PATHS", "SandboxBackend", "hidden_paths", "SandboxPolicy", "sandbox_backend", "sandbox_command",
+__all__ = ["HIDDEN_SCAN_LIMIT", "MARKER_VARIABLE", "PROTECTED_PATHS", "Prepared", "SandboxBackend", "hidden_paths",
+           "landlock_abi", "prepare", "SandboxPolicy", "sandbox_backend", "sandbox_command",
            "sandbox_policy"]
 
 PROTECTED_PATHS = (".git/config", ".git/hooks", ".git/modules", ".git/info", ".nbagent")
@@ -82,7 +88,7 @@ class SandboxBackend:
     """Which OS sandbox this process can use."""
 
     name: str
-    """"bubblewrap", or "none"."""
+    """"bubblewrap", "landlock", or "none"."""
     path: str | None = None
     """The sandbox program."""
     reason: str = ""
@@ -107,10 +113,21 @@ class SandboxBackend:
 @functools.lru_cache(maxsize=1)
 def sandbox_backend() -> SandboxBackend:
     """The sandbox this machine offers, probed once (set `NBAGENT_SANDBOX=none` to turn it off)."""
-    if os.environ.get("NBAGENT_SANDBOX", "").strip().lower() in ("none", "off", "0", "false"):
+    wanted = os.environ.get("NBAGENT_SANDBOX", "").strip().lower()
+    if wanted in ("none", "off", "0", "false"):
         return SandboxBackend("none", reason="NBAGENT_SANDBOX=none")
     if not sys.platform.startswith("linux"):
         return SandboxBackend("none", reason=f"no sandbox is built for {sys.platform} yet")
+    bubblewrap = _bubblewrap() if wanted != "landlock" else SandboxBackend("none", reason="NBAGENT_SANDBOX=landlock")
+    if bubblewrap.available or wanted == "bubblewrap":
+        return bubblewrap
+    if landlock_abi() >= 1:
+        return SandboxBackend("landlock", runtime_paths=_runtime_paths(),
+                              reason=f"{bubblewrap.reason}; Landlock ABI {landlock_abi()} instead")
+    return bubblewrap
+
+
+def _bubblewrap() -> SandboxBackend:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return SandboxBackend("none", reason="bubblewrap is not installed (Debian/Ubuntu: apt install bubblewrap)")
@@ -250,3 +267,182 @@ def hidden_paths(root: Path, denied: Any) -> tuple[Path, ...]:
             if entry.is_dir(follow_symlinks=False) and entry.name not in _SKIP_DIRS:
                 stack.append(path)
     return tuple(found)
+
+
+# -- Landlock: the fallback where bubblewrap cannot run ----------------------------------------------------
+# Landlock (Linux 5.13+) restricts what a process and its children may open, with no namespaces and no
+# privileges. It cannot hide single files below a directory it allows, nor keep `.git/hooks` read-only
+# inside a writable workspace, and it has no PID namespace: processes that outlive the command are found
+# by a marker in their environment and stopped (a program that wipes its environment escapes that sweep).
+
+_SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446  # the same on x86_64 and arm64
+_PR_SET_NO_NEW_PRIVS = 38
+_FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_FS_READ = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
+_FS_RIGHTS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1,
+                     5: (1 << 16) - 1, 6: (1 << 16) - 1}
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
+MARKER_VARIABLE = "NBAGENT_SANDBOX_CALL"
+"""The environment variable that marks a Landlock-sandboxed command's processes."""
+
+
+@functools.lru_cache(maxsize=1)
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version (0: none)."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        version = libc.syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    except (OSError, AttributeError):
+        return 0
+    return max(int(version), 0)
+
+
+class LandlockRuleset:
+    """A ruleset made in the parent; the child only restricts itself with it (little work after fork)."""
+
+    def __init__(self, *, readable: Iterable[str], writable: Iterable[str], devices: Iterable[str],
+                 network: bool) -> None:
+        import ctypes
+
+        abi = landlock_abi()
+        if abi < 1:
+            raise OSError("Landlock is not available")
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        fs = _FS_RIGHTS_BY_ABI.get(abi, _FS_RIGHTS_BY_ABI[6])
+        net = 0 if network or abi < 4 else 0b11  # bind and connect over TCP
+        scoped = 0b11 if abi >= 6 else 0  # abstract unix sockets and signals outside the sandbox
+        attr = (ctypes.c_uint64 * 3)(fs, net, scoped)
+        size = 8 if abi < 4 else 16 if abi < 6 else 24
+        fd = self._libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+        if fd < 0:
+            raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
+        self.fd = fd
+        for path in readable:
+            self._allow(path, _FS_READ, fs)
+        for path in devices:
+            self._allow(path, _FS_READ_FILE | _FS_WRITE_FILE | (1 << 15 if abi >= 5 else 0), fs)
+        for path in writable:
+            self._allow(path, fs, fs)
+
+    def _allow(self, path: str, rights: int, handled: int) -> None:
+        import ctypes
+
+        try:
+            target = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            if not os.path.isdir(path):  # a file takes only the rights that apply to files
+                rights &= _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | (1 << 14) | (1 << 15)
+            attr = (ctypes.c_ubyte * 12).from_buffer_copy(
+                int(rights & handled).to_bytes(8, "little") + int(target).to_bytes(4, "little", signed=True))
+            if self._libc.syscall(_SYS_ADD_RULE, ctypes.c_int(self.fd), ctypes.c_int(1), ctypes.byref(attr),
+                                  ctypes.c_uint32(0)) < 0:
+                raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
+        finally:
+            os.close(target)
+
+    def restrict(self) -> None:
+        """In the child, before exec: no new privileges, then the ruleset."""
+        import ctypes
+
+        if self._libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            os._exit(126)
+        if self._libc.syscall(_SYS_RESTRICT_SELF, ctypes.c_int(self.fd), ctypes.c_uint32(0)) != 0:
+            os._exit(126)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+@dataclass(slots=True)
+class Prepared:
+    """A command ready to start under a sandbox: what to run, with what, and what to do after."""
+
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    """Variables to add to the command's environment."""
+    preexec_fn: Any = None
+    ruleset: LandlockRuleset | None = None
+    marker: str | None = None
+    tmpdir: str | None = None
+
+    def stop_leftovers(self) -> None:
+        """Once the command exited: stop what it left running (Landlock; bubblewrap's PID namespace
+        already did)."""
+        if self.marker is not None:
+            stop_marked(self.marker)
+
+    def cleanup(self) -> None:
+        """After the command: stop what it left running, free what was made for it."""
+        self.stop_leftovers()
+        if self.ruleset is not None:
+            self.ruleset.close()
+        if self.tmpdir is not None:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+def stop_marked(marker: str) -> int:
+    """SIGKILL every process whose environment carries `MARKER_VARIABLE=marker`; how many there were."""
+    import signal
+
+    needle = f"{MARKER_VARIABLE}={marker}".encode()
+    stopped = 0
+    for _ in range(3):  # a process may fork while the sweep runs
+        found = 0
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if needle not in f.read():
+                        continue
+                os.kill(int(entry), signal.SIGKILL)
+                found += 1
+            except OSError:
+                continue
+        stopped += found
+        if not found:
+            break
+    return stopped
+
+
+def prepare(
+    argv: list[str],
+    *,
+    workspace: Path,
+    cwd: Path | None = None,
+    policy: Any = "workspace-write",
+    hidden: Iterable[Path] = (),
+    backend: SandboxBackend | None = None,
+) -> Prepared:
+    """How to start `argv` under `policy` with this machine's backend (plainly where there is none)."""
+    policy = sandbox_policy(policy)
+    backend = backend or sandbox_backend()
+    if policy.name == "danger-full-access" or not backend.available:
+        return Prepared(list(argv))
+    if backend.name == "bubblewrap":
+        return Prepared(sandbox_command(argv, workspace=workspace, cwd=cwd, policy=policy, hidden=hidden,
+                                        backend=backend))
+    import tempfile
+    import uuid
+
+    ws = os.path.realpath(workspace)
+    tmpdir = tempfile.mkdtemp(prefix="nbagent-sandbox-")
+    writable = [tmpdir]
+    if policy.name == "workspace-write":
+        writable += [ws] + [os.path.realpath(p) for p in policy.writable]
+    home = os.path.realpath(os.path.expanduser("~"))
+    readable = [p for p in _SYSTEM_PATHS if os.path.exists(p)] + list(backend.runtime_paths) + [ws, "/proc"]
+    readable += [os.path.join(home, name) for name in _HOME_FILES_SHOWN]
+    ruleset = LandlockRuleset(readable=readable, writable=writable, devices=_DEVICES,
+                              network=policy.network and policy.name == "workspace-write")
+    marker = uuid.uuid4().hex
+    env = {MARKER_VARIABLE: marker, "TMPDIR": tmpdir, "TMP": tmpdir, "TEMP": tmpdir}
+    return Prepared(list(argv), env=env, preexec_fn=ruleset.restrict, ruleset=ruleset, marker=marker, tmpdir=tmpdir)

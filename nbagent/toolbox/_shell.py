@@ -39,7 +39,7 @@ from ..secrets import SECRET_VARIABLE_PATTERN
 from ..tools import Tool
 from ._binding import Binding, read_denied_check
 from ._readonly import read_only_problem
-from ..sandbox import SandboxPolicy, hidden_paths, sandbox_backend, sandbox_command, sandbox_policy
+from ..sandbox import SandboxPolicy, hidden_paths, prepare, sandbox_backend, sandbox_policy
 from ._shellwords import pattern_matches, suggest_pattern
 from ._values import cut
 from ._workspace import WorkspaceError
@@ -224,17 +224,27 @@ def make_shell_tool(binding: Binding) -> Tool:
             return ToolResult([TextBlock("the command contains a NUL byte")], is_error=True)
         policy = call_policy(ctx)
         sandboxed = policy.name != "danger-full-access" and sandbox_backend().available
-        argv = [_bash(), "-c", command]
+        hidden: tuple = ()
         if sandboxed:
             check = read_denied_check(ctx)
             hidden = hidden_paths(ws.root, check) if check is not None else ()
-            argv = sandbox_command(argv, workspace=ws.root, policy=policy, hidden=hidden)
+        try:
+            prepared = prepare([_bash(), "-c", command], workspace=ws.root, policy=policy, hidden=hidden)
+        except OSError as exc:
+            return ToolResult([TextBlock(f"the sandbox could not be set up ({exc}); the command did not run")],
+                              is_error=True)
+        env = _environment(keep_secrets=not sandboxed or policy.network)
+        env.update(prepared.env)
         started = time.monotonic()
-        proc = await asyncio.create_subprocess_exec(
-            *argv, cwd=str(ws.root), stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-            env=_environment(keep_secrets=not sandboxed or policy.network),
-        )
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *prepared.argv, cwd=str(ws.root), stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+                env=env, preexec_fn=prepared.preexec_fn,
+            )
+        except BaseException:
+            prepared.cleanup()
+            raise
         collector = _Collector(ctx)
         readers = [asyncio.ensure_future(collector.read(proc.stdout, "stdout")),  # type: ignore[arg-type]
                    asyncio.ensure_future(collector.read(proc.stderr, "stderr"))]  # type: ignore[arg-type]
@@ -246,6 +256,7 @@ def make_shell_tool(binding: Binding) -> Tool:
             except (asyncio.TimeoutError, TimeoutError):
                 timed_out = True
                 await _terminate(proc)
+            prepared.stop_leftovers()
             # the output is complete once both pipes close; programs left in the background may hold
             # them open, so wait only a little for that
             done, pending = await asyncio.wait(readers, timeout=PIPE_GRACE if not timed_out else KILL_GRACE)
@@ -259,8 +270,10 @@ def make_shell_tool(binding: Binding) -> Tool:
             for task in readers:
                 task.cancel()
             _close_pipes(proc)
+            prepared.cleanup()
             raise
         _close_pipes(proc)
+        prepared.cleanup()
         exit_code = proc.returncode
         details = ShellResult(
             command=command, exit_code=exit_code, stdout="".join(collector.parts["stdout"]),
@@ -328,7 +341,8 @@ def _result(details: ShellResult, timeout: float, left_running: bool) -> ToolRes
         notes.append(f"exit code {details.exit_code}")
     if left_running:
         notes.append("programs it started in the background kept its output open; their later output is not shown")
-    if details.sandbox == "read-only" and "Read-only file system" in details.stderr:
+    if details.sandbox == "read-only" and ("Read-only file system" in details.stderr
+                                           or "Permission denied" in details.stderr):
         notes.append("it ran in the read-only sandbox (as a command that only reads): writing needs a command "
                      "that is not auto-allowed, so that the person can approve it")
     if details.dropped_bytes:

@@ -26,6 +26,24 @@ pytestmark = pytest.mark.skipif(not sandbox_backend().available,
                                 reason=f"no sandbox here: {sandbox_backend().reason}")
 
 
+@pytest.fixture(autouse=True, params=["bubblewrap", "landlock"])
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """Every test runs with each backend this machine has (Landlock: the fallback without bubblewrap)."""
+    monkeypatch.setenv("NBAGENT_SANDBOX", request.param)
+    sandbox_backend.cache_clear()
+    chosen = sandbox_backend()
+    if chosen.name != request.param:
+        pytest.skip(f"{request.param} is not available here: {chosen.reason}")
+    yield chosen
+    monkeypatch.delenv("NBAGENT_SANDBOX", raising=False)
+    sandbox_backend.cache_clear()
+
+
+def bubblewrap_only(backend) -> None:
+    if backend.name != "bubblewrap":
+        pytest.skip("Landlock cannot do this (see nbagent.sandbox)")
+
+
 @pytest.fixture
 def misclassified(monkeypatch: pytest.MonkeyPatch) -> None:
     """The classifier calls everything read-only (a bug, on purpose)."""
@@ -57,8 +75,7 @@ def test_a_write_disguised_as_a_read_changes_nothing(misclassified, ws: Path, ou
     assert not (ws / "new.txt").exists() and not (ws / "made").exists()
     assert (ws / "data" / "a.csv").exists()
     assert (outside / "secret.txt").read_text() == "TOP SECRET\n"
-    assert "Read-only file system" in rec.details.stderr
-    assert "read-only sandbox" in rec.result.text
+    assert "read-only sandbox" in rec.result.text  # the model is told why
 
 
 def test_control_a_real_read_works_in_the_read_only_sandbox(ws: Path) -> None:
@@ -86,12 +103,13 @@ def test_the_home_directory_is_empty_inside(misclassified, ws: Path, tmp_path: P
     (home / ".ssh" / "id_rsa").write_text("PRIVATE KEY\n")
     monkeypatch.setenv("HOME", str(home))
     rec = shell(ws, "cat ~/.ssh/id_rsa; ls -a ~")
-    assert "PRIVATE KEY" not in rec.details.output and rec.details.stdout.split() == [".", ".."]
+    assert "PRIVATE KEY" not in rec.details.output and rec.details.stdout.split() in ([".", ".."], [])
     control = shell(ws, "cat ~/.ssh/id_rsa", sandbox="danger-full-access", mode="bypassPermissions")
     assert "PRIVATE KEY" in control.details.output
 
 
-def test_files_hidden_by_read_deny_rules_look_empty(misclassified, ws: Path) -> None:
+def test_files_hidden_by_read_deny_rules_look_empty(misclassified, ws: Path, backend) -> None:
+    bubblewrap_only(backend)
     rec = shell(ws, "cat .env; grep -r sk- . ; base64 .env", rules=["deny: read_file(.env)"])
     assert "sk-123" not in rec.details.output
     assert "c2stMTIz" not in rec.details.output  # base64 of sk-123
@@ -155,7 +173,8 @@ def test_an_approved_command_writes_in_the_workspace_only(ws: Path, outside: Pat
     assert not escape.exists()
 
 
-def test_protected_paths_stay_read_only(ws: Path) -> None:
+def test_protected_paths_stay_read_only(ws: Path, backend) -> None:
+    bubblewrap_only(backend)
     git = ws / ".git"
     (git / "hooks").mkdir(parents=True)
     (git / "config").write_text("[core]\n")
@@ -206,10 +225,11 @@ def test_control_the_network_when_the_policy_allows_it(ws: Path) -> None:
     assert rec.status == "ok" and got == [b"hello\n"]
 
 
-def test_a_process_in_the_sandbox_has_no_capabilities(ws: Path) -> None:
+def test_a_process_in_the_sandbox_has_no_capabilities(ws: Path, backend) -> None:
     rec = shell(ws, "grep CapEff /proc/self/status; grep NoNewPrivs /proc/self/status", mode="bypassPermissions")
-    assert "CapEff:\t0000000000000000" in rec.details.stdout
-    assert "NoNewPrivs:\t1" in rec.details.stdout
+    assert "NoNewPrivs:\t1" in rec.details.stdout  # setuid programs cannot raise privileges
+    if backend.name == "bubblewrap":
+        assert "CapEff:\t0000000000000000" in rec.details.stdout
 
 
 # -- where there is none ---------------------------------------------------------------------------------
@@ -227,7 +247,7 @@ def test_no_sandbox_is_said_plainly(monkeypatch: pytest.MonkeyPatch, ws: Path) -
     finally:
         monkeypatch.delenv("NBAGENT_SANDBOX")
         sandbox_backend.cache_clear()
-    assert sandbox_backend().describe("read-only") == "sandbox: bubblewrap, read-only"
+    assert sandbox_backend().available
 
 
 def test_an_unknown_policy_is_refused() -> None:
