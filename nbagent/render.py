@@ -444,7 +444,8 @@ def _tokens(run: AgentRun) -> str:
     return f"{short(u.input_tokens)} in · {short(u.output_tokens)} out tokens"
 
 
-STALE_NOTE = "no news from the kernel for a few seconds: it is busy with another cell, or it stopped"
+STALE_NOTE = ("waiting for the kernel: another cell is running (or the kernel stopped); the run goes on when "
+              "the kernel is free")
 """What the live view's header says, by itself, when its updates stop coming (see `header_html(live=True)`)."""
 
 

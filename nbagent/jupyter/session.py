@@ -307,16 +307,11 @@ class NotebookSession:
         would make two user messages in a row. Running again the cell whose run failed retries it: the
         conversation is then what came before that run.
         """
-        from ..messages import UserMessage
+        from ..sessions import rolled_back
 
-        messages = list(last.messages)
-        if last.status not in ("failed", "cancelled"):
-            return messages
-        if cell is not None and self._cell_of(last) == cell:
-            return messages[: len(messages) - len(last.new_messages)]
-        if messages and isinstance(messages[-1], UserMessage) and len(last.new_messages) == 1:
-            messages.pop()
-        return messages
+        if last.status in ("failed", "cancelled") and cell is not None and self._cell_of(last) == cell:
+            return last.messages[: len(last.messages) - len(last.new_messages)]
+        return rolled_back(last)
 
     def _ended(self, view: Any) -> None:
         """A run ended: every display of its view becomes the static rendering, and the widgets go."""

@@ -171,3 +171,38 @@ def test_a_kernel_restarted_mid_run_leaves_no_view_claiming_to_run(lab):
         raise
     finally:
         page.close()
+
+
+def test_a_blocking_cell_makes_the_view_say_what_it_waits_for(lab):
+    """Measured (see the README): while a cell blocks the kernel, the run (on the kernel's loop) and the clicks
+    (ipykernel 7.4 routes a comm's messages to where it last published from: the main shell) wait for it.
+    The view cannot be updated then; its header says so by itself, and goes on when the cell ends."""
+    story = " ".join(f"word{i}" for i in range(400))
+    write_notebook(lab.root / "blocking.ipynb", [
+        "%load_ext nbagent",
+        f"from nbagent import ScriptedModel\nslow = ScriptedModel([{story!r}], delay=0.03)",
+        "run = %agent --model slow Tell me a long story.",
+        "import time\ntime.sleep(12)",
+    ])
+    page = LabPage(lab, "blocking.ipynb", width=1200, height=800)
+    try:
+        page.hide_sidebar()
+        for i in range(3):
+            page.run_cell(i)
+        page.page.wait_for_selector(".nba-view .nba-md", timeout=30_000)
+        page.run_cell(3, wait=False)
+        note = page.page.locator(".nba-view .nba-stale")
+        page.page.wait_for_function(
+            "() => { const n = document.querySelector('.nba-view .nba-stale');"
+            " return n && getComputedStyle(n).opacity === '1'; }", timeout=30_000)
+        assert "waiting for the kernel: another cell is running" in note.inner_text()
+        page.shot("document-lab-blocked", page.code_cells.nth(2))
+        # the cell ends: the run goes on, the header is drawn again, the note is gone
+        page.page.wait_for_function(
+            "() => { const n = document.querySelector('.nba-view .nba-stale');"
+            " return !n || getComputedStyle(n).opacity === '0'; }", timeout=60_000)
+    except Exception:
+        page.shot("document-blocked-failure")
+        raise
+    finally:
+        page.close()
