@@ -337,6 +337,7 @@ def call_inner_html(
     waiting: bool = False,
     frozen: bool = False,
     output: bool = False,
+    waited: float | None = None,
 ) -> str:
     """The body of one call's row: activity label, status, time, progress, arguments, decision, result.
 
@@ -358,7 +359,7 @@ def call_inner_html(
             f'<span class="nba-label" title="{_esc(label)}">{_esc(label)}</span>'
             f'<span class="nba-tool">{_esc(tool_name)}</span>{flags}<span class="nba-grow"></span>'
             f'<span class="nba-status">{_esc(status_word(status))}</span>'
-            f'<span class="nba-time">{seconds(elapsed)}</span></div>')
+            f'<span class="nba-time">{_time_html(elapsed, waited, status)}</span></div>')
     parts = [head]
     if rec is None:
         args: Any = partial
@@ -411,6 +412,13 @@ def call_inner_html(
         elif status == "ok":
             parts.append(f'<div class="nba-sub">{result_html(rec.result, index=index)}</div>')
     return "".join(parts)
+
+
+def _time_html(elapsed: float | None, waited: float | None, status: str) -> str:
+    if elapsed is None or not waited or status == "waiting_for_approval":
+        return seconds(elapsed)
+    return (f'{seconds(max(0.0, elapsed - waited))} <span class="nba-waited" title="time spent waiting for a '
+            f'decision, apart from the time the call took">+ {seconds(waited)} waiting for you</span>')
 
 
 def call_record_html(rec: CallRecord, index: int | None = None) -> str:
@@ -585,12 +593,14 @@ def footer_html(run: AgentRun, *, stopped: str | None = None) -> str:
     return ""
 
 
-def run_html(run: AgentRun, *, stopped: str | None = None) -> str:
+def run_html(run: AgentRun, *, stopped: str | None = None, waits: dict[str, float] | None = None) -> str:
     """`AgentRun._repr_html_`: the whole run as it stands, the same as its live view.
 
-    `stopped`: why a run that was still going can no longer go on (its calls in flight show as unfinished).
+    `stopped`: why a run that was still going can no longer go on (its calls in flight show as unfinished);
+    `waits`: seconds each call (by id) waited for a person's decision.
     """
     frozen = stopped is not None and not run.done
+    waits = waits or {}
     parts = [prompt_html(run.prompt, len(run.messages) - len(run.new_messages))]
     by_id = {c.id: (i, c) for i, c in enumerate(run.calls)}
     messages = run.new_messages
@@ -604,34 +614,37 @@ def run_html(run: AgentRun, *, stopped: str | None = None) -> str:
                 found = by_id.get(call.id)
                 if found is not None:
                     i, rec = found
-                    parts.append(_call_div(rec, i, frozen))
+                    parts.append(_call_div(rec, i, frozen, waits.get(rec.id)))
         elif isinstance(msg, UserMessage):
             parts.append(f'<div class="nba-history">{_esc(one_line(msg.text, 200))}</div>')
     committed = {c.id for m in run.new_messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
     for i, rec in enumerate(run.calls):  # calls of a response still in flight
         if rec.id not in committed:
-            parts.append(_call_div(rec, i, frozen))
+            parts.append(_call_div(rec, i, frozen, waits.get(rec.id)))
     head = f'<div class="nba-head">{header_html(run, stopped=stopped)}</div>'
     foot = footer_html(run, stopped=stopped)
     return f'{_style()}<div class="nba">{head}<div class="nba-body">{"".join(parts)}</div>{foot}</div>'
 
 
-def _call_div(rec: CallRecord, index: int, frozen: bool) -> str:
+def _call_div(rec: CallRecord, index: int, frozen: bool, waited: float | None = None) -> str:
     status = "unfinished" if frozen and rec.status in _LIVE_STATUSES else rec.status
-    body = call_inner_html(rec, index=index, frozen=frozen, output=True)
+    body = call_inner_html(rec, index=index, frozen=frozen, output=True, waited=waited)
     return f'<div class="nba-call nba-s-{_esc(status)}">{body}</div>'
 
 
 # --------------------------------------------------------------------------------------------------
 # Plain text
 # --------------------------------------------------------------------------------------------------
-def call_text(rec: CallRecord, *, frozen: bool = False) -> str:
-    """One line for a call: status, label, tool, time, decision."""
+def call_text(rec: CallRecord, *, frozen: bool = False, waited: float | None = None) -> str:
+    """One line for a call: status, label, tool, time (and apart, the time it waited for a decision), decision."""
     status = "unfinished" if frozen and rec.status in _LIVE_STATUSES else rec.status
     icon = _ICONS.get(status, "•") if rec.done or frozen else "…"
     out = f"{icon} {call_label(rec)}  [{rec.name} · {status_word(status)}"
     if rec.duration is not None:
-        out += f" · {seconds(rec.duration)}"
+        if waited:
+            out += f" · {seconds(max(0.0, rec.duration - waited))} + {seconds(waited)} waiting for you"
+        else:
+            out += f" · {seconds(rec.duration)}"
     out += "]"
     if rec.decision is not None and rec.decision.source != "read_only":
         out += f"  ({rec.decision})"
@@ -640,7 +653,7 @@ def call_text(rec: CallRecord, *, frozen: bool = False) -> str:
     return out
 
 
-def run_text(run: AgentRun, *, stopped: str | None = None) -> str:
+def run_text(run: AgentRun, *, stopped: str | None = None, waits: dict[str, float] | None = None) -> str:
     """A run as plain text: header, prompt, each call, the answer, and how it ended.
 
     `stopped`: why a run that was still going can no longer go on.
@@ -657,7 +670,8 @@ def run_text(run: AgentRun, *, stopped: str | None = None) -> str:
         lines.append(f"  you: {one_line(text, 200)}")
     lines.append(f"  {tools_summary(run)[0]}")
     for rec in run.calls:
-        lines.extend("  " + line for line in call_text(rec, frozen=frozen).splitlines())
+        waited = (waits or {}).get(rec.id)
+        lines.extend("  " + line for line in call_text(rec, frozen=frozen, waited=waited).splitlines())
     if _answer(run):
         lines.append("  answer: " + one_line(_answer(run), 400))
     if run.error is not None:

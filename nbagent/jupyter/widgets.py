@@ -124,6 +124,8 @@ class CallRow:
         self._ask_text: W.HTML | None = None
         self._reason: W.Text | None = None
         self._always: W.Button | None = None
+        self.waited: float | None = None
+        """Seconds the call waited for a decision in this view (shown apart from the time it took)."""
         self.buttons: dict[str, W.Widget] = {}
         """The question's widgets once it was asked: approve, deny, always (buttons) and reason (text)."""
 
@@ -182,7 +184,8 @@ class CallRow:
         view = self.view
         waiting = self.pending is not None
         body = render.call_inner_html(self.record, name=self.name, partial=self._partial(),
-                                      index=self._index() if self.done else None, waiting=waiting)
+                                      index=self._index() if self.done else None, waiting=waiting,
+                                      waited=self.waited)
         classes = ("nba-call", f"nba-s-{self.status}")
         if self.box is None:
             self._body = _html(body)
@@ -437,9 +440,11 @@ class RunView:
         row.pending = pending
         self._mark(row)
         self._mark("head")
+        asked = self.loop.time()
         try:
             return await pending.future
         finally:
+            row.waited = (row.waited or 0.0) + self.loop.time() - asked
             row.pending = None
             self._mark(row)
             self._mark("head")
@@ -525,8 +530,14 @@ class RunView:
     # -- display --------------------------------------------------------------------------------------------
     def static_bundle(self) -> dict[str, str]:
         """The run as HTML and plain text: what the displays hold once it ended (or the kernel stopped)."""
-        return {"text/html": render.run_html(self.run, stopped=self.stopped),
-                "text/plain": render.run_text(self.run, stopped=self.stopped)}
+        waits = self.waits
+        return {"text/html": render.run_html(self.run, stopped=self.stopped, waits=waits),
+                "text/plain": render.run_text(self.run, stopped=self.stopped, waits=waits)}
+
+    @property
+    def waits(self) -> dict[str, float]:
+        """Seconds each call (by id) waited for a decision here."""
+        return {r.record.id: r.waited for r in self.rows if r.waited and r.record is not None}
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         if self.ended or self.stopped is not None:

@@ -152,6 +152,7 @@ def test_a_cell_run_again_while_its_run_waits_shows_that_run_again(k):
                if m["content"].get("transient", {}).get("display_id") == display_id]
     assert updates and "Done." in updates[-1]["content"]["data"]["text/html"]
     assert "approved by you" in updates[-1]["content"]["data"]["text/html"]
+    assert "waiting for you" in updates[-1]["content"]["data"]["text/plain"]  # apart from the call's own time
 
 
 def test_a_cell_run_again_with_new_keeps_the_old_run_and_starts_another(k):
@@ -179,7 +180,7 @@ def test_a_kernel_shut_down_mid_run_leaves_no_view_claiming_to_run(k):
     update = [m for m in after if m["msg_type"] == "update_display_data"
               and m["content"]["transient"]["display_id"] == display_id]
     assert update, [m["msg_type"] for m in after]
-    html = update[-1]["content"]["data"]["text/html"]
+    html = update[-1]["content"]["data"]["text/html"].split("</style>", 1)[1]
     text = update[-1]["content"]["data"]["text/plain"]
     assert "the kernel stopped while the run was going on" in html and "<span class=\"nba-spin\">" not in html
     assert "needs approval" not in html and "Approve" not in html
