@@ -459,6 +459,7 @@ def _watch_shutdown(session: NotebookSession) -> None:
     """Draw the live runs as stopped when the kernel shuts down: as soon as the shutdown request arrives (on
     the kernel's loop, which then still sends messages), and at the latest when the process exits."""
     import atexit
+    import threading
     import weakref
 
     ref = weakref.ref(session)
@@ -479,10 +480,24 @@ def _watch_shutdown(session: NotebookSession) -> None:
         found = ref()
         if found is None or not change.get("new") or loop is None or loop.is_closed():
             return
+        if threading.current_thread() is threading.main_thread():  # no control thread: this is the loop's
+            found.stop_showing()
+            return
+        done = threading.Event()
+
+        def stop() -> None:
+            try:
+                found.stop_showing()
+            finally:
+                done.set()
+
         try:
-            loop.call_soon_threadsafe(found.stop_showing)
+            loop.call_soon_threadsafe(stop)
         except RuntimeError:
-            pass
+            return
+        # The shutdown goes on when this returns (the reply, then the loops stop): give the kernel's loop a
+        # moment to draw the views as stopped first. A cell that blocks the loop leaves it to atexit.
+        done.wait(2.0)
 
     if hasattr(shell, "observe") and shell.has_trait("exit_now"):
         shell.observe(on_exit_now, names="exit_now")

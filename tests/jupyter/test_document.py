@@ -176,6 +176,7 @@ def test_a_kernel_shut_down_mid_run_leaves_no_view_claiming_to_run(k):
     msg = k.kc.session.msg("shutdown_request", {"restart": True})  # what a restart sends the kernel
     k.kc.control_channel.send(msg)
     k.wait_iopub(lambda m: m["msg_type"] == "shutdown_reply", start=before)
+    k.wait_iopub(lambda m: m["msg_type"] == "update_display_data", start=before)
     after = k.iopub[before:]
     update = [m for m in after if m["msg_type"] == "update_display_data"
               and m["content"]["transient"]["display_id"] == display_id]
