@@ -206,3 +206,31 @@ def test_a_blocking_cell_makes_the_view_say_what_it_waits_for(lab):
         raise
     finally:
         page.close()
+
+
+def test_a_cell_run_again_while_its_run_waits_keeps_it_reachable(lab):
+    write_notebook(lab.root / "rerun.ipynb", CELLS[:3])
+    (lab.root / "old-export.csv").write_text("a,b\n1,2\n")
+    page = LabPage(lab, "rerun.ipynb", width=1200, height=1000)
+    try:
+        page.hide_sidebar()
+        for i in range(3):
+            page.run_cell(i)
+        page.page.wait_for_selector(".nba-view button.nba-approve", state="visible", timeout=30_000)
+        page.run_cell(2)  # the same cell again, while its run waits for approval
+        cell = page.code_cells.nth(2)
+        page.page.wait_for_function(
+            "el => /the run this cell started before is still going/.test(el.innerText)",
+            arg=cell.element_handle(), timeout=30_000)
+        approve = cell.locator(".nba-view button.nba-approve")
+        approve.wait_for(state="visible", timeout=30_000)
+        page.shot("document-lab-rerun", cell)
+        approve.click()
+        cell.locator(".nba:not(.nba-view) .nba-head .nba-s-done").wait_for(timeout=30_000)
+        assert "The old export is gone." in cell.inner_text()
+        assert not (lab.root / "old-export.csv").exists()
+    except Exception:
+        page.shot("document-rerun-failure")
+        raise
+    finally:
+        page.close()
