@@ -116,8 +116,11 @@ class AgentMagics(Magics):
 
         The run goes on in the background, shown live below the cell: the model's text as it streams, one
         row per tool call with what it is doing, and Approve / Deny / Always-allow buttons on calls that need
-        your consent (the kernel stays free meanwhile). `await run` waits for it; `--wait` does that for you.
-        Consecutive %agent calls continue one conversation; --new starts another.
+        your consent (the kernel stays free meanwhile, unless another cell blocks it). When the run ends, the
+        cell keeps its static rendering, which the saved notebook holds. `await run` waits for it; `--wait`
+        does that for you. Consecutive %agent calls continue one conversation; --new starts another. Running
+        a cell again while its run is going shows that run's view again; `%agent --runs` lists the runs still
+        going, with their views.
 
         Examples::
 
