@@ -268,6 +268,12 @@ class NotebookSession:
             run = self._run_here(agent, prompt, history)
         else:
             run = agent.start(prompt, history=history)
+
+            def on_event(event: Any, run: AgentRun = run) -> None:
+                if event.kind == "run_finished" and run.error is not None:
+                    _one_line(run.error)  # before `await run` raises it
+
+            run.subscribe(on_event)
             try:
                 view = self._make_view(run)
                 self._views[run] = view
@@ -295,9 +301,7 @@ class NotebookSession:
             raise
         except Exception as exc:
             if exc is run.error:
-                line = f"{type(exc).__name__}: {exc}"
-                exc._render_traceback_ = lambda: [  # type: ignore[attr-defined]
-                    f"{line}  (the run failed: its view shows what it did; the exception, with its traceback, is run.error)"]
+                _one_line(exc)
             raise
 
     def _carried(self, last: AgentRun, cell: str | None) -> list[Message]:
@@ -443,6 +447,17 @@ class RunList(list):
             view = self._session.view(run)
             if view is not None and hasattr(view, "widget") and not run.done:
                 display(view)
+
+
+def _one_line(exc: BaseException) -> None:
+    """Make IPython show a run's error in one line (`await run`, `--wait`): the view already shows what the
+    run did, and the exception keeps its traceback (`run.error`)."""
+    line = f"{type(exc).__name__}: {exc}"
+    try:
+        exc._render_traceback_ = lambda: [  # type: ignore[attr-defined]
+            f"{line}  (the run failed: its view shows what it did; the exception, with its traceback, is run.error)"]
+    except Exception:  # an exception type that refuses attributes keeps IPython's traceback
+        pass
 
 
 def _cell_label(view: Any) -> str:

@@ -193,6 +193,10 @@ def test_wait_ends_a_failed_or_interrupted_cell_with_one_line(tmp_path):
         out = k.execute("%agent --model broken --wait Hello", check=False)
         assert out["error"]["ename"] == "ConnectionError"  # the run's own error: CI sees what failed
         assert len(out["error"]["traceback"]) == 1 and "the provider is down" in out["error"]["traceback"][0]
+        k.execute("broken = ScriptedModel([down])")
+        k.execute("failing = %agent --model broken --new Hello")
+        out = k.execute("await failing", check=False)  # `await run` too: one line
+        assert out["error"]["ename"] == "ConnectionError" and len(out["error"]["traceback"]) == 1
         k.execute('model = script(ToolCall(name="slow", arguments={"seconds": 30}))')
         waiting = k.send_execute("run = %agent --model model --new --tools slow --wait Take your time")
         subshell = k.create_subshell()  # the main shell is busy awaiting: look from a subshell
