@@ -80,7 +80,8 @@ class SessionWriter:
     """Appends one conversation's facts to its file (see the module docstring)."""
 
     def __init__(self, workspace: str | os.PathLike[str], session_id: str | None = None, *,
-                 notebook: str | None = None, model: str | None = None, resume: bool = False) -> None:
+                 notebook: str | None = None, model: str | None = None, resume: bool = False,
+                 origin: str | None = None) -> None:
         self.dir = sessions_dir(workspace)
         self.id = _check_id(session_id) if session_id else new_session_id()
         self.path = self.dir / f"{self.id}.jsonl"
@@ -93,7 +94,8 @@ class SessionWriter:
             if self.path.exists():
                 raise SessionError(f"session {self.id} exists already")
             self._add({"kind": "session", "format": FORMAT, "id": self.id, "created": time.time(),
-                       "notebook": notebook, "workspace": str(Path(workspace).resolve()), "model": model})
+                       "notebook": notebook, "workspace": str(Path(workspace).resolve()), "model": model,
+                       "origin": origin})
             self.commit()
 
     # facts
@@ -254,6 +256,8 @@ class SessionInfo:
     calls: int = 0
     last_prompt: str = ""
     model: str | None = None
+    origin: str | None = None
+    """Which process wrote it (a notebook's kernel): the conversations of one execution share it."""
 
     def __str__(self) -> str:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.created))
@@ -320,7 +324,7 @@ def _header(path: Path, facts: list[dict[str, Any]]) -> dict[str, Any]:
 def _info(path: Path, facts: list[dict[str, Any]]) -> SessionInfo:
     head = _header(path, facts)
     info = SessionInfo(head.get("id") or path.stem, path, head.get("notebook"), head.get("created") or 0.0,
-                       model=head.get("model"))
+                       model=head.get("model"), origin=head.get("origin"))
     for fact in facts[1:]:
         kind = fact.get("kind")
         if kind == "run":

@@ -74,6 +74,19 @@ class NBAgent(Configurable):
 
     max_turns = Int(20, help="The most model requests one run makes.").tag(config=True)
 
+    store_sessions = Bool(
+        True,
+        help="Write every conversation to the workspace's session store (.nbagent/sessions/), so that "
+        "%agent --resume continues it after a restart and --model replay answers from it offline.",
+    ).tag(config=True)
+
+    replay_tools = Enum(
+        ["rerun", "recorded"],
+        "rerun",
+        help="Under --model replay: 'rerun' runs each tool again (differences from the record shown in its row), "
+        "'recorded' returns the recorded results without running anything (NBAGENT_REPLAY=recorded does too).",
+    ).tag(config=True)
+
     sandbox = Enum(
         ["read-only", "workspace-write", "danger-full-access"],
         "workspace-write",
