@@ -113,7 +113,11 @@ class Answerer {
     this.comm = comm;
     this.kernel = kernel;
     this.tracker = tracker;
-    comm.onMsg = msg => this.onMsg(msg);
+    // Not awaited: the kernel connection handles its messages one after another, and a run request waits
+    // for the execute reply, which would otherwise queue behind this handler forever.
+    comm.onMsg = msg => {
+      void this.onMsg(msg);
+    };
   }
 
   /** The panel this kernel serves: the current one if it is among them, else the first still open. */
@@ -204,10 +208,12 @@ class Answerer {
         if (source.indexOf(old, at + 1) >= 0) {
           throw new Error(`the text to replace occurs more than once in cell ${cell.model.id}; nothing was done`);
         }
-        shared.transact(() => {
-          cell.model.sharedModel.updateSource(at, at + old.length, String(data.new));
+        // the cell's own transaction: its undo history (what Ctrl+Z in the cell undoes) takes it as one step
+        const cellModel = cell.model.sharedModel;
+        cellModel.transact(() => {
+          cellModel.updateSource(at, at + old.length, String(data.new));
           if (data.mark) {
-            cell.model.sharedModel.setMetadata('nbagent', data.mark);
+            cellModel.setMetadata('nbagent', data.mark);
           }
         });
         void notebook.scrollToCell(cell).catch(() => undefined);
