@@ -100,7 +100,7 @@ def test_the_agent_works_in_the_notebook(server):
     name = f"cells_{server.app}.ipynb"
     write_notebook(server.root / name, [
         "%load_ext nbagent",
-        SETUP,
+        (SETUP, {"jupyter": {"source_hidden": True}}),
         "x = 1",
         "",
         "run = %agent --model model Tidy up this notebook.",
@@ -146,6 +146,7 @@ def test_the_agent_works_in_the_notebook(server):
         assert "denied by you" in view
         assert f"The cell you typed holds: {TYPED}" in view  # read_notebook saw the unsaved, never-run cell
         assert sources(page)[2] == "x = 2"
+        p.locator(".jp-Notebook .jp-Cell").nth(2).evaluate("el => el.scrollIntoView({block: 'start'})")
         page.shot(f"notebook-tools-{app}-done")
 
         # 5. the view links to the cells the agent wrote: a click scrolls there and selects it
