@@ -31,7 +31,7 @@ __all__ = ["FrontendError", "NoFrontend", "NotebookFrontend", "TARGET", "fronten
 
 TARGET = "nbagent.notebook"
 PROTOCOL = 1
-HELLO_TIMEOUT = 3.0
+HELLO_TIMEOUT = 5.0
 """Seconds to wait for a frontend to answer the first message."""
 REQUEST_TIMEOUT = 20.0
 """Seconds to wait for the answer to a read or an edit."""
@@ -72,6 +72,8 @@ class NotebookFrontend:
         `FrontendError`. `timeout` None waits as long as it takes (cancelling the caller stops waiting)."""
         await self.connect()
         comm, client = self._comm, self._client
+        if comm is None:
+            raise NoFrontend("the notebook went away; nothing was done")
         message_id = next(self._ids)
         future = self._expect(message_id)
         try:
@@ -185,14 +187,19 @@ class NotebookFrontend:
         def on_close(_msg: Any = None) -> None:
             if self._comm is not comm:
                 return
+            greeted = self._client is not None
             self._comm, self._client = None, None
             with self._lock:
                 waiting = list(self._waiting.values())
                 self._waiting.clear()
+            if greeted:
+                why = ("the notebook went away (it was closed, reloaded or its kernel was changed) before it "
+                       "answered; nothing more was done")
+            else:
+                why = ("the notebook frontend refused the comm: it has no nbagent extension (install nbagent in "
+                       "the Jupyter server's environment and reload the page)")
             for loop, future in waiting:
-                loop.call_soon_threadsafe(_settle, future, ("error", NoFrontend(
-                    "the notebook went away (it was closed, reloaded or its kernel was changed) before it answered; "
-                    "nothing more was done")))
+                loop.call_soon_threadsafe(_settle, future, ("error", NoFrontend(why)))
 
         return on_close
 

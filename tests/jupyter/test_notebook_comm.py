@@ -99,6 +99,16 @@ def test_a_frontend_that_goes_away_mid_call(session) -> None:
         fe.stop()
 
 
+def test_a_frontend_without_the_extension_refuses_the_comm(session) -> None:
+    fe = KernelFrontend(session, FakeNotebook(cells()), close_on="hello")  # what JupyterLab does for an unknown target
+    try:
+        session.execute('run = await go(("insert_cell", {"source": "1"}))', timeout=60)
+        (_, status, text), = result_texts(session)
+        assert status == "error" and "no nbagent extension" in text and "nothing was changed" in text
+    finally:
+        fe.stop()
+
+
 def test_no_frontend_the_tools_say_why_and_do_not_hang(session, tmp_path) -> None:
     saved = {"cells": [{"cell_type": "code", "id": "s", "metadata": {}, "execution_count": 2,
                         "source": "z = 3", "outputs": []}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}

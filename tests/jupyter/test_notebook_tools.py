@@ -218,7 +218,7 @@ async def test_run_cell_returns_the_output_and_the_live_value(shell) -> None:
     nb.on_run = on_run
     run = await agent_run(shell, ToolCall(name="run_cell", arguments={"cell_id": "typed"}))
     rec = run.calls[0]
-    assert rec.status == "ok" and isinstance(rec.details, CellRun)
+    assert rec.status == "ok" and isinstance(rec.details, CellRun), rec.result.text
     assert "[stdout] hello" in rec.result.text and "{'rows': 3}" in rec.result.text
     assert rec.details.value is value and rec.details.execution_count == 1
 
@@ -271,5 +271,20 @@ async def test_notebook_closed_mid_edit(shell) -> None:
     run = await agent_run(shell, ToolCall(name="read_notebook", arguments={}),
                           ToolCall(name="edit_cell", arguments={"cell_id": "typed", "old": "revenue", "new": "x"}))
     rec = run.calls[1]
-    assert rec.status == "error" and "went away" in rec.result.text
+    assert rec.status == "error" and "went away" in rec.result.text, rec.result.text
     assert nb.cell("typed")["source"] == cells()[4]["source"]
+
+
+async def test_run_cell_while_a_cell_runs_says_why_instead_of_waiting(shell) -> None:
+    nb = FakeNotebook(cells())
+    connect(shell, nb)
+    from nbagent.jupyter.notebook_tools import notebook_state
+
+    notebook_state(shell).running_cells = 1  # the cell that awaits this run (--wait)
+    try:
+        run = await agent_run(shell, ToolCall(name="run_cell", arguments={"cell_id": "typed"}))
+    finally:
+        notebook_state(shell).running_cells = 0
+    rec = run.calls[0]
+    assert rec.status == "error" and "a cell of this notebook is running" in rec.result.text
+    assert not [r for r in nb.requests if r["op"] == "run"]
