@@ -46,7 +46,9 @@ model = ScriptedModel([
     call("edit_cell", cell_id="c2", old="x = 2", new="x = 3"),
     lambda m: AssistantMessage(text="Done. The cell you typed holds: "
                                + str(said(m, r'id "c3" · code · not run\n(.*)'))),
-], delay=0.02)'''
+], delay=0.02)
+
+model2 = ScriptedModel([call("python", code="21 * 2"), "It is 42; the cell is in the notebook."], delay=0.02)'''
 
 TYPED = "typed = 40 + 2"
 INSERTED = "print('hello from the agent')"
@@ -104,6 +106,7 @@ def test_the_agent_works_in_the_notebook(server):
         "x = 1",
         "",
         "run = %agent --model model Tidy up this notebook.",
+        "%config NBAgent.python_in_cells = True\nrun2 = %agent --model model2 --new --mode acceptEdits What is 21 * 2?",
     ])
     page = LabPage(server, name, width=1200, height=1400)
     app = server.app
@@ -124,7 +127,7 @@ def test_the_agent_works_in_the_notebook(server):
         assert 'a new code cell, after cell "c2" (x = 1)' in text and "+" + INSERTED in text
         page.shot(f"notebook-tools-{app}-insert-pending", p.locator(".nba-view"))
         row.locator("button.nba-approve").click()
-        cells = wait_sources(page, lambda s: len(s) == 6, "the inserted cell did not appear")
+        cells = wait_sources(page, lambda s: len(s) == 7, "the inserted cell did not appear")
         assert cells[2] == "x = 1" and cells[3] == INSERTED and cells[4] == TYPED
 
         # 2. edit_cell: Approve, the cell changes
@@ -161,6 +164,16 @@ def test_the_agent_works_in_the_notebook(server):
         wait_sources(page, lambda s: s[2] == "x = 1", "Ctrl+Z did not undo the edit")
         assert sources(page)[3] == INSERTED
         page.shot(f"notebook-tools-{app}-undone")
+
+        # 7. python_in_cells: the python tool's code becomes a cell at the end, run there
+        page.run_cell(6)
+        ask(page, "python").locator("button.nba-approve").click()
+        cells = wait_sources(page, lambda s: len(s) == 8 and s[7] == "21 * 2", "the python cell did not appear")
+        out = p.locator(".jp-Notebook .jp-Cell").nth(7).locator(".jp-OutputArea-output")
+        out.first.wait_for(state="visible", timeout=30_000)
+        assert "42" in out.first.inner_text()
+        p.locator(".nba-view .nba-head .nba-s-done").nth(1).wait_for(timeout=30_000)
+        page.shot(f"notebook-tools-{app}-python-in-cells")
     except Exception:
         page.shot(f"notebook-tools-{app}-failure")
         raise
