@@ -90,6 +90,21 @@ function findCell(panel: NotebookPanel, id: string): { cell: Cell; index: number
   throw new Error(`there is no cell with id ${JSON.stringify(id)} in ${panel.context.path} (its cells: ${known})`);
 }
 
+/**
+ * Bring a cell the agent touched into view, without selecting or focusing it (the person may be typing
+ * elsewhere: their keystrokes must stay where they are), and not at all while they edit a cell.
+ */
+function reveal(panel: NotebookPanel, cell: Cell): void {
+  const notebook = panel.content;
+  if (notebook.mode === 'edit') {
+    return;
+  }
+  const index = notebook.widgets.indexOf(cell);
+  if (index >= 0) {
+    void notebook.scrollToItem(index, 'smart').catch(() => undefined);
+  }
+}
+
 function checkExpected(cell: Cell, expected: unknown): void {
   if (typeof expected !== 'string') {
     return;
@@ -192,9 +207,8 @@ class Answerer {
             metadata: data.mark ? { nbagent: data.mark } : {}
           } as any);
         });
-        const cell = notebook.widgets[index];
-        void notebook.scrollToCell(cell).catch(() => undefined);
-        return { cell_id: made?.id ?? cell.model.id, index, count: notebook.widgets.length };
+        reveal(panel, notebook.widgets[index]);
+        return { cell_id: made?.id ?? notebook.widgets[index].model.id, index, count: notebook.widgets.length };
       }
       case 'edit': {
         const { cell, index } = findCell(panel, String(data.cell_id));
@@ -216,7 +230,7 @@ class Answerer {
             cellModel.setMetadata('nbagent', data.mark);
           }
         });
-        void notebook.scrollToCell(cell).catch(() => undefined);
+        reveal(panel, cell);
         return { cell_id: cell.model.id, index, source: cell.model.sharedModel.getSource() };
       }
       case 'delete': {
@@ -230,7 +244,7 @@ class Answerer {
       }
       case 'run': {
         const { cell, index } = findCell(panel, String(data.cell_id));
-        void notebook.scrollToCell(cell).catch(() => undefined);
+        reveal(panel, cell);
         if (cell instanceof MarkdownCell) {
           cell.rendered = true;
           return { cell: cellJSON(cell, index), status: 'ok' };

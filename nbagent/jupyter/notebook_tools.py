@@ -551,14 +551,17 @@ def notebook_tools(shell: Any) -> list[Tool]:
         Tool(insert_cell, edits_files=True, capability="write", execution_mode="sequential",
              describe_activity=lambda a: f"Inserting a {a.get('cell_type', 'code')} cell" + (
                  f" after cell {a.get('after')}" if a.get("after") else " at the end"),
-             describe_completed_activity=_done_label),
+             describe_completed_activity=_done_label("insert")),
         Tool(edit_cell, edits_files=True, capability="write", execution_mode="sequential",
-             describe_activity=lambda a: f"Editing cell {a.get('cell_id')}", describe_completed_activity=_done_label),
+             describe_activity=lambda a: f"Editing cell {a.get('cell_id')}",
+             describe_completed_activity=_done_label("edit")),
         Tool(delete_cell, edits_files=True, capability="write", execution_mode="sequential",
-             describe_activity=lambda a: f"Deleting cell {a.get('cell_id')}", describe_completed_activity=_done_label),
+             describe_activity=lambda a: f"Deleting cell {a.get('cell_id')}",
+             describe_completed_activity=_done_label("delete")),
         Tool(run_cell, destructive=True, capability="execute", execution_mode="sequential",
              describe_activity=lambda a: f"Running cell {a.get('cell_id')}",
-             describe_completed_activity=lambda a, r: f"Ran cell {a.get('cell_id')}"),
+             describe_completed_activity=lambda a, r: (f"Ran cell {a.get('cell_id')}" if isinstance(r, CellRun)
+                                                       else f"Did not run cell {a.get('cell_id')}")),
     ]
     previews = {"insert_cell": lambda a: _insert_diff(state, a.get("source", ""), a.get("cell_type", "code"),
                                                       a.get("after")),
@@ -576,10 +579,14 @@ def _read_label(a: Any) -> str:
     return "Reading the notebook"
 
 
-def _done_label(a: Any, r: Any) -> str:
-    if isinstance(r, CellChange):
-        return f"{r.action.capitalize()} cell {r.cell_id}"
-    return "Changed the notebook"
+def _done_label(verb: str):
+    def label(a: Any, r: Any) -> str:
+        if isinstance(r, CellChange):
+            return f"{r.action.capitalize()} cell {r.cell_id}"
+        target = f"cell {a.get('cell_id')}" if a.get("cell_id") else "a cell"
+        return f"Did not {verb} {target}"
+
+    return label
 
 
 def _insert_diff(state: NotebookState, source: str, cell_type: str, after: str | None) -> str:

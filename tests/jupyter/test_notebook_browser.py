@@ -2,7 +2,8 @@
 
 A scripted model reads the notebook (and sees a cell the person typed but never ran), inserts a cell after
 Approve (it appears where the diff said), edits a cell (Ctrl+Z in that cell undoes the edit), runs the cell
-it inserted (its output appears in the notebook) and has an edit denied (nothing changes). The extension
+it inserted (its output appears in the notebook), has an edit denied (nothing changes) and an edit refused
+because the person changed that cell meanwhile; with python_in_cells, its python code becomes a cell. The extension
 is the built one in nbagent/labextension/, put on the server's JUPYTER_PATH. Screenshots go to
 test-artifacts/ (also on failure)."""
 
@@ -44,6 +45,7 @@ model = ScriptedModel([
     call("edit_cell", cell_id="c2", old="x = 1", new="x = 2"),
     lambda m: call("run_cell", cell_id=said(m, r'Inserted a code cell with id "([^"]+)"')),
     call("edit_cell", cell_id="c2", old="x = 2", new="x = 3"),
+    call("edit_cell", cell_id="c3", old="40", new="41"),
     lambda m: AssistantMessage(text="Done. The cell you typed holds: "
                                + str(said(m, r'id "c3" · code · not run\n(.*)'))),
 ], delay=0.02)
@@ -98,6 +100,20 @@ def ask(page: LabPage, tool: str):
     return row.first
 
 
+def press(row, button: str) -> None:
+    """Click a button of a waiting call (again if the click was lost: clicking into the view makes its cell
+    the active one, and the notebook may scroll under the pointer between press and release)."""
+    target = row.locator(f"button.nba-{button}").element_handle()  # this row's button, not the next one's
+    for attempt in range(3):
+        target.click()
+        try:
+            target.wait_for_element_state("hidden", timeout=4000)
+            return
+        except Exception:
+            if attempt == 2:
+                raise
+
+
 def test_the_agent_works_in_the_notebook(server):
     name = f"cells_{server.app}.ipynb"
     write_notebook(server.root / name, [
@@ -126,38 +142,48 @@ def test_the_agent_works_in_the_notebook(server):
         text = row.inner_text()
         assert 'a new code cell, after cell "c2" (x = 1)' in text and "+" + INSERTED in text
         page.shot(f"notebook-tools-{app}-insert-pending", p.locator(".nba-view"))
-        row.locator("button.nba-approve").click()
+        press(row, "approve")
         cells = wait_sources(page, lambda s: len(s) == 7, "the inserted cell did not appear")
         assert cells[2] == "x = 1" and cells[3] == INSERTED and cells[4] == TYPED
 
         # 2. edit_cell: Approve, the cell changes
         row = ask(page, "edit_cell")
         assert "-x = 1" in row.inner_text() and "+x = 2" in row.inner_text()
-        row.locator("button.nba-approve").click()
+        press(row, "approve")
         wait_sources(page, lambda s: s[2] == "x = 2", "the edit was not applied")
 
         # 3. run_cell: Approve, the output lands under the inserted cell
-        ask(page, "run_cell").locator("button.nba-approve").click()
+        press(ask(page, "run_cell"), "approve")
         out = p.locator(".jp-Notebook .jp-Cell").nth(3).locator(".jp-OutputArea-output")
         out.first.wait_for(state="visible", timeout=30_000)
         assert "hello from the agent" in out.first.inner_text()
 
         # 4. a denied edit changes nothing
-        ask(page, "edit_cell").locator("button.nba-deny").click()
+        press(ask(page, "edit_cell"), "deny")
+
+        # 5. the person edits the cell the agent wants to change, then approves: the edit is refused
+        row = ask(page, "edit_cell")
+        page.code_cells.nth(4).locator(".cm-content").click()
+        p.keyboard.press("End")
+        p.keyboard.type(" + 1")
+        p.keyboard.press("Escape")
+        press(row, "approve")
         p.wait_for_selector(".nba-view .nba-head .nba-s-done", timeout=30_000)
         view = p.locator(".nba-view").inner_text()
+        assert "changed since you last read it" in view
+        assert sources(page)[4] == TYPED + " + 1"
         assert "denied by you" in view
         assert f"The cell you typed holds: {TYPED}" in view  # read_notebook saw the unsaved, never-run cell
         assert sources(page)[2] == "x = 2"
         p.locator(".jp-Notebook .jp-Cell").nth(2).evaluate("el => el.scrollIntoView({block: 'start'})")
         page.shot(f"notebook-tools-{app}-done")
 
-        # 5. the view links to the cells the agent wrote: a click scrolls there and selects it
+        # 6. the view links to the cells the agent wrote: a click scrolls there and selects it
         link = p.locator(".nba-view a.nba-cell-link").first
         link.click()
         p.wait_for_function("() => document.querySelector('.jp-Notebook .jp-Cell.jp-mod-active') !== null")
 
-        # 6. Ctrl+Z in the edited cell undoes the agent's edit, in one step
+        # 7. Ctrl+Z in the edited cell undoes the agent's edit, in one step
         cell = p.locator(".jp-Notebook .jp-Cell").nth(2)
         cell.locator(".cm-content").click()
         p.keyboard.press("Control+z")
@@ -165,9 +191,9 @@ def test_the_agent_works_in_the_notebook(server):
         assert sources(page)[3] == INSERTED
         page.shot(f"notebook-tools-{app}-undone")
 
-        # 7. python_in_cells: the python tool's code becomes a cell at the end, run there
+        # 8. python_in_cells: the python tool's code becomes a cell at the end, run there
         page.run_cell(6)
-        ask(page, "python").locator("button.nba-approve").click()
+        press(ask(page, "python"), "approve")
         cells = wait_sources(page, lambda s: len(s) == 8 and s[7] == "21 * 2", "the python cell did not appear")
         out = p.locator(".jp-Notebook .jp-Cell").nth(7).locator(".jp-OutputArea-output")
         out.first.wait_for(state="visible", timeout=30_000)
