@@ -148,17 +148,6 @@ class Answerer {
     return panels[0];
   }
 
-  hello(id: number): void {
-    let path = '';
-    try {
-      path = this.panel().context.path;
-    } catch {
-      /* answered below anyway */
-    }
-    const app = document.body.dataset.notebook ? 'notebook' : 'lab';
-    this.reply(id, true, { client: this.client, path, app });
-  }
-
   private reply(id: number, ok: boolean, payload: any): void {
     if (this.comm.isDisposed) {
       return;
@@ -185,8 +174,10 @@ class Answerer {
     const notebook = panel.content;
     const shared = panel.model!.sharedModel;
     switch (data.op) {
-      case 'hello':
-        return { client: this.client, path: panel.context.path };
+      case 'hello': {
+        const app = document.body.dataset.notebook ? 'notebook' : 'lab';
+        return { client: this.client, path: panel.context.path, app };
+      }
       case 'read': {
         const cells = notebook.widgets.map((w, i) => cellJSON(w, i));
         return { path: panel.context.path, dirty: panel.context.model.dirty, cells };
@@ -322,7 +313,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       if (!panels) {
         panels = new Set();
         panelsByKernel.set(kernel, panels);
-        kernel.registerCommTarget(TARGET, (comm, msg) => {
+        kernel.registerCommTarget(TARGET, comm => {
           const answerer = new Answerer(comm, kernel, tracker);
           let set = answerers.get(kernel);
           if (!set) {
@@ -333,8 +324,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
           comm.onClose = () => {
             set!.delete(answerer);
           };
-          const data = msg.content.data as JSONDict;
-          answerer.hello(data.id as number);
+          // the kernel's hello follows as the comm's first message
         });
       }
       panels.add(panel);

@@ -3,7 +3,7 @@ extension in `frontend/`) for the live notebook and has it apply edits and run c
 
 Protocol (JSON over one comm, target `nbagent.notebook`, opened by the kernel on first use):
 
-    kernel -> frontend   {"id": N, "op": "hello", "protocol": 1}            (the comm's open data)
+    kernel -> frontend   comm_open {"protocol": 1}, then {"id": N, "op": "hello"}
     frontend -> kernel   {"id": N, "ok": true, "result": {"client": "...", "path": "dir/nb.ipynb", "app": "lab"}}
     kernel -> frontend   {"id": N, "op": "read" | "insert" | "edit" | "delete" | "run", "client": "...", ...}
     frontend -> kernel   {"id": N, "ok": true, "result": {...}}   or   {"id": N, "ok": false, "error": "why"}
@@ -122,7 +122,7 @@ class NotebookFrontend:
         future = self._expect(message_id)
         try:
             try:
-                comm = self._open_comm(TARGET, {"id": message_id, "op": "hello", "protocol": PROTOCOL})
+                comm = self._open_comm(TARGET, {"protocol": PROTOCOL})
             except Exception as exc:
                 raise NoFrontend(f"no comm can be opened here ({exc})") from None
             if comm is None:
@@ -130,6 +130,8 @@ class NotebookFrontend:
             comm.on_msg(self._on_msg)
             comm.on_close(self._on_close_for(comm))
             self._comm = comm
+            # the hello goes once the handlers are in place, so no answer can arrive before them
+            comm.send({"id": message_id, "op": "hello", "protocol": PROTOCOL})
             try:
                 result = await self._wait(future, HELLO_TIMEOUT, "")
             except NoFrontend:

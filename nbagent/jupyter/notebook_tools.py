@@ -51,6 +51,10 @@ TOOL_NAMES = ("read_notebook", "insert_cell", "edit_cell", "delete_cell", "run_c
 MAX_SOURCE = 6000
 MAX_OUTPUT = 2500
 MAX_TOTAL = 60_000
+RUN_START_TIMEOUT = 20.0
+"""Seconds for the notebook to start a cell run_cell asked for (then the cell may run as long as it needs)."""
+RUN_REPORT_TIMEOUT = 20.0
+"""Seconds for the notebook to report a cell's output once the kernel has finished running it."""
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _FRAME_SHAPE = re.compile(r"([\d,]+) rows\s*(?:×|x|&times;)\s*([\d,]+) columns")
 
@@ -237,6 +241,9 @@ class NotebookState:
         self.seen: dict[str, str] = {}
         """cell id -> the source the agent last read or wrote: an edit applies only while the cell holds it."""
         self.running_cells = 0
+        self.started = 0
+        """How many cells began to run in this kernel (any cell; a run request watches it move)."""
+        self.finished = 0
         self._run_ids: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
         self.last_written: dict[str, str] = {}
         """run id -> the id of the last cell that run inserted (python_in_cells puts the next one after it)."""
@@ -250,9 +257,11 @@ class NotebookState:
 
         def pre(*_a: Any) -> None:
             self.running_cells += 1
+            self.started += 1
 
         def post(*_a: Any) -> None:
             self.running_cells = max(0, self.running_cells - 1)
+            self.finished += 1
 
         try:
             events.register("pre_run_cell", pre)
@@ -620,7 +629,7 @@ async def _run(state: NotebookState, cell_id: str, ctx: ToolContext | None, *, i
             "waits for this run, with --wait or `await run`), and the notebook runs one cell at a time. Use the "
             "python tool instead, or start the run without waiting for it.")
     try:
-        result = await state.frontend.request("run", timeout=None, cell_id=cell_id)
+        result = await _await_run(state, cell_id)
     except (NoFrontend, FrontendError) as exc:
         if isinstance(exc, NoFrontend):
             return error_result(f'Cell "{cell_id}" was not run: {exc}. Cells can only be run through nbagent\'s '
@@ -636,6 +645,39 @@ async def _run(state: NotebookState, cell_id: str, ctx: ToolContext | None, *, i
     details = CellRun(cell.id, cell.number, cell.source, status, cell.execution_count, cell.outputs, value, inserted)
     head = f'Ran cell "{cell.id}" {count}'.rstrip() + f" · {status}"
     return ToolResult([TextBlock(f"{head}\n{summary}")], details=details, is_error=status == "error")
+
+
+async def _await_run(state: NotebookState, cell_id: str) -> Any:
+    """Ask the notebook to run a cell and wait for its output, for as long as the cell runs in the kernel,
+    but not forever when the notebook went silent: the cell must start within RUN_START_TIMEOUT, and the
+    answer must come within RUN_REPORT_TIMEOUT of the kernel finishing it."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    started, finished = state.started, state.finished
+    task = asyncio.ensure_future(state.frontend.request("run", timeout=None, cell_id=cell_id))
+    t0 = loop.time()
+    idle_since: float | None = None
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=0.25)
+            if done:
+                return task.result()
+            now = loop.time()
+            if state.started == started:
+                if now - t0 > RUN_START_TIMEOUT:
+                    raise NoFrontend(f"the notebook did not start the cell within {RUN_START_TIMEOUT:g} s (is it "
+                                     "still open, and is its kernel this one?)")
+            elif state.finished > finished and state.running_cells == 0:
+                idle_since = idle_since if idle_since is not None else now
+                if now - idle_since > RUN_REPORT_TIMEOUT:
+                    raise NoFrontend("the cell ran in the kernel, but the notebook did not report its output "
+                                     f"within {RUN_REPORT_TIMEOUT:g} s (was it closed?)")
+            else:
+                idle_since = None
+    finally:
+        if not task.done():
+            task.cancel()
 
 
 async def _cells_idle(state: NotebookState) -> bool:

@@ -105,8 +105,7 @@ class InProcessComm:
         self.closed = False
 
     def opener(self, target: str, data: dict[str, Any]) -> "InProcessComm":
-        assert target == "nbagent.notebook"
-        self._later(data)
+        assert target == "nbagent.notebook" and data == {"protocol": 1}
         return self
 
     def on_msg(self, fn: Callable) -> None:
@@ -166,7 +165,8 @@ class KernelFrontend:
         if msg["msg_type"] == "comm_open" and content.get("target_name") == "nbagent.notebook":
             self.comm_id = content["comm_id"]
             self.closed = False
-            self._answer(content["data"])
+            if self.close_on == "open":  # what JupyterLab does for a target nobody registered
+                self.close()
         elif msg["msg_type"] == "comm_msg" and content.get("comm_id") == self.comm_id and not self.closed:
             self._answer(content["data"])
 
@@ -174,7 +174,8 @@ class KernelFrontend:
         if self.close_on is not None and data.get("op") == self.close_on:
             self.close()
             return
-        self.session.comm_msg(self.comm_id, self.notebook.answer(data))
+        reply = self.notebook.answer(data)
+        self.session.comm_msg(self.comm_id, reply)
 
     def close(self) -> None:
         """What JupyterLab sends when the notebook is closed: comm_close."""

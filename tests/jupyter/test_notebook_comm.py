@@ -100,7 +100,7 @@ def test_a_frontend_that_goes_away_mid_call(session) -> None:
 
 
 def test_a_frontend_without_the_extension_refuses_the_comm(session) -> None:
-    fe = KernelFrontend(session, FakeNotebook(cells()), close_on="hello")  # what JupyterLab does for an unknown target
+    fe = KernelFrontend(session, FakeNotebook(cells()), close_on="open")  # what JupyterLab does for an unknown target
     try:
         session.execute('run = await go(("insert_cell", {"source": "1"}))', timeout=60)
         (_, status, text), = result_texts(session)

@@ -288,3 +288,23 @@ async def test_run_cell_while_a_cell_runs_says_why_instead_of_waiting(shell) -> 
     rec = run.calls[0]
     assert rec.status == "error" and "a cell of this notebook is running" in rec.result.text
     assert not [r for r in nb.requests if r["op"] == "run"]
+
+
+async def test_run_cell_gives_up_when_the_notebook_never_starts_the_cell(shell, monkeypatch) -> None:
+    from nbagent.jupyter import notebook_tools
+
+    monkeypatch.setattr(notebook_tools, "RUN_START_TIMEOUT", 0.5)
+    nb = FakeNotebook(cells())
+    fake = connect(shell, nb)
+    real = nb.answer
+    nb.answer = lambda data: None if data["op"] == "run" else real(data)  # the page went silent
+    original_later = fake._later
+
+    def later(data):
+        if data.get("op") != "run":
+            original_later(data)
+
+    fake._later = later
+    run = await agent_run(shell, ToolCall(name="run_cell", arguments={"cell_id": "typed"}))
+    rec = run.calls[0]
+    assert rec.status == "error" and "did not start the cell" in rec.result.text
