@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .messages import AssistantMessage, Message, TextBlock, ToolResultMessage, UserMessage
-from .secrets import redact_value
+from .secrets import redact, redact_value
 from .transcript import message_from_neutral, neutral_message
 
 __all__ = ["FORMAT", "SIDE_FILE_CHARS", "SessionError", "SessionInfo", "SessionWriter", "StoredSession",
@@ -86,6 +86,8 @@ class SessionWriter:
         self.path = self.dir / f"{self.id}.jsonl"
         self._pending: list[str] = []
         self._side: dict[str, str] = {}
+        self._last_body: Any = None
+        self._fd = -1
         self.dir.mkdir(parents=True, exist_ok=True)
         if not resume or not self.path.exists():
             if self.path.exists():
@@ -121,9 +123,24 @@ class SessionWriter:
         })
 
     def request(self, body: Any) -> None:
-        if hasattr(body, "body"):  # a ScriptedModel's request
-            body = body.body()
-        self._add({"kind": "request", "body": body})
+        """The body as sent. A list field (the conversation) that starts with the whole of the previous
+        request's is stored as `{"$prefix": n, "rest": [...]}`: bodies grow with the conversation, and
+        storing each whole would make the store grow with its square."""
+        if hasattr(body, "message_count") and hasattr(body, "body"):  # a ScriptedModel's request: its
+            # messages are the transcript's first `message_count`, already in the store
+            body = {"model": body.model, "instructions": body.instructions, "tools": list(body.tools),
+                    "messages": {"$transcript": body.message_count}}
+        stored = body
+        previous = self._last_body
+        if isinstance(body, dict) and isinstance(previous, dict):
+            stored = dict(body)
+            for key, value in body.items():
+                before = previous.get(key)
+                if (isinstance(value, list) and isinstance(before, list) and len(before) > 1
+                        and len(value) >= len(before) and value[: len(before)] == before):
+                    stored[key] = {"$prefix": len(before), "rest": value[len(before):]}
+        self._last_body = body
+        self._add({"kind": "request", "body": stored})
 
     def run_ended(self, status: str, *, usage: Any = None, error: BaseException | None = None,
                   output: str | None = None) -> None:
@@ -135,7 +152,7 @@ class SessionWriter:
 
     # mechanics
     def _add(self, fact: dict[str, Any]) -> None:
-        self._pending.append(json.dumps(redact_value(fact), ensure_ascii=False, default=_jsonable) + "\n")
+        self._pending.append(_ENCODER.encode(fact))
 
     def _cut(self, data: dict[str, Any]) -> dict[str, Any]:
         content = data.get("content")
@@ -164,11 +181,15 @@ class SessionWriter:
             self._side.clear()
         if not self._pending:
             return
-        data = "".join(self._pending).encode("utf-8")
+        # redacted as text, once per batch: one regex pass (secrets are also matched in their JSON-escaped
+        # spelling, see nbagent.secrets; the replacement holds no character JSON would escape)
+        data = (redact("\n".join(self._pending)) + "\n").encode("utf-8")
         self._pending.clear()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = self._fd
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
             view = memoryview(data)
             while view:
                 written = os.write(fd, view)
@@ -176,7 +197,18 @@ class SessionWriter:
             if fsync:
                 os.fsync(fd)
         finally:
-            os.close(fd)  # closing releases the lock
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        """Write what is left and let the file go."""
+        self.commit()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __del__(self) -> None:
+        if getattr(self, "_fd", -1) >= 0:
+            os.close(self._fd)
 
 
 def _safe(name: Any) -> str:
@@ -191,6 +223,9 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, os.PathLike):
         return os.fspath(value)
     return repr(value)
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_jsonable, separators=(",", ":"))
 
 
 def _prompt_text(prompt: Any) -> str:
@@ -349,7 +384,7 @@ def load_session(workspace: str | os.PathLike[str], session_id: str) -> StoredSe
             elif kind == "call":
                 stored.calls.append(fact)
             elif kind == "request":
-                stored.requests.append(fact.get("body"))
+                stored.requests.append(_whole_body(fact.get("body"), stored.requests[-1] if stored.requests else None))
             elif kind in ("run", "end"):
                 stored.runs.append(fact)
         except (KeyError, TypeError, ValueError) as exc:
@@ -358,6 +393,20 @@ def load_session(workspace: str | os.PathLike[str], session_id: str) -> StoredSe
     for problem in stored.warnings:
         warnings.warn(problem, stacklevel=2)
     return stored
+
+
+def _whole_body(body: Any, previous: Any) -> Any:
+    """A request body as sent, from its stored form (see `SessionWriter.request`)."""
+    if not isinstance(body, dict):
+        return body
+    whole = dict(body)
+    for key, value in body.items():
+        if isinstance(value, dict) and set(value) == {"$prefix", "rest"}:
+            before = previous.get(key) if isinstance(previous, dict) else None
+            if not isinstance(before, list) or len(before) < value["$prefix"]:
+                raise ValueError(f"request field {key!r} continues a request that is missing")
+            whole[key] = before[: value["$prefix"]] + list(value["rest"])
+    return whole
 
 
 def _restore(data: dict[str, Any], side: Path) -> dict[str, Any]:
@@ -480,6 +529,8 @@ class SessionRecorder:
             self._calls = len(calls)
             self.writer.run_ended(run.status, usage=getattr(run, "usage", None), error=getattr(run, "error", None),
                                   output=run.output if isinstance(getattr(run, "output", None), str) else None)
+            self.writer.close()
+            return
         self.writer.commit()
 
 
