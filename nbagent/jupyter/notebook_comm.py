@@ -222,6 +222,10 @@ def _create_comm(target: str, data: dict[str, Any]) -> Any:
     return create_comm(target_name=target, data=data)
 
 
+def _no_kernel(target: str, data: dict[str, Any]) -> Any:
+    raise RuntimeError("this IPython is not a Jupyter kernel, so there is no notebook page to talk to")
+
+
 _frontends: dict[int, NotebookFrontend] = {}
 _frontends_lock = threading.Lock()
 
@@ -231,7 +235,7 @@ def frontend_for(shell: Any) -> NotebookFrontend:
     with _frontends_lock:
         found = getattr(shell, "_nbagent_frontend", None)
         if not isinstance(found, NotebookFrontend):
-            found = NotebookFrontend()
+            found = NotebookFrontend(None if getattr(shell, "kernel", None) is not None else _no_kernel)
             try:
                 shell._nbagent_frontend = found
             except Exception:  # pragma: no cover

@@ -25,6 +25,7 @@ run wrote, else at the end) and run it there, so the analysis stays in the noteb
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import html
 import json
@@ -651,8 +652,6 @@ async def _await_run(state: NotebookState, cell_id: str) -> Any:
     """Ask the notebook to run a cell and wait for its output, for as long as the cell runs in the kernel,
     but not forever when the notebook went silent: the cell must start within RUN_START_TIMEOUT, and the
     answer must come within RUN_REPORT_TIMEOUT of the kernel finishing it."""
-    import asyncio
-
     loop = asyncio.get_running_loop()
     started, finished = state.started, state.finished
     task = asyncio.ensure_future(state.frontend.request("run", timeout=None, cell_id=cell_id))
@@ -682,8 +681,6 @@ async def _await_run(state: NotebookState, cell_id: str) -> Any:
 
 async def _cells_idle(state: NotebookState) -> bool:
     """Whether no cell is running; waits a moment for the cell that started the run to finish."""
-    import asyncio
-
     for _ in range(40):
         if state.running_cells <= 0:
             return True
@@ -730,8 +727,6 @@ def cell_python(shell: Any, original: Tool) -> Tool:
         return await _run(state, new_id, ctx, inserted=True)
 
     async def _fallback(code: str, ctx: ToolContext | None, why: str) -> Any:
-        import asyncio
-
         result = await asyncio.to_thread(original.fn, code=code, ctx=ctx)
         if isinstance(result, ToolResult):
             note = TextBlock(f"(ran in the kernel, not as a cell: {why})")

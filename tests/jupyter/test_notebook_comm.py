@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 
 from .fake_frontend import FakeNotebook, KernelFrontend
-from .kernelclient import ROOT, KernelSession, kernel_env
+from .kernelclient import KernelSession, kernel_env
 
 pytestmark = pytest.mark.kernel
 
