@@ -26,6 +26,7 @@ run wrote, else at the end) and run it there, so the analysis stays in the noteb
 from __future__ import annotations
 
 import asyncio
+import copy
 import difflib
 import html
 import json
@@ -735,12 +736,11 @@ def cell_python(shell: Any, original: Tool) -> Tool:
         return result
 
     python.__doc__ = original.fn.__doc__
-    tool = Tool(python, name="python", description=original.description, rule_matcher=original.rule_matcher,
-                destructive=original.destructive, capability=original.capability,
-                execution_mode=original.execution_mode, timeout=original.timeout,
-                describe_activity=original.describe_activity,
-                describe_completed_activity=lambda a, r: (
-                    f"Ran cell {r.cell_id}" if isinstance(r, CellRun) else
-                    original.describe_completed_activity(a, r) if original.describe_completed_activity else "Ran Python"),
-                read_only_call=original.read_only_call, suggest_grant=original.suggest_grant)
+    # the same tool (schema, permissions, grants, timeout, labels) with this function behind it
+    tool = copy.copy(original)
+    tool.fn = python
+    tool.__wrapped__ = python
+    done = original.describe_completed_activity
+    tool.describe_completed_activity = lambda a, r: (
+        f"Ran cell {r.cell_id}" if isinstance(r, CellRun) else done(a, r) if done else "Ran Python")
     return tool
