@@ -105,6 +105,18 @@ class NBAgent(Configurable):
         "besides the --tools given.",
     ).tag(config=True)
 
+    python_in_cells = Bool(
+        False,
+        help="The python tool inserts the code it runs as a cell of the notebook and runs it there (through "
+        "nbagent's frontend part), so the analysis stays in the notebook; without a live notebook it runs as usual.",
+    ).tag(config=True)
+
+    notebook_path = Unicode(
+        None, allow_none=True,
+        help="The notebook file read_notebook reads when no live notebook answers (default: NBAGENT_NOTEBOOK, "
+        "else the path the Jupyter server gives the kernel).",
+    ).tag(config=True)
+
     view = Enum(
         ["auto", "widget", "text"],
         "auto",

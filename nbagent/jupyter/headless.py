@@ -69,6 +69,7 @@ def execute_notebook(
                             resources={"metadata": {"path": str(path.parent.resolve())}})
     text = ""
     options: dict[str, Any] = {"env": dict(env if env is not None else os.environ)}
+    options["env"].setdefault("NBAGENT_NOTEBOOK", str(path.resolve()))  # what read_notebook reads headless
     log = None
     if kernel_log is not None:
         Path(kernel_log).parent.mkdir(parents=True, exist_ok=True)
