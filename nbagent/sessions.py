@@ -491,6 +491,7 @@ class SessionRecorder:
         self._messages = _history_length(run)
         self._calls = 0
         self._requests = 0
+        self._early: Any = None
         self.error: BaseException | None = None
         """The last error writing raised (recording never fails a run)."""
 
@@ -506,6 +507,15 @@ class SessionRecorder:
                 self.writer.run_started(getattr(self.run, "prompt", None), model=model,
                                         mode=getattr(getattr(self.run, "agent", None), "mode", None))
                 self.flush()
+            elif kind == "model_response":
+                # the calls the model asked for are on disk before they run: if the kernel dies during the
+                # batch, resuming answers them "interrupted" (flushed, not fsynced: the batch's end is)
+                message = getattr(event, "message", None)
+                if message is not None:
+                    self.flush(fsync=False)
+                    self.writer.messages([message])
+                    self._early = message
+                    self.writer.commit(fsync=False)
             elif kind == "turn_started":
                 self.flush()
             elif kind == "run_finished":
@@ -513,10 +523,15 @@ class SessionRecorder:
         except Exception as exc:  # a full disk must not stop the run; the error is kept
             self.error = exc
 
-    def flush(self, *, end: bool = False) -> None:
+    def flush(self, *, end: bool = False, fsync: bool = True) -> None:
         run = self.run
         messages = run.messages
-        self.writer.messages(messages[self._messages:])
+        new = messages[self._messages:]
+        if self._early is not None and new and _same_response(new[0], self._early):
+            new = new[1:]  # written when the model answered
+        if new:
+            self._early = None
+        self.writer.messages(new)
         self._messages = len(messages)
         calls = run.calls
         while self._calls < len(calls) and getattr(calls[self._calls], "status", "") not in ("pending", "running",
@@ -535,7 +550,14 @@ class SessionRecorder:
                                   output=run.output if isinstance(getattr(run, "output", None), str) else None)
             self.writer.close()
             return
-        self.writer.commit()
+        self.writer.commit(fsync=fsync)
+
+
+def _same_response(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    return (isinstance(a, AssistantMessage) and isinstance(b, AssistantMessage) and a.text == b.text
+            and [c.id for c in a.tool_calls] == [c.id for c in b.tool_calls])
 
 
 def rolled_back(run: Any) -> list[Message]:

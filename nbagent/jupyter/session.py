@@ -124,6 +124,8 @@ class NotebookSession:
         if not isinstance(value, str):
             raise UsageError(f"a model is a spec such as 'openai:gpt-4.1' or a Model object, not {type(value).__name__}")
         value = value.strip()
+        if value == "replay" or value.startswith("replay:"):
+            return self.replay_model(value.partition(":")[2] or None)
         ns = self.shell.user_ns
         if value.isidentifier() and value in ns:
             obj = ns[value]
@@ -141,8 +143,6 @@ class NotebookSession:
                 "provider prefix, e.g. 'openai:gpt-4.1' or 'anthropic:claude-sonnet-4-5'. Define the Model first "
                 "(model = ScriptedModel([...]), say), or check the spelling."
             )
-        if value == "replay" or value.startswith("replay:"):
-            return self.replay_model(value.partition(":")[2] or None)
         if value in self._models:
             return self._models[value]
         prefix, colon, name = value.partition(":")
@@ -389,7 +389,7 @@ class NotebookSession:
                 raise UsageError(f"--model replay: no stored conversation in {self.workspace} to replay")
             origin = found[-1].origin
             same_run = [i for i in found if i.origin == origin] if origin else found[-1:]
-            k = max(self._conversations, 1) - 1 if self.conversation is not None else self._conversations
+            k = max(self._conversations - 1, 0)  # counted when this run's conversation started
             if k >= len(same_run):
                 raise UsageError(f"--model replay: the recorded execution of this notebook had {len(same_run)} "
                                  f"conversation(s); this is conversation {k + 1}")
