@@ -5,6 +5,8 @@ Two kinds of secret are removed, wherever text leaves a tool or a provider:
 - the values of the environment's credential variables (names ending in `_API_KEY`, `_TOKEN`,
   `_SECRET`, `_PASSWORD`, plus a few well-known ones), read when redaction runs, so a key set after
   `import nbagent` is covered too;
+- values registered with `add_secret(value, name)`: a key passed as `api_key=` rather than through the
+  environment, a credential header;
 - strings shaped like provider keys and tokens (`sk-...`, `sk-ant-...`, `AIza...`, `ghp_...`,
   `xoxb-...`, `AKIA...`, `hf_...`), wherever they come from: a notebook variable, a file, a command's output.
 
@@ -23,8 +25,8 @@ import os
 import re
 from typing import Any
 
-__all__ = ["MIN_SECRET_LENGTH", "SECRET_VARIABLE_PATTERN", "TOKEN_PATTERNS", "redact", "redact_value",
-           "secret_values"]
+__all__ = ["MIN_SECRET_LENGTH", "SECRET_VARIABLE_PATTERN", "TOKEN_PATTERNS", "add_secret", "redact",
+           "redact_value", "secret_values"]
 
 MIN_SECRET_LENGTH = 8
 """Shorter values of credential variables are left alone."""
@@ -50,16 +52,30 @@ TOKEN_PATTERNS: dict[str, re.Pattern[str]] = {
 _TOKENS = re.compile("|".join(f"(?P<{name.replace('-', '_')}>{p.pattern})" for name, p in TOKEN_PATTERNS.items()))
 
 _cache: tuple[tuple[tuple[str, str], ...], re.Pattern[str] | None, dict[str, str]] | None = None
+_registered: dict[str, str] = {}
+
+
+def add_secret(value: str, name: str = "api_key") -> None:
+    """Treat `value` as a secret from now on (for this process), reported as `[REDACTED:name]`.
+
+    For keys that do not come from the environment: `api_key=...` given to a model, a credential header.
+    Values shorter than `MIN_SECRET_LENGTH` are ignored.
+    """
+    if isinstance(value, str) and len(value.strip()) >= MIN_SECRET_LENGTH and value not in _registered:
+        _registered[value] = name
 
 
 def secret_values() -> dict[str, str]:
-    """The values of the environment's credential variables, stripped: `{value: variable name}`."""
+    """The values of the environment's credential variables (and of `add_secret`), stripped:
+    `{value: variable name}`."""
     return dict(_compiled()[2])
 
 
 def _compiled() -> tuple[tuple[tuple[str, str], ...], re.Pattern[str] | None, dict[str, str]]:
     global _cache
     items = tuple(sorted((k, v) for k, v in os.environ.items() if SECRET_VARIABLE_PATTERN.search(k)))
+    if _registered:
+        items += tuple((name, value) for value, name in _registered.items())
     if _cache is not None and _cache[0] == items:
         return _cache
     values: dict[str, str] = {}

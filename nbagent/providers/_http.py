@@ -12,8 +12,12 @@ Retries happen only before the first byte of a response body has been read: 429,
 an HTTP date) and `retry-after-ms`. Once a body has begun, a failure is never retried blindly: it is a
 `ProviderConnectionError` or `StreamError` saying how much had arrived.
 
-API keys travel only in request headers (never in URLs or bodies). They are held in a `Secret`, whose
-repr hides them, and are scrubbed from every error message and error body this module builds.
+API keys travel only in request headers (never in URLs or bodies). They are validated and stripped when
+loaded (`clean_key`), held in a `Secret` whose repr hides them, registered with `nbagent.secrets` so that
+`redact` removes them from every error (`ProviderError` redacts its message and body), log line and record,
+and never follow a redirect to another origin: redirects are not followed by httpx, only a 307/308 to the
+same origin is, by the retry loop. Request bodies pass through `redact_value` before they are recorded or
+sent (the model must not see a key that a tool result or a notebook variable carried).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
 import httpx
 
+from .. import secrets as _secrets
 from ..errors import (
     AuthenticationError,
     BadRequestError,
@@ -58,6 +63,7 @@ __all__ = [
     "SSEDecoder",
     "Secret",
     "ServerSentEvent",
+    "clean_key",
     "error_message",
     "is_context_length_message",
     "loads",
@@ -74,6 +80,7 @@ DEFAULT_TIMEOUT = httpx.Timeout(connect=15.0, read=600.0, write=60.0, pool=30.0)
 """`read` is the longest silence tolerated between two chunks of a stream."""
 
 _MAX_ERROR_BODY = 64 * 1024
+_MAX_REDIRECTS = 5
 
 
 # --------------------------------------------------------------------------------------------------
@@ -115,8 +122,28 @@ class Secret:
         return self
 
 
+def clean_key(value: str, where: str, provider: str | None = None) -> str:
+    """An API key as loaded from `where` (a variable's name, or `api_key=`): surrounding whitespace (a
+    trailing newline from a file or a shell) removed; a key with whitespace or control characters inside,
+    or characters outside ASCII, refused with an error naming `where` (and never showing the key)."""
+    key = value.strip()
+    bad = next((c for c in key if not 0x21 <= ord(c) <= 0x7E), None)
+    if bad is not None:
+        what = ("whitespace or a control character" if bad.isspace() or ord(bad) < 0x20 or ord(bad) == 0x7F
+                else "a character outside ASCII")
+        raise AuthenticationError(
+            f"the API key in {where} is not valid: it holds {what} inside it (at position "
+            f"{key.index(bad) + 1} of {len(key)}); copy the key again", provider=provider)
+    return key
+
+
+_CREDENTIAL_HEADER = re.compile(r"auth|key|token|secret|cookie|password", re.I)
+
+
 def scrub(value: Any, secrets: Sequence[str]) -> Any:
-    """`value` with every occurrence of each secret replaced by `***` (strings, dicts and lists)."""
+    """`value` with every secret `nbagent.secrets.redact` knows, and each of `secrets`, replaced (strings,
+    dicts and lists)."""
+    value = _secrets.redact_value(value)
     secrets = [s for s in secrets if s and len(s) >= 4]
     if not secrets:
         return value
@@ -371,7 +398,7 @@ class ProviderHTTP:
             self._client = httpx.AsyncClient(
                 timeout=self.timeout,
                 limits=httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=30.0),
-                follow_redirects=True,
+                follow_redirects=False,  # credentials never follow a redirect to another origin: see _open
             )
             self._client_loop = loop
         return self._client
@@ -400,6 +427,7 @@ class ProviderHTTP:
         connection is a `ProviderConnectionError`. `on_request` gets `body` once, before the first attempt.
         """
         base_headers = self._headers()  # raises AuthenticationError now when there is no key
+        body = _secrets.redact_value(body)  # what is recorded is what is sent, with no secret in it
         if on_request is not None:
             on_request(body)
         content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -442,6 +470,23 @@ class ProviderHTTP:
         return StreamError(f"{self.provider} answered with JSON instead of an event stream", provider=self.provider,
                            body=scrub(payload, self._secrets()))
 
+    def _redirect_error(self, response: httpx.Response, request: httpx.Request) -> ProviderError | httpx.URL:
+        """The URL to follow a redirect to (a 307/308 to the same origin), or the error that refuses it."""
+        location = response.headers.get("location", "")
+        try:
+            target = request.url.join(location)
+        except httpx.InvalidURL:
+            target = None
+        status = response.status_code
+        if target is not None and location and status in (307, 308) and _origin(target) == _origin(request.url):
+            return target
+        where = f" to {target.scheme}://{target.netloc.decode('ascii', 'replace')}" if target is not None and location else ""
+        why = ("another origin: the API key is not sent there" if target is not None and location
+               and _origin(target) != _origin(request.url) else "a redirect that would not repeat the request")
+        return ProviderError(
+            f"{self.provider} answered {status}, a redirect{where}; not followed ({why}). Set the model's "
+            "base_url to the address the API is at", status=status, provider=self.provider)
+
     def _connection_error(self, what: str, exc: BaseException | None) -> ProviderConnectionError:
         detail = f": {type(exc).__name__}: {exc}" if exc is not None and str(exc) else (
             f": {type(exc).__name__}" if exc is not None else "")
@@ -452,9 +497,10 @@ class ProviderHTTP:
         self, path: str, content: bytes, request_headers: Mapping[str, str]
     ) -> tuple[httpx.Response, bytes, AsyncIterator[bytes]]:
         """Send until a 2xx response whose first chunk has arrived; return it, that chunk and the rest."""
-        url = self.url(path)
+        url: str | httpx.URL = self.url(path)
         policy = self.retry
         attempt = 0
+        redirects = 0
         while True:
             attempt += 1
             headers = {"content-type": "application/json", "accept": "text/event-stream", **request_headers}
@@ -468,7 +514,17 @@ class ProviderHTTP:
             cause: BaseException | None = None
             response: httpx.Response | None = None
             try:
-                response = await client.send(request, stream=True)
+                response = await client.send(request, stream=True, follow_redirects=False)
+                if 300 <= response.status_code < 400:
+                    redirect = self._redirect_error(response, request)
+                    await response.aclose()
+                    if isinstance(redirect, ProviderError) or redirects >= _MAX_REDIRECTS:
+                        raise redirect if isinstance(redirect, ProviderError) else ProviderError(
+                            f"{self.provider}: more than {_MAX_REDIRECTS} redirects", provider=self.provider)
+                    redirects += 1
+                    attempt -= 1  # following a redirect is not a retry
+                    url = redirect
+                    continue
                 if response.status_code >= 400 or response.status_code < 200:
                     raw = await self._read_error_body(response)
                     error = map_http_error(
@@ -499,7 +555,7 @@ class ProviderHTTP:
                 if response is not None:
                     await response.aclose()
                 raise StreamError(scrub(f"{self.provider}: the response could not be read: {type(exc).__name__}: "
-                                        f"{exc}", self._secrets()), provider=self.provider) from exc
+                                        f"{exc}", self._secrets()), provider=self.provider) from None
             except BaseException:
                 if response is not None:
                     await response.aclose()
@@ -512,9 +568,9 @@ class ProviderHTTP:
                 if attempt > 1:
                     error.message = f"{error.message} (after {attempt} attempts)"
                     error.args = (error.message,)
-                if cause is not None:
+                if cause is not None and _secrets.redact(str(cause)) == str(cause):
                     raise error from cause
-                raise error
+                raise error from None  # a cause whose text holds a secret is not chained
             delay = policy.backoff(attempt, error.retry_after)
             log.info("%s: %s; retrying in %.1fs (retry %d of %d)", self.provider, error.message, delay, attempt,
                      policy.max_retries)
@@ -576,6 +632,14 @@ class HTTPModel(Model):
         if not isinstance(name, str) or not name.strip():
             raise ConfigurationError(f"{type(self).__name__} needs a model name, got {name!r}")
         self.name = name.strip()
+        if api_key is not None and not isinstance(api_key, str):
+            raise ConfigurationError(f"api_key must be a string, not {type(api_key).__name__}")
+        try:
+            api_key = clean_key(api_key, "api_key=") if api_key else None
+        except AuthenticationError as exc:
+            raise ConfigurationError(f"{type(self).__name__}: {exc.message}") from None
+        if api_key:
+            _secrets.add_secret(api_key, "api_key")
         self._api_key = Secret(api_key) if api_key else None
         self.base_url = (base_url or self._env(self.base_url_env) or self.default_base_url).rstrip("/")
         self.settings: dict[str, Any] = dict(settings)
@@ -583,6 +647,9 @@ class HTTPModel(Model):
         self.partial_arguments = partial_arguments
         """Whether streamed tool arguments are parsed as they arrive (for `ToolCallDelta.partial_arguments`)."""
         self.extra_headers = dict(headers or {})
+        for header, value in self.extra_headers.items():  # a key given as a header is a secret too
+            if _CREDENTIAL_HEADER.search(header) and isinstance(value, str):
+                _secrets.add_secret(value.split()[-1] if value.split() else value, header)
         policy = retry or RetryPolicy()
         if max_retries is not None:
             policy = dataclasses.replace(policy, max_retries=max_retries)
@@ -600,14 +667,24 @@ class HTTPModel(Model):
         return None
 
     def api_key(self) -> Secret | None:
-        """The key: the one passed in, else the first of `key_env` that is set (read now)."""
+        """The key: the one passed in, else the first of `key_env` that is set (read now, stripped; a key
+        with whitespace, control characters or non-ASCII inside is an `AuthenticationError` naming the
+        variable)."""
         if self._api_key:
             return self._api_key
-        value = self._env(self.key_env)
-        return Secret(value) if value else None
+        for name in self.key_env:
+            value = os.environ.get(name, "")
+            if value.strip():
+                key = clean_key(value, name, self.provider)
+                _secrets.add_secret(key, name)
+                return Secret(key)
+        return None
 
     def _secret_values(self) -> list[str]:
-        key = self.api_key()
+        try:
+            key = self.api_key()
+        except AuthenticationError:
+            return [v for v in (os.environ.get(n, "") for n in self.key_env) if v.strip()]
         return [key.value] if key else []
 
     def _request_headers(self) -> dict[str, str]:
@@ -619,6 +696,8 @@ class HTTPModel(Model):
                 provider=self.provider,
             )
         headers = {"user-agent": "nbagent"}
+        if key is not None:
+            _secrets.add_secret(key.value, (self.key_env or ("api_key",))[0])
         headers.update(self.auth_headers(key.value if key else None))
         headers.update(self.extra_headers)
         return headers
@@ -679,3 +758,8 @@ class HTTPModel(Model):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.spec} at {self.base_url}>"
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    default = {"http": 80, "https": 443}.get(url.scheme)
+    return (url.scheme, url.host, url.port or default)
