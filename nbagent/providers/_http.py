@@ -275,20 +275,14 @@ class ProviderHTTP:
         return path if path.startswith(("http://", "https://")) else f"{self.base_url}/{path.lstrip('/')}"
 
     # -- requests ----------------------------------------------------------------------------------------
-    async def stream_events(
-        self,
-        path: str,
-        body: Any,
-        *,
-        on_request: OnRequest | None = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> AsyncIterator[ServerSentEvent]:
+    async def stream_events(self, path: str, body: Any, **options: Any) -> AsyncIterator[ServerSentEvent]:
         """POST `body` as JSON and yield the server-sent events of the response.
 
         Retries (see `RetryPolicy`) until the first byte of the body has been read; afterwards a dropped
-        connection is a `ProviderConnectionError`. `on_request` gets `body` once, before the first attempt.
+        connection is a `ProviderConnectionError`. Options: `on_request` (gets `body` once, before the
+        first attempt), `headers` (added to the request's).
         """
-        async with aclosing(self.stream_batches(path, body, on_request=on_request, headers=headers)) as batches:
+        async with aclosing(self.stream_batches(path, body, **options)) as batches:
             async for batch in batches:
                 for event in batch:
                     yield event

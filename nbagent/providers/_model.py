@@ -17,18 +17,19 @@ import dataclasses
 import logging
 import os
 from contextlib import aclosing
-from typing import Any, AsyncIterator, Iterable, Mapping, Protocol, Sequence
+from typing import Any, AsyncIterator, Callable, Iterable, Mapping, Protocol, Sequence
 
 import httpx
 
 from .. import secrets as _secrets
-from ..errors import AuthenticationError, ConfigurationError, ProviderError
+from ..errors import AuthenticationError, ConfigurationError, ProviderError, StreamError
 from ..events import StreamEvent
 from ..messages import AssistantMessage, Message, ToolResultMessage
 from ..tools import Tool
 from ._common import NameRule, ToolNames, names_for
 from ._errors import retryable_in_stream
-from ._http import ProviderHTTP, RetryPolicy, Secret, ServerSentEvent, clean_key, credential_header
+from ._http import ProviderHTTP, RetryPolicy, Secret, clean_key, credential_header
+from ._sse import ServerSentEvent, loads
 from .base import Model, OnRequest
 
 __all__ = ["HTTPModel", "StreamState"]
@@ -81,6 +82,8 @@ class HTTPModel(Model):
     """What the provider accepts as a tool name."""
     stop_when_done: bool = True
     """Stop reading once the stream state is `done` (False where usage may follow the last chunk)."""
+    stream_field: bool = True
+    """The body says `"stream": true` (last, over any setting)."""
 
     def __init__(
         self,
@@ -179,20 +182,38 @@ class HTTPModel(Model):
         return {k: v for k, v in merged.items() if v is not None}
 
     # -- what each adapter provides ---------------------------------------------------------------------
-    def build_request(
-        self, messages: Sequence[Message], tools: Sequence[Tool] = (), *, instructions: str | None = None,
-        **settings: Any,
-    ) -> tuple[dict[str, Any], ToolNames]:
-        """The request body for these messages and tools, and the tool-name map used to read the answer."""
+    def map_request(self, messages: Sequence[Message], tools: Sequence[Tool], names: ToolNames,
+                    instructions: str | None, settings: dict[str, Any]) -> dict[str, Any]:
+        """The request body (`settings`: the model's defaults updated with the request's, None values
+        dropped; the adapter pops what it maps)."""
         raise NotImplementedError
+
+    state_class: Callable[..., StreamState]
+    """The adapter's stream state: `state_class(names, partial=...)`."""
 
     def new_state(self, names: ToolNames) -> StreamState:
         """A fresh stream state for one attempt."""
-        raise NotImplementedError
+        return self.state_class(names, partial=self.partial_arguments)
 
     def parse_event(self, sse: ServerSentEvent) -> Any:
-        """One server-sent event as the state takes it (None: nothing to process)."""
-        raise NotImplementedError
+        """One server-sent event as the state takes it, a JSON object (None: nothing to process). An event
+        without a `type` takes the SSE event name; a JSON array (Gemini through some proxies) its first item."""
+        data = sse.data
+        if not data or data == "[DONE]":
+            return None
+        try:
+            event = loads(data)
+        except ValueError:
+            raise StreamError(f"{self.provider} sent a malformed event ({sse.event}): {data[:200]!r}",
+                              provider=self.provider) from None
+        if event.__class__ is list:
+            event = event[0] if event else {}
+        if event.__class__ is not dict:
+            raise StreamError(f"{self.provider} sent an event that is not an object: {data[:200]!r}",
+                              provider=self.provider)
+        if "type" not in event and sse.event != "message":
+            event["type"] = sse.event
+        return event
 
     def map_messages(self, messages: Sequence[Message], names: ToolNames) -> Any:
         """A transcript in this provider's message format."""
@@ -203,6 +224,17 @@ class HTTPModel(Model):
         raise NotImplementedError
 
     # -- written once ----------------------------------------------------------------------------------
+    def build_request(
+        self, messages: Sequence[Message], tools: Sequence[Tool] = (), *, instructions: str | None = None,
+        **settings: Any,
+    ) -> tuple[dict[str, Any], ToolNames]:
+        """The request body for these messages and tools, and the tool-name map used to read the answer."""
+        names = self.tool_names(messages, tools)
+        body = self.map_request(messages, tools, names, instructions, self.request_settings(settings))
+        if self.stream_field:
+            body["stream"] = True
+        return body, names
+
     def tool_names(self, messages: Sequence[Message], tools: Sequence[Tool] = ()) -> ToolNames:
         """The wire names of one request: the offered tools first, then names called in the history."""
         return names_for(messages, tools, self.name_rule)

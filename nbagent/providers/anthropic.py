@@ -32,29 +32,15 @@ from .. import errors
 from ..errors import ConfigurationError, ProviderError, StreamError
 from ..events import ReasoningDelta, StreamEvent, TextDelta
 from ..messages import (
-    AssistantMessage,
-    Block,
-    ImageBlock,
-    Message,
-    Reasoning,
-    TextBlock,
-    ToolResultMessage,
-    UserMessage,
+    AssistantMessage, Block, ImageBlock, Message, Reasoning, TextBlock, ToolResultMessage, UserMessage
 )
 from ..tools import Tool
 from ._common import (
-    CallIds,
-    NameRule,
-    ToolCallAccumulator,
-    ToolNames,
-    arguments_object,
-    portable_messages,
-    reasoning_for,
-    usage_from,
+    CallIds, NameRule, ToolCallAccumulator, ToolNames, arguments_object, portable_messages, reasoning_for,
+    usage_from
 )
 from ._errors import stream_error
 from ._model import HTTPModel
-from ._sse import ServerSentEvent, loads
 
 __all__ = ["AnthropicModel"]
 
@@ -127,15 +113,13 @@ class AnthropicModel(HTTPModel):
     def __init__(
         self,
         name: str,
-        base_url: str | None = None,
-        api_key: str | None = None,
         *,
         cache: bool = True,
         beta: str | Sequence[str] | None = None,
         eager_input_streaming: bool | Literal["beta"] = False,
         **options: Any,
     ) -> None:
-        super().__init__(name, base_url=base_url, api_key=api_key, **options)
+        super().__init__(name, **options)
         if self.base_url.endswith("/v1"):  # forgive the OpenAI habit: the path below adds /v1
             self.base_url = self.base_url[:-3]
             self.http.base_url = self.base_url
@@ -159,17 +143,8 @@ class AnthropicModel(HTTPModel):
         return headers
 
     # -- requests -------------------------------------------------------------------------------------
-    def build_request(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[Tool] = (),
-        *,
-        instructions: str | None = None,
-        **settings: Any,
-    ) -> tuple[dict[str, Any], ToolNames]:
-        """The request body for these messages and tools, and the tool-name map used to read the answer."""
-        settings = self.request_settings(settings)
-        names = self.tool_names(messages, tools)
+    def map_request(self, messages: Sequence[Message], tools: Sequence[Tool], names: ToolNames,
+                    instructions: str | None, settings: dict[str, Any]) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.name}
         thinking = _map_thinking(settings.pop("thinking", None))
         if thinking is not None and thinking.get("type") == "enabled" and not _can_think(messages):
@@ -201,14 +176,7 @@ class AnthropicModel(HTTPModel):
             stop = settings.pop("stop")
             settings.setdefault("stop_sequences", [stop] if isinstance(stop, str) else list(stop))
         body.update(settings)
-        body["stream"] = True
-        return body, names
-
-    def new_state(self, names: ToolNames) -> _StreamState:
-        return _StreamState(names, partial=self.partial_arguments)
-
-    def parse_event(self, sse: ServerSentEvent) -> dict[str, Any]:
-        return _parse_event(sse)
+        return body
 
     def map_tool_result(self, message: ToolResultMessage) -> dict[str, Any]:
         """The `tool_result` block this result is sent as (a request may add a cache breakpoint to it)."""
@@ -371,19 +339,6 @@ def _map_assistant(msg: AssistantMessage, names: ToolNames, ids: CallIds) -> lis
 # --------------------------------------------------------------------------------------------------
 # Coming in
 # --------------------------------------------------------------------------------------------------
-def _parse_event(sse: ServerSentEvent) -> dict[str, Any]:
-    try:
-        event = loads(sse.data)
-    except ValueError:
-        raise StreamError(f"anthropic sent a malformed event ({sse.event}): {sse.data[:200]!r}",
-                          provider=PROVIDER) from None
-    if event.__class__ is not dict:
-        raise StreamError(f"anthropic sent an event that is not an object: {sse.data[:200]!r}", provider=PROVIDER)
-    if "type" not in event:
-        event["type"] = sse.event
-    return event
-
-
 @dataclass
 class _Block:
     """One content block as it arrives."""
@@ -593,13 +548,8 @@ class _StreamState:
             data["server_blocks"] = server_blocks
         if self.container:
             data["container"] = self.container
-        return AssistantMessage(
-            text="".join(text),
-            tool_calls=calls,
-            reasoning=reasoning,
-            usage=usage,
-            stop_reason=stop,
-            model=self.model,
-            provider=PROVIDER,
-            provider_data=data,
-        )
+        # text, tool calls, reasoning, usage, stop reason, model, provider, provider data
+        return AssistantMessage("".join(text), calls, reasoning, usage, stop, self.model, PROVIDER, data)
+
+
+AnthropicModel.state_class = _StreamState  # here: the state is defined after the model

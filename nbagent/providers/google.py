@@ -31,32 +31,17 @@ from urllib.parse import quote
 from ..errors import ConfigurationError, ProviderError, StreamError
 from ..events import ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
 from ..messages import (
-    AssistantMessage,
-    Block,
-    ImageBlock,
-    Message,
-    Reasoning,
-    TextBlock,
-    ToolResultMessage,
-    UserMessage,
-    new_call_id,
+    AssistantMessage, Block, ImageBlock, Message, Reasoning, TextBlock, ToolResultMessage, UserMessage, new_call_id
 )
 from ..tools import Tool
 from ._common import (
-    CallIds,
-    NameRule,
-    ToolCallAccumulator,
-    ToolNames,
-    arguments_object,
-    portable_messages,
-    reasoning_for,
-    usage_from,
+    CallIds, NameRule, ToolCallAccumulator, ToolNames, arguments_object, portable_messages, reasoning_for,
+    usage_from
 )
 from ._errors import stream_error
 from ._gemini_args import APPEND, SET, START, StreamedCall, json_path
 from ._model import HTTPModel
 from ._schema import openapi_schema
-from ._sse import ServerSentEvent, loads
 
 __all__ = ["GeminiModel", "openapi_schema"]
 
@@ -129,19 +114,18 @@ class GeminiModel(HTTPModel):
     name_rule = NAME_RULE
     stop_when_done = False
     """The whole stream is read: usage may follow the chunk that finishes."""
+    stream_field = False
+    """Streaming is the endpoint's (`streamGenerateContent`), not a field of the body."""
 
     def __init__(
         self,
         name: str,
-        base_url: str | None = None,
-        api_key: str | None = None,
         *,
         use_parameters: bool = False,
         api_version: str = "v1beta",
         **options: Any,
     ) -> None:
-        super().__init__(name.removeprefix("models/") if isinstance(name, str) else name, base_url=base_url,
-                         api_key=api_key, **options)
+        super().__init__(name.removeprefix("models/") if isinstance(name, str) else name, **options)
         self.use_parameters = use_parameters
         """Send tool schemas as `parameters` (sanitised OpenAPI 3.0 subset) instead of `parametersJsonSchema`."""
         self.api_version = api_version
@@ -160,17 +144,8 @@ class GeminiModel(HTTPModel):
         return bool(match) and int(match.group(1)) >= 3
 
     # -- requests -------------------------------------------------------------------------------------
-    def build_request(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[Tool] = (),
-        *,
-        instructions: str | None = None,
-        **settings: Any,
-    ) -> tuple[dict[str, Any], ToolNames]:
-        """The request body for these messages and tools, and the tool-name map used to read the answer."""
-        settings = self.request_settings(settings)
-        names = self.tool_names(messages, tools)
+    def map_request(self, messages: Sequence[Message], tools: Sequence[Tool], names: ToolNames,
+                    instructions: str | None, settings: dict[str, Any]) -> dict[str, Any]:
         body: dict[str, Any] = {"contents": _map_messages(messages, names, sign_foreign=self.validates_signatures)}
         if instructions:
             body["systemInstruction"] = {"parts": [{"text": instructions}]}
@@ -203,13 +178,7 @@ class GeminiModel(HTTPModel):
             generation["thinkingConfig"] = thinking
         if generation:
             body["generationConfig"] = generation
-        return body, names
-
-    def new_state(self, names: ToolNames) -> _StreamState:
-        return _StreamState(names, partial=self.partial_arguments)
-
-    def parse_event(self, sse: ServerSentEvent) -> dict[str, Any] | None:
-        return _parse_event(sse)
+        return body
 
     def map_tool_result(self, message: ToolResultMessage) -> dict[str, Any]:
         """The `functionResponse` part this result is sent as."""
@@ -332,21 +301,6 @@ def _map_assistant(msg: AssistantMessage, names: ToolNames, ids: CallIds, *, sig
 # --------------------------------------------------------------------------------------------------
 # Coming in
 # --------------------------------------------------------------------------------------------------
-def _parse_event(sse: ServerSentEvent) -> dict[str, Any] | None:
-    data = sse.data.strip()
-    if not data or data == "[DONE]":
-        return None
-    try:
-        chunk = loads(data)
-    except ValueError:
-        raise StreamError(f"gemini sent a malformed chunk: {data[:200]!r}", provider=PROVIDER) from None
-    if isinstance(chunk, list):  # some proxies send the JSON-array form one element at a time
-        chunk = chunk[0] if chunk else {}
-    if not isinstance(chunk, dict):
-        raise StreamError(f"gemini sent a chunk that is not an object: {data[:200]!r}", provider=PROVIDER)
-    return chunk
-
-
 class _StreamState:
     """The pure accumulator of one streamed response: `process(chunk)` returns the deltas to show;
     `result()` the finished message (a `StreamError` if no chunk carried a `finishReason`)."""
@@ -523,14 +477,8 @@ class _StreamState:
             data["text_signature"] = self.text_signature
         if self.finish_message:
             data["finish_message"] = self.finish_message  # e.g. what was wrong with a malformed call
-        return AssistantMessage(
-            text="".join(self.text),
-            tool_calls=calls,
-            reasoning=reasoning,
-            usage=usage,
-            stop_reason=stop,
-            model=self.model,
-            provider=PROVIDER,
-            provider_data=data,
-        )
+        # text, tool calls, reasoning, usage, stop reason, model, provider, provider data
+        return AssistantMessage("".join(self.text), calls, reasoning, usage, stop, self.model, PROVIDER, data)
 
+
+GeminiModel.state_class = _StreamState  # here: the state is defined after the model

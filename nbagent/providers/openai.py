@@ -29,25 +29,11 @@ from .. import errors
 from ..errors import ConfigurationError, ProviderError, StreamError
 from ..events import ReasoningDelta, StreamEvent, TextDelta
 from ..messages import (
-    AssistantMessage,
-    ImageBlock,
-    Message,
-    Reasoning,
-    TextBlock,
-    ToolResultMessage,
-    Usage,
-    UserMessage,
+    AssistantMessage, ImageBlock, Message, Reasoning, TextBlock, ToolResultMessage, Usage, UserMessage
 )
 from ..tools import Tool
 from ._common import (
-    CallIds,
-    NameRule,
-    ToolCallAccumulator,
-    ToolNames,
-    arguments_json,
-    portable_messages,
-    reasoning_for,
-    usage_from,
+    CallIds, NameRule, ToolCallAccumulator, ToolNames, arguments_json, portable_messages, reasoning_for, usage_from
 )
 from ._errors import stream_error
 from ._model import HTTPModel
@@ -149,28 +135,18 @@ class OpenAIChatModel(HTTPModel):
         self.reasoning_field = reasoning_field
 
     # -- going out ---------------------------------------------------------------------------------------
-    def build_request(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[Tool] = (),
-        *,
-        instructions: str | None = None,
-        **settings: Any,
-    ) -> tuple[dict[str, Any], ToolNames]:
-        names = self.tool_names(messages, tools)
+    def map_request(self, messages: Sequence[Message], tools: Sequence[Tool], names: ToolNames,
+                    instructions: str | None, settings: dict[str, Any]) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.name, "messages": self.map_messages(messages, names, instructions)}
         if tools:
             body["tools"] = [_map_tool(t, names) for t in tools]
-        body["stream"] = True
-        merged = {**self.settings, **settings}
-        stream_options = merged.pop("stream_options", {"include_usage": True} if self.profile.stream_usage else None)
-        if stream_options is not None:
+        stream_options = settings.pop("stream_options", {"include_usage": True} if self.profile.stream_usage else None)
+        if stream_options:  # False sends none
             body["stream_options"] = stream_options
-        extra = merged.pop("extra_body", None) or {}
-        body.update(_map_settings({k: v for k, v in merged.items() if v is not None}, names, bool(tools),
-                                  self.profile))
+        extra = settings.pop("extra_body", None) or {}
+        body.update(_map_settings(settings, names, bool(tools), self.profile))
         body.update(extra)
-        return body, names
+        return body
 
     def request_body(self, messages: Sequence[Message], tools: Sequence[Tool] = (), *,
                      instructions: str | None = None, **settings: Any) -> dict[str, Any]:
@@ -504,16 +480,11 @@ class _ChatState:
             stop = _FINISH_REASON_MAP.get(finish, finish)
             if tool_calls and stop == "end_turn":
                 stop = "tool_use"  # some servers say "stop" after tool calls
-        return AssistantMessage(
-            text="".join(self.text),
-            tool_calls=tool_calls,
-            reasoning=[Reasoning("".join(self.reasoning), provider=self.provider)] if self.reasoning else [],
-            usage=self.usage,
-            stop_reason=stop,
-            model=self.model or self.fallback_model,
-            provider=self.provider,
-            provider_data={"id": self.response_id} if self.response_id else {},
-        )
+        reasoning = [Reasoning("".join(self.reasoning), provider=self.provider)] if self.reasoning else []
+        data = {"id": self.response_id} if self.response_id else {}
+        # text, tool calls, reasoning, usage, stop reason, model, provider, provider data
+        return AssistantMessage("".join(self.text), tool_calls, reasoning, self.usage, stop,
+                                self.model or self.fallback_model, self.provider, data)
 
 
 def _usage(raw: Mapping[str, Any]) -> Usage:

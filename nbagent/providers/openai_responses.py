@@ -32,30 +32,15 @@ from typing import Any, Sequence
 from ..errors import ConfigurationError, StreamError
 from ..events import ReasoningDelta, StreamEvent, TextDelta
 from ..messages import (
-    AssistantMessage,
-    Block,
-    ImageBlock,
-    Message,
-    Reasoning,
-    TextBlock,
-    ToolResultMessage,
-    UserMessage,
+    AssistantMessage, Block, ImageBlock, Message, Reasoning, TextBlock, ToolResultMessage, UserMessage
 )
 from ..tools import Tool
 from ._common import (
-    CallIds,
-    NameRule,
-    ToolCallAccumulator,
-    ToolNames,
-    arguments_json,
-    portable_messages,
-    reasoning_for,
-    usage_from,
+    CallIds, NameRule, ToolCallAccumulator, ToolNames, arguments_json, portable_messages, reasoning_for, usage_from
 )
 from ._errors import stream_error
 from ._model import HTTPModel
 from ._schema import strict_schema
-from ._sse import ServerSentEvent, loads
 from .openai import OPENAI_ERROR_MAP
 
 __all__ = ["OpenAIResponsesModel", "strict_schema"]
@@ -109,31 +94,20 @@ class OpenAIResponsesModel(HTTPModel):
     def __init__(
         self,
         name: str,
-        base_url: str | None = None,
-        api_key: str | None = None,
         *,
         reasoning: bool | None = None,
         store: bool = False,
         **options: Any,
     ) -> None:
-        super().__init__(name, base_url=base_url, api_key=api_key, **options)
+        super().__init__(name, **options)
         self.reasoning = reasoning if reasoning is not None else bool(_REASONING_MODEL.match(self.name.split("/")[-1]))
         """Whether the model reasons: encrypted reasoning is then requested and sent back."""
         self.store = store
         """Whether the provider keeps responses (then item ids are sent back too)."""
 
     # -- requests -------------------------------------------------------------------------------------
-    def build_request(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[Tool] = (),
-        *,
-        instructions: str | None = None,
-        **settings: Any,
-    ) -> tuple[dict[str, Any], ToolNames]:
-        """The request body for these messages and tools, and the tool-name map used to read the answer."""
-        settings = self.request_settings(settings)
-        names = self.tool_names(messages, tools)
+    def map_request(self, messages: Sequence[Message], tools: Sequence[Tool], names: ToolNames,
+                    instructions: str | None, settings: dict[str, Any]) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.name}
         if instructions:
             body["instructions"] = instructions
@@ -159,14 +133,7 @@ class OpenAIResponsesModel(HTTPModel):
         if self.reasoning and not self.store:
             body["include"] = ["reasoning.encrypted_content"]
         body.update(settings)
-        body["stream"] = True
-        return body, names
-
-    def new_state(self, names: ToolNames) -> _StreamState:
-        return _StreamState(names, partial=self.partial_arguments)
-
-    def parse_event(self, sse: ServerSentEvent) -> dict[str, Any] | None:
-        return _parse_event(sse)
+        return body
 
     def map_tool_result(self, message: ToolResultMessage) -> dict[str, Any]:
         """The `function_call_output` item this result is sent as."""
@@ -291,22 +258,6 @@ def _map_assistant(
 # --------------------------------------------------------------------------------------------------
 # Coming in
 # --------------------------------------------------------------------------------------------------
-def _parse_event(sse: ServerSentEvent) -> dict[str, Any] | None:
-    if sse.data.strip() == "[DONE]":
-        return None
-    try:
-        event = loads(sse.data)
-    except ValueError:
-        raise StreamError(f"openai-responses sent a malformed event ({sse.event}): {sse.data[:200]!r}",
-                          provider=PROVIDER) from None
-    if event.__class__ is not dict:
-        raise StreamError(f"openai-responses sent an event that is not an object: {sse.data[:200]!r}",
-                          provider=PROVIDER)
-    if "type" not in event and sse.event != "message":
-        event["type"] = sse.event
-    return event
-
-
 @dataclass
 class _Item:
     """One output item as it arrives."""
@@ -478,16 +429,8 @@ class _StreamState:
         data: dict[str, Any] = {"id": self.id} if self.id else {}
         if server_items:
             data["server_items"] = server_items
-        return AssistantMessage(
-            text="".join(text),
-            tool_calls=calls,
-            reasoning=reasoning,
-            usage=usage,
-            stop_reason=stop,
-            model=self.model,
-            provider=PROVIDER,
-            provider_data=data,
-        )
+        # text, tool calls, reasoning, usage, stop reason, model, provider, provider data
+        return AssistantMessage("".join(text), calls, reasoning, usage, stop, self.model, PROVIDER, data)
 
     def _reasoning_of(self, key: str, item: _Item) -> Reasoning:
         done = item.done or {}
@@ -498,3 +441,6 @@ class _StreamState:
             text = "".join("".join(item.summary[i]) for i in sorted(item.summary))
         return Reasoning(text=text, encrypted=done.get("encrypted_content") or None,
                          id=done.get("id") or (key if not key.startswith("#") else None), provider=PROVIDER)
+
+
+OpenAIResponsesModel.state_class = _StreamState  # here: the state is defined after the model
