@@ -95,7 +95,11 @@ def redact(text: str) -> str:
     """`text` with every secret replaced by `[REDACTED:NAME]`."""
     if not isinstance(text, str) or len(text) < MIN_SECRET_LENGTH:
         return text
-    _, pattern, values = _compiled()
+    return _redact(text, _compiled())
+
+
+def _redact(text: str, compiled: tuple[Any, re.Pattern[str] | None, dict[str, str]]) -> str:
+    _, pattern, values = compiled
     if pattern is not None:
         text = pattern.sub(lambda m: f"[REDACTED:{values[m.group(0)]}]", text)
     if _might_hold_token(text):
@@ -111,18 +115,22 @@ def _might_hold_token(text: str) -> bool:
 def redact_value(value: Any) -> Any:
     """`value` with `redact` applied to every string inside it (dict keys included); the same object
     when nothing changed, so callers can compare identity."""
+    return _redact_value(value, _compiled())  # the secrets are looked up once for the whole value
+
+
+def _redact_value(value: Any, compiled: tuple[Any, re.Pattern[str] | None, dict[str, str]]) -> Any:
     if isinstance(value, str):
-        return redact(value)
+        return _redact(value, compiled) if len(value) >= MIN_SECRET_LENGTH else value
     if isinstance(value, dict):
         changed = False
         out = {}
         for k, v in value.items():
-            nk, nv = redact_value(k), redact_value(v)
+            nk, nv = _redact_value(k, compiled), _redact_value(v, compiled)
             changed = changed or nk is not k or nv is not v
             out[nk] = nv
         return out if changed else value
     if isinstance(value, (list, tuple)):
-        items = [redact_value(v) for v in value]
+        items = [_redact_value(v, compiled) for v in value]
         if any(a is not b for a, b in zip(items, value)):
             return type(value)(items) if isinstance(value, tuple) else items
         return value
