@@ -343,7 +343,7 @@ class ProviderHTTP:
         return StreamError(f"{self.provider} answered with JSON instead of an event stream", provider=self.provider,
                            body=scrub(payload, self._secrets()))
 
-    def _redirect_error(self, response: httpx.Response, request: httpx.Request) -> ProviderError | httpx.URL:
+    def _redirect_target(self, response: httpx.Response, request: httpx.Request) -> ProviderError | httpx.URL:
         """The URL to follow a redirect to (a 307/308 to the same origin), or the error that refuses it."""
         location = response.headers.get("location", "")
         try:
@@ -389,7 +389,7 @@ class ProviderHTTP:
             try:
                 response = await client.send(request, stream=True, follow_redirects=False)
                 if 300 <= response.status_code < 400:
-                    redirect = self._redirect_error(response, request)
+                    redirect = self._redirect_target(response, request)
                     await response.aclose()
                     if isinstance(redirect, ProviderError) or redirects >= _MAX_REDIRECTS:
                         raise redirect if isinstance(redirect, ProviderError) else ProviderError(
