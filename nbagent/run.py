@@ -220,8 +220,12 @@ class Agent:
         *,
         history: Sequence[Message] | AgentRun | None = None,
         on_event: Callable[[Event], Any] | None = None,
+        previous: AgentRun | None = None,
     ) -> AgentRun:
-        """Start a run as a task on the running event loop and return it at once (`await run` finishes it)."""
+        """Start a run as a task on the running event loop and return it at once (`await run` finishes it).
+
+        `previous`: the run this one follows when `history` is given as messages (its conversation's usage
+        and cost, and its measure of the context after a compaction, carry over)."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -231,7 +235,7 @@ class Agent:
             ) from None
         stored = self.session_id is not None and history is None
         run = AgentRun(self, prompt, history=self.conversation if stored else history, loop=loop,
-                       before=self.conversation_spend if stored else None)
+                       before=self.conversation_spend if stored else None, previous=previous)
         if stored:
             self._record(run)
         if on_event is not None:
@@ -282,7 +286,8 @@ class Agent:
             )
         return asyncio.run(self.run(prompt, history=history, on_event=on_event))
 
-    def start_compaction(self, history: Sequence[Message] | AgentRun | None = None) -> AgentRun:
+    def start_compaction(self, history: Sequence[Message] | AgentRun | None = None, *,
+                         previous: AgentRun | None = None) -> AgentRun:
         """Start a run that only compacts the conversation (`history`, else the stored one) by hand: older
         tool results become stubs and older turns one summary. Continue the conversation from that run."""
         stored = self.session_id is not None and history is None
@@ -291,7 +296,7 @@ class Agent:
         except RuntimeError:
             raise ConfigurationError("start_compaction() needs a running event loop; use agent.compact_sync()") from None
         run = AgentRun(self, None, history=self.conversation if stored else history, loop=loop, compact_only=True,
-                       before=self.conversation_spend if stored else None)
+                       before=self.conversation_spend if stored else None, previous=previous)
         if stored:
             self._record(run)
         run._start()
@@ -363,6 +368,7 @@ class AgentRun:
         loop: asyncio.AbstractEventLoop | None = None,
         compact_only: bool = False,
         before: Spend | None = None,
+        previous: AgentRun | None = None,
     ) -> None:
         if agent.model is None:
             raise ConfigurationError("this agent has no model: pass Agent(model=...), e.g. 'openai:gpt-4.1' or a ScriptedModel")
@@ -372,9 +378,11 @@ class AgentRun:
         if before is not None:
             before = before.copy()
         if isinstance(history, AgentRun):
-            before = history.conversation_spend.copy()
-            anchor = history._state.context_anchor
+            previous = history
             history = history.messages
+        if previous is not None:
+            before = previous.conversation_spend.copy()
+            anchor = previous._state.context_anchor
         self.compact_only = compact_only
         message = None
         if prompt is not None:
