@@ -89,10 +89,10 @@ def main() -> int:
             page.hide_sidebar()
             p = page.page
             page.run_all()
-            p.wait_for_function("document.querySelectorAll('.nba-view .nba-head .nba-s-done').length >= 2",
-                                timeout=90_000)
+            # a finished run's live view gives way to its static rendering: count either
+            p.wait_for_function("document.querySelectorAll('.nba-head .nba-s-done').length >= 2", timeout=90_000)
             time.sleep(1.0)
-            view = p.locator(".nba-view").nth(1)
+            view = p.locator(".nba-head").nth(1).locator("xpath=ancestor::div[contains(@class, 'nba')][last()]")
             view.scroll_into_view_if_needed()
             view.screenshot(path=str(out))
         finally:

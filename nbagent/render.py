@@ -506,7 +506,9 @@ def header_html(run: AgentRun, *, waiting: int = 0, live: bool = False, stopped:
         stats.append(tokens)
     stats.append(seconds(run.elapsed))
     cost, cost_title = cost_text(run)
-    cost_html = f'<span class="nba-cost" title="{_esc(cost_title)}">{_esc(cost)}</span>' if cost else ""
+    # dollar signs are money, not TeX: the notebook's MathJax is told to leave them alone
+    cost_html = (f'<span class="nba-cost tex2jax_ignore mathjax_ignore" title="{_esc(cost_title)}">'
+                 f'{_esc(cost)}</span>') if cost else ""
     stale = ""
     if live and not over:
         stale = f'<span class="nba-stale" title="{_esc(STALE_NOTE)}">{_esc(STALE_NOTE)}</span>'
