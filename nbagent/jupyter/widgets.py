@@ -27,8 +27,9 @@ import ipywidgets as W
 from ipywidgets.widgets.widget_string import HTMLStyle, TextStyle
 
 from .. import render
+from ..decisions import Decision
 from ..messages import AssistantMessage
-from ..permissions import ApprovalRequest, Decision
+from ..records import ApprovalRequest
 from .approval import PendingApproval
 from .throttle import Throttle
 
