@@ -303,7 +303,7 @@ class AgentRun:
                 prompt if isinstance(prompt, str) else list(prompt))
         self.prompt = prompt
         self.loop = loop
-        self._state = RunState(history or (), message, awaitable=loop is not None)
+        self._state = RunState(history or (), message)
         self.cancellation = self._state.cancellation
         self.output_tool = make_submit_tool(agent.output_type) if agent.output_type is not None else None
         self.builtin_tools: tuple[Tool, ...] = (self.output_tool,) if self.output_tool is not None else ()
