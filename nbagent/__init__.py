@@ -20,6 +20,7 @@ from .events import Event
 from .hooks import Block, Hooks, StopAfterBatch
 from .messages import (
     AssistantMessage,
+    ContentBlock,
     ImageBlock,
     Message,
     TextBlock,
@@ -29,10 +30,11 @@ from .messages import (
     Usage,
     UserMessage,
 )
-from .permissions import ApprovalRequest, Decision, Grant
+from .decisions import Decision
+from .permissions import Grant
 from .plan import Toolset
 from .providers import Model, ScriptedModel, load_model
-from .records import CallRecord
+from .records import ApprovalRequest, CallRecord
 from .results import error_result, image_result, json_result, text_result
 from .run import Agent, AgentRun
 from .tools import Arguments, Tool, ToolDefinitionError, tool
@@ -52,6 +54,7 @@ __all__ = [
     "CancellationToken",
     "ConfigurationError",
     "Constraints",
+    "ContentBlock",
     "Decision",
     "Event",
     "Grant",

@@ -21,7 +21,7 @@ import json
 import re
 from typing import Any
 
-from .tools import ArgumentsError
+from .schemas import ArgumentsError
 
 __all__ = ["MAX_REPAIR_CHARS", "parse_arguments"]
 

@@ -156,8 +156,8 @@ class ToolContext:
         "cwd",
         "cancellation",
         "constraints",
-        "run",
         "decision",
+        "rules",
         "_extensions",
         "_on_progress",
         "_loop",
@@ -177,14 +177,16 @@ class ToolContext:
         extensions: dict[type, Any] | None = None,
         on_progress: Callable[[ProgressUpdate], None] | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
-        run: Any = None,
+        rules: tuple[Any, ...] = (),
     ) -> None:
         self.call_id = call_id
         self.tool_name = tool_name
         self.cwd = cwd if isinstance(cwd, Path) else Path(cwd) if cwd is not None else Path.cwd()
-        self.cancellation = cancellation or CancellationToken()
+        self.cancellation = cancellation if cancellation is not None else CancellationToken()  # not `or`: a token is falsy until cancelled
         self.constraints = constraints or Constraints()
-        self.run = run
+        self.rules = rules
+        """The session's permission rules (`Rule`s), for tools that must honour deny rules on what they
+        reach themselves (a grep that walks a tree skips files behind `deny: read_file(...)`)."""
         self.decision: Any = None
         """The permission decision that allowed the call (set before it runs; `source` says what decided)."""
         self._extensions = extensions or {}

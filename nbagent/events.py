@@ -3,7 +3,8 @@
 A model's `stream()` yields `TextDelta`, `ReasoningDelta` and `ToolCallDelta` events, then the finished
 `AssistantMessage`. A run re-emits those and adds its own: turns, tool calls starting, progressing,
 waiting for approval and finishing, and the run finishing. Subscribe with `run.subscribe(fn)` or
-`agent.start(..., on_event=fn)`; every event has a `kind`.
+`agent.start(..., on_event=fn)`; every event has a `kind`. Events carry records (`CallRecord`, the
+`AssistantMessage`), never the run: a listener that needs the run closes over the handle it subscribed to.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Union
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import ProgressUpdate
+    from .decisions import Decision
     from .messages import AssistantMessage
-    from .permissions import ApprovalRequest, Decision
-    from .run import AgentRun, CallRecord
+    from .records import ApprovalRequest, CallRecord
 
 __all__ = [
     "ApprovalDecided",
@@ -139,7 +140,10 @@ StreamEvent = Union[TextDelta, ReasoningDelta, ToolCallDelta]
 # -- from the run --------------------------------------------------------------------------------------
 @dataclass(slots=True)
 class RunStarted:
-    run: AgentRun = field(repr=False)
+    """The run began (its prompt is the last message of `run.messages`)."""
+
+    turn_limit: int = 0
+    """The most model requests the run may make."""
     kind: Literal["run_started"] = "run_started"
 
 
@@ -204,8 +208,10 @@ class ToolCallFinished:
 
 @dataclass(slots=True)
 class RunFinished:
-    run: AgentRun = field(repr=False)
+    """The run is over: `status` is done, failed or cancelled; `error` what made it fail."""
+
     status: str = ""
+    error: BaseException | None = None
     kind: Literal["run_finished"] = "run_finished"
 
 

@@ -1,78 +1,73 @@
-"""One batch of tool calls, each through the whole lifecycle.
+"""One batch of tool calls, each through the whole lifecycle, in the order of the README's diagram:
 
-For every call of a model response, in this order (SYSTEM.md section 4):
+    lookup -> parse (repair ladder) -> prepare_arguments -> validate -> before_tool_call hooks
+    -> permission (decide; or ask, then void or remember) -> execute (timeout, cancellation, progress)
+    -> after_tool_call hooks -> settle: normalise (images, secrets, length) -> tool_result_persist hooks
+    -> the record gets its one result and its status
 
-    lookup -> prepare_arguments -> parse + repair + validate -> before_tool_call hooks
-    -> permission pipeline (rules, grants, read-only, mode, approver) -> execute (timeout, cancellation,
-    progress) -> after_tool_call hooks -> normalise (images checked, long text cut)
-    -> tool_result_persist hooks -> the record gets its result and status
+Each stage owns its rules: `hooks` runs the hook loops, `permissions` decides and keeps the approval's
+bookkeeping, `results` normalises, `interrupt` runs sync tools on threads and stops them. This module
+calls them in order. It never sees the run: it is given a `CallEnvironment` (the policy, the hooks, the
+run's cancellation token, an `emit` function, limits) and the records of the batch, and it is the one
+owner of their results: every call ends with exactly one, cancellations included.
 
 Calls of a batch run concurrently, unless any of them is `sequential`: then the whole batch runs in
-order. Sync tools run on a thread pool big enough for many blocking calls at once. Failures inform and
-never stop: whatever goes wrong becomes an error result the model can react to. Cancellation gives every
-unfinished call a "cancelled" result, so the transcript stays valid.
+order. Failures inform and never stop: whatever goes wrong becomes an error result the model can react to.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
-import ctypes
+import functools
 import json
 import logging
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
 
 from .arguments import parse_arguments
-from .context import CancellationToken, ProgressUpdate, ToolCancelled, ToolContext
-from .events import ApprovalDecided, ApprovalRequested, ToolCallFinished, ToolCallProgress, ToolCallStarted
-from .hooks import Block, StopAfterBatch, call_hook, hook_name
-from .messages import ImageBlock, TextBlock, ToolResult, ToolResultMessage
-from .permissions import ApprovalRequest, Decision, fingerprint
+from .context import CancellationToken, Constraints, ProgressUpdate, ToolCancelled, ToolContext
+from .decisions import Decision
+from .events import Event, ToolCallFinished, ToolCallProgress, ToolCallStarted
+from .hooks import Block, Hooks, run_after_tool_call, run_before_tool_call, run_tool_result_persist
+from .interrupt import NOT_STOPPED, ToolTimeout, run_in_thread
+from .messages import ToolResult, ToolResultMessage
+from .permissions import PermissionPolicy
 from .records import CallRecord
-from .results import check_image, error_result, to_tool_result, truncate_for_model
+from .results import error_result, normalise, to_tool_result
 from .tools import ArgumentsError, Tool
 
 if TYPE_CHECKING:  # pragma: no cover
     from .plan import ToolPlan
-    from .run import AgentRun
 
-__all__ = ["BatchOutcome", "THREAD_POOL_SIZE", "execute_batch"]
+__all__ = ["BatchOutcome", "CallEnvironment", "execute_batch"]
 
 log = logging.getLogger("nbagent.execution")
 
-THREAD_POOL_SIZE = 64
-"""Worker threads for sync tools: enough that many blocking calls of one batch run at once."""
-THREAD_STOP_GRACE = 1.0
-"""Seconds to wait for a sync tool's thread to stop after it was cancelled or timed out."""
 
-_executor: ThreadPoolExecutor | None = None
-_executor_lock = threading.Lock()
+@dataclass(slots=True)
+class CallEnvironment:
+    """What executing a run's calls needs, and nothing more (execution never holds the run)."""
 
-
-def tool_executor() -> ThreadPoolExecutor:
-    global _executor
-    if _executor is None:
-        with _executor_lock:
-            if _executor is None:
-                _executor = ThreadPoolExecutor(max_workers=THREAD_POOL_SIZE, thread_name_prefix="nbagent-tool")
-    return _executor
-
-
-class ToolTimeout(Exception):
-    """A call ran past its timeout; `stopped` says whether its code was actually stopped."""
-
-    def __init__(self, stopped: bool = True) -> None:
-        super().__init__("timeout")
-        self.stopped = stopped
-
-
-class _Interrupt(BaseException):
-    """Injected into a sync tool's thread to stop it. A BaseException (like KeyboardInterrupt), so tool
-    code that catches `Exception` does not swallow it; it reaches the runtime as `ToolCancelled`."""
+    policy: PermissionPolicy
+    """Rules, mode, grants and the approver."""
+    hooks: Hooks
+    """before_tool_call / after_tool_call / tool_result_persist."""
+    emit: Callable[[Event], None]
+    """Where events go (the run's listeners and its event list)."""
+    cancellation: CancellationToken = field(default_factory=CancellationToken)
+    """The run's token: each call's token is its child."""
+    constraints: Constraints = field(default_factory=Constraints)
+    """The session's constraints every call sees."""
+    cwd: Path = field(default_factory=Path.cwd)
+    """The working directory tools get."""
+    extensions: dict[type, Any] = field(default_factory=dict)
+    """Objects a tool fetches by type (`ctx.get(SomeType)`)."""
+    max_result_chars: int | None = None
+    """Text of one result the model gets before it is cut."""
+    loop: asyncio.AbstractEventLoop | None = None
+    """The run's event loop (progress from worker threads is brought back to it)."""
 
 
 @dataclass(slots=True)
@@ -86,19 +81,19 @@ class BatchOutcome:
 # --------------------------------------------------------------------------------------------------
 # The batch
 # --------------------------------------------------------------------------------------------------
-async def execute_batch(run: AgentRun, plan: ToolPlan, records: list[CallRecord]) -> BatchOutcome:
-    """Run every call of one model response; each record ends with a result and a final status."""
+async def execute_batch(env: CallEnvironment, plan: ToolPlan, records: list[CallRecord]) -> BatchOutcome:
+    """Run every call of one model response; each record ends with exactly one result and a final status."""
     outcome = BatchOutcome()
-    for rec in records:
-        rec.tool = plan.resolve(rec.name)
     try:
+        for rec in records:
+            rec.tool = plan.resolve(rec.name)
         if len(records) == 1:
-            await _run_call(run, plan, records[0], outcome)
+            await _run_call(env, plan, records[0], outcome)
         elif any(r.tool is not None and r.tool.execution_mode == "sequential" for r in records):
             for rec in records:
-                await _run_call(run, plan, rec, outcome)
+                await _run_call(env, plan, rec, outcome)
         else:
-            tasks = [asyncio.ensure_future(_run_call(run, plan, rec, outcome)) for rec in records]
+            tasks = [asyncio.ensure_future(_run_call(env, plan, rec, outcome)) for rec in records]
             try:
                 await asyncio.gather(*tasks)
             except asyncio.CancelledError:
@@ -109,71 +104,57 @@ async def execute_batch(run: AgentRun, plan: ToolPlan, records: list[CallRecord]
         # Whatever happened (cancellation included), every call ends with exactly one result.
         for rec in records:
             if not rec.done:
-                _finish(run, rec, "cancelled", _cancelled_result(run))
+                await _settle(env, rec, "cancelled", _cancelled_result(env))
     results = [rec.result for rec in records]
     outcome.all_terminate = bool(results) and all(r is not None and r.terminate for r in results)
     return outcome
 
 
-_NOT_STOPPED = (
-    "Its code could not be stopped (it is blocked outside Python, e.g. in a C extension or a system call) "
-    "and may still be running in the background."
-)
-
-
-def _frozen_copy(args: Any) -> Any:
-    """A deep copy of approved arguments (the originals when they cannot be copied)."""
-    try:
-        return type(args)(copy.deepcopy(dict(args)))
-    except Exception:
-        return args
-
-
-def _cancelled_result(run: AgentRun) -> ToolResult:
-    reason = run.cancellation.reason or "the run was cancelled"
-    return error_result(f"Tool call cancelled before it finished ({reason}).")
+def _cancelled_result(env: CallEnvironment, note: str = "") -> ToolResult:
+    reason = env.cancellation.reason or "the run was cancelled"
+    return error_result(f"Tool call cancelled before it finished ({reason})." + (f" {note}" if note else ""))
 
 
 # --------------------------------------------------------------------------------------------------
 # One call
 # --------------------------------------------------------------------------------------------------
-async def _run_call(run: AgentRun, plan: ToolPlan, rec: CallRecord, outcome: BatchOutcome) -> None:
+async def _run_call(env: CallEnvironment, plan: ToolPlan, rec: CallRecord, outcome: BatchOutcome) -> None:
     try:
-        await _lifecycle(run, plan, rec, outcome)
+        await _lifecycle(env, plan, rec, outcome)
     except asyncio.CancelledError as exc:
         if not rec.done:
-            result = _cancelled_result(run)
-            if exc.args and exc.args[0] == _NOT_STOPPED:
-                result = error_result(result.text + " " + _NOT_STOPPED)
-            _finish(run, rec, "cancelled", result)
+            not_stopped = bool(exc.args) and exc.args[0] == NOT_STOPPED
+            await _settle(env, rec, "cancelled", _cancelled_result(env, NOT_STOPPED if not_stopped else ""))
         raise
     except Exception as exc:  # a bug in nbagent itself: still an answer, never a crash
         log.exception("internal error while running tool call %s", rec.id)
         rec.errors.append(exc)
         if not rec.done:
-            _finish(run, rec, "error", error_result(f"Internal error while running {rec.name}: {type(exc).__name__}: {exc}"))
+            await _settle(env, rec, "error", error_result(
+                f"Internal error while running {rec.name}: {type(exc).__name__}: {exc}"))
 
 
-async def _lifecycle(run: AgentRun, plan: ToolPlan, rec: CallRecord, outcome: BatchOutcome) -> None:
-    run._emit(ToolCallStarted(rec))
+async def _lifecycle(env: CallEnvironment, plan: ToolPlan, rec: CallRecord, outcome: BatchOutcome) -> None:
+    env.emit(ToolCallStarted(rec))
     tool = rec.tool
     call = rec.call
 
     # 1. lookup
     if tool is None:
         available = ", ".join(plan.available()) or "none"
-        _finish(run, rec, "not_found", error_result(f"Tool {rec.name!r} does not exist. Available tools: {available}."))
+        await _settle(env, rec, "not_found", error_result(
+            f"Tool {rec.name!r} does not exist. Available tools: {available}."))
         return
     rec.activity = tool.activity(None)
     if call.incomplete:
-        _finish(run, rec, "invalid_arguments", error_result(
+        await _settle(env, rec, "invalid_arguments", error_result(
             f"The call to {rec.name} was cut off before its arguments were complete (the response hit its token "
             "limit), so it was not executed. Call it again with complete arguments; split large content into "
             "smaller calls if needed."
         ))
         return
 
-    # 2. prepare, parse (repair ladder), validate
+    # 2. parse (repair ladder), prepare_arguments, validate
     try:
         raw = call.arguments if call.arguments is not None else call.raw_arguments
         value, rec.repairs = parse_arguments(raw)
@@ -185,63 +166,50 @@ async def _lifecycle(run: AgentRun, plan: ToolPlan, rec: CallRecord, outcome: Ba
                 raise ArgumentsError(f"prepare_arguments failed: {type(exc).__name__}: {exc}") from None
         args = tool.validate(value)
     except ArgumentsError as exc:
-        _finish(run, rec, "invalid_arguments", _invalid_arguments_result(tool, str(exc)))
+        await _settle(env, rec, "invalid_arguments", _invalid_arguments_result(tool, str(exc)))
         return
     rec.arguments = args
     rec.activity = tool.activity(args)
-
     ctx = ToolContext(
         rec.id,
         tool.name,
-        cwd=run.cwd,
-        constraints=run.constraints,
-        extensions=run.extensions,
-        on_progress=lambda update: _on_progress(run, rec, update),
-        cancellation=CancellationToken(parent=run.cancellation),
-        loop=run.loop,
-        run=run,
+        cwd=env.cwd,
+        constraints=env.constraints,
+        extensions=env.extensions,
+        on_progress=functools.partial(_on_progress, env, rec),
+        cancellation=CancellationToken(parent=env.cancellation),
+        loop=env.loop,
+        rules=tuple(env.policy.rules),
     )
 
     # 3. before_tool_call hooks
-    for hook in run.hooks.before_tool_call:
-        try:
-            out = await call_hook(hook, rec, ctx)
-        except Exception as exc:
-            _hook_failed(rec, "before_tool_call", hook, exc)
-            continue
-        if isinstance(out, Block):
-            rec.decision = Decision(False, source="hook", reason=out.reason)
-            _finish(run, rec, "blocked", error_result(f"Blocked: {out.reason}. The call was not executed."))
-            return
-        if isinstance(out, dict) and out:
-            try:
-                args = tool.validate({**args, **out})
-            except ArgumentsError as exc:
-                _finish(run, rec, "invalid_arguments", _invalid_arguments_result(
-                    tool, f"after a before_tool_call hook changed them:\n{exc}"))
-                return
-            rec.arguments = args
-            rec.activity = tool.activity(args)
-        elif out is not None and not isinstance(out, dict):
-            rec.hook_errors.append(f"before_tool_call {hook_name(hook)} returned {type(out).__name__}; ignored")
+    try:
+        verdict = await run_before_tool_call(env.hooks, rec, ctx, args, tool.validate)
+    except ArgumentsError as exc:
+        await _settle(env, rec, "invalid_arguments", _invalid_arguments_result(
+            tool, f"after a before_tool_call hook changed them:\n{exc}"))
+        return
+    if isinstance(verdict, Block):
+        rec.decision = Decision(False, source="hook", reason=verdict.reason)
+        await _settle(env, rec, "blocked", error_result(f"Blocked: {verdict.reason}. The call was not executed."))
+        return
+    if verdict is not args:
+        args = verdict
+        rec.activity = tool.activity(args)
 
-    # 4. permission
-    decision, why = run.policy.evaluate(tool, args, ctx)
+    # 4. permission: the gates decide, or the approver is asked about a frozen copy, which is what runs
+    decision, why = env.policy.evaluate(tool, args, ctx)
     run_args = args
     if decision is None:
-        decision = await _ask(run, rec, tool, args, why, ctx)
-        if decision.allow:
-            # What runs is a private copy of exactly what was approved: nothing can change it from now on.
-            run_args = _frozen_copy(args)
-    rec.decision = decision
-    ctx.decision = decision
+        decision, run_args = await env.policy.request_approval(rec, tool, args, why, ctx, env.emit)
+    rec.decision = ctx.decision = decision
     if not decision.allow:
-        _finish(run, rec, "denied", error_result(f"Permission denied: {decision.reason}. The call was not executed."))
+        await _settle(env, rec, "denied", error_result(
+            f"Permission denied: {decision.reason}. The call was not executed."))
         return
 
     # 5. execute
     rec.status = "running"
-    run._refresh_status()
     status = "ok"
     try:
         value = await _execute(tool, run_args, ctx)
@@ -257,11 +225,9 @@ async def _lifecycle(run: AgentRun, plan: ToolPlan, rec: CallRecord, outcome: Ba
         if exc.stopped:
             result = error_result(f"Tool call timed out after {tool.timeout:g} s and was stopped.")
         else:
-            result = error_result(
-                f"Tool call timed out after {tool.timeout:g} s. It could not be stopped (it is blocked outside "
-                "Python, e.g. in a C extension or a system call) and may still be running in the background.")
+            result = error_result(f"Tool call timed out after {tool.timeout:g} s. {NOT_STOPPED}")
     except ToolCancelled as exc:
-        if run.cancellation.cancelled:
+        if env.cancellation.cancelled:
             raise asyncio.CancelledError() from exc
         rec.errors.append(exc)
         result = error_result(f"{tool.name} stopped: {exc or 'cancelled'}")
@@ -272,35 +238,13 @@ async def _lifecycle(run: AgentRun, plan: ToolPlan, rec: CallRecord, outcome: Ba
         status = "error"
 
     # 6. after_tool_call hooks
-    for hook in run.hooks.after_tool_call:
-        try:
-            out = await call_hook(hook, rec, result)
-        except Exception as exc:
-            _hook_failed(rec, "after_tool_call", hook, exc)
-            continue
-        if isinstance(out, StopAfterBatch):
-            outcome.stop_requested = out.reason
-        elif isinstance(out, ToolResult):
-            result = out
-            status = "error" if result.is_error else ("ok" if status in ("ok", "error") else status)
-        elif out is not None:
-            rec.hook_errors.append(f"after_tool_call {hook_name(hook)} returned {type(out).__name__}; ignored")
-
+    result, status, stop = await run_after_tool_call(env.hooks, rec, result, status)
+    if stop is not None:
+        outcome.stop_requested = stop
     rec.completed_activity = tool.completed_activity(args, result.details if result.details is not None else result)
 
-    # 7. normalise for the model, then tool_result_persist hooks
-    result = _normalise(result, run.max_result_chars)
-    for hook in run.hooks.tool_result_persist:
-        try:
-            out = await call_hook(hook, rec, result)
-        except Exception as exc:
-            _hook_failed(rec, "tool_result_persist", hook, exc)
-            continue
-        if isinstance(out, ToolResult):
-            result = out
-        elif out is not None:
-            rec.hook_errors.append(f"tool_result_persist {hook_name(hook)} returned {type(out).__name__}; ignored")
-    _finish(run, rec, status, result)
+    # 7. settle: normalise, tool_result_persist hooks, record
+    await _settle(env, rec, status, result)
 
 
 def _invalid_arguments_result(tool: Tool, problem: str) -> ToolResult:
@@ -316,36 +260,25 @@ def _describe_exception(exc: BaseException) -> str:
     return f"Error: {name}: {text}" if text else f"Error: {name}"
 
 
-def _hook_failed(rec: CallRecord, point: str, hook: Any, exc: Exception) -> None:
-    message = f"{point} hook {hook_name(hook)} raised {type(exc).__name__}: {exc}"
-    log.warning("%s (ignored)", message)
-    rec.hook_errors.append(message)
+# --------------------------------------------------------------------------------------------------
+# The one way a call gets its result
+# --------------------------------------------------------------------------------------------------
+async def _settle(env: CallEnvironment, rec: CallRecord, status: str, result: ToolResult) -> None:
+    """Every result reaches its record and the transcript through here, the ones the runtime writes
+    itself (unknown tool, invalid arguments, blocked, denied, cancelled, timeout) included: normalised
+    (images checked, secrets redacted, long text cut), then the `tool_result_persist` hooks."""
+    result = normalise(result, env.max_result_chars)
+    try:
+        result = await run_tool_result_persist(env.hooks, rec, result)
+    finally:  # cancelled again while a hook awaited: the call still gets its (normalised) result
+        rec.result = result
+        rec.status = status
+        rec.finished_at = time.monotonic()
+        rec.message = ToolResultMessage(rec.id, rec.name, result.content, result.is_error, result)
+        env.emit(ToolCallFinished(rec))
 
 
-def _normalise(result: ToolResult, max_chars: int | None) -> ToolResult:
-    if any(isinstance(b, ImageBlock) for b in result.content):
-        blocks = []
-        for block in result.content:
-            if isinstance(block, ImageBlock):
-                try:
-                    block = check_image(block)
-                except Exception as exc:
-                    block = TextBlock(f"[an image was removed: {exc}]")
-            blocks.append(block)
-        result = ToolResult(blocks, details=result.details, is_error=result.is_error, terminate=result.terminate)
-    return truncate_for_model(result, max_chars)
-
-
-def _finish(run: AgentRun, rec: CallRecord, status: str, result: ToolResult) -> None:
-    rec.result = result
-    rec.status = status
-    rec.finished_at = time.monotonic()
-    rec.message = ToolResultMessage(rec.id, rec.name, result.content, result.is_error, result)
-    run._refresh_status()
-    run._emit(ToolCallFinished(rec))
-
-
-def _on_progress(run: AgentRun, rec: CallRecord, update: ProgressUpdate) -> None:
+def _on_progress(env: CallEnvironment, rec: CallRecord, update: ProgressUpdate) -> None:
     if rec.done:
         return
     rec.progress.append(update)
@@ -353,143 +286,36 @@ def _on_progress(run: AgentRun, rec: CallRecord, update: ProgressUpdate) -> None
     if update.fraction is not None:
         rec.fraction = update.fraction
     if update.output:
-        rec.output.append(update.output)
-    run._emit(ToolCallProgress(rec, update))
+        rec.output_tail.append(update.output)
+    env.emit(ToolCallProgress(rec, update))
 
 
 # --------------------------------------------------------------------------------------------------
-# Approval
-# --------------------------------------------------------------------------------------------------
-async def _ask(run: AgentRun, rec: CallRecord, tool: Tool, args: dict[str, Any], why: str,
-               ctx: ToolContext | None = None) -> Decision:
-    scope = tool.suggested_scope(args, ctx)
-    shown = fingerprint(args)
-    request = ApprovalRequest(rec, tool, dict(args), why, scope, shown)
-    rec.status = "waiting_for_approval"
-    run._waiting += 1
-    run._refresh_status()
-    run._emit(ApprovalRequested(rec, request))
-    try:
-        decision = await run.policy.ask(request)
-    finally:
-        run._waiting -= 1
-        rec.status = "pending"
-        run._refresh_status()
-    if decision.allow and fingerprint(args) != shown:
-        decision = Decision(False, source="user", reason="the arguments changed after they were approved, so the approval is void")
-    if decision.allow and decision.remember:
-        run.policy.remember(tool, decision, request)
-    run._emit(ApprovalDecided(rec, decision))
-    return decision
-
-
-# --------------------------------------------------------------------------------------------------
-# Execution: async on the loop, sync on the thread pool
+# Execution: async on the loop, sync on a worker thread (nbagent.interrupt)
 # --------------------------------------------------------------------------------------------------
 async def _execute(tool: Tool, args: Any, ctx: ToolContext) -> Any:
-    timeout = tool.timeout
-    if tool.is_async:
-        if timeout is None:
-            return await tool.invoke(args, ctx)
-        try:
-            async with asyncio.timeout(timeout) as cm:
-                return await tool.invoke(args, ctx)
-        except TimeoutError:
-            if cm.expired():
-                ctx.cancellation.cancel("timeout")
-                raise ToolTimeout() from None
-            raise
-    value = await _run_in_thread(tool, args, ctx, timeout)
-    if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
-        return await value  # a sync callable that returned an awaitable
-    return value
-
-
-class _ThreadCall:
-    """Runs one sync call on a pool thread, and can interrupt it (where Python allows) when cancelled."""
-
-    __slots__ = ("lock", "thread_id", "active")
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.thread_id: int | None = None
-        self.active = False
-
-    def run(self, tool: Tool, args: Any, ctx: ToolContext) -> Any:
-        with self.lock:
-            self.thread_id = threading.get_ident()
-            self.active = True
-        try:
-            return tool.invoke(args, ctx)
-        except _Interrupt:
-            raise ToolCancelled(ctx.cancellation.reason_text or "interrupted") from None
-        finally:
-            with self.lock:
-                self.active = False
-            _clear_pending_interrupt()
-
-    def interrupt(self) -> bool:
-        """Raise `_Interrupt` inside the thread at its next Python instruction."""
-        with self.lock:
-            if not self.active or self.thread_id is None:
-                return False
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread_id), ctypes.py_object(_Interrupt))
-            return True
-
-
-def _clear_pending_interrupt() -> None:
-    """Drop an interrupt that arrived too late to matter, so it cannot hit the pool thread's next job."""
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(threading.get_ident()), ctypes.c_void_p(0))
-
-
-async def _run_in_thread(tool: Tool, args: Any, ctx: ToolContext, timeout: float | None) -> Any:
-    loop = asyncio.get_running_loop()
-    state = _ThreadCall()
-    future = loop.run_in_executor(tool_executor(), state.run, tool, args, ctx)
     try:
-        done, _ = await asyncio.wait((future,), timeout=timeout)
+        if tool.is_async:
+            return await _execute_async(tool, args, ctx)
+        value = await run_in_thread(functools.partial(tool.invoke, args, ctx), ctx.cancellation, tool.timeout)
+        if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
+            return await value  # a sync callable that returned an awaitable
+        return value
     except asyncio.CancelledError:
+        # However the call was cancelled (run.cancel(), Stop, the run's task cancelled with the cell that
+        # awaited it), its token says so: work the tool handed to a thread sees `ctx.cancelled`.
         ctx.cancellation.cancel("cancelled")
-        stopped = await _stop_thread(state, future)
-        if not stopped:
-            raise asyncio.CancelledError(_NOT_STOPPED) from None
         raise
-    if not done:
-        ctx.cancellation.cancel("timeout")
-        stopped = await _stop_thread(state, future)
-        raise ToolTimeout(stopped)
-    return future.result()
 
 
-async def _stop_thread(state: _ThreadCall, future: asyncio.Future) -> bool:
-    """Stop a sync call's thread; return whether it stopped (False: blocked outside Python)."""
-    if future.done():
-        _consume(future)
-        return True
-    # Give a cooperative tool a moment to notice ctx.cancelled, then interrupt it, again a few times in
-    # case the code caught the first interrupt with a bare `except:`. A second cancellation (Stop pressed
-    # twice) does not cut this short: the thread must be dealt with either way.
+async def _execute_async(tool: Tool, args: Any, ctx: ToolContext) -> Any:
+    if tool.timeout is None:
+        return await tool.invoke(args, ctx)
     try:
-        await asyncio.wait((future,), timeout=0.05)
-    except asyncio.CancelledError:
-        pass
-    attempts = 5
-    for _ in range(attempts):
-        if future.done():
-            break
-        state.interrupt()
-        try:
-            await asyncio.wait((future,), timeout=THREAD_STOP_GRACE / attempts)
-        except asyncio.CancelledError:
-            pass
-    if future.done():
-        _consume(future)
-        return True
-    log.warning("a sync tool's thread did not stop (it is blocked outside Python); it will finish in the background")
-    future.add_done_callback(_consume)
-    return False
-
-
-def _consume(future: asyncio.Future) -> None:
-    if not future.cancelled():
-        future.exception()
+        async with asyncio.timeout(tool.timeout) as cm:
+            return await tool.invoke(args, ctx)
+    except TimeoutError:
+        if cm.expired():
+            ctx.cancellation.cancel("timeout")
+            raise ToolTimeout() from None
+        raise

@@ -18,7 +18,17 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["Block", "Hooks", "StopAfterBatch"]
+from .messages import ToolResult
+from .records import CallRecord
+
+__all__ = [
+    "Block",
+    "Hooks",
+    "StopAfterBatch",
+    "run_after_tool_call",
+    "run_before_tool_call",
+    "run_tool_result_persist",
+]
 
 log = logging.getLogger("nbagent.hooks")
 
@@ -79,3 +89,74 @@ async def call_hook(hook: Callable[..., Any], *args: Any) -> Any:
 
 def hook_name(hook: Callable[..., Any]) -> str:
     return getattr(hook, "__qualname__", None) or getattr(hook, "__name__", None) or repr(hook)
+
+
+# --------------------------------------------------------------------------------------------------
+# The three loops: each hook in order, failures recorded on the call and skipped
+# --------------------------------------------------------------------------------------------------
+def hook_failed(rec: CallRecord, point: str, hook: Any, exc: BaseException) -> None:
+    """Record (and log) a hook that raised; the call goes on without it."""
+    message = f"{point} hook {hook_name(hook)} raised {type(exc).__name__}: {exc}"
+    log.warning("%s (ignored)", message)
+    rec.hook_errors.append(message)
+
+
+async def run_before_tool_call(hooks: Hooks, rec: CallRecord, ctx: Any, args: Any,
+                               validate: Callable[[dict[str, Any]], Any]) -> Any:
+    """Run the `before_tool_call` hooks in order; return the `Block` one returned, else the arguments.
+
+    A dict a hook returns is shallow-merged into the arguments and validated again with `validate` (its
+    `ArgumentsError` propagates); the record's `arguments` follow, so the next hook sees the change.
+    """
+    for hook in hooks.before_tool_call:
+        try:
+            out = await call_hook(hook, rec, ctx)
+        except Exception as exc:
+            hook_failed(rec, "before_tool_call", hook, exc)
+            continue
+        if isinstance(out, Block):
+            return out
+        if isinstance(out, dict):
+            if out:
+                args = validate({**args, **out})
+                rec.arguments = args
+        elif out is not None:
+            rec.hook_errors.append(f"before_tool_call {hook_name(hook)} returned {type(out).__name__}; ignored")
+    return args
+
+
+async def run_after_tool_call(hooks: Hooks, rec: CallRecord, result: ToolResult, status: str) -> tuple[ToolResult, str, str | None]:
+    """Run the `after_tool_call` hooks in order: (result, status, why the run should stop after the batch).
+
+    A replacement `ToolResult` sets the status to ok or error from its `is_error` (a timeout stays one).
+    """
+    stop: str | None = None
+    for hook in hooks.after_tool_call:
+        try:
+            out = await call_hook(hook, rec, result)
+        except Exception as exc:
+            hook_failed(rec, "after_tool_call", hook, exc)
+            continue
+        if isinstance(out, StopAfterBatch):
+            stop = out.reason
+        elif isinstance(out, ToolResult):
+            result = out
+            status = "error" if result.is_error else ("ok" if status in ("ok", "error") else status)
+        elif out is not None:
+            rec.hook_errors.append(f"after_tool_call {hook_name(hook)} returned {type(out).__name__}; ignored")
+    return result, status, stop
+
+
+async def run_tool_result_persist(hooks: Hooks, rec: CallRecord, result: ToolResult) -> ToolResult:
+    """Run the `tool_result_persist` hooks in order; return the result the transcript keeps."""
+    for hook in hooks.tool_result_persist:
+        try:
+            out = await call_hook(hook, rec, result)
+        except Exception as exc:
+            hook_failed(rec, "tool_result_persist", hook, exc)
+            continue
+        if isinstance(out, ToolResult):
+            result = out
+        elif out is not None:
+            rec.hook_errors.append(f"tool_result_persist {hook_name(hook)} returned {type(out).__name__}; ignored")
+    return result

@@ -1,34 +1,50 @@
-"""The turn loop, top to bottom.
+"""The turn loop, top to bottom, and `RunState`: everything a run changes, owned by the loop.
 
     while True:
         build this turn's tool plan
         ask the model (streaming its deltas to listeners)
         no tool call              -> done (or, with output_type, one reminder to call submit_result)
-        run the batch of calls    (nbagent.execution)
+        run the batch of calls    (nbagent.execution: every call gets exactly one result)
         append the response and its results to the transcript, together
         every result terminates, a hook asked to stop, submit_result accepted -> done
-    cancellation -> unfinished calls get "cancelled" results; the transcript stays valid
+    cancellation -> the batch's unfinished calls get "cancelled" results; the transcript stays valid
     max_turns    -> MaxTurnsExceeded; model errors -> the run fails with that error
+
+`AgentRun` (nbagent.run) is the handle a person holds: it reads a `RunState` and never changes it. The
+loop changes it, and hands execution only a `CallEnvironment` (policy, hooks, limits, the run's
+cancellation token, `state.emit`), never the run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
 
+from .context import CancellationToken
 from .errors import MaxTurnsExceeded, ModelError, OutputError
-from .events import ModelResponse, RunFinished, RunStarted, TextDelta, TurnStarted
-from .execution import execute_batch
-from .messages import AssistantMessage, UserMessage, new_call_id
-from .output import SUBMIT_TOOL_NAME
+from .events import (
+    Event,
+    ModelResponse,
+    ReasoningDelta,
+    RunFinished,
+    RunStarted,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallProgress,
+    TurnStarted,
+)
+from .execution import CallEnvironment, execute_batch
+from .messages import AssistantMessage, Message, Usage, UserMessage, new_call_id
 from .plan import build_plan
+from .providers import Model
 from .records import CallRecord
+from .structured import SUBMIT_TOOL_NAME
+from .tools import Tool
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .run import AgentRun
-
-__all__ = ["drive"]
+__all__ = ["RunSettings", "RunState", "drive"]
 
 log = logging.getLogger("nbagent.loop")
 
@@ -37,132 +53,220 @@ OUTPUT_REMINDER = (
     "arguments, matching its schema exactly; do not answer in text."
 )
 
+_NOT_STORED = (TextDelta, ReasoningDelta, ToolCallDelta, ToolCallProgress)
+"""Events that go to listeners only: a run keeps the others in `events`."""
+FINAL = ("done", "failed", "cancelled")
 
-async def drive(run: AgentRun) -> None:
-    """Run the loop to its end; never raises (the outcome is in `run.status`, `run.error`)."""
-    agent = run.agent
-    run._emit(RunStarted(run))
+
+@dataclass(slots=True)
+class RunSettings:
+    """What one run is configured with; the loop reads it and never changes it."""
+
+    model: Model
+    env: CallEnvironment
+    """What execution is given for every batch."""
+    sources: Sequence[Any] = ()
+    """The agent's tools and `Toolset`s, decided each turn."""
+    builtins: tuple[Tool, ...] = ()
+    """Tools the run adds itself (`submit_result`)."""
+    instructions: str | None = None
+    max_turns: int = 20
+    capability_mode: str = "all"
+    allowed_tools: tuple[str, ...] | None = None
+    resolver: Callable[[str], Tool | None] | None = None
+    model_settings: dict[str, Any] = field(default_factory=dict)
+    structured: bool = False
+    """The run must finish through `submit_result` (`Agent(output_type=...)`)."""
+    handle: Any = None
+    """The run's handle (`AgentRun`), given to `Toolset.tools(run)`; the loop does not use it."""
+
+
+class RunState:
+    """Everything a run changes: the transcript, the calls, the requests, the events, the outcome.
+
+    The loop owns it. `status` is derived: the final status once the run is over; before that
+    `waiting_for_approval` while a call of the batch in flight waits for a person, else `running`.
+    """
+
+    __slots__ = (
+        "messages", "history_length", "calls", "requests", "events", "listeners", "usage", "turns", "output",
+        "error", "stop_reason", "outcome", "in_flight", "partial_text", "call_ids", "loaded_tools",
+        "cancellation", "started_at", "t0", "finished_at", "elapsed",
+    )
+
+    def __init__(self, messages: Iterable[Message] = (), prompt: UserMessage | None = None,
+                 cancellation: CancellationToken | None = None) -> None:
+        self.messages: list[Message] = list(messages)
+        self.history_length = len(self.messages)
+        if prompt is not None:
+            self.messages.append(prompt)
+        self.calls: list[CallRecord] = []
+        self.requests: list[Any] = []
+        self.events: list[Event] = []
+        self.listeners: list[Callable[[Event], Any]] = []
+        self.usage = Usage()
+        self.turns = 0
+        self.output: Any = None
+        self.error: BaseException | None = None
+        self.stop_reason: str | None = None
+        self.outcome: str | None = None
+        """done, failed or cancelled once the run is over."""
+        self.in_flight: tuple[AssistantMessage, list[CallRecord]] | None = None
+        """The response whose calls are running, and their records: appended together when all have results."""
+        self.partial_text: list[str] = []
+        """Text of the response being streamed (kept in the transcript if the run is cancelled meanwhile)."""
+        self.call_ids: set[str] = {c.id for m in self.messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
+        self.loaded_tools: set[str] = set()
+        self.cancellation = cancellation if cancellation is not None else CancellationToken()
+        self.started_at = time.time()
+        self.t0 = time.monotonic()
+        self.finished_at: float | None = None
+        self.elapsed: float | None = None
+
+    @property
+    def status(self) -> str:
+        if self.outcome is not None:
+            return self.outcome
+        batch = self.in_flight
+        if batch is not None and any(rec.status == "waiting_for_approval" for rec in batch[1]):
+            return "waiting_for_approval"
+        return "running"
+
+    def emit(self, event: Event) -> None:
+        """Keep the event (deltas and progress excepted) and give it to every listener (their errors logged)."""
+        if not isinstance(event, _NOT_STORED):
+            self.events.append(event)
+        for listener in self.listeners:
+            try:
+                listener(event)
+            except Exception:
+                log.exception("an event listener failed (ignored)")
+
+    def finish(self, status: str, error: BaseException | None) -> None:
+        self.outcome = status
+        self.error = error
+        self.finished_at = time.time()
+        self.elapsed = time.monotonic() - self.t0
+
+
+async def drive(settings: RunSettings, state: RunState) -> None:
+    """Run the loop to its end; never raises (the outcome is in `state.outcome`, `state.error`)."""
+    state.emit(RunStarted(settings.max_turns))
     reminded = False
     status, error = "done", None
     try:
         while True:
-            if run.turns >= agent.max_turns:
+            if state.turns >= settings.max_turns:
                 raise MaxTurnsExceeded(
-                    f"the run reached max_turns={agent.max_turns} before the model finished; "
+                    f"the run reached max_turns={settings.max_turns} before the model finished; "
                     "continue it with another run, or raise max_turns"
                 )
-            run.turns += 1
+            state.turns += 1
             plan = build_plan(
-                agent.tools,
-                run=run,
-                capability_mode=agent.capability_mode,
-                allowed_tools=agent.allowed_tools,
-                loaded=run.loaded_tools,
-                builtins=run.builtin_tools,
-                resolver=agent.tool_resolver,
+                settings.sources,
+                run=settings.handle,
+                capability_mode=settings.capability_mode,
+                allowed_tools=settings.allowed_tools,
+                loaded=state.loaded_tools,
+                builtins=settings.builtins,
+                resolver=settings.resolver,
             )
-            run._emit(TurnStarted(run.turns, plan.names))
-            message = await _ask_model(run, plan.tools)
+            state.emit(TurnStarted(state.turns, plan.names))
+            message = await _ask_model(settings, state, plan.tools)
             if message.usage is not None:
-                run.usage = run.usage + message.usage
-            _normalise_ids(run, message)
-            run._emit(ModelResponse(run.turns, message))
+                state.usage = state.usage + message.usage
+            _unique_ids(state, message)
+            state.emit(ModelResponse(state.turns, message))
 
             if not message.tool_calls:
-                run.messages.append(message)
-                if run.output_tool is not None:
+                state.messages.append(message)
+                if settings.structured:
                     if reminded:
                         raise OutputError(
                             "the model answered in text instead of calling submit_result, even after a reminder"
                         )
                     reminded = True
-                    run.messages.append(UserMessage(OUTPUT_REMINDER))
+                    state.messages.append(UserMessage(OUTPUT_REMINDER))
                     continue
-                run.output = message.text
+                state.output = message.text
                 break
 
-            records = [CallRecord(call, run.turns, i) for i, call in enumerate(message.tool_calls)]
-            wire = getattr(run.model, "wire_tool_result", None)
-            for rec in records:
-                rec._wire_fn = wire
-            run.calls.extend(records)
-            run._in_flight = (message, records)
-            outcome = await execute_batch(run, plan, records)
-            _commit(run)
+            wire = getattr(settings.model, "wire_tool_result", None)
+            records = [CallRecord(call, state.turns, i, wire) for i, call in enumerate(message.tool_calls)]
+            state.calls.extend(records)
+            state.in_flight = (message, records)
+            outcome = await execute_batch(settings.env, plan, records)
+            _commit(state)
 
             submitted = next((r for r in records if r.name == SUBMIT_TOOL_NAME and r.status == "ok"), None)
-            if submitted is not None and run.output_tool is not None:
-                run.output = submitted.result.details
+            if submitted is not None and settings.structured:
+                state.output = submitted.result.details
                 break
             if outcome.stop_requested:
-                run.stop_reason = outcome.stop_requested
-                run.output = message.text
+                state.stop_reason = outcome.stop_requested
+                state.output = message.text
                 break
             if outcome.all_terminate:
-                run.stop_reason = "every tool result asked to terminate"
-                run.output = message.text
+                state.stop_reason = "every tool result asked to terminate"
+                state.output = message.text
                 break
     except asyncio.CancelledError:
         status = "cancelled"
-        _commit(run)
-        _keep_partial_text(run)
+        state.cancellation.cancel("the run was cancelled")  # every call's token is a child of this one
+        _commit(state)
+        _keep_partial_text(settings, state)
     except Exception as exc:  # model errors, max_turns, output errors, bugs: the run fails, clearly
         status, error = "failed", exc
-        _commit(run)
+        _commit(state)
         if not isinstance(exc, (ModelError, MaxTurnsExceeded, OutputError)):
             log.exception("run failed")
     finally:
-        run._finish(status, error)
-        run._emit(RunFinished(run, status))
+        state.finish(status, error)
+        state.emit(RunFinished(status, error))
 
 
-async def _ask_model(run: AgentRun, tools) -> AssistantMessage:
-    run._partial_text = []
+async def _ask_model(settings: RunSettings, state: RunState, tools: Sequence[Tool]) -> AssistantMessage:
+    state.partial_text = []
+    model = settings.model
     final: AssistantMessage | None = None
-    async for item in run.model.stream(
-        run.messages, tools, instructions=run.instructions, on_request=run.requests.append, **run.agent.model_settings
-    ):
+    async for item in model.stream(state.messages, tools, instructions=settings.instructions,
+                                   on_request=state.requests.append, **settings.model_settings):
         if isinstance(item, AssistantMessage):
             final = item
         else:
             if isinstance(item, TextDelta):
-                run._partial_text.append(item.text)
-            run._emit(item)
+                state.partial_text.append(item.text)
+            state.emit(item)
     if final is None:
-        raise ModelError(f"{run.model.spec}: the response stream ended without a message")
-    run._partial_text = []
+        raise ModelError(f"{model.spec}: the response stream ended without a message")
+    state.partial_text = []
     return final
 
 
-def _normalise_ids(run: AgentRun, message: AssistantMessage) -> None:
+def _unique_ids(state: RunState, message: AssistantMessage) -> None:
     """Every call of the run gets an id no other call of the transcript has."""
-    seen = run._call_ids
+    seen = state.call_ids
     for call in message.tool_calls:
         if not call.id or call.id in seen:
             call.id = new_call_id()
         seen.add(call.id)
 
 
-def _commit(run: AgentRun) -> None:
-    """Append the in-flight response and its results together (cancelled results for unfinished calls)."""
-    pending = run._in_flight
+def _commit(state: RunState) -> None:
+    """Append the in-flight response and its results together (execute_batch gave each call its result)."""
+    pending = state.in_flight
     if pending is None:
         return
-    run._in_flight = None
+    state.in_flight = None
     message, records = pending
-    from .execution import _cancelled_result, _finish
-
-    for rec in records:
-        if not rec.done:
-            _finish(run, rec, "cancelled", _cancelled_result(run))
-    run.messages.append(message)
-    run.messages.extend(rec.message for rec in records)
+    state.messages.append(message)
+    state.messages.extend(rec.message for rec in records)
 
 
-def _keep_partial_text(run: AgentRun) -> None:
+def _keep_partial_text(settings: RunSettings, state: RunState) -> None:
     """Text the model streamed before a cancellation stays in the transcript (it has no tool calls)."""
-    text = "".join(run._partial_text)
-    run._partial_text = []
+    text = "".join(state.partial_text)
+    state.partial_text = []
     if text:
-        run.messages.append(AssistantMessage(text=text, stop_reason="cancelled", model=run.model.name,
-                                             provider=run.model.provider))
+        state.messages.append(AssistantMessage(text=text, stop_reason="cancelled", model=settings.model.name,
+                                               provider=settings.model.provider))

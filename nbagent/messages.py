@@ -14,9 +14,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
+from . import reprs
+
 __all__ = [
     "AssistantMessage",
-    "Block",
+    "ContentBlock",
     "ImageBlock",
     "Message",
     "Reasoning",
@@ -72,11 +74,14 @@ class ImageBlock:
         return self.data if self.mime_type == "image/jpeg" else None
 
 
-Block = Union[TextBlock, ImageBlock]
-"""A content block: what a user message or a tool result is made of."""
+ContentBlock = Union[TextBlock, ImageBlock]
+"""A content block: what a user message or a tool result is made of. (`nbagent.Block` is something else:
+the veto a `before_tool_call` hook returns.)"""
+
+Block = ContentBlock  # the old name, still imported by the provider adapters; new code says ContentBlock
 
 
-def as_blocks(content: str | Block | list[Block] | tuple | None) -> list[Block]:
+def as_blocks(content: str | ContentBlock | list[ContentBlock] | tuple | None) -> list[ContentBlock]:
     """Accept a plain string (one `TextBlock`), one block, or a list of blocks and strings."""
     if content is None:
         return []
@@ -84,7 +89,7 @@ def as_blocks(content: str | Block | list[Block] | tuple | None) -> list[Block]:
         return [TextBlock(content)]
     if isinstance(content, (TextBlock, ImageBlock)):
         return [content]
-    blocks: list[Block] = []
+    blocks: list[ContentBlock] = []
     for item in content:
         if isinstance(item, str):
             blocks.append(TextBlock(item))
@@ -95,7 +100,7 @@ def as_blocks(content: str | Block | list[Block] | tuple | None) -> list[Block]:
     return blocks
 
 
-def blocks_text(blocks: list[Block]) -> str:
+def blocks_text(blocks: list[ContentBlock]) -> str:
     """The text of a list of blocks, images shown as a placeholder."""
     if len(blocks) == 1 and isinstance(blocks[0], TextBlock):
         return blocks[0].text
@@ -177,12 +182,12 @@ class ToolCall:
 class UserMessage:
     """What the person (or the runtime, for a repair instruction) says."""
 
-    content: str | list[Block]
+    content: str | list[ContentBlock]
     """A string, or text and image blocks."""
     kind: Literal["user"] = "user"
 
     @property
-    def blocks(self) -> list[Block]:
+    def blocks(self) -> list[ContentBlock]:
         return as_blocks(self.content)
 
     @property
@@ -222,7 +227,7 @@ class ToolResult:
     call failed; `terminate` asks the loop to stop when every result of the batch asks for it.
     """
 
-    content: list[Block] = field(default_factory=list)
+    content: list[ContentBlock] = field(default_factory=list)
     """Text and image blocks: what the model sees."""
     details: Any = None
     """Any Python object: never sent to the model."""
@@ -264,9 +269,7 @@ class ToolResult:
         return ", ".join(parts) + ")"
 
     def _repr_html_(self) -> str:
-        from .render import tool_result_html
-
-        return tool_result_html(self)
+        return reprs.render("tool_result_html", self)
 
 
 @dataclass(slots=True)
@@ -277,7 +280,7 @@ class ToolResultMessage:
     """The id of the call it answers."""
     name: str
     """The name of the tool that was called."""
-    content: list[Block] = field(default_factory=list)
+    content: list[ContentBlock] = field(default_factory=list)
     """What the model sees."""
     is_error: bool = False
     """Whether the model is told the call failed."""

@@ -15,19 +15,22 @@ decides, decides:
    decides; `dontAsk` denies instead; with no approver, `NBAGENT_APPROVAL=allow|deny` decides, else deny.
 
 Every decision is a `Decision` recorded on its call with what decided it (`source`) and why (`reason`).
-An approval holds for exactly the arguments that were shown: if they change afterwards, it is void.
+`PermissionPolicy.request_approval` keeps gate 8's bookkeeping: the arguments are frozen before anyone
+sees the request (what runs is that copy), an approval is void if what was shown changed before the
+decision, and an approval with `remember=True` becomes a grant.
 
 How a rule's argument pattern (`NAME(pattern)`) is matched is the tool's own business (`Tool.rule_matcher`);
 matchers see the rule's action, so a deny rule can match broadly (any part of a compound shell command)
 while an allow rule matches strictly. Without one, the pattern is an `fnmatch` glob over the tool's
 permission subject (its first required string parameter). Tools whose subject is a file path use
-`path_rule_matcher`: patterns relative to the workspace, `*` within a path segment, `**` across segments,
+`path_rule_matcher` (in `nbagent.paths`): patterns relative to the workspace, `*` within a path segment, `**` across segments,
 a pattern without `/` matching a file or directory name at any depth (gitignore style), and a pattern
 matching a directory covering everything inside it.
 """
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import inspect
 import json
@@ -36,11 +39,14 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
+from .decisions import Decision
+from .events import ApprovalDecided, ApprovalRequested
+from .paths import glob_regex, match_path, path_rule_matcher, relative_inside  # re-exported: rule patterns on paths
+from .records import ApprovalRequest, CallRecord
+
 if TYPE_CHECKING:  # pragma: no cover
-    from .records import CallRecord
     from .tools import Arguments, Tool
 
 __all__ = [
@@ -56,39 +62,11 @@ __all__ = [
     "match_path",
     "parse_rule",
     "path_rule_matcher",
+    "relative_inside",
 ]
 
 MODES = ("default", "acceptEdits", "plan", "dontAsk", "bypassPermissions")
 _RULE_RE = re.compile(r"^\s*(allow|deny|ask)\s*:\s*([^\s(]+)\s*(?:\((.*)\))?\s*$", re.S)
-
-
-@dataclass(slots=True)
-class Decision:
-    """A permission decision: what an approver returns, and what is recorded on every call.
-
-    `Decision(allow, remember=False, reason="")` from an approver; `remember=True` makes it a grant for the
-    session (scoped to `scope`, a rule pattern, or to what the tool suggests, or to the whole tool).
-    """
-
-    allow: bool
-    """Whether the call may run."""
-    remember: bool = False
-    """Approvers: remember this approval as a grant for the rest of the session."""
-    reason: str = ""
-    """Why (shown to the person; a denial's reason is also told to the model)."""
-    source: str = "user"
-    """What decided: rule, mode, grant, read_only, user, hook, policy."""
-    scope: str | None = None
-    """Approvers: the argument pattern a remembered grant covers (None: the tool's suggestion)."""
-    rule: str | None = None
-    """The rule that decided, when a rule did."""
-
-    def __bool__(self) -> bool:
-        return self.allow
-
-    def __str__(self) -> str:
-        verdict = "allowed" if self.allow else "denied"
-        return f"{verdict} by {self.source}" + (f": {self.reason}" if self.reason else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,30 +190,18 @@ class Grants:
         return f"Grants([{', '.join(str(g) for g in self._items)}])"
 
 
-@dataclass(slots=True)
-class ApprovalRequest:
-    """What an approver is asked: this call, with exactly these arguments, for this reason."""
-
-    call: CallRecord
-    """The call record (its `arguments` are the validated arguments that would run)."""
-    tool: Tool
-    arguments: dict[str, Any]
-    """The arguments shown for approval."""
-    reason: str
-    """Why the pipeline asks (e.g. "default mode asks before tools that are not read-only")."""
-    suggested_scope: str | None = None
-    """The argument pattern an "always allow" would cover (None: the whole tool)."""
-    fingerprint: str = ""
-
-    @property
-    def name(self) -> str:
-        return self.tool.name
-
-
 def env_approval() -> str | None:
     """`"allow"` or `"deny"` when the `NBAGENT_APPROVAL` environment variable says so, else None."""
     value = os.environ.get("NBAGENT_APPROVAL", "").strip().lower()
     return value if value in ("allow", "deny") else None
+
+
+def frozen_copy(args: Any) -> Any:
+    """A deep copy of arguments (the originals when they cannot be copied)."""
+    try:
+        return type(args)(copy.deepcopy(dict(args)))
+    except Exception:
+        return args
 
 
 def fingerprint(args: dict[str, Any]) -> str:
@@ -276,7 +242,7 @@ class PermissionPolicy:
         """Gates 1-7. Return (decision, "") when they decide, else (None, why the approver is asked).
 
         `ctx` (the call's `ToolContext`) is handed to the tool's permission hooks: the workspace a path
-        is relative to, the session's rules (`ctx.run.policy`).
+        is relative to (`ctx.constraints.workspace`).
         """
         rule = self._first_rule("deny", tool, args, ctx)
         if rule is not None:
@@ -337,158 +303,34 @@ class PermissionPolicy:
             return Decision(answer, source="user", reason="approved" if answer else "denied by the user")
         return Decision(False, source="user", reason=f"the approver returned {answer!r}, not True/False/Decision; counted as a denial")
 
+    async def request_approval(self, rec: CallRecord, tool: Tool, args: Arguments, why: str, ctx: Any,
+                               emit: Callable[[Any], None]) -> tuple[Decision, Arguments]:
+        """Ask for consent to run the call with exactly `args`; return the decision and what may run.
+
+        What may run is a private copy frozen before anyone (listener, approver, view) sees the request,
+        which shows a copy of its own: nothing done to the arguments anyone is shown changes what runs.
+        An approval is void when the call's arguments, or the shown ones, changed before the decision; an
+        approval with `remember=True` becomes a grant. `emit` gets `ApprovalRequested` and `ApprovalDecided`.
+        """
+        frozen = frozen_copy(args)
+        shown = fingerprint(frozen)
+        request = ApprovalRequest(rec, tool, frozen_copy(frozen), why, tool.suggested_scope(frozen, ctx), shown)
+        rec.status = "waiting_for_approval"
+        emit(ApprovalRequested(rec, request))
+        try:
+            decision = await self.ask(request)
+        finally:
+            rec.status = "pending"
+        if decision.allow and (fingerprint(args) != shown or fingerprint(request.arguments) != shown):
+            decision = Decision(False, source="user",
+                                reason="the arguments changed after they were approved, so the approval is void")
+        if decision.allow and decision.remember:
+            self.remember(tool, decision, request)
+        emit(ApprovalDecided(rec, decision))
+        return decision, frozen
+
     def remember(self, tool: Tool, decision: Decision, request: ApprovalRequest) -> None:
         scope = decision.scope if decision.scope is not None else request.suggested_scope
         if scope in ("*", ""):
             scope = None
         self.grants.add(tool.name, scope)
-
-
-# --------------------------------------------------------------------------------------------------
-# Path patterns
-# --------------------------------------------------------------------------------------------------
-_path_regex_cache: dict[tuple[str, bool, bool, bool], re.Pattern[str]] = {}
-
-
-def _path_regex(pattern: str, ignore_case: bool, absolute: bool = False, contents: bool = True) -> re.Pattern[str]:
-    key = (pattern, ignore_case, absolute, contents)
-    cached = _path_regex_cache.get(key)
-    if cached is not None:
-        return cached
-    pat = pattern.replace("\\", "/")
-    anchored = absolute or pat.startswith("./")
-    while pat.startswith("./"):
-        pat = pat[2:]
-    anchored = anchored or "/" in pat.rstrip("/")
-    pat = pat.strip("/")
-    parts = pat.split("/") if pat else [""]
-    while len(parts) > 1 and parts[-1] == "**":
-        parts.pop()  # `dir/**` is `dir` and everything inside it
-        contents = True
-    if parts == ["**"]:
-        body = ".*"
-    else:
-        out: list[str] = []
-        for part in parts:
-            if part == "**":
-                out.append("(?:.*/)?")
-            else:
-                out.append(_segment_regex(part) + "/")
-        body = "".join(out)[:-1]
-    prefix = "" if anchored else "(?:.*/)?"
-    suffix = "(?:/.*)?" if contents else ""
-    regex = re.compile(f"^{prefix}{body}{suffix}$", re.S | (re.I if ignore_case else 0))
-    if len(_path_regex_cache) > 512:
-        _path_regex_cache.clear()
-    _path_regex_cache[key] = regex
-    return regex
-
-
-def _segment_regex(segment: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(segment):
-        c = segment[i]
-        if c == "*":
-            while i + 1 < len(segment) and segment[i + 1] == "*":
-                i += 1
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            j = segment.find("]", i + 2 if i + 1 < len(segment) and segment[i + 1] in "!^" else i + 1)
-            if j == -1:
-                out.append(re.escape(c))
-            else:
-                body = segment[i + 1 : j]
-                negate = body[:1] in ("!", "^")
-                if negate:
-                    body = body[1:]
-                body = body.replace("\\", "\\\\").replace("[", "\\[").replace("/", "")
-                out.append(f"[^/{body}]" if negate else f"[{body}]")
-                i = j
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return "".join(out)
-
-
-def glob_regex(pattern: str, *, ignore_case: bool = False) -> re.Pattern[str]:
-    """A compiled regex for a shell-style path glob anchored at the root (`*.csv` only at the top,
-    `**/*.csv` at any depth), matching `/`-separated relative paths; what `list_files` uses."""
-    return _path_regex(pattern, ignore_case, absolute=True, contents=False)
-
-
-def match_path(pattern: str, path: str, *, ignore_case: bool = False, anchored: bool = False) -> bool:
-    """Whether a workspace-relative `path` (`a/b/c.txt`, `/`-separated) matches a path `pattern`.
-
-    `*` and `?` match within one path segment, `**` any number of segments (`notebooks/**`), `[abc]` one
-    character. A pattern with no `/` (`.env`, `*.csv`) matches a file or directory name at any depth; a
-    pattern with a `/` inside, or `./` in front (`./notes.txt`), is anchored at the workspace root, and so
-    is every pattern when `anchored` (for absolute paths: `/etc/**`). A pattern that matches a directory
-    covers everything inside it.
-    """
-    path = path.replace("\\", "/").strip("/")
-    while path.startswith("./"):
-        path = path[2:]
-    if path in ("", "."):
-        path = "."
-    return bool(_path_regex(pattern, ignore_case, absolute=anchored).match(path))
-
-
-def path_rule_matcher(parameter: str = "path", workspace: str | os.PathLike | None = None) -> Callable[..., bool]:
-    """A `rule_matcher` for tools whose permission subject is a file path (the `parameter` argument).
-
-    Patterns are matched with `match_path` against the path relative to the workspace (`workspace`, else the
-    call's `ctx.constraints.workspace`, else the working directory), both as written (normalised) and as
-    it really resolves (symlinks followed): a deny rule matches when either does, ignoring case; an allow
-    rule, ask rule or grant only when the real path does and it lies inside the workspace. A pattern that
-    starts with `/` is matched against the absolute real path instead. A path that cannot be read as one
-    (a NUL byte, not a string) matches every deny rule and nothing else.
-    """
-
-    def matcher(pattern: str, args: Any, ctx: Any = None, action: str = "allow") -> bool:
-        broad = action == "deny"
-        value = args.get(parameter) if hasattr(args, "get") else None
-        if value is None:
-            value = "."
-        if not isinstance(value, str) or "\x00" in value:
-            return broad
-        root = Path(workspace) if workspace is not None else _workspace_of(ctx)
-        lexical, real, lexical_rel, real_rel = _path_forms(root, value)
-        if pattern.startswith("/"):
-            forms = [real, lexical] if broad else [real]
-            return any(match_path(pattern, f, ignore_case=broad, anchored=True) for f in forms)
-        if broad:
-            return any(f is not None and match_path(pattern, f, ignore_case=True) for f in (lexical_rel, real_rel))
-        return real_rel is not None and match_path(pattern, real_rel)
-
-    matcher.__doc__ = f"Rule patterns match the {parameter!r} argument as a workspace path (see path_rule_matcher)."
-    return matcher
-
-
-def _workspace_of(ctx: Any) -> Path:
-    constraints = getattr(ctx, "constraints", None)
-    root = getattr(constraints, "workspace", None)
-    return Path(root) if root is not None else Path.cwd()
-
-
-def _path_forms(root: Path, value: str) -> tuple[str, str, str | None, str | None]:
-    """(lexical absolute, real absolute, lexical relative to root, real relative to root) of a path."""
-    root_real = os.path.realpath(root)
-    text = value.replace("\\", "/")
-    joined = text if os.path.isabs(text) else os.path.join(root_real, text)
-    lexical = os.path.normpath(joined)
-    real = os.path.realpath(joined)  # not of `lexical`: `link/..` is the link target's parent
-    return lexical, real, relative_inside(root_real, lexical), relative_inside(root_real, real)
-
-
-def relative_inside(root: str, path: str) -> str | None:
-    """`path` relative to `root` (both absolute, normalised), `/`-separated; None when it is not inside."""
-    try:
-        if os.path.commonpath([root, path]) != root:
-            return None
-    except ValueError:
-        return None
-    rel = os.path.relpath(path, root)
-    return "." if rel == "." else rel.replace(os.sep, "/")

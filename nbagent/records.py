@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+from . import reprs
+from .decisions import Decision
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import ProgressUpdate
     from .messages import ToolCall, ToolResult, ToolResultMessage
-    from .permissions import Decision
-    from .tools import Tool
 
-__all__ = ["CallRecord", "FINAL_STATUSES", "OutputTail"]
+__all__ = ["ApprovalRequest", "CallRecord", "FINAL_STATUSES", "OutputTail"]
 
 _EMPTY: list = []  # shared, never mutated: records without repairs point here
 
@@ -66,17 +68,19 @@ class CallRecord:
     __slots__ = (
         "id", "name", "call", "turn", "index", "tool", "raw_arguments", "arguments", "partial_arguments",
         "repairs", "result", "message", "status", "decision", "activity", "completed_activity",
-        "started_at", "finished_at", "_progress", "progress_count", "fraction", "_output", "_errors",
-        "_hook_errors", "_wire_fn", "__weakref__",
+        "started_at", "finished_at", "_progress", "progress_count", "fraction", "_output_tail", "_errors",
+        "_hook_errors", "wire_format", "__weakref__",
     )
 
-    def __init__(self, call: ToolCall, turn: int = 0, index: int = 0) -> None:
+    def __init__(self, call: ToolCall, turn: int = 0, index: int = 0,
+                 wire_format: Callable[[ToolResultMessage], Any] | None = None) -> None:
         self.id: str = call.id
         self.name: str = call.name
         self.call = call
         self.turn = turn
         self.index = index
-        self.tool: Tool | None = None
+        self.tool: Any = None
+        """The `Tool` the name resolved to (None: no such tool)."""
         self.raw_arguments: Any = call.raw_arguments if call.raw_arguments is not None else call.arguments
         self.arguments: dict[str, Any] | None = None
         self.partial_arguments: dict[str, Any] | None = None
@@ -93,10 +97,11 @@ class CallRecord:
         self._progress: deque[ProgressUpdate] | None = None
         self.progress_count = 0
         self.fraction: float | None = None
-        self._output: OutputTail | None = None
+        self._output_tail: OutputTail | None = None
         self._errors: list[BaseException] | None = None
         self._hook_errors: list[str] | None = None
-        self._wire_fn: Any = None
+        self.wire_format = wire_format
+        """How the model receives a result (its provider's `wire_tool_result`); None: the neutral form."""
 
     @property
     def progress(self) -> deque[ProgressUpdate]:
@@ -106,11 +111,11 @@ class CallRecord:
         return self._progress
 
     @property
-    def output(self) -> OutputTail:
+    def output_tail(self) -> OutputTail:
         """The tail of the tool's live output (what it reported with `ctx.progress(output=...)`)."""
-        if self._output is None:
-            self._output = OutputTail()
-        return self._output
+        if self._output_tail is None:
+            self._output_tail = OutputTail()
+        return self._output_tail
 
     @property
     def errors(self) -> list[BaseException]:
@@ -157,8 +162,8 @@ class CallRecord:
         """The JSON the model received (or will receive) for this call's result, in the run's provider format."""
         if self.message is None:
             return None
-        if self._wire_fn is not None:
-            return self._wire_fn(self.message)
+        if self.wire_format is not None:
+            return self.wire_format(self.message)
         from .transcript import neutral_message
 
         return neutral_message(self.message)
@@ -174,11 +179,28 @@ class CallRecord:
 
     def __str__(self) -> str:
         """One line: status, label, tool, time, decision (and the result's first line)."""
-        from .render import call_text
-
-        return call_text(self)
+        return reprs.render("call_text", self)
 
     def _repr_html_(self) -> str:
-        from .render import call_record_html
+        return reprs.render("call_record_html", self)
 
-        return call_record_html(self)
+
+@dataclass(slots=True)
+class ApprovalRequest:
+    """What an approver is asked: this call, with exactly these arguments, for this reason."""
+
+    call: CallRecord
+    """The call record (its `arguments` are the validated arguments that would run)."""
+    tool: Any
+    """The `Tool` that would run."""
+    arguments: dict[str, Any]
+    """The arguments shown for approval."""
+    reason: str
+    """Why the pipeline asks (e.g. "default mode asks before tools that are not read-only")."""
+    suggested_scope: str | None = None
+    """The argument pattern an "always allow" would cover (None: the whole tool)."""
+    fingerprint: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.tool.name

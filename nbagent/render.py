@@ -2,7 +2,13 @@
 
 No IPython needed: these are strings. `AgentRun`, `CallRecord` and `ToolResult` use them for `_repr_html_`;
 the live view in `nbagent.jupyter` builds its rows from the same pieces, so a run looks the same live and
-after the fact. The stylesheet is `render.css`, next to this module.
+after the fact. The stylesheet is `render.css`, next to this module. Data objects reach these functions
+through `nbagent.reprs` (registered at the end of this module): data never imports render.
+
+Why one module of about 700 lines: its pieces (pills, chips, a call's row, a run's header and footer)
+are one small HTML vocabulary that the static rendering, the text form and the live view all compose,
+and the live view's work is still extending it; split it by what it renders (call, run, text) once
+that settles.
 """
 
 from __future__ import annotations
@@ -13,13 +19,16 @@ import json
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from . import reprs
 from .messages import AssistantMessage, ImageBlock, TextBlock, UserMessage
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .decisions import Decision
     from .messages import ToolResult
-    from .permissions import Decision
     from .records import CallRecord
-    from .run import AgentRun
+
+AgentRun = Any
+"""A run handle (`nbagent.AgentRun`): render reads its public attributes only, and imports nothing above data."""
 
 __all__ = [
     "args_html",
@@ -426,15 +435,15 @@ def call_inner_html(
             notes.append(_esc(problem))
     if notes:
         parts.append(f'<div class="nba-sub nba-note">{" · ".join(notes)}</div>')
-    if output and rec is not None and rec.progress_count and rec.output.total:
-        text = rec.output.text
-        cut = rec.output.total - len(text)
+    if output and rec is not None and rec.progress_count and rec.output_tail.total:
+        text = rec.output_tail.text
+        cut = rec.output_tail.total - len(text)
         if len(text) > 2400:
             cut += len(text) - 2400
             text = text[-2400:]
         head = f"… {cut:,} earlier characters\n" if cut > 0 else ""
         parts.append(f'<div class="nba-sub"><details class="nba-result"><summary>output · '
-                     f'{rec.output.total:,} characters</summary><pre class="nba-tail">{_esc(head + text)}</pre>'
+                     f'{rec.output_tail.total:,} characters</summary><pre class="nba-tail">{_esc(head + text)}</pre>'
                      "</details></div>")
     if rec is not None and rec.done and rec.result is not None:
         if status in ("error", "not_found", "invalid_arguments", "timeout"):
@@ -712,3 +721,6 @@ def run_text(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
     if frozen:
         lines.append(f"  stopped: {stopped}")
     return "\n".join(lines)
+
+
+reprs.register(call_text=call_text, call_record_html=call_record_html, tool_result_html=tool_result_html)

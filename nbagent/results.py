@@ -8,23 +8,26 @@ content that is too long for the model, saying how much was cut; the whole value
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 from typing import Any
 
-import pydantic_core
-
+from .images import MAX_IMAGE_BYTES, MAX_IMAGE_EDGE, MAX_IMAGE_PIXELS, ImageTooLarge, check_image, sniff_image_type
+from .images import to_image_block as _to_image_block
 from .messages import ImageBlock, TextBlock, ToolResult, as_blocks
+from .secrets import redact
 
 __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",
     "MAX_IMAGE_BYTES",
     "MAX_IMAGE_EDGE",
+    "MAX_IMAGE_PIXELS",
     "check_image",
     "error_result",
     "image_result",
     "json_result",
+    "normalise",
+    "redact_result",
     "text_result",
     "to_tool_result",
     "truncate_for_model",
@@ -32,27 +35,6 @@ __all__ = [
 
 DEFAULT_MAX_RESULT_CHARS = 40_000
 """How much text of one result the model gets by default (about 10k tokens)."""
-MAX_IMAGE_EDGE = 1568
-"""Images are shrunk so their longer edge is at most this many pixels (Anthropic's recommended size)."""
-MAX_IMAGE_BYTES = 3_500_000
-"""...and their encoded size at most this (below every provider's per-image limit once base64-encoded)."""
-
-_IMAGE_MAGIC = (
-    (b"\x89PNG\r\n\x1a\n", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF87a", "image/gif"),
-    (b"GIF89a", "image/gif"),
-)
-
-
-def sniff_image_type(data: bytes) -> str | None:
-    """The media type of encoded image bytes, from their first bytes (None when not an image we send)."""
-    for magic, mime in _IMAGE_MAGIC:
-        if data.startswith(magic):
-            return mime
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -70,6 +52,8 @@ def error_result(message: str, *, details: Any = None) -> ToolResult:
 
 def json_result(value: Any, *, details: Any = None, is_error: bool = False, terminate: bool = False) -> ToolResult:
     """A result whose text is `value` as indented JSON; `details` keeps `value` itself unless given."""
+    import pydantic_core
+
     text = pydantic_core.to_json(value, indent=2, fallback=repr).decode("utf-8")
     return ToolResult(
         [TextBlock(text)], details=value if details is None else details, is_error=is_error, terminate=terminate
@@ -94,89 +78,6 @@ def image_result(
     return ToolResult(blocks, details=image if details is None else details)
 
 
-def _to_image_block(image: Any, mime_type: str | None) -> ImageBlock:
-    if isinstance(image, ImageBlock):
-        return check_image(image)
-    if isinstance(image, (str, Path)):
-        data = Path(image).read_bytes()
-    elif isinstance(image, (bytes, bytearray, memoryview)):
-        data = bytes(image)
-    elif hasattr(image, "savefig"):  # a matplotlib figure
-        buf = io.BytesIO()
-        image.savefig(buf, format="png", bbox_inches="tight")
-        data, mime_type = buf.getvalue(), "image/png"
-    elif hasattr(image, "save") and hasattr(image, "size"):  # a PIL image
-        buf = io.BytesIO()
-        image.save(buf, format="PNG")
-        data, mime_type = buf.getvalue(), "image/png"
-    else:
-        raise TypeError(f"cannot make an image from a {type(image).__name__}")
-    return check_image(ImageBlock(data, mime_type or sniff_image_type(data) or "application/octet-stream"))
-
-
-def check_image(block: ImageBlock) -> ImageBlock:
-    """Check an image block is a real PNG/JPEG/GIF/WebP image and shrink it to provider limits.
-
-    Raises `ValueError` when it is not an image, or too large and Pillow is not installed to shrink it.
-    """
-    actual = sniff_image_type(block.data)
-    if actual is None:
-        raise ValueError(f"not a PNG, JPEG, GIF or WebP image ({len(block.data):,} bytes)")
-    if actual != block.mime_type:
-        block = ImageBlock(block.data, actual)
-    size = _image_size(block.data, actual)
-    too_big = len(block.data) > MAX_IMAGE_BYTES or (size is not None and max(size) > MAX_IMAGE_EDGE)
-    if not too_big:
-        return block
-    try:
-        from PIL import Image
-    except ImportError:
-        raise ValueError(
-            f"image is too large for providers ({len(block.data):,} bytes, {size}) and Pillow is not installed to shrink it"
-        ) from None
-    img = Image.open(io.BytesIO(block.data))
-    img.load()
-    img.thumbnail((MAX_IMAGE_EDGE, MAX_IMAGE_EDGE))
-    fmt, mime = ("PNG", "image/png") if img.mode in ("RGBA", "LA", "P") else ("JPEG", "image/jpeg")
-    quality = 90
-    while True:
-        buf = io.BytesIO()
-        if fmt == "JPEG":
-            img.convert("RGB").save(buf, format="JPEG", quality=quality)
-        else:
-            img.save(buf, format="PNG", optimize=True)
-        data = buf.getvalue()
-        if len(data) <= MAX_IMAGE_BYTES:
-            return ImageBlock(data, mime)
-        if fmt == "PNG":
-            fmt, mime = "JPEG", "image/jpeg"
-            continue
-        if quality <= 40:
-            img.thumbnail((img.width // 2, img.height // 2))
-        quality = max(40, quality - 15)
-
-
-def _image_size(data: bytes, mime: str) -> tuple[int, int] | None:
-    try:
-        if mime == "image/png":
-            return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
-        if mime == "image/gif":
-            return int.from_bytes(data[6:8], "little"), int.from_bytes(data[8:10], "little")
-        if mime == "image/jpeg":
-            i = 2
-            while i < len(data) - 9:
-                if data[i] != 0xFF:
-                    i += 1
-                    continue
-                marker = data[i + 1]
-                if marker in (0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF):
-                    return int.from_bytes(data[i + 7 : i + 9], "big"), int.from_bytes(data[i + 5 : i + 7], "big")
-                i += 2 + int.from_bytes(data[i + 2 : i + 4], "big")
-    except Exception:
-        return None
-    return None
-
-
 # --------------------------------------------------------------------------------------------------
 # Normalisation
 # --------------------------------------------------------------------------------------------------
@@ -199,10 +100,13 @@ def to_tool_result(value: Any) -> ToolResult:
         if sniff_image_type(bytes(value)):
             return image_result(bytes(value))
         return ToolResult([TextBlock(f"<{len(value):,} bytes of binary data>")], details=value)
-    if hasattr(value, "savefig") and hasattr(value, "get_axes"):  # matplotlib figure: the model sees it
-        return ToolResult([TextBlock(_safe_repr(value)), _to_image_block(value, None)], details=value)
-    if hasattr(value, "save") and hasattr(value, "size") and hasattr(value, "mode"):  # PIL image
-        return ToolResult([_to_image_block(value, None)], details=value)
+    try:
+        if hasattr(value, "savefig") and hasattr(value, "get_axes"):  # matplotlib figure: the model sees it
+            return ToolResult([TextBlock(_safe_repr(value)), _to_image_block(value, None)], details=value)
+        if hasattr(value, "save") and hasattr(value, "size") and hasattr(value, "mode"):  # PIL image
+            return ToolResult([_to_image_block(value, None)], details=value)
+    except ImageTooLarge as exc:
+        return ToolResult([TextBlock(f"[the image was not shown: {exc}]")], details=value, is_error=True)
     return ToolResult([TextBlock(faithful_text(value))], details=value)
 
 
@@ -212,6 +116,8 @@ def faithful_text(value: Any) -> str:
         return value
     if type(value) in (int, float, bool):
         return json.dumps(value)
+    import pydantic_core
+
     try:
         plain = pydantic_core.to_jsonable_python(value)
     except Exception:
@@ -265,3 +171,36 @@ def truncate_for_model(result: ToolResult, max_chars: int | None) -> ToolResult:
         budget = 0
     details = result.details if result.details is not None else full_text
     return ToolResult(new_blocks, details=details, is_error=result.is_error, terminate=result.terminate)
+
+
+def normalise(result: ToolResult, max_chars: int | None) -> ToolResult:
+    """A result as the model may see it: images checked (one that fails becomes a note saying why),
+    secrets redacted from its text (`nbagent.secrets.redact`), then long text cut (`truncate_for_model`).
+    `details`, the live object, is left as it is."""
+    result = redact_result(result)
+    if any(isinstance(b, ImageBlock) for b in result.content):
+        blocks = []
+        for block in result.content:
+            if isinstance(block, ImageBlock):
+                try:
+                    block = check_image(block)
+                except Exception as exc:
+                    block = TextBlock(f"[an image was removed: {exc}]")
+            blocks.append(block)
+        result = ToolResult(blocks, details=result.details, is_error=result.is_error, terminate=result.terminate)
+    return truncate_for_model(result, max_chars)
+
+
+def redact_result(result: ToolResult) -> ToolResult:
+    """`result` with secrets redacted from its text blocks (the same object when there were none)."""
+    blocks = None
+    for i, block in enumerate(result.content):
+        if type(block) is TextBlock or isinstance(block, TextBlock):
+            text = redact(block.text)
+            if text != block.text:
+                if blocks is None:
+                    blocks = list(result.content)
+                blocks[i] = TextBlock(text)
+    if blocks is None:
+        return result
+    return ToolResult(blocks, details=result.details, is_error=result.is_error, terminate=result.terminate)

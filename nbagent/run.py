@@ -14,12 +14,15 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from .context import SANDBOX_POLICIES, CancellationToken, Constraints
+from . import render
+from .context import SANDBOX_POLICIES, Constraints
 from .errors import ConfigurationError
-from .events import Event, ReasoningDelta, TextDelta, ToolCallDelta, ToolCallProgress
+from .events import Event
+from .execution import CallEnvironment
 from .hooks import Hooks
-from .messages import AssistantMessage, Block, Message, Usage, UserMessage
-from .output import make_submit_tool
+from .loop import RunSettings, RunState, drive
+from .messages import AssistantMessage, ContentBlock, Message, Usage, UserMessage
+from .structured import make_submit_tool
 from .permissions import MODES, Approver, Grants, PermissionPolicy, Rule
 from .plan import CAPABILITY_MODES
 from .providers import Model, load_model
@@ -31,7 +34,6 @@ __all__ = ["Agent", "AgentRun"]
 
 log = logging.getLogger("nbagent.run")
 
-_NOT_STORED = (TextDelta, ReasoningDelta, ToolCallDelta, ToolCallProgress)
 _ACTIVE_RUNS: set[AgentRun] = set()
 """Runs in flight, held strongly: asyncio keeps only weak references to tasks."""
 
@@ -185,7 +187,7 @@ class Agent:
     # -- runs ------------------------------------------------------------------------------------------------
     def start(
         self,
-        prompt: str | Sequence[Block] | UserMessage | None,
+        prompt: str | Sequence[ContentBlock] | UserMessage | None,
         *,
         history: Sequence[Message] | AgentRun | None = None,
         on_event: Callable[[Event], Any] | None = None,
@@ -221,7 +223,7 @@ class Agent:
 
     async def run(
         self,
-        prompt: str | Sequence[Block] | UserMessage | None,
+        prompt: str | Sequence[ContentBlock] | UserMessage | None,
         *,
         history: Sequence[Message] | AgentRun | None = None,
         on_event: Callable[[Event], Any] | None = None,
@@ -232,7 +234,7 @@ class Agent:
 
     def run_sync(
         self,
-        prompt: str | Sequence[Block] | UserMessage | None,
+        prompt: str | Sequence[ContentBlock] | UserMessage | None,
         *,
         history: Sequence[Message] | AgentRun | None = None,
         on_event: Callable[[Event], Any] | None = None,
@@ -276,12 +278,15 @@ class AgentRun:
     structured result); `messages` the transcript (valid at every moment); `calls` one `CallRecord` per
     tool call; `requests` the exact bodies sent to the provider; `events` what happened (deltas and
     progress go to subscribers only). `await run` waits for the end; `run.cancel()` stops it.
+
+    The run is a handle: what the run changes lives in a `RunState` that the loop owns (`nbagent.loop`);
+    the handle reads it, subscribes listeners to it, and cancels it.
     """
 
     def __init__(
         self,
         agent: Agent,
-        prompt: str | Sequence[Block] | UserMessage | None,
+        prompt: str | Sequence[ContentBlock] | UserMessage | None,
         *,
         history: Sequence[Message] | AgentRun | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
@@ -292,28 +297,14 @@ class AgentRun:
         self.model: Model = agent.model
         if isinstance(history, AgentRun):
             history = history.messages
-        self.messages: list[Message] = list(history or [])
-        self._history_length = len(self.messages)
+        message = None
         if prompt is not None:
-            self.messages.append(prompt if isinstance(prompt, UserMessage) else UserMessage(
-                prompt if isinstance(prompt, str) else list(prompt)))
+            message = prompt if isinstance(prompt, UserMessage) else UserMessage(
+                prompt if isinstance(prompt, str) else list(prompt))
         self.prompt = prompt
-        self.calls: list[CallRecord] = []
-        self.requests: list[Any] = []
-        self.events: list[Event] = []
-        self.status = "running"
-        self.output: Any = None
-        self.error: BaseException | None = None
-        self.stop_reason: str | None = None
-        self.usage = Usage()
-        self.turns = 0
-        self.started_at = time.time()
-        self._t0 = time.monotonic()
-        self.finished_at: float | None = None
-        self._elapsed: float | None = None
         self.loop = loop
-        self.cancellation = CancellationToken()
-        self.loaded_tools: set[str] = set()
+        self._state = RunState(history or (), message)
+        self.cancellation = self._state.cancellation
         self.output_tool = make_submit_tool(agent.output_type) if agent.output_type is not None else None
         self.builtin_tools: tuple[Tool, ...] = (self.output_tool,) if self.output_tool is not None else ()
         workspace = agent.workspace or Path.cwd()
@@ -325,15 +316,7 @@ class AgentRun:
         self.extensions = agent.extensions
         self.max_result_chars = agent.max_result_chars
         self.instructions = self._instructions()
-        self._listeners: list[Callable[[Event], Any]] = []
         self._task: asyncio.Task | None = None
-        self._waiting = 0
-        self._in_flight: tuple[AssistantMessage, list[CallRecord]] | None = None
-        self._partial_text: list[str] = []
-        self._call_ids: set[str] = {
-            c.id for m in self.messages if isinstance(m, AssistantMessage) for c in m.tool_calls
-        }
-        self._done = asyncio.Event() if loop is not None else None
 
     def _instructions(self) -> str | None:
         instructions = self.agent.instructions
@@ -341,40 +324,105 @@ class AgentRun:
             instructions = instructions(self)
         return instructions
 
+    def _settings(self) -> RunSettings:
+        agent, state = self.agent, self._state
+        env = CallEnvironment(
+            policy=self.policy, hooks=self.hooks, emit=state.emit, cancellation=state.cancellation,
+            constraints=self.constraints, cwd=self.cwd, extensions=self.extensions,
+            max_result_chars=self.max_result_chars, loop=self.loop,
+        )
+        return RunSettings(
+            model=self.model, env=env, sources=agent.tools, builtins=self.builtin_tools,
+            instructions=self.instructions, max_turns=agent.max_turns, capability_mode=agent.capability_mode,
+            allowed_tools=agent.allowed_tools, resolver=agent.tool_resolver, model_settings=agent.model_settings,
+            structured=self.output_tool is not None, handle=self,
+        )
+
+    # -- what the run changed (read from its state) ---------------------------------------------------
+    @property
+    def messages(self) -> list[Message]:
+        """The transcript: valid for every provider at every moment."""
+        return self._state.messages
+
+    @property
+    def calls(self) -> list[CallRecord]:
+        """One record per tool call, in order."""
+        return self._state.calls
+
+    @property
+    def requests(self) -> list[Any]:
+        """The exact bodies sent to the provider, in order."""
+        return self._state.requests
+
+    @property
+    def events(self) -> list[Event]:
+        """What happened (text deltas, tool-call deltas and progress go to subscribers only)."""
+        return self._state.events
+
+    @property
+    def status(self) -> str:
+        """running, waiting_for_approval, done, failed or cancelled."""
+        return self._state.status
+
+    @property
+    def output(self) -> Any:
+        """The final text, or the structured result of a run with `output_type`."""
+        return self._state.output
+
+    @property
+    def error(self) -> BaseException | None:
+        """What made the run fail."""
+        return self._state.error
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the run stopped early (a hook asked, every result asked to terminate)."""
+        return self._state.stop_reason
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens used, summed over the run's responses."""
+        return self._state.usage
+
+    @property
+    def turns(self) -> int:
+        """Model requests made so far."""
+        return self._state.turns
+
+    @property
+    def loaded_tools(self) -> set[str]:
+        """Deferred tools loaded in this run."""
+        return self._state.loaded_tools
+
+    @property
+    def started_at(self) -> float:
+        return self._state.started_at
+
+    @property
+    def finished_at(self) -> float | None:
+        return self._state.finished_at
+
     # -- lifecycle ---------------------------------------------------------------------------------------
     def _start(self) -> None:
-        from .loop import drive
-
         assert self.loop is not None
-        self._task = self.loop.create_task(drive(self), name=f"nbagent-run-{id(self):x}")
+        self._task = self.loop.create_task(drive(self._settings(), self._state), name=f"nbagent-run-{id(self):x}")
         _ACTIVE_RUNS.add(self)
         self._task.add_done_callback(lambda _: _ACTIVE_RUNS.discard(self))
 
-    def _finish(self, status: str, error: BaseException | None) -> None:
-        self.status = status
-        self.error = error
-        self.finished_at = time.time()
-        self._elapsed = time.monotonic() - self._t0
-        if self._done is not None:
-            self._done.set()
-
-    def _refresh_status(self) -> None:
-        if self.status in ("running", "waiting_for_approval"):
-            self.status = "waiting_for_approval" if self._waiting > 0 else "running"
-
     @property
     def done(self) -> bool:
-        return self.status in ("done", "failed", "cancelled")
+        return self._state.outcome is not None
 
     @property
     def elapsed(self) -> float:
         """Seconds since the run started (its whole duration once it is over)."""
-        return self._elapsed if self._elapsed is not None else time.monotonic() - self._t0
+        state = self._state
+        return state.elapsed if state.elapsed is not None else time.monotonic() - state.t0
 
     @property
     def new_messages(self) -> list[Message]:
         """The messages this run added (the prompt onwards)."""
-        return self.messages[self._history_length :]
+        return self.messages[self._state.history_length :]
 
     @property
     def text(self) -> str:
@@ -415,22 +463,14 @@ class AgentRun:
     # -- events ------------------------------------------------------------------------------------------
     def subscribe(self, listener: Callable[[Event], Any]) -> Callable[[], None]:
         """Call `listener(event)` for every event from now on; returns a function that unsubscribes."""
-        self._listeners.append(listener)
+        listeners = self._state.listeners
+        listeners.append(listener)
 
         def unsubscribe() -> None:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
+            if listener in listeners:
+                listeners.remove(listener)
 
         return unsubscribe
-
-    def _emit(self, event: Event) -> None:
-        if not isinstance(event, _NOT_STORED):
-            self.events.append(event)
-        for listener in self._listeners:
-            try:
-                listener(event)
-            except Exception:
-                log.exception("an event listener failed (ignored)")
 
     # -- display -------------------------------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -441,17 +481,13 @@ class AgentRun:
 
     def __str__(self) -> str:
         """The run as plain text: header, prompt, one line per call, the answer (what `print(run)` shows)."""
-        from .render import run_text
-
-        return run_text(self)
+        return render.run_text(self)
 
     def _repr_pretty_(self, printer, cycle: bool) -> None:  # IPython's text form: the same as str()
         printer.text(repr(self) if cycle else str(self))
 
     def _repr_html_(self) -> str:
-        from .render import run_html
-
-        return run_html(self)
+        return render.run_html(self)
 
     def to_wire(self, model: Model | str | None = None) -> Any:
         """The transcript in a provider's message format (this run's model's, by default)."""

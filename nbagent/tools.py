@@ -18,207 +18,72 @@ import fnmatch
 import inspect
 import re
 import sys
-import types
-import typing
-import warnings
-from typing import Any, Callable, Literal, Union
-
-import pydantic
-from pydantic.fields import FieldInfo
-from pydantic import ConfigDict
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from .context import ToolContext
+from .docstrings import parse_docstring
+from .schemas import (
+    Arguments,
+    ArgumentsError,
+    ToolDefinitionError,
+    _check_raw_schema,
+    _format_jsonschema_errors,
+    _format_pydantic_errors,
+    _json_type,
+    _raw_call_shape,
+    _raw_validator,
+    _signature_model,
+    strip_titles,
+)
 
-__all__ = ["Arguments", "ArgumentsError", "Tool", "ToolDefinitionError", "tool"]
+if TYPE_CHECKING:  # pragma: no cover
+    import pydantic
+
+__all__ = ["Arguments", "ArgumentsError", "Tool", "ToolDefinitionError", "as_tool", "parse_docstring", "tool"]
 
 ExecutionMode = Literal["parallel", "sequential"]
 CAPABILITIES = ("read", "write", "execute", "other")
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
 
 
-class ToolDefinitionError(ValueError):
-    """A tool was declared wrongly (raised when it is defined, never during a run)."""
-
-
-class ArgumentsError(ValueError):
-    """Arguments did not validate; the message is written for the model, so it can correct them."""
-
-
-class Arguments(dict):
-    """Validated arguments: a dict that also allows attribute access (`args.path`)."""
-
-    __slots__ = ()
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(f"no argument {name!r} (have: {', '.join(self) or 'none'})") from None
-
-
-# --------------------------------------------------------------------------------------------------
-# Docstrings
-# --------------------------------------------------------------------------------------------------
-_SECTION_RE = re.compile(
-    r"^\s*(Args|Arguments|Parameters|Params|Keyword Args|Returns|Return|Yields|Raises|Examples?|Notes?)\s*:?\s*$"
-)
-_GOOGLE_PARAM_RE = re.compile(r"^\s*\*{0,2}([A-Za-z_][A-Za-z0-9_]*)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
-_SPHINX_PARAM_RE = re.compile(r"^\s*:param\s+(?:[^:]*\s)?([A-Za-z_][A-Za-z0-9_]*)\s*:\s*(.*)$")
-
-
-def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
-    """Split a docstring into its description and per-parameter descriptions.
-
-    Understands Google style (`Args:`), NumPy style (`Parameters` underlined) and Sphinx (`:param x:`).
-    """
-    if not doc:
-        return "", {}
-    lines = inspect.cleandoc(doc).splitlines()
-    description: list[str] = []
-    params: dict[str, str] = {}
-    section: str | None = None
-    numpy = False
-    current: str | None = None
-    param_indent = 0
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        stripped = line.strip()
-        indent = len(line) - len(line.lstrip())
-        nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
-        underlined = bool(nxt) and set(nxt) <= {"-", "="}
-        m_section = _SECTION_RE.match(line)
-        if m_section and (stripped.endswith(":") or underlined):
-            section = m_section.group(1).lower()
-            numpy = underlined
-            current = None
-            param_indent = -1
-            i += 2 if underlined else 1
-            continue
-        m_sphinx = _SPHINX_PARAM_RE.match(line)
-        if m_sphinx:
-            current = m_sphinx.group(1)
-            params[current] = m_sphinx.group(2).strip()
-            section = "sphinx"
-        elif stripped.startswith(":") and section in (None, "sphinx"):
-            section = "sphinx-other"
-            current = None
-        elif section in ("args", "arguments", "parameters", "params", "keyword args"):
-            if not stripped:
-                pass
-            elif numpy:
-                m_np = re.match(r"^\s*\*{0,2}([A-Za-z_][A-Za-z0-9_]*)\s*(?::.*)?$", line)
-                if m_np and (param_indent == -1 or indent <= param_indent):
-                    param_indent = indent
-                    current = m_np.group(1)
-                    params[current] = ""
-                elif current:
-                    params[current] = (params[current] + " " + stripped).strip()
-            else:
-                m_param = _GOOGLE_PARAM_RE.match(line)
-                if m_param and (param_indent == -1 or indent <= param_indent):
-                    param_indent = indent
-                    current = m_param.group(1)
-                    params[current] = m_param.group(2).strip()
-                elif current:
-                    params[current] = (params[current] + " " + stripped).strip()
-        elif section is None:
-            description.append(line)
-        elif section == "sphinx" and current and stripped:
-            params[current] = (params[current] + " " + stripped).strip()
-        i += 1
-    return "\n".join(description).strip(), params
-
-
-# --------------------------------------------------------------------------------------------------
-# Schemas
-# --------------------------------------------------------------------------------------------------
-def _strip_titles(schema: Any) -> Any:
-    """Remove pydantic's generated `title`s from a schema (they cost tokens and say nothing)."""
-    if isinstance(schema, dict):
-        out = {}
-        for key, value in schema.items():
-            if key == "title" and isinstance(value, str):
-                continue
-            if key in ("properties", "$defs", "definitions", "patternProperties") and isinstance(value, dict):
-                out[key] = {k: _strip_titles(v) for k, v in value.items()}
-            elif isinstance(value, (dict, list)):
-                out[key] = _strip_titles(value)
-            else:
-                out[key] = value
-        return out
-    if isinstance(schema, list):
-        return [_strip_titles(v) for v in schema]
-    return schema
-
-
-def _is_context_annotation(annotation: Any) -> bool:
-    if annotation is ToolContext:
-        return True
-    if isinstance(annotation, str):
-        return annotation.replace("nbagent.", "").split("|")[0].strip() in ("ToolContext", "Optional[ToolContext]")
-    origin = typing.get_origin(annotation)
-    if origin in (Union, types.UnionType):
-        return any(a is ToolContext for a in typing.get_args(annotation))
-    if origin is typing.Annotated:
-        return _is_context_annotation(typing.get_args(annotation)[0])
-    return False
-
-
-def _signature_model(fn: Callable, name: str, param_docs: dict[str, str], localns: dict[str, Any] | None = None):
-    """Build the pydantic model of a function's parameters; return (model, ctx_param, positional-only names)."""
-    sig = inspect.signature(fn)
-    try:
-        hints = typing.get_type_hints(fn, localns=localns, include_extras=True)
-    except Exception:
-        hints = {k: v.annotation for k, v in sig.parameters.items() if v.annotation is not inspect.Parameter.empty}
-    fields: dict[str, Any] = {}
-    ctx_param: str | None = None
-    positional_only: list[str] = []
-    for pname, param in sig.parameters.items():
-        annotation = hints.get(pname, param.annotation)
-        if _is_context_annotation(annotation) or (annotation is inspect.Parameter.empty and pname == "ctx"):
-            ctx_param = pname
-            continue
-        if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
-            continue
-        if pname.startswith("_"):
-            raise ToolDefinitionError(f"tool {name!r}: parameter {pname!r} starts with '_' and cannot be sent by a model")
-        if param.kind is inspect.Parameter.POSITIONAL_ONLY:
-            positional_only.append(pname)
-        if annotation is inspect.Parameter.empty:
-            annotation = Any
-        default = param.default
-        field_kwargs: dict[str, Any] = {}
-        if pname in param_docs and param_docs[pname]:
-            field_kwargs["description"] = param_docs[pname]
-        if isinstance(default, FieldInfo):
-            if "description" in field_kwargs and not default.description:
-                default.description = field_kwargs["description"]
-            fields[pname] = (annotation, default)
-        elif default is inspect.Parameter.empty:
-            fields[pname] = (annotation, pydantic.Field(..., **field_kwargs))
-        else:
-            fields[pname] = (annotation, pydantic.Field(default, **field_kwargs))
-    model_name = re.sub(r"\W", "_", name) or "Args"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # parameter names that shadow BaseModel attributes are fine here
-        try:
-            model = pydantic.create_model(
-                model_name,
-                __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True, protected_namespaces=()),
-                **fields,
-            )
-        except Exception as exc:
-            raise ToolDefinitionError(f"tool {name!r}: cannot build a schema from its signature: {exc}") from exc
-    return model, ctx_param, positional_only
-
-
 # --------------------------------------------------------------------------------------------------
 # The Tool
 # --------------------------------------------------------------------------------------------------
 class Tool:
-    """A tool the model can call. Made by `@tool`; see that for the fields."""
+    """A tool the model can call: `Tool(fn, **options)`, or `@tool(**options)` (the same options).
+
+    Args:
+        fn: the function (sync or async) the tool calls with the validated arguments; a parameter
+            annotated `ToolContext` (or named `ctx`) gets the call's context.
+        name: what the model sees and calls (default: the function's name).
+        description: what the model reads to decide whether to call it (default: the docstring).
+        json_schema: a raw JSON Schema for the parameters, sent unchanged; the function then receives the
+            validated arguments as keyword arguments. Its root must be an object schema.
+        strict: ask the provider for strict argument validation.
+        namespace: group related tools; the model sees `namespace__name`.
+        namespace_description: what the group is for (shown by tool search).
+        defer_loading: keep the schema out of requests until the model finds it with `search_tools`.
+        execution_mode: `parallel` (default) or `sequential` (its whole batch then runs in order).
+        read_only: only reads: auto-allowed by the permission pipeline, kept in read-only sessions.
+        destructive: may destroy data (shown in the view, and a hint for approvals).
+        capability: `read`, `write`, `execute` or `other`, for capability modes (derived by default).
+        edits_files: edits files in the workspace (allowed by the `acceptEdits` mode); or `f(args) -> bool`
+            deciding per call.
+        describe_activity: `f(args) -> str`, a short label while running ("Reading data.csv").
+        describe_completed_activity: `f(args, result) -> str`, the label once done.
+        prepare_arguments: `f(arguments) -> arguments`, run on the parsed arguments (after the repair
+            ladder) before they are validated.
+        timeout: per-call limit in seconds.
+        sort_key: where the tool sorts in the request (default: its name).
+        permission_subject: the parameter (or `f(args) -> str`) that rule patterns like `name(pat*)` match.
+        rule_matcher: `f(pattern, args) -> bool`, a tool's own rule matching (overrides permission_subject);
+            it may also take the call's context (`f(pattern, args, ctx)`) and the rule's `action`
+            keyword ("allow", "ask", "deny", "grant"), to match deny rules more broadly than allow rules.
+            `nbagent.paths.path_rule_matcher` matches workspace paths with `**` globs.
+        read_only_call: `f(args) -> bool` (or `f(args, ctx)`), whether one call only reads (auto-allowed).
+        suggest_grant: `f(args) -> pattern` (or `f(args, ctx)`), the scope of an "always allow" for a call
+            like this one.
+    """
 
     def __init__(
         self,
@@ -306,7 +171,7 @@ class Tool:
             model, self.ctx_param, self._positional_only = _signature_model(sig_fn, self.name, param_docs, _localns)
             self._model = model
             self._validate_model = model.__pydantic_validator__.validate_python
-            schema = _strip_titles(model.model_json_schema())
+            schema = strip_titles(model.model_json_schema())
             if schema.get("type") != "object":  # pragma: no cover - create_model always makes objects
                 raise ToolDefinitionError(f"tool {self.name!r}: the parameters schema must be an object")
             schema.setdefault("properties", {})
@@ -345,7 +210,7 @@ class Tool:
         if self._model is not None:
             try:
                 model = self._validate_model(data)
-            except pydantic.ValidationError as exc:
+            except _validation_error() as exc:  # (evaluated only when something was raised)
                 raise ArgumentsError(_format_pydantic_errors(exc)) from None
             return Arguments(model.__dict__)
         errors = sorted(self._validator.iter_errors(data), key=lambda e: list(e.absolute_path))
@@ -489,175 +354,39 @@ def _default_subject(parameters: dict[str, Any]) -> Callable[[Arguments], str | 
     return None
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return type(value).__name__
+def _validation_error() -> type[Exception]:
+    from pydantic_core import ValidationError
+
+    return ValidationError
 
 
-def _format_pydantic_errors(exc: pydantic.ValidationError) -> str:
-    lines = []
-    for err in exc.errors(include_url=False)[:20]:
-        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            msg = "unexpected argument"
-        elif err["type"] == "missing":
-            msg = "missing required argument"
-        given = err.get("input")
-        if err["type"] not in ("missing", "extra_forbidden") and given is not None:
-            shown = repr(given)
-            if len(shown) > 60:
-                shown = shown[:57] + "..."
-            msg += f" (got {shown})"
-        lines.append(f"- {loc}: {msg}")
-    more = len(exc.errors()) - 20
-    if more > 0:
-        lines.append(f"- ... and {more} more")
-    return "\n".join(lines)
-
-
-def _format_jsonschema_errors(errors: list) -> str:
-    lines = []
-    for err in errors[:20]:
-        loc = ".".join(str(p) for p in err.absolute_path) or "(root)"
-        lines.append(f"- {loc}: {err.message}")
-    if len(errors) > 20:
-        lines.append(f"- ... and {len(errors) - 20} more")
-    return "\n".join(lines)
-
-
-def _check_raw_schema(name: str, schema: Any) -> dict[str, Any]:
-    if not isinstance(schema, dict):
-        raise ToolDefinitionError(f"tool {name!r}: json_schema must be a dict, not {type(schema).__name__}")
-    if schema.get("type") != "object":
-        raise ToolDefinitionError(
-            f"tool {name!r}: function tool parameters must use a root object schema "
-            f"(\"type\": \"object\"), got type {schema.get('type')!r}"
-        )
-    import jsonschema
-
-    try:
-        jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        raise ToolDefinitionError(f"tool {name!r}: json_schema is not a valid JSON Schema: {exc.message}") from None
-    return schema
-
-
-def _raw_validator(name: str, schema: dict[str, Any]):
-    import jsonschema
-
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
-
-
-def _raw_call_shape(fn: Callable) -> tuple[str | None, list[str], set[str] | bool]:
-    """For raw-schema tools: which parameter takes the context, and which keywords the function accepts."""
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None, [], True
-    try:
-        hints = typing.get_type_hints(fn)
-    except Exception:
-        hints = {}
-    ctx_param = None
-    accepts: set[str] | bool = set()
-    positional_only: list[str] = []
-    for pname, param in sig.parameters.items():
-        annotation = hints.get(pname, param.annotation)
-        if _is_context_annotation(annotation) or (annotation is inspect.Parameter.empty and pname == "ctx"):
-            ctx_param = pname
-        elif param.kind is inspect.Parameter.VAR_KEYWORD:
-            accepts = True
-        elif param.kind is not inspect.Parameter.VAR_POSITIONAL and accepts is not True:
-            accepts.add(pname)  # type: ignore[union-attr]
-            if param.kind is inspect.Parameter.POSITIONAL_ONLY:
-                positional_only.append(pname)
-    return ctx_param, positional_only, accepts
-
-
-def tool(
-    fn: Callable[..., Any] | None = None,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    json_schema: dict[str, Any] | None = None,
-    strict: bool | None = None,
-    namespace: str | None = None,
-    namespace_description: str | None = None,
-    defer_loading: bool = False,
-    execution_mode: ExecutionMode = "parallel",
-    read_only: bool = False,
-    destructive: bool = False,
-    capability: str | None = None,
-    edits_files: bool | Callable[..., bool] = False,
-    describe_activity: Callable[[Arguments], str] | None = None,
-    describe_completed_activity: Callable[[Arguments, Any], str] | None = None,
-    prepare_arguments: Callable[[Any], Any] | None = None,
-    timeout: float | None = None,
-    sort_key: str | None = None,
-    permission_subject: str | Callable[[Arguments], str | None] | None = None,
-    rule_matcher: Callable[..., bool] | None = None,
-    read_only_call: Callable[..., bool] | None = None,
-    suggest_grant: Callable[..., str | None] | None = None,
-) -> Any:
+def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """Make a function a tool. Use as `@tool`, `@tool(...)`, or `tool(name=..., json_schema=...)(fn)`.
 
-    Args:
-        name: what the model sees and calls (default: the function's name).
-        description: what the model reads to decide whether to call it (default: the docstring).
-        json_schema: a raw JSON Schema for the parameters, sent unchanged; the function then receives the
-            validated arguments as keyword arguments. Its root must be an object schema.
-        strict: ask the provider for strict argument validation.
-        namespace: group related tools; the model sees `namespace__name`.
-        namespace_description: what the group is for (shown by tool search).
-        defer_loading: keep the schema out of requests until the model finds it with `search_tools`.
-        execution_mode: `parallel` (default) or `sequential` (its whole batch then runs in order).
-        read_only: only reads: auto-allowed by the permission pipeline, kept in read-only sessions.
-        destructive: may destroy data (shown in the view, and a hint for approvals).
-        capability: `read`, `write`, `execute` or `other`, for capability modes (derived by default).
-        edits_files: edits files in the workspace (allowed by the `acceptEdits` mode); or `f(args) -> bool`
-            deciding per call.
-        describe_activity: `f(args) -> str`, a short label while running ("Reading data.csv").
-        describe_completed_activity: `f(args, result) -> str`, the label once done.
-        prepare_arguments: `f(raw) -> raw`, pre-processing of the parsed arguments before validation.
-        timeout: per-call limit in seconds.
-        sort_key: where the tool sorts in the request (default: its name).
-        permission_subject: the parameter (or `f(args) -> str`) that rule patterns like `name(pat*)` match.
-        rule_matcher: `f(pattern, args) -> bool`, a tool's own rule matching (overrides permission_subject);
-            it may also take the call's context (`f(pattern, args, ctx)`) and the rule's `action`
-            keyword ("allow", "ask", "deny", "grant"), to match deny rules more broadly than allow rules.
-            `nbagent.permissions.path_rule_matcher` matches workspace paths with `**` globs.
-        read_only_call: `f(args) -> bool` (or `f(args, ctx)`), whether one call only reads (auto-allowed).
-        suggest_grant: `f(args) -> pattern` (or `f(args, ctx)`), the scope of an "always allow" for a call
-            like this one.
+    The options are `Tool`'s, stated and documented once there (`help(Tool)`): name, description,
+    json_schema, strict, namespace, execution_mode, read_only, timeout, describe_activity, ...
+    An unknown option is a `TypeError` when the tool is defined.
     """
-    options = dict(
-        name=name, description=description, json_schema=json_schema, strict=strict, namespace=namespace,
-        namespace_description=namespace_description, defer_loading=defer_loading, execution_mode=execution_mode,
-        read_only=read_only, destructive=destructive, capability=capability, edits_files=edits_files,
-        describe_activity=describe_activity, describe_completed_activity=describe_completed_activity,
-        prepare_arguments=prepare_arguments, timeout=timeout, sort_key=sort_key,
-        permission_subject=permission_subject, rule_matcher=rule_matcher, read_only_call=read_only_call,
-        suggest_grant=suggest_grant,
-    )
+    unknown = set(options) - _OPTIONS
+    if unknown:
+        raise TypeError(f"tool() got unknown option(s) {', '.join(sorted(unknown))}; the options are: "
+                        f"{', '.join(sorted(_OPTIONS))}")
     # Names local to the defining scope (a class defined in a function, say) resolve string annotations.
     caller = sys._getframe(1)
-    options["_localns"] = dict(caller.f_locals) if caller.f_locals is not caller.f_globals else None
+    localns = dict(caller.f_locals) if caller.f_locals is not caller.f_globals else None
     if fn is None:
-        return lambda f: Tool(f.fn if isinstance(f, Tool) else f, **options)
+        return lambda f: Tool(f.fn if isinstance(f, Tool) else f, **options, _localns=localns)
     if isinstance(fn, Tool):
         fn = fn.fn
-    return Tool(fn, **options)
+    return Tool(fn, **options, _localns=localns)
+
+
+_OPTIONS = frozenset(p for p in inspect.signature(Tool.__init__).parameters if p not in ("self", "fn", "_localns"))
+tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    [inspect.Parameter("fn", inspect.Parameter.POSITIONAL_ONLY, default=None)]
+    + [p for name, p in inspect.signature(Tool.__init__).parameters.items() if name in _OPTIONS],
+    return_annotation=Any,
+)
 
 
 def as_tool(obj: Any) -> Tool:

@@ -59,3 +59,11 @@ def test_cancellation_tokens_chain_and_wake_waiters():
 
     with pytest.raises(ToolCancelled, match="stop"):
         ctx.raise_if_cancelled()
+
+
+def test_a_context_keeps_the_token_it_is_given_linked_to_its_parent():
+    run_token = CancellationToken()
+    ctx = ToolContext("c1", "t", cancellation=CancellationToken(parent=run_token))
+    assert not ctx.cancelled
+    run_token.cancel("stop")
+    assert ctx.cancelled and ctx.cancellation.reason_text == "stop"

@@ -235,8 +235,8 @@ async def test_progress_reaches_listeners_and_never_the_history():
     rec, rec_sync = run.calls
     assert len([p for p in progress if p.call is rec]) == 50
     assert len([p for p in progress if p.call is rec_sync]) == 2000  # from a worker thread, none lost
-    assert rec.fraction == 1.0 and rec.progress_count == 50 and rec.output.text.endswith("out 49\n")
-    assert rec_sync.output.text.endswith("sync 1999\n") and len(rec_sync.progress) == 100
+    assert rec.fraction == 1.0 and rec.progress_count == 50 and rec.output_tail.text.endswith("out 49\n")
+    assert rec_sync.output_tail.text.endswith("sync 1999\n") and len(rec_sync.progress) == 100
     for m in run.messages:
         assert "step" not in getattr(m, "text", "")
     assert not any(isinstance(e, ToolCallProgress) for e in run.events)
@@ -505,7 +505,7 @@ def test_tool_results_with_images_reach_the_transcript():
     rec = run.calls[0]
     image = rec.result.images[0]
     assert image.mime_type in ("image/png", "image/jpeg")
-    from nbagent.results import _image_size
+    from nbagent.images import image_size as _image_size
     assert max(_image_size(image.data, image.mime_type)) <= 1568  # shrunk to provider limits
     assert isinstance(rec.details, Image.Image)
     msg = run.messages[2]
@@ -518,3 +518,39 @@ def test_user_message_with_blocks():
     png = b"\x89PNG\r\n\x1a\n" + b"\0" * 30
     run = agent(["I see it"]).run_sync([TextBlock("what is this?"), ImageBlock(png)])
     assert isinstance(run.messages[0], UserMessage) and len(run.messages[0].content) == 2
+
+
+@pytest.mark.parametrize("how", ["run.cancel", "waiter cancelled"])
+async def test_work_a_tool_hands_to_a_thread_sees_the_cancellation(how):
+    """Each call's cancellation token is linked to the run's: however the run is stopped, a thread that
+    polls `ctx.cancelled` stops too."""
+    started = threading.Event()
+    noticed = threading.Event()
+
+    def work(ctx: ToolContext) -> str:
+        started.set()
+        deadline = time.monotonic() + 10
+        while not ctx.cancelled and time.monotonic() < deadline:
+            time.sleep(0.005)
+        if ctx.cancelled:
+            noticed.set()
+        return "over"
+
+    @tool(read_only=True)
+    async def offload(ctx: ToolContext) -> str:
+        return await asyncio.to_thread(work, ctx)  # asyncio cannot stop this thread: only the token can
+
+    run = agent([calls(call("offload")), "never"], offload).start("x")
+    assert await asyncio.to_thread(started.wait, 5)
+    if how == "run.cancel":
+        run.cancel()
+        await run
+    else:
+        waiter = asyncio.ensure_future(run.wait())  # the cell awaiting the run is interrupted
+        await asyncio.sleep(0.02)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+    assert await asyncio.to_thread(noticed.wait, 5), "the thread never saw ctx.cancelled"
+    assert run.status == "cancelled" and run.calls[0].status == "cancelled"
+    assert_valid(run)

@@ -214,3 +214,42 @@ def test_env_approval_reads_the_policy_from_the_environment(monkeypatch):
     assert env_approval() == "allow"
     monkeypatch.setenv("NBAGENT_APPROVAL", "maybe")
     assert env_approval() is None
+
+
+def test_listeners_that_change_arguments_after_the_approval_do_not_change_what_runs():
+    """The arguments are frozen before any listener sees the approval request: a listener that changes
+    the call's arguments, or the dict shown in the approval event, once the approval is given, changes
+    nothing that runs (and the record still shows what was asked about)."""
+    from nbagent.events import ApprovalDecided, ApprovalRequested
+
+    shown: list[dict] = []
+
+    def meddle(event):
+        if isinstance(event, ApprovalRequested):
+            shown.append(event.request.arguments)
+        elif isinstance(event, ApprovalDecided) and event.decision.allow:
+            event.call.arguments["path"] = "/etc/passwd"
+            shown[-1]["path"] = "/etc/shadow"
+
+    executed.clear()
+    agent = Agent(model=ScriptedModel([calls(call("delete", path="tmp.txt")), "done"]), tools=[delete],
+                  approver=lambda request: True)
+    r = agent.run_sync("x", on_event=meddle)
+    assert_valid(r)
+    assert r.calls[0].status == "ok" and r.calls[0].decision.source == "user"
+    assert executed == ["delete tmp.txt"]
+
+
+def test_a_listener_that_changes_the_shown_arguments_before_the_decision_voids_the_approval():
+    from nbagent.events import ApprovalRequested
+
+    def meddle(event):
+        if isinstance(event, ApprovalRequested):
+            event.request.arguments["path"] = "/etc/passwd"  # what the person sees is not what would run
+
+    executed.clear()
+    agent = Agent(model=ScriptedModel([calls(call("delete", path="tmp.txt")), "done"]), tools=[delete],
+                  approver=lambda request: True)
+    r = agent.run_sync("x", on_event=meddle)
+    assert r.calls[0].status == "denied" and "changed after they were approved" in r.calls[0].decision.reason
+    assert executed == []

@@ -28,8 +28,9 @@ import ipywidgets as W
 from ipywidgets.widgets.widget_string import HTMLStyle, TextStyle
 
 from .. import render
+from ..decisions import Decision
 from ..messages import AssistantMessage
-from ..permissions import ApprovalRequest, Decision
+from ..records import ApprovalRequest
 from .approval import PendingApproval
 from .capture import close_figure, is_figure
 from .throttle import Throttle
@@ -201,10 +202,10 @@ class CallRow:
 
     def _render_tail(self) -> int:
         rec = self.record
-        if rec is None or not rec.progress_count or not rec.output.total:
+        if rec is None or not rec.progress_count or not rec.output_tail.total:
             return 0
-        text = rec.output.text
-        cut = rec.output.total - len(text)
+        text = rec.output_tail.text
+        cut = rec.output_tail.total - len(text)
         lines = text.splitlines()
         if len(lines) > TAIL_LINES:
             cut += sum(len(line) + 1 for line in lines[:-TAIL_LINES])
@@ -217,7 +218,7 @@ class CallRow:
         value = f'<pre class="nba-tail">{html.escape(head + shown)}</pre>'
         fold = rec.done and rec.status == "ok"  # a call that went well folds its output away when it ends
         if fold:
-            label = f"output · {rec.output.total:,} characters"
+            label = f"output · {rec.output_tail.total:,} characters"
         else:
             label = "live output" if not rec.done else "output"
         toggle = (f'<label class="nba-toggle"><input type="checkbox"{"" if fold else " checked"}>'

@@ -13,7 +13,7 @@ import os
 import threading
 from typing import Any
 
-from ..permissions import match_path
+from ..paths import match_path
 from ._runner import HistorySource, PythonRunner
 from ._workspace import Workspace, workspace_of
 
@@ -59,8 +59,7 @@ class Binding:
 def read_denied_check(ctx: Any):
     """`f(relative path, real path) -> bool` for the session's deny rules on reading files (`read_file`
     and `grep` rules), or None when there are none. Tools that read many files skip what it denies."""
-    policy = getattr(getattr(ctx, "run", None), "policy", None)
-    rules = getattr(policy, "rules", None) or []
+    rules = getattr(ctx, "rules", None) or ()
     denying = [r for r in rules if r.action == "deny" and (r.names("read_file") or r.names("grep"))]
     if not denying:
         return None

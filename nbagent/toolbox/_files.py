@@ -37,7 +37,7 @@ from pydantic import Field
 
 from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
-from ..permissions import glob_regex, match_path, path_rule_matcher
+from ..paths import glob_regex, match_path, path_rule_matcher
 from ..results import error_result, image_result, sniff_image_type
 from ..tools import Tool
 from ._binding import Binding, read_denied_check
@@ -613,8 +613,7 @@ def _glob_matcher(path_matcher: Any):
 
 
 def _list_denied(ctx: Any):
-    policy = getattr(getattr(ctx, "run", None), "policy", None)
-    rules = [r for r in (getattr(policy, "rules", None) or []) if r.action == "deny" and r.names("list_files")
+    rules = [r for r in (getattr(ctx, "rules", None) or ()) if r.action == "deny" and r.names("list_files")
              and r.pattern is not None]
     if not rules:
         return None

@@ -85,7 +85,7 @@ def test_output_streams_as_progress(tools, ws: Path) -> None:
     agent = Agent(model=model, tools=tools, mode="bypassPermissions", workspace=ws)
     run = agent.run_sync("go", on_event=lambda e: seen.append(e.update.output) if isinstance(e, ToolCallProgress) and e.update.output else None)
     assert "".join(seen) == "line1\nline2\nline3\n"
-    assert run.calls[0].output.text == "line1\nline2\nline3\n"
+    assert run.calls[0].output_tail.text == "line1\nline2\nline3\n"
 
 
 def test_long_output_is_cut_for_the_model_and_kept_whole(runner: Runner) -> None:

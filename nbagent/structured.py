@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import pydantic
-
 from .messages import TextBlock, ToolResult
-from .tools import Tool, _strip_titles
+from .schemas import strip_titles
+from .tools import Tool
 
 __all__ = ["SUBMIT_TOOL_NAME", "make_submit_tool"]
 
@@ -22,9 +21,11 @@ SUBMIT_TOOL_NAME = "submit_result"
 
 def make_submit_tool(output_type: Any) -> Tool:
     """The `submit_result` tool for an output type."""
+    import pydantic  # only runs with an output type pay for it
+
     is_model = isinstance(output_type, type) and issubclass(output_type, pydantic.BaseModel)
     adapter = pydantic.TypeAdapter(output_type)
-    schema = _strip_titles(adapter.json_schema())
+    schema = strip_titles(adapter.json_schema())
     wrapped = not (is_model and schema.get("type") == "object")
     if wrapped:
         defs = schema.pop("$defs", None)

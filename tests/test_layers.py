@@ -1,0 +1,182 @@
+"""The core's import graph: no cycle, and no arrow that points up a layer.
+
+Every import statement counts, wherever it is: at the top, inside a function, under `if TYPE_CHECKING:`.
+The graph is read with `ast` from the source, so an import that only a type checker follows is caught too.
+
+Layers, from the bottom (a module may import its own layer, without a cycle, and the layers it lists):
+
+    data       messages, errors, secrets, context, decisions, records, events, transcript, reprs, sandbox,
+               sessions (the store of transcripts)
+    tools      tools, docstrings, schemas, arguments, results, images, paths, plan, structured, streaming
+    stages     hooks, permissions, interrupt, execution        (one call's path)
+    providers  providers/*                                      (beside the stages: data and tools only)
+    render     render                                           (data only)
+    toolbox    toolbox/*                                        (tools and data)
+    loop       loop, run                                        (everything below)
+    api        nbagent/__init__, demo                           (everything)
+
+`nbagent/jupyter/` sits on top of all of it and is not part of the core.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "nbagent"
+
+LAYERS: dict[str, tuple[str, ...]] = {
+    "data": ("messages", "errors", "secrets", "context", "decisions", "records", "events", "transcript",
+             "reprs", "sandbox", "sessions"),
+    "tools": ("tools", "docstrings", "schemas", "arguments", "results", "images", "paths", "plan",
+              "structured", "streaming"),
+    "stages": ("hooks", "permissions", "interrupt", "execution"),
+    "providers": ("providers",),
+    "render": ("render",),
+    "toolbox": ("toolbox",),
+    "loop": ("loop", "run"),
+    "api": ("__init__", "demo"),
+}
+MAY_IMPORT: dict[str, set[str]] = {
+    "data": {"data"},
+    "tools": {"data", "tools"},
+    "stages": {"data", "tools", "stages"},
+    "providers": {"data", "tools", "providers"},
+    "render": {"data", "render"},
+    "toolbox": {"data", "tools", "toolbox"},
+    "loop": {"data", "tools", "stages", "providers", "render", "loop"},
+    "api": set(LAYERS),
+}
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def core_modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(ROOT.rglob("*.py")) if "jupyter" not in p.relative_to(ROOT).parts}
+
+
+def imports_of(name: str, path: Path) -> set[str]:
+    """The nbagent modules `name` imports, every statement counted (top level, functions, TYPE_CHECKING)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    modules = core_modules()
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module or ""
+            # `from . import x` / `from .pkg import mod` may name modules as well as attributes
+            targets = [f"{prefix}.{alias.name}" if f"{prefix}.{alias.name}" in modules else prefix
+                       for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target.startswith("nbagent") and target != name:
+                found.add(target)
+    return found
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    key = parts[1] if len(parts) > 1 else "__init__"
+    for layer, members in LAYERS.items():
+        if key in members:
+            return layer
+    raise AssertionError(f"{module} is in no layer: add it to LAYERS in {__file__}")
+
+
+def graph() -> dict[str, set[str]]:
+    return {name: imports_of(name, path) for name, path in core_modules().items()}
+
+
+def test_every_core_module_has_a_layer():
+    for name in core_modules():
+        layer_of(name)
+
+
+def test_no_arrow_points_up():
+    wrong = []
+    for source, targets in graph().items():
+        for target in sorted(targets):
+            if target == "nbagent":  # `from . import x` inside the package root's own modules
+                if layer_of(source) != "api":
+                    wrong.append(f"{source} ({layer_of(source)}) imports the package root")
+                continue
+            if layer_of(target) not in MAY_IMPORT[layer_of(source)]:
+                wrong.append(f"{source} ({layer_of(source)}) -> {target} ({layer_of(target)})")
+    assert not wrong, "imports against the layers:\n" + "\n".join(wrong)
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(edges):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_no_import_cycle_in_the_core():
+    edges = graph()
+    edges.pop("nbagent", None)  # the package root re-exports everything; nothing below may import it
+    cycle = find_cycle(edges)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_checker_sees_type_checking_and_function_imports(tmp_path):
+    """The test itself can fail: a cycle hidden under TYPE_CHECKING or in a function is found."""
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .run import AgentRun\n" \
+             "def f():\n    from .render import call_text\n"
+    tree_imports = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            tree_imports.add(node.module)
+    assert tree_imports == {"run", "render"}
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+OTHERS_RESHAPING = ("nbagent.providers", "nbagent.toolbox", "nbagent.sessions")
+"""Provider adapters, built-in tools and the session store are being reshaped on their own; their sizes
+are checked there."""
+
+
+@pytest.mark.parametrize("module", sorted(m for m in core_modules() if not m.startswith(OTHERS_RESHAPING)))
+def test_no_module_is_long_without_saying_why(module):
+    text = core_modules()[module].read_text()
+    lines = text.count("\n")
+    doc = ast.get_docstring(ast.parse(text)) or ""
+    if lines > 520 and "one module" not in doc:
+        pytest.fail(f"{module} has {lines} lines: split it, or say at its top why it is one module")
