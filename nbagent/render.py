@@ -532,11 +532,11 @@ def header_html(run: AgentRun, *, waiting: int = 0, live: bool = False, stopped:
 
 def _is_builtin(tool: Any) -> bool:
     module = getattr(getattr(tool, "fn", None), "__module__", None) or ""
-    return module.startswith(("nbagent.toolbox", "nbagent.jupyter.kernel_tools"))
+    return module.startswith(("nbagent.toolbox", "nbagent.jupyter.kernel_tools", "nbagent.jupyter.notebook_tools"))
 
 
 def tools_summary(run: AgentRun) -> tuple[str, str]:
-    """What tools the run was offered: a short form ("tools: add + 10 built-in") and every name."""
+    """What tools the run was offered: a short form ("tools: add + 15 built-in") and every name."""
     tools = [t for t in getattr(run.agent, "tools", []) if getattr(t, "name", None)]
     if not tools:
         return "no tools", "This run was offered no tools."
