@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
+from .secrets import redact
+
 __all__ = ["SANDBOX_POLICIES", "CancellationToken", "Constraints", "ProgressUpdate", "ToolCancelled", "ToolContext"]
 
 T = TypeVar("T")
@@ -235,6 +237,10 @@ class ToolContext:
         """Report progress. Safe from any thread; reaches listeners (the live view), never the history."""
         if fraction is not None:
             fraction = 0.0 if fraction < 0 else 1.0 if fraction > 1 else float(fraction)
+        if message:  # what a view shows and a record keeps carries no key either
+            message = redact(message, fresh=False)
+        if output:
+            output = redact(output, fresh=False)
         update = ProgressUpdate(message, fraction, output, data, time.monotonic())
         sink = self._on_progress
         if sink is None:

@@ -36,6 +36,7 @@ from .messages import ToolResult, ToolResultMessage
 from .permissions import PermissionPolicy
 from .records import CallRecord
 from .results import error_result, normalise, to_tool_result
+from .secrets import redact_exception
 from .tools import ArgumentsError, Tool
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -128,7 +129,7 @@ async def _run_call(env: CallEnvironment, plan: ToolPlan, rec: CallRecord, outco
         raise
     except Exception as exc:  # a bug in nbagent itself: still an answer, never a crash
         log.exception("internal error while running tool call %s", rec.id)
-        rec.errors.append(exc)
+        rec.errors.append(redact_exception(exc))
         if not rec.done:
             await _settle(env, rec, "error", error_result(
                 f"Internal error while running {rec.name}: {type(exc).__name__}: {exc}"))
@@ -162,7 +163,7 @@ async def _lifecycle(env: CallEnvironment, plan: ToolPlan, rec: CallRecord, outc
             try:
                 value = tool.prepare_arguments(value)
             except Exception as exc:
-                rec.errors.append(exc)
+                rec.errors.append(redact_exception(exc))
                 raise ArgumentsError(f"prepare_arguments failed: {type(exc).__name__}: {exc}") from None
         args = tool.validate(value)
     except ArgumentsError as exc:
@@ -216,7 +217,7 @@ async def _lifecycle(env: CallEnvironment, plan: ToolPlan, rec: CallRecord, outc
         try:
             result = to_tool_result(value)
         except Exception as exc:
-            rec.errors.append(exc)
+            rec.errors.append(redact_exception(exc))
             result = error_result(
                 f"{tool.name} returned a {type(value).__name__} that cannot be shown as text "
                 f"({type(exc).__name__}: {exc})", details=value)
@@ -229,10 +230,10 @@ async def _lifecycle(env: CallEnvironment, plan: ToolPlan, rec: CallRecord, outc
     except ToolCancelled as exc:
         if env.cancellation.cancelled:
             raise asyncio.CancelledError() from exc
-        rec.errors.append(exc)
+        rec.errors.append(redact_exception(exc))
         result = error_result(f"{tool.name} stopped: {exc or 'cancelled'}")
     except Exception as exc:
-        rec.errors.append(exc)
+        rec.errors.append(redact_exception(exc))
         result = error_result(_describe_exception(exc), details=exc)
     if result.is_error and status == "ok":
         status = "error"

@@ -105,11 +105,11 @@ class RunState:
         "messages", "history_length", "calls", "requests", "events", "listeners", "spend", "before", "turns", "output",
         "context_tokens", "context_measured", "context_anchor", "compactions",
         "error", "stop_reason", "outcome", "in_flight", "partial_text", "call_ids", "loaded_tools",
-        "cancellation", "started_at", "t0", "finished_at", "elapsed", "finished",
+        "cancellation", "started_at", "t0", "finished_at", "elapsed",
     )
 
     def __init__(self, messages: Iterable[Message] = (), prompt: UserMessage | None = None,
-                 cancellation: CancellationToken | None = None, *, awaitable: bool = True,
+                 cancellation: CancellationToken | None = None, *,
                  before: Spend | None = None, context_anchor: tuple[int, int] | None = None) -> None:
         self.messages: list[Message] = list(messages)
         self.history_length = len(self.messages)
@@ -148,7 +148,6 @@ class RunState:
         self.t0 = time.monotonic()
         self.finished_at: float | None = None
         self.elapsed: float | None = None
-        self.finished = asyncio.Event() if awaitable else None
 
     @property
     def usage(self) -> Usage:
@@ -183,8 +182,6 @@ class RunState:
         self.error = error
         self.finished_at = time.time()
         self.elapsed = time.monotonic() - self.t0
-        if self.finished is not None:
-            self.finished.set()
 
 
 async def drive(settings: RunSettings, state: RunState) -> None:

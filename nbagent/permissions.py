@@ -15,13 +15,15 @@ decides, decides:
    decides; `dontAsk` denies instead; with no approver, `NBAGENT_APPROVAL=allow|deny` decides, else deny.
 
 Every decision is a `Decision` recorded on its call with what decided it (`source`) and why (`reason`).
-An approval holds for exactly the arguments that were shown: if they change afterwards, it is void.
+`PermissionPolicy.request_approval` keeps gate 8's bookkeeping: the arguments are frozen before anyone
+sees the request (what runs is that copy), an approval is void if what was shown changed before the
+decision, and an approval with `remember=True` becomes a grant.
 
 How a rule's argument pattern (`NAME(pattern)`) is matched is the tool's own business (`Tool.rule_matcher`);
 matchers see the rule's action, so a deny rule can match broadly (any part of a compound shell command)
 while an allow rule matches strictly. Without one, the pattern is an `fnmatch` glob over the tool's
 permission subject (its first required string parameter). Tools whose subject is a file path use
-`path_rule_matcher`: patterns relative to the workspace, `*` within a path segment, `**` across segments,
+`path_rule_matcher` (in `nbagent.paths`): patterns relative to the workspace, `*` within a path segment, `**` across segments,
 a pattern without `/` matching a file or directory name at any depth (gitignore style), and a pattern
 matching a directory covering everything inside it.
 """

@@ -2,7 +2,13 @@
 
 No IPython needed: these are strings. `AgentRun`, `CallRecord` and `ToolResult` use them for `_repr_html_`;
 the live view in `nbagent.jupyter` builds its rows from the same pieces, so a run looks the same live and
-after the fact. The stylesheet is `render.css`, next to this module.
+after the fact. The stylesheet is `render.css`, next to this module. Data objects reach these functions
+through `nbagent.reprs` (registered at the end of this module): data never imports render.
+
+Why one module of about 700 lines: its pieces (pills, chips, a call's row, a run's header and footer)
+are one small HTML vocabulary that the static rendering, the text form and the live view all compose,
+and the live view's work is still extending it; split it by what it renders (call, run, text) once
+that settles.
 """
 
 from __future__ import annotations
@@ -431,15 +437,15 @@ def call_inner_html(
             notes.append(_esc(problem))
     if notes:
         parts.append(f'<div class="nba-sub nba-note">{" · ".join(notes)}</div>')
-    if output and rec is not None and rec.progress_count and rec.output.total:
-        text = rec.output.text
-        cut = rec.output.total - len(text)
+    if output and rec is not None and rec.progress_count and rec.output_tail.total:
+        text = rec.output_tail.text
+        cut = rec.output_tail.total - len(text)
         if len(text) > 2400:
             cut += len(text) - 2400
             text = text[-2400:]
         head = f"… {cut:,} earlier characters\n" if cut > 0 else ""
         parts.append(f'<div class="nba-sub"><details class="nba-result"><summary>output · '
-                     f'{rec.output.total:,} characters</summary><pre class="nba-tail">{_esc(head + text)}</pre>'
+                     f'{rec.output_tail.total:,} characters</summary><pre class="nba-tail">{_esc(head + text)}</pre>'
                      "</details></div>")
     if rec is not None and rec.done and rec.result is not None:
         if status in ("error", "not_found", "invalid_arguments", "timeout"):
@@ -521,11 +527,11 @@ def header_html(run: AgentRun, *, waiting: int = 0, live: bool = False, stopped:
 
 def _is_builtin(tool: Any) -> bool:
     module = getattr(getattr(tool, "fn", None), "__module__", None) or ""
-    return module.startswith(("nbagent.toolbox", "nbagent.jupyter.kernel_tools"))
+    return module.startswith(("nbagent.toolbox", "nbagent.jupyter.kernel_tools", "nbagent.jupyter.notebook_tools"))
 
 
 def tools_summary(run: AgentRun) -> tuple[str, str]:
-    """What tools the run was offered: a short form ("tools: add + 10 built-in") and every name."""
+    """What tools the run was offered: a short form ("tools: add + 15 built-in") and every name."""
     tools = [t for t in getattr(run.agent, "tools", []) if getattr(t, "name", None)]
     if not tools:
         return "no tools", "This run was offered no tools."

@@ -192,7 +192,11 @@ def normalise(result: ToolResult, max_chars: int | None) -> ToolResult:
 
 
 def redact_result(result: ToolResult) -> ToolResult:
-    """`result` with secrets redacted from its text blocks (the same object when there were none)."""
+    """`result` with secrets redacted from its text blocks, and from `details` when that is a string (a
+    live object stays as it is); the same object when there were none."""
+    details = result.details
+    if isinstance(details, str):
+        details = redact(details)
     blocks = None
     for i, block in enumerate(result.content):
         if type(block) is TextBlock or isinstance(block, TextBlock):
@@ -201,6 +205,7 @@ def redact_result(result: ToolResult) -> ToolResult:
                 if blocks is None:
                     blocks = list(result.content)
                 blocks[i] = TextBlock(text)
-    if blocks is None:
+    if blocks is None and details is result.details:
         return result
-    return ToolResult(blocks, details=result.details, is_error=result.is_error, terminate=result.terminate)
+    return ToolResult(blocks if blocks is not None else list(result.content), details=details,
+                      is_error=result.is_error, terminate=result.terminate)

@@ -390,7 +390,7 @@ class AgentRun:
                 prompt if isinstance(prompt, str) else list(prompt))
         self.prompt = prompt
         self.loop = loop
-        self._state = RunState(history or (), message, awaitable=loop is not None, before=before,
+        self._state = RunState(history or (), message, before=before,
                                context_anchor=anchor)
         self.context_window: int | None = context_window(self.model, agent.context_window)
         """The model's context window in tokens (None: unknown)."""

@@ -24,10 +24,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from typing import Any
 
 __all__ = ["MIN_SECRET_LENGTH", "SECRET_VARIABLE_PATTERN", "TOKEN_PATTERNS", "add_secret", "redact",
-           "redact_value", "secret_values"]
+           "redact_exception", "redact_value", "secret_values"]
 
 MIN_SECRET_LENGTH = 8
 """Shorter values of credential variables are left alone."""
@@ -57,6 +58,10 @@ _MARKERS = re.compile(r"sk-|AIza|gh[pousr]_|github_pat_|xox|AKIA|ASIA|hf_")
 
 _cache: tuple[tuple[tuple[str, str], ...], re.Pattern[str] | None, dict[str, str]] | None = None
 _seen_environment: Any = None
+_seen_at = -1.0
+_seen_registered = 0
+_RECHECK = 0.05
+"""Seconds during which the environment is not looked at again (a key set just now is covered after)."""
 _registered: dict[str, str] = {}
 
 
@@ -76,14 +81,19 @@ def secret_values() -> dict[str, str]:
     return dict(_compiled()[2])
 
 
-def _compiled() -> tuple[tuple[tuple[str, str], ...], re.Pattern[str] | None, dict[str, str]]:
-    global _cache, _seen_environment
+def _compiled(fresh: bool = True) -> tuple[tuple[tuple[str, str], ...], re.Pattern[str] | None, dict[str, str]]:
+    global _cache, _seen_environment, _seen_at, _seen_registered
+    now = time.monotonic()
+    if not fresh and _cache is not None and now - _seen_at < _RECHECK and _seen_registered == len(_registered):
+        return _cache  # looked a moment ago: many short texts in a row (progress) cost a clock read each
+    _seen_at = now
     # a cheap look at whether the environment changed (CPython keeps it as a dict of bytes)
     raw = getattr(os.environ, "_data", None)
     snapshot = (tuple(raw.items()), len(_registered)) if isinstance(raw, dict) else None
     if _cache is not None and snapshot is not None and snapshot == _seen_environment:
         return _cache
     _seen_environment = snapshot
+    _seen_registered = len(_registered)
     items = tuple(sorted((k, v) for k, v in os.environ.items() if SECRET_VARIABLE_PATTERN.search(k)))
     if _registered:
         items += tuple((name, value) for value, name in _registered.items())
@@ -104,11 +114,12 @@ def _compiled() -> tuple[tuple[tuple[str, str], ...], re.Pattern[str] | None, di
     return _cache
 
 
-def redact(text: str) -> str:
-    """`text` with every secret replaced by `[REDACTED:NAME]`."""
+def redact(text: str, *, fresh: bool = True) -> str:
+    """`text` with every secret replaced by `[REDACTED:NAME]`. `fresh=False`: for many short texts in a
+    row (progress), the environment is looked at again only every `_RECHECK` seconds."""
     if not isinstance(text, str) or len(text) < MIN_SECRET_LENGTH:
         return text
-    return _redact(text, _compiled())
+    return _redact(text, _compiled(fresh))
 
 
 def _redact(text: str, compiled: tuple[Any, re.Pattern[str] | None, dict[str, str]]) -> str:
@@ -147,3 +158,18 @@ def _redact_value(value: Any, compiled: tuple[Any, re.Pattern[str] | None, dict[
             return type(value)(items) if isinstance(value, tuple) else items
         return value
     return value
+
+
+def redact_exception(exc: BaseException) -> BaseException:
+    """`exc` with secrets redacted from its message, in place (its type and traceback kept): what a
+    record keeps of a tool's failure must not carry a key."""
+    try:
+        args = tuple(redact(a) if isinstance(a, str) else a for a in exc.args)
+        if any(a is not b for a, b in zip(args, exc.args)):
+            exc.args = args
+        notes = getattr(exc, "__notes__", None)
+        if notes:
+            exc.__notes__ = [redact(n) if isinstance(n, str) else n for n in notes]
+    except Exception:  # an exception type that refuses new args keeps them
+        pass
+    return exc

@@ -7,7 +7,7 @@ Layers, from the bottom (a module may import its own layer, without a cycle, and
 
     data       messages, errors, secrets, context, decisions, records, events, transcript, reprs, sandbox,
                sessions (the store of transcripts)
-    tools      tools, docstrings, schemas, arguments, results, images, paths, plan, structured, streaming
+    tools      tools, docstrings, schemas, arguments, results, images, paths, plan, structured, partial_json
     stages     hooks, permissions, interrupt, execution        (one call's path)
     providers  providers/*                                      (beside the stages: data and tools only)
     render     render                                           (data only)
@@ -29,9 +29,9 @@ ROOT = Path(__file__).resolve().parents[1] / "nbagent"
 
 LAYERS: dict[str, tuple[str, ...]] = {
     "data": ("messages", "errors", "secrets", "context", "decisions", "records", "events", "transcript",
-             "reprs", "sandbox", "sessions", "pricing", "window", "partial_json"),
+             "reprs", "sandbox", "sessions", "pricing", "window"),
     "tools": ("tools", "docstrings", "schemas", "arguments", "results", "images", "paths", "plan",
-              "structured", "streaming"),
+              "structured", "partial_json"),
     "stages": ("hooks", "permissions", "interrupt", "execution", "compaction"),
     "providers": ("providers",),
     "render": ("render", "render_usage"),

@@ -18,7 +18,9 @@ import inspect
 import threading
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..permissions import ApprovalRequest, Decision, env_approval
+from ..decisions import Decision
+from ..permissions import env_approval
+from ..records import ApprovalRequest
 
 if TYPE_CHECKING:  # pragma: no cover
     from .session import NotebookSession

@@ -8,7 +8,8 @@ import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .. import render
-from ..permissions import ApprovalRequest, Decision
+from ..decisions import Decision
+from ..records import ApprovalRequest
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..run import AgentRun

@@ -28,8 +28,9 @@ import ipywidgets as W
 from ipywidgets.widgets.widget_string import HTMLStyle, TextStyle
 
 from .. import render
+from ..decisions import Decision
 from ..messages import AssistantMessage
-from ..permissions import ApprovalRequest, Decision
+from ..records import ApprovalRequest
 from .approval import PendingApproval
 from .capture import close_figure, is_figure
 from .throttle import Throttle

@@ -242,12 +242,24 @@ def make_shell_tool(binding: Binding) -> Tool:
         env = _environment(keep_secrets=not sandboxed or policy.network)
         env.update(prepared.env)
         started = time.monotonic()
+        starting = asyncio.ensure_future(asyncio.create_subprocess_exec(
+            *prepared.argv, cwd=str(ws.root), stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+            env=env, preexec_fn=prepared.preexec_fn,
+        ))
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *prepared.argv, cwd=str(ws.root), stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-                env=env, preexec_fn=prepared.preexec_fn,
-            )
+            proc = await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            # cancelled while the process was being started: it may be running already, so stop it too
+            try:
+                started_proc = await starting
+            except BaseException:
+                prepared.cleanup()
+                raise
+            await asyncio.shield(_terminate(started_proc))
+            _close_pipes(started_proc)
+            prepared.cleanup()
+            raise
         except BaseException:
             prepared.cleanup()
             raise

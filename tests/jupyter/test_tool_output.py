@@ -57,7 +57,7 @@ def k(tmp_path):
 def test_prints_go_to_the_row_and_a_figure_is_drawn_once_in_the_row(k):
     out = k.execute("run = %agent --model model --tools chart,chatty,achatty --wait Go")
     assert "sync line" not in out["stdout"] and "async line" not in out["stdout"]
-    calls = k.value("{c.name: [c.status, c.output.text] for c in run.calls}")
+    calls = k.value("{c.name: [c.status, c.output_tail.text] for c in run.calls}")
     assert calls["chatty"][0] == "ok" and calls["chatty"][1].count("sync line") == 50
     assert calls["achatty"][0] == "ok" and calls["achatty"][1].count("async line") == 20
     assert k.value("plt.get_fignums()") == []  # closed: the inline backend will not draw it again
