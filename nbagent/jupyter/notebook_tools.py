@@ -33,8 +33,6 @@ import json
 import os
 import re
 import threading
-import uuid
-import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
