@@ -160,6 +160,7 @@ class ToolContext:
         "constraints",
         "decision",
         "rules",
+        "run_id",
         "_extensions",
         "_on_progress",
         "_loop",
@@ -180,8 +181,11 @@ class ToolContext:
         on_progress: Callable[[ProgressUpdate], None] | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
         rules: tuple[Any, ...] = (),
+        run_id: str | None = None,
     ) -> None:
         self.call_id = call_id
+        self.run_id = run_id
+        """The id of the run the call belongs to (`AgentRun.id`), for tools that mark what a run did."""
         self.tool_name = tool_name
         self.cwd = cwd if isinstance(cwd, Path) else Path(cwd) if cwd is not None else Path.cwd()
         self.cancellation = cancellation if cancellation is not None else CancellationToken()  # not `or`: a token is falsy until cancelled

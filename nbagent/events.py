@@ -9,6 +9,7 @@ waiting for approval and finishing, and the run finishing. Subscribe with `run.s
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Literal, Union
 
@@ -24,6 +25,7 @@ __all__ = [
     "Compacted",
     "Event",
     "ModelResponse",
+    "ModelRetrying",
     "ReasoningDelta",
     "RunFinished",
     "RunStarted",
@@ -34,6 +36,8 @@ __all__ = [
     "ToolCallProgress",
     "ToolCallStarted",
     "TurnStarted",
+    "report_retry",
+    "retry_listener",
 ]
 
 
@@ -138,6 +142,35 @@ _new = object.__new__
 StreamEvent = Union[TextDelta, ReasoningDelta, ToolCallDelta]
 
 
+@dataclass(slots=True)
+class ModelRetrying:
+    """The provider's request failed in a way worth trying again (rate limited, overloaded, a dropped
+    connection), and it will be retried: after `delay` seconds, retry `attempt` of `max_attempts`."""
+
+    attempt: int
+    max_attempts: int
+    delay: float
+    reason: str
+    kind: Literal["model_retrying"] = "model_retrying"
+
+    def __str__(self) -> str:
+        return f"retrying ({self.attempt} of {self.max_attempts}) in {self.delay:.0f} s: {self.reason}"
+
+
+retry_listener: ContextVar[Callable[[ModelRetrying], None] | None] = ContextVar("nbagent_retry_listener", default=None)
+"""Set by the loop around a model request: a provider's retry loop reports each wait through it."""
+
+
+def report_retry(attempt: int, max_attempts: int, delay: float, reason: str) -> None:
+    """Called by a provider's retry loop before it waits (a no-op outside a run)."""
+    listener = retry_listener.get()
+    if listener is not None:
+        try:
+            listener(ModelRetrying(attempt, max_attempts, delay, reason))
+        except Exception:  # a listener must not break the request
+            pass
+
+
 # -- from the run --------------------------------------------------------------------------------------
 @dataclass(slots=True)
 class RunStarted:
@@ -226,6 +259,6 @@ class RunFinished:
 
 
 Event = Union[
-    TextDelta, ReasoningDelta, ToolCallDelta, RunStarted, TurnStarted, ModelResponse, ToolCallStarted,
+    TextDelta, ReasoningDelta, ToolCallDelta, ModelRetrying, RunStarted, TurnStarted, ModelResponse, ToolCallStarted,
     ToolCallProgress, ApprovalRequested, ApprovalDecided, ToolCallFinished, Compacted, RunFinished,
 ]

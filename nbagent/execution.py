@@ -68,6 +68,8 @@ class CallEnvironment:
     max_result_chars: int | None = None
     """Text of one result the model gets before it is cut."""
     loop: asyncio.AbstractEventLoop | None = None
+    run_id: str | None = None
+    """The run's id, handed to each call's context."""
     """The run's event loop (progress from worker threads is brought back to it)."""
 
 
@@ -181,6 +183,7 @@ async def _lifecycle(env: CallEnvironment, plan: ToolPlan, rec: CallRecord, outc
         cancellation=CancellationToken(parent=env.cancellation),
         loop=env.loop,
         rules=tuple(env.policy.rules),
+        run_id=env.run_id,
     )
 
     # 3. before_tool_call hooks

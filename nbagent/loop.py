@@ -38,6 +38,7 @@ from .events import (
     ToolCallDelta,
     ToolCallProgress,
     TurnStarted,
+    retry_listener,
 )
 from .execution import CallEnvironment, execute_batch
 from .messages import AssistantMessage, Message, Usage, UserMessage, new_call_id
@@ -347,14 +348,18 @@ async def _ask_model(settings: RunSettings, state: RunState, tools: Sequence[Too
     state.partial_text = []
     model = settings.model
     final: AssistantMessage | None = None
-    async for item in model.stream(state.messages, tools, instructions=settings.instructions,
-                                   on_request=state.requests.append, **settings.model_settings):
-        if isinstance(item, AssistantMessage):
-            final = item
-        else:
-            if isinstance(item, TextDelta):
-                state.partial_text.append(item.text)
-            state.emit(item)
+    token = retry_listener.set(state.emit)  # a provider's retry loop reports each wait (the view shows it)
+    try:
+        async for item in model.stream(state.messages, tools, instructions=settings.instructions,
+                                       on_request=state.requests.append, **settings.model_settings):
+            if isinstance(item, AssistantMessage):
+                final = item
+            else:
+                if isinstance(item, TextDelta):
+                    state.partial_text.append(item.text)
+                state.emit(item)
+    finally:
+        retry_listener.reset(token)
     if final is None:
         raise ModelError(f"{model.spec}: the response stream ended without a message")
     state.partial_text = []

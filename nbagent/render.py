@@ -490,7 +490,8 @@ STALE_NOTE = ("waiting for the kernel: another cell is running (or the kernel st
 """What the live view's header says, by itself, when its updates stop coming (see `header_html(live=True)`)."""
 
 
-def header_html(run: AgentRun, *, waiting: int = 0, live: bool = False, stopped: str | None = None) -> str:
+def header_html(run: AgentRun, *, waiting: int = 0, live: bool = False, stopped: str | None = None,
+                retrying: Any = None) -> str:
     """The run's header line: status, model, mode, turns, calls, tokens, time, the context gauge, the cost.
 
     `live` (the live view's header, redrawn at least once a second while the run goes on) adds a note that
@@ -502,6 +503,8 @@ def header_html(run: AgentRun, *, waiting: int = 0, live: bool = False, stopped:
     text = status_word(status)
     if status == "waiting_for_approval":
         text = "waiting for you" if waiting <= 1 else f"{waiting} calls wait for you"
+    elif retrying is not None and status == "running":
+        text = str(retrying)  # "retrying (2 of 5) in 3 s: rate limited"
     over = run.done or stopped is not None
     if stopped is not None and not run.done:
         status, text = "cancelled", "stopped"

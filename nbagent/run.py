@@ -12,6 +12,7 @@ Agent and AgentRun are one module: an agent makes runs and a run reads its agent
 from __future__ import annotations
 
 import asyncio
+import uuid
 import logging
 import time
 from pathlib import Path
@@ -388,6 +389,8 @@ class AgentRun:
         if prompt is not None:
             message = prompt if isinstance(prompt, UserMessage) else UserMessage(
                 prompt if isinstance(prompt, str) else list(prompt))
+        self.id = uuid.uuid4().hex[:12]
+        """A short id naming this run (in records other tools keep, such as the notebook cells it wrote)."""
         self.prompt = prompt
         self.loop = loop
         self._state = RunState(history or (), message, before=before,
@@ -419,7 +422,7 @@ class AgentRun:
         env = CallEnvironment(
             policy=self.policy, hooks=self.hooks, emit=state.emit, cancellation=state.cancellation,
             constraints=self.constraints, cwd=self.cwd, extensions=self.extensions,
-            max_result_chars=self.max_result_chars, loop=self.loop,
+            max_result_chars=self.max_result_chars, loop=self.loop, run_id=self.id,
         )
         return RunSettings(
             model=self.model, env=env, sources=agent.tools, builtins=self.builtin_tools,

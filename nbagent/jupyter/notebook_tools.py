@@ -33,8 +33,6 @@ import json
 import os
 import re
 import threading
-import uuid
-import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -246,7 +244,6 @@ class NotebookState:
         self.started = 0
         """How many cells began to run in this kernel (any cell; a run request watches it move)."""
         self.finished = 0
-        self._run_ids: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
         self.last_written: dict[str, str] = {}
         """run id -> the id of the last cell that run inserted (python_in_cells puts the next one after it)."""
         self._hooked = False
@@ -273,16 +270,7 @@ class NotebookState:
             pass
 
     def run_id(self, ctx: ToolContext | None) -> str | None:
-        run = getattr(ctx, "run", None)
-        if run is None:
-            return None
-        try:
-            found = self._run_ids.get(run)
-            if found is None:
-                found = self._run_ids[run] = uuid.uuid4().hex[:8]
-            return found
-        except TypeError:  # pragma: no cover - a run that cannot be weakly referenced
-            return None
+        return getattr(ctx, "run_id", None)
 
     def mark(self, ctx: ToolContext | None, action: str) -> dict[str, Any]:
         return {"run": self.run_id(ctx), "call": getattr(ctx, "call_id", None), "action": action}

@@ -40,6 +40,8 @@ class TextView:
         kind = event.kind
         if kind == "text_delta":
             self._write(event.text)
+        elif kind == "model_retrying":
+            self._line(f"[{event}]")
         elif kind == "tool_call_finished":
             self._line("  " + render.call_text(event.call).replace("\n", "\n  "))
         elif kind == "compacted":

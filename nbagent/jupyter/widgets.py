@@ -315,6 +315,8 @@ class RunView:
         self._rows_by_key: dict[tuple[int, int], CallRow] = {}
         self._segments: dict[int, _Segment] = {}
         self._turn = run.turns
+        self.retrying: Any = None
+        """The model request being retried (a `ModelRetrying`), until the stream moves on."""
         self._dirty: set[Any] = set()
         self._new_children: list[W.Widget] = []
         self._closed = False
@@ -383,6 +385,12 @@ class RunView:
     # -- events (on the run's loop) ------------------------------------------------------------------------
     def _on_event(self, event: Any) -> None:
         kind = event.kind
+        if kind == "model_retrying":
+            self.retrying = event
+            self._mark("head")
+            return
+        if self.retrying is not None and kind != "tool_call_progress":
+            self.retrying = None  # the stream moved on
         if kind == "tool_call_progress":
             self._mark(self._row_of(event.call))
             return
@@ -505,7 +513,8 @@ class RunView:
             sent += 1
         if "head" in dirty or end:
             waiting = len(self.pending)
-            sent += _set(self._head_info, value=render.header_html(self.run, waiting=waiting, live=not end))
+            sent += _set(self._head_info, value=render.header_html(self.run, waiting=waiting, live=not end,
+                                                                   retrying=None if end else self.retrying))
         if end:
             s = _shared()
             foot = render.footer_html(self.run)

@@ -202,3 +202,17 @@ def stream_error(
             cls = ContextLengthError
     label = next((k for k in keys if k != "error"), "unknown")
     return (cls or StreamError)(f"{provider} {what} ({label}): {message}", provider=provider, body=payload)
+
+
+def retry_reason(error: Exception) -> str:
+    """A few words for the view on why a request is retried: "rate limited", "overloaded", "HTTP 503"..."""
+    from ..errors import OverloadedError, ProviderConnectionError, RateLimitError
+
+    if isinstance(error, RateLimitError):
+        return "rate limited"
+    if isinstance(error, OverloadedError):
+        return "the provider is overloaded"
+    if isinstance(error, ProviderConnectionError):
+        return "the connection failed"
+    status = getattr(error, "status", None)
+    return f"HTTP {status}" if status else "the provider sent an error"

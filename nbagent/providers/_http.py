@@ -38,7 +38,8 @@ import httpx
 
 from .. import secrets as _secrets
 from ..errors import AuthenticationError, ConfigurationError, ProviderConnectionError, ProviderError, StreamError
-from ._errors import error_message, error_type, is_context_length_message, map_http_error, scrub
+from ..events import report_retry
+from ._errors import error_message, error_type, is_context_length_message, map_http_error, retry_reason, scrub
 from ._sse import SSEDecoder, ServerSentEvent, loads
 from .base import OnRequest
 
@@ -447,6 +448,7 @@ class ProviderHTTP:
             delay = policy.backoff(attempt, error.retry_after)
             log.info("%s: %s; retrying in %.1fs (retry %d of %d)", self.provider, error.message, delay, attempt,
                      policy.max_retries)
+            report_retry(attempt, policy.max_retries, delay, retry_reason(error))
             await policy.sleep(delay)
 
     async def _read_error_body(self, response: httpx.Response) -> bytes:

@@ -23,11 +23,11 @@ import httpx
 
 from .. import secrets as _secrets
 from ..errors import AuthenticationError, ConfigurationError, ProviderError, StreamError
-from ..events import StreamEvent
+from ..events import StreamEvent, report_retry
 from ..messages import AssistantMessage, Message, ToolResultMessage
 from ..tools import Tool
 from ._common import NameRule, ToolNames, names_for
-from ._errors import retryable_in_stream
+from ._errors import retry_reason, retryable_in_stream
 from ._http import ProviderHTTP, RetryPolicy, Secret, clean_key, credential_header
 from ._sse import ServerSentEvent, loads
 from .base import Model, OnRequest
@@ -294,6 +294,7 @@ class HTTPModel(Model):
                 delay = policy.backoff(attempt, exc.retry_after)
                 log.info("%s: %s; retrying in %.1fs (retry %d of %d)", self.provider, exc.message, delay, attempt,
                          policy.max_retries)
+                report_retry(attempt, policy.max_retries, delay, retry_reason(exc))
                 await policy.sleep(delay)
                 continue
             yield state.result()

@@ -523,3 +523,34 @@ async def test_the_key_stays_out_of_errors_and_logs(fake_server: FakeServer, no_
     assert "ANTHROPIC_API_KEY" in str(info.value)
     assert KEY not in str(info.value) and KEY not in json.dumps(info.value.body) and KEY not in repr(info.value)
     assert "busy" in caplog.text and KEY not in caplog.text
+
+
+async def test_a_run_reports_each_retry_and_the_view_says_so(fake_server: FakeServer, no_wait) -> None:
+    from nbagent import Agent
+    from nbagent.events import ModelRetrying
+    from nbagent.render import header_html
+
+    policy, _ = no_wait
+    fake_server.add(
+        Reply.json(429, {"type": "error", "error": {"type": "rate_limit_error", "message": "slow"}},
+                   headers={"retry-after": "3"}),
+        Reply.json(529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        Reply.sse(recorded("anthropic", "text_then_tool_call")),
+        Reply.sse(recorded("anthropic", "text_then_tool_call")),
+    )
+    seen = []
+    agent = Agent(model=model_for(fake_server, policy), max_turns=1)
+    run = agent.start("x", on_event=lambda e: seen.append(e) if isinstance(e, ModelRetrying) else None)
+    try:
+        await run
+    except Exception:  # max_turns=1 with a tool call: the run fails after the first turn; the retries are what count
+        pass
+    assert [(e.attempt, e.reason) for e in seen] == [(1, "rate limited"), (2, "the provider is overloaded")]
+    assert str(seen[0]) == f"retrying (1 of {policy.max_retries}) in 3 s: rate limited"
+    assert seen[0] in run.events  # kept in the run's record
+
+    from types import SimpleNamespace
+
+    running = SimpleNamespace(status="running", done=False, turns=1, calls=[], elapsed=1.0, usage=run.usage,
+                              agent=agent, model=agent.model)  # the header while a retry waits
+    assert "retrying (1 of" in header_html(running, retrying=seen[0])
