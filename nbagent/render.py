@@ -661,7 +661,7 @@ def run_html(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
     for i, rec in enumerate(run.calls):  # calls of a response still in flight
         if rec.id not in committed:
             parts.append(_call_div(rec, i, frozen, waits.get(rec.id)))
-    parts[1:1] = [compaction_html(c) for c in run.compactions]
+    parts[1:1] = [compaction_html(c) for c in getattr(run, "compactions", ())]
     head = f'<div class="nba-head">{header_html(run, stopped=stopped)}</div>'
     foot = footer_html(run, stopped=stopped)
     return f'{_style()}<div class="nba">{head}<div class="nba-body">{"".join(parts)}</div>{foot}</div>'
@@ -710,7 +710,7 @@ def run_text(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
     context, _, _ = context_text(run)
     if cost or context:
         lines.append("  " + " · ".join(x for x in (context and f"context {context}", cost and f"cost {cost}") if x))
-    for c in run.compactions:
+    for c in getattr(run, "compactions", ()):
         lines.append(f"  {c}")
     if run.prompt is not None:
         text = run.prompt.text if isinstance(run.prompt, UserMessage) else str(run.prompt)

@@ -45,8 +45,8 @@ def tokens_text(run: AgentRun) -> str:
 
 def cost_text(run: AgentRun) -> tuple[str, str]:
     """(the short text, the long one) of what the run and its conversation cost."""
-    spend, whole = run.spend, run.conversation_spend
-    if not spend.responses and not whole.responses:
+    spend, whole = getattr(run, "spend", None), getattr(run, "conversation_spend", None)
+    if spend is None or whole is None or (not spend.responses and not whole.responses):
         return "", ""
     text = format_cost(spend.cost)
     if whole.responses > spend.responses and spend.cost is not None:
@@ -57,18 +57,19 @@ def cost_text(run: AgentRun) -> tuple[str, str]:
 
 def context_text(run: AgentRun) -> tuple[str, str, float | None]:
     """(the short text, the long one, the fraction) of how full the context window is."""
-    tokens = run.context_tokens
-    window = run.context_window
-    how = "as the provider counted it" if run.context_measured else "estimated"
+    tokens = getattr(run, "context_tokens", 0)
+    window = getattr(run, "context_window", None)
+    how = "as the provider counted it" if getattr(run, "context_measured", False) else "estimated"
     if not window:
         return (f"{short_tokens(tokens)} context" if tokens else "",
                 f"the conversation takes {tokens:,} tokens ({how}); the model's context window is unknown "
                 "(set Agent(context_window=N))", None)
     fraction = tokens / window
-    policy = run.agent.compaction
+    policy = getattr(run.agent, "compaction", None)
     when = (f"; compacts at {policy.threshold:.0%}" if policy is not None and policy.auto else
             "; automatic compaction is off")
-    compacted = f"; compacted {_plural(len(run.compactions), 'time')} in this run" if run.compactions else ""
+    compactions = getattr(run, "compactions", ())
+    compacted = f"; compacted {_plural(len(compactions), 'time')} in this run" if compactions else ""
     return (f"{fraction:.0%} of {short_tokens(window)}",
             f"context: {tokens:,} of {window:,} tokens ({how}){when}{compacted}", fraction)
 
@@ -79,7 +80,7 @@ def gauge_html(run: AgentRun) -> str:
         return ""
     if fraction is None:
         return f'<span class="nba-gauge" title="{_esc(title)}">{_esc(text)}</span>'
-    policy = run.agent.compaction
+    policy = getattr(run.agent, "compaction", None)
     high = policy.threshold if policy is not None else 0.9
     level = "nba-high" if fraction >= high else "nba-mid" if fraction >= 0.6 else ""
     width = max(0.0, min(fraction, 1.0)) * 100
