@@ -22,7 +22,7 @@ from .events import ModelResponse, RunFinished, RunStarted, TextDelta, TurnStart
 from .execution import execute_batch
 from .messages import AssistantMessage, UserMessage, new_call_id
 from .output import SUBMIT_TOOL_NAME
-from .plan import build_plan
+from .plan import build_plan, prepare_sources
 from .records import CallRecord
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,6 +52,7 @@ async def drive(run: AgentRun) -> None:
                     "continue it with another run, or raise max_turns"
                 )
             run.turns += 1
+            await prepare_sources(agent.tools, run)
             plan = build_plan(
                 agent.tools,
                 run=run,
