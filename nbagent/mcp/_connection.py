@@ -397,11 +397,16 @@ class Connection:
             self._calls.discard(call)
 
     async def _answers_ping(self, client: Any) -> bool:
+        """Whether the server still answers: a ping (tools/list where the 2026 protocol has no ping)."""
         if client is None or self.state != "ready":
             return False
         try:
-            with anyio.fail_after(PING_TIMEOUT):
-                await client.send_ping()
+            with anyio.fail_after(PING_TIMEOUT), warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # ping is deprecated for 2026 connections, which do not use it
+                if client.protocol_version in _handshake_versions():
+                    await client.send_ping()
+                else:
+                    await client.session.list_tools()
             return True
         except Exception:
             return False

@@ -25,7 +25,7 @@ from ..errors import ConfigurationError
 from ..messages import ImageBlock, TextBlock, ToolResult
 from ..plan import Toolset
 from ..results import error_result
-from ..tools import Tool, ToolDefinitionError
+from ..tools import ArgumentsError, Tool, ToolDefinitionError
 from ._config import ServerConfig, parse_servers
 
 __all__ = ["DEFER_THRESHOLD", "MCPResult", "MCPServers", "MCPTool", "to_tool_result"]
@@ -200,9 +200,13 @@ class _Unlisted(Tool):
         except _connection.ServerError as exc:
             return error_result(str(exc), details=exc)
         for tool in self.toolset._server_tools(self.config, conn):
-            if tool.name == self.name:
-                return error_result(f"{self.name} is available now; call it again (its arguments are checked "
-                                    "against its schema then).")
+            if tool.name == self.name:  # there now: its own schema checks the arguments, then it runs
+                try:
+                    args = tool.validate(arguments)
+                except ArgumentsError as exc:
+                    return error_result(f"Invalid arguments for {self.name}:\n{exc}\nThe parameters schema is: "
+                                        f"{json.dumps(tool.parameters)[:2000]}")
+                return await call_tool(self.config, tool.remote_name, args, _ctx)
         names = ", ".join(t.name for t in self.toolset._server_tools(self.config, conn)) or "none"
         return error_result(f"The MCP server {self.config.name!r} has no tool {self.base_name!r}. Its tools: {names}.")
 
