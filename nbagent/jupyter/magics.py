@@ -98,6 +98,11 @@ class AgentMagics(Magics):
               help="wait for the run to finish before the cell ends (the same as `await run`; the interrupt "
                    "button stops it).")
     @argument("--max-turns", type=int, metavar="N", help="the most model requests this run makes.")
+    @argument("--mcp", metavar="NAME,...",
+              help="the MCP servers whose tools this run gets, comma-separated (default: every configured one, "
+                   "from NBAgent.mcp_servers and the workspace's .mcp.json); --mcp none: no MCP tools.")
+    @argument("--mcp-list", action="store_true",
+              help="show the MCP servers: their state and their tools (starting those not started); no prompt.")
     @argument("--instructions", metavar="TEXT_OR_NAME",
               help="instructions replacing the default ones: quoted text, or the name of a string variable.")
     @line_cell_magic
@@ -129,6 +134,9 @@ class AgentMagics(Magics):
         args = parser.parse_args(argv)
         if cell is not None and cell.strip():
             prompt = f"{prompt}\n{cell.strip()}" if prompt else cell.strip()
+        mcp = None if args.mcp is None else [n.strip() for n in args.mcp.split(",") if n.strip() not in ("", "none")]
+        if args.mcp_list:
+            return self.session.mcp_list(mcp)
         if not prompt:
             raise UsageError("%agent needs a prompt: %agent What columns does df have?  (see %agent? for options)")
         if args.max_turns is not None and args.max_turns < 1:
@@ -142,7 +150,7 @@ class AgentMagics(Magics):
             if isinstance(value, str):
                 instructions = value
         options = RunOptions(model=args.model, mode=args.mode, tools=tools, new=args.new,
-                             max_turns=args.max_turns, instructions=instructions)
+                             max_turns=args.max_turns, instructions=instructions, mcp=mcp)
         return self.session.start(prompt, options)
 
 

@@ -44,6 +44,8 @@ class RunOptions:
     new: bool = False
     max_turns: int | None = None
     instructions: str | None = None
+    mcp: list[str] | None = None
+    """The MCP servers for this run (None: every configured one)."""
 
 
 def no_model_message() -> str:
@@ -150,6 +152,30 @@ class NotebookSession:
         mine = {t.name for t in chosen}
         return [t for t in builtins if getattr(t, "name", None) not in mine] + chosen
 
+    def mcp_servers(self, names: list[str] | None = None) -> Any:
+        """The MCP servers of a run: the workspace's `.mcp.json`, then `NBAgent.mcp_servers` (these win),
+        narrowed to `names` when given. None when there are none."""
+        from ..mcp import MCPServers, parse_servers, workspace_servers
+
+        try:
+            servers = {**workspace_servers(self.workspace),
+                       **parse_servers(self.config.mcp_servers, source="NBAgent.mcp_servers")}
+            if names is not None and not names:
+                return None
+            toolset = MCPServers(servers)
+            if names is not None:
+                toolset = toolset.select(names)
+        except ConfigurationError as exc:
+            raise UsageError(str(exc)) from None
+        return toolset if toolset.active else None
+
+    def mcp_list(self, names: list[str] | None = None) -> Any:
+        """`%agent --mcp-list`: the servers, their state and tools (those not started are started)."""
+        from .mcp import ServerList
+
+        toolset = self.mcp_servers(names)
+        return ServerList(toolset)
+
     @property
     def workspace(self) -> Path:
         return Path(self.config.workspace or os.getcwd()).resolve()
@@ -184,6 +210,7 @@ class NotebookSession:
                 max_turns=options.max_turns or cfg.max_turns,
                 workspace=self.workspace,
                 sandbox=cfg.sandbox,
+                mcp_servers=self.mcp_servers(options.mcp),
                 name="notebook",
             )
         except ConfigurationError as exc:
