@@ -32,7 +32,8 @@ class ServerList:
         lines = []
         for s in self.servers:
             trust = ", trusted" if s["trusted"] else ""
-            lines.append(f"{s['name']}: {s['state']}{trust} ({s['transport']}: {s['target']})")
+            state = "not started (the first run that uses it starts it)" if s["state"] == "idle" else s["state"]
+            lines.append(f"{s['name']}: {state}{trust} ({s['transport']}: {s['target']})")
             if s["tools"]:
                 lines.append("  tools: " + ", ".join(s["tools"]))
             if s["error"]:

@@ -167,7 +167,17 @@ class NotebookSession:
                 toolset = toolset.select(names)
         except ConfigurationError as exc:
             raise UsageError(str(exc)) from None
-        return toolset if toolset.active else None
+        if not toolset.active:
+            return None
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:  # the kernel's loop lives as long as the kernel: its servers live there (no thread hop per call)
+            from ..mcp import use_loop
+
+            use_loop(loop)
+        return toolset
 
     def mcp_list(self, names: list[str] | None = None) -> Any:
         """`%agent --mcp-list`: the servers, their state and tools (those not started are started)."""

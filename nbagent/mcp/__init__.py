@@ -37,6 +37,7 @@ __all__ = [
     "server_environment",
     "status",
     "to_tool_result",
+    "use_loop",
     "workspace_servers",
 ]
 
@@ -48,6 +49,14 @@ def close() -> None:
     module = sys.modules.get(f"{__name__}._connection")
     if module is not None:
         module.close_all()
+
+
+def use_loop(loop: Any) -> None:
+    """Start servers on this event loop from now on (a kernel's: calls from it need no thread hop), instead
+    of nbagent's background thread (None). Servers already started stay where they are."""
+    from . import _connection
+
+    _connection.set_loop(loop)
 
 
 def status() -> list[dict[str, Any]]:

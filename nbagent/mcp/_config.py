@@ -74,6 +74,7 @@ class ServerConfig:
     """Configured but not started."""
     description: str = ""
     """What the server is for (shown by tool search)."""
+    _memo: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def transport(self) -> str:
@@ -81,10 +82,24 @@ class ServerConfig:
 
     @property
     def key(self) -> str:
-        """What makes two configurations the same server (shared by every run of the process)."""
-        data = {k: getattr(self, k) for k in ("name", "command", "args", "env", "cwd", "url", "headers",
-                                              "startup_timeout", "log_level")}
-        return json.dumps(data, sort_keys=True)
+        """What makes two configurations the same server (shared by every run of the process).
+
+        A configuration is not changed once made (`dataclasses.replace` makes another), so this is kept."""
+        key = self._memo.get("key")
+        if key is None:
+            data = {k: getattr(self, k) for k in ("name", "command", "args", "env", "cwd", "url", "headers",
+                                                  "startup_timeout", "log_level")}
+            key = self._memo["key"] = json.dumps(data, sort_keys=True)
+        return key
+
+    @property
+    def settings(self) -> str:
+        """All of it as text (what the tools made from it depend on)."""
+        text = self._memo.get("settings")
+        if text is None:
+            data = {k: getattr(self, k) for k in self.__dataclass_fields__ if not k.startswith("_")}
+            text = self._memo["settings"] = json.dumps(data, sort_keys=True, default=str)
+        return text
 
     def describe(self) -> str:
         if self.url:

@@ -1,9 +1,11 @@
 """Connections to MCP servers: started when first needed, shared by every run of the process, restarted
 after they fail, closed with the process.
 
-Every connection lives on one background thread with its own event loop (`nbagent-mcp`), whatever loop a
-run is on: a kernel's, a fresh `asyncio.run` per script call, or a test's. A server that hangs, floods or
-dies is then never on the kernel's loop, and a connection outlives the loop of the run that started it.
+A connection lives on one event loop. By default that is a background thread's (`nbagent-mcp`), whatever
+loop a run is on (a fresh `asyncio.run` per script call, a test's): a connection then outlives the loop of
+the run that started it. A kernel, whose loop lives as long as the process, makes its loop the home of its
+connections (`set_loop`), so its runs call servers without a hop between threads. A connection whose loop
+has closed is started again on the next use.
 
     Connection.ensure()  starting: spawn (stdio) or connect (HTTP), negotiate, list the tools
                          ready:    calls go through; progress, log messages reach the call in flight
@@ -41,7 +43,8 @@ from mcp.shared.message import SessionMessage
 
 from ._config import ServerConfig, expand, server_environment
 
-__all__ = ["Connection", "ServerError", "close_all", "connection", "connections", "submit"]
+__all__ = ["Connection", "ServerError", "close_all", "connection", "connections", "on_home", "run_blocking",
+           "set_loop"]
 
 log = logging.getLogger("nbagent.mcp")
 
@@ -62,10 +65,11 @@ class ServerError(Exception):
 
 
 # --------------------------------------------------------------------------------------------------
-# The background loop
+# Where connections live: a background loop, or a home loop (a kernel's)
 # --------------------------------------------------------------------------------------------------
 _loop: asyncio.AbstractEventLoop | None = None
 _thread: threading.Thread | None = None
+_home: asyncio.AbstractEventLoop | None = None
 _lock = threading.Lock()
 
 
@@ -85,13 +89,55 @@ def _background_loop() -> asyncio.AbstractEventLoop:
             thread.start()
             ready.wait()
             _loop, _thread = loop, thread
-            atexit.register(close_all)
         return _loop
 
 
-def submit(coro: Any) -> concurrent.futures.Future:
-    """Run a coroutine on the background loop; cancelling the returned future cancels it."""
-    return asyncio.run_coroutine_threadsafe(coro, _background_loop())
+def set_loop(loop: asyncio.AbstractEventLoop | None) -> None:
+    """Start new connections on this loop (a kernel's, which lives as long as the process) rather than on
+    the background thread: calls made from it then need no hop between threads. None: the background thread."""
+    global _home
+    _home = loop
+
+
+def _alive(loop: asyncio.AbstractEventLoop | None) -> bool:
+    return loop is not None and not loop.is_closed() and loop.is_running()
+
+
+def _default_loop() -> asyncio.AbstractEventLoop:
+    home = _home
+    return home if _alive(home) else _background_loop()
+
+
+def _on_this_thread(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+def _home_of(conn: Connection) -> asyncio.AbstractEventLoop:
+    """The loop a connection lives on (a connection whose loop is gone is reset: it starts again)."""
+    if conn.loop is not None and not _alive(conn.loop):
+        conn._orphaned()
+    return conn.loop if conn.loop is not None else _default_loop()
+
+
+async def on_home(conn: Connection, make: Callable[[], Any]) -> Any:
+    """Await `make()` on the connection's loop: here when it lives here (no hop), else through its thread.
+    Cancelling the caller cancels it there."""
+    home = _home_of(conn)
+    if _on_this_thread(home):
+        return await make()
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(make(), home))
+
+
+def run_blocking(conn: Connection, make: Callable[[], Any], timeout: float) -> Any:
+    """`make()` on the connection's loop, from synchronous code; None when that loop is this thread's, busy
+    running the caller (it cannot be waited for here)."""
+    home = _home_of(conn)
+    if _on_this_thread(home):
+        return None
+    return asyncio.run_coroutine_threadsafe(make(), home).result(timeout)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -106,6 +152,8 @@ def connection(config: ServerConfig) -> Connection:
         conn = _connections.get(config.key)
         if conn is None:
             conn = _connections[config.key] = Connection(config)
+            if len(_connections) == 1:
+                atexit.register(close_all)
         return conn
 
 
@@ -115,22 +163,22 @@ def connections() -> list[Connection]:
 
 
 def close_all(timeout: float = 10.0) -> None:
-    """Stop every server of this process (registered with atexit; safe to call again)."""
-    loop = _loop
-    conns = connections()
-    if loop is None or not conns or loop.is_closed():
-        return
-    if _thread is threading.current_thread():
-        raise RuntimeError("close_all() cannot run on the MCP thread itself")
-
-    async def stop() -> None:
-        await asyncio.gather(*(c.stop() for c in conns), return_exceptions=True)
-
-    try:
-        asyncio.run_coroutine_threadsafe(stop(), loop).result(timeout)
-    except Exception:  # a server that will not stop: kill what is left
-        for c in conns:
-            c.kill()
+    """Stop every server of this process (registered with atexit; safe to call again). Servers whose loop is
+    busy running the caller (a notebook cell calling `nbagent.mcp.close()`) are killed and cleaned up after."""
+    for conn in connections():
+        loop = conn.loop
+        if loop is None:
+            continue
+        if not _alive(loop):
+            conn._orphaned()
+        elif _on_this_thread(loop):
+            conn.kill()
+            loop.create_task(conn.stop())
+        else:
+            try:
+                asyncio.run_coroutine_threadsafe(conn.stop(), loop).result(timeout)
+            except Exception:  # a server that will not stop: kill what is left
+                conn.kill()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -162,7 +210,7 @@ class LogMessage:
 class Connection:
     """One server of the process: its state, its tools, its stderr, and the calls in flight.
 
-    Everything but `status()` and `kill()` runs on the background loop.
+    Everything but `status()`, `kill()` and `_orphaned()` runs on the connection's loop (`on_home`).
     """
 
     def __init__(self, config: ServerConfig) -> None:
@@ -186,6 +234,8 @@ class Connection:
         self.failed_at = 0.0
         self.listing = 0
         """Bumped each time the tool list changes (a new start, or the server said its list changed)."""
+        self.loop: asyncio.AbstractEventLoop | None = None
+        """The loop the connection lives on while it is started."""
         self._client: Any = None
         self._owner: asyncio.Task | None = None
         self._starting: asyncio.Future | None = None
@@ -230,8 +280,9 @@ class Connection:
         if self._starting is None:
             if self.state == "failed" and not retry and time.monotonic() - self.failed_at < RETRY_AFTER:
                 raise ServerError(self.error or self._why("failed"))
-            self._starting = asyncio.get_running_loop().create_future()
-            self._owner = asyncio.get_running_loop().create_task(self._own(self._starting), name=f"mcp-{self.name}")
+            self.loop = asyncio.get_running_loop()
+            self._starting = self.loop.create_future()
+            self._owner = self.loop.create_task(self._own(self._starting), name=f"mcp-{self.name}")
         starting = self._starting
         try:
             await asyncio.wait_for(asyncio.shield(starting), self.config.startup_timeout)
@@ -342,6 +393,14 @@ class Connection:
         self.state = "closed"
         self.error = None
 
+    def _orphaned(self) -> None:
+        """The loop the connection lived on is gone (an `asyncio.run` that ended): forget it, kill what is
+        left of the server, and let the next use start it again."""
+        self.kill()
+        self.loop = self._owner = self._starting = self._client = self._stop = None
+        if self.state in ("ready", "starting"):
+            self.state = "idle"
+
     def kill(self) -> None:
         """Last resort from any thread: kill the server's process group."""
         proc = self._process
@@ -350,11 +409,13 @@ class Connection:
                 os.killpg(proc.pid, signal.SIGKILL)
 
     # -- calls ------------------------------------------------------------------------------------------
-    async def call(self, tool: str, arguments: dict[str, Any], call: _Call) -> Any:
-        """One tools/call; returns the SDK's `CallToolResult` or raises `ServerError` saying what went wrong."""
+    async def call(self, tool: str, arguments: dict[str, Any], call: _Call, timeout: float | None = None) -> Any:
+        """One tools/call; returns the SDK's `CallToolResult` or raises `ServerError` saying what went wrong.
+
+        `timeout`: seconds without an answer or a progress report (default: the configuration's)."""
         await self.ensure()
         client = self._client
-        timeout = self.config.timeout
+        timeout = timeout or self.config.timeout
         loop = asyncio.get_running_loop()
 
         async def progress(value: float, total: float | None, message: str | None) -> None:

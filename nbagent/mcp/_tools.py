@@ -196,7 +196,7 @@ class _Unlisted(Tool):
 
         conn = _connection.connection(self.config)
         try:
-            await asyncio.wrap_future(_connection.submit(conn.ensure()))
+            await _connection.on_home(conn, conn.ensure)
         except _connection.ServerError as exc:
             return error_result(str(exc), details=exc)
         for tool in self.toolset._server_tools(self.config, conn):
@@ -228,9 +228,9 @@ async def call_tool(config: ServerConfig, remote_name: str, arguments: Mapping[s
             ctx.progress(output=text + "\n", level=level)
 
     conn = _connection.connection(config)
-    future = _connection.submit(conn.call(remote_name, dict(arguments), _connection._Call(on_progress, on_log)))
+    call = _connection._Call(on_progress, on_log)
     try:
-        result = await asyncio.wrap_future(future)
+        result = await _connection.on_home(conn, lambda: conn.call(remote_name, dict(arguments), call, config.timeout))
     except _connection.ServerError as exc:
         return error_result(str(exc), details=exc)
     return to_tool_result(result, config.name, remote_name)
@@ -252,7 +252,6 @@ class MCPServers(Toolset):
         super().__init__(name="mcp")
         self.servers: dict[str, ServerConfig] = parse_servers(servers)
         self.defer_threshold = defer_threshold
-        self._cache: dict[str, tuple[Any, list[MCPTool]]] = {}
 
     # -- which servers ---------------------------------------------------------------------------------
     @property
@@ -273,30 +272,23 @@ class MCPServers(Toolset):
     async def prepare(self, run: Any = None) -> None:
         """Start the servers not started yet (and restart failed ones), all at once, before a turn is
         planned. A server that fails is left out of the turn; its error stays in `status()`."""
-        if not self._needs_start():
+        if not self.active:
             return
         from . import _connection
 
-        await asyncio.wrap_future(_connection.submit(self._start_all()))
+        conns = [_connection.connection(c) for c in self.active]
+        if all(c.state == "ready" and not c._stale for c in conns):
+            return
+        await asyncio.gather(*(self._start(c) for c in conns))
 
-    def _needs_start(self) -> bool:
-        if not self.active:
-            return False
+    @staticmethod
+    async def _start(conn: Any) -> None:
         from . import _connection
 
-        return any(_connection.connection(c).state != "ready" or _connection.connection(c)._stale
-                   for c in self.active)
-
-    async def _start_all(self) -> None:
-        from . import _connection
-
-        async def one(config: ServerConfig) -> None:
-            try:
-                await _connection.connection(config).ensure(retry=False)
-            except Exception as exc:
-                log.warning("%s", exc)
-
-        await asyncio.gather(*(one(c) for c in self.active))
+        try:
+            await _connection.on_home(conn, lambda: conn.ensure(retry=False))
+        except Exception as exc:
+            log.warning("%s", exc)
 
     def tools(self, run: Any = None) -> list[Tool]:
         """This turn's MCP tools (from each server's last good listing)."""
@@ -305,13 +297,13 @@ class MCPServers(Toolset):
         from . import _connection
 
         conns = [(c, _connection.connection(c)) for c in self.active]
-        if any(conn.state == "idle" for _, conn in conns):
-            # Nobody ran `prepare` (a caller that plans by hand): start them now, bounded by their timeouts.
-            longest = max(c.startup_timeout for c, _ in conns) + 5
-            try:
-                _connection.submit(self._start_all()).result(longest)
-            except Exception as exc:  # pragma: no cover - _start_all swallows server errors
-                log.warning("starting MCP servers failed: %s", exc)
+        for config, conn in conns:
+            if conn.state == "idle":
+                # Nobody ran `prepare` (a caller that plans by hand): start it now where that can be waited for.
+                try:
+                    _connection.run_blocking(conn, lambda conn=conn: self._start(conn), config.startup_timeout + 5)
+                except Exception as exc:  # pragma: no cover - _start logs server errors
+                    log.warning("starting MCP server %s failed: %s", config.name, exc)
         total = sum(len(conn.tools or ()) for _, conn in conns)
         out: list[Tool] = []
         for config, conn in conns:
@@ -320,10 +312,10 @@ class MCPServers(Toolset):
         return out
 
     def _server_tools(self, config: ServerConfig, conn: Any, defer: bool = False) -> list[MCPTool]:
-        key = (conn.listing, defer, conn.instructions)
-        cached = self._cache.get(config.name)
-        if cached is not None and cached[0] == key:
-            return cached[1]
+        key = (id(conn), conn.listing, defer, conn.instructions, config.settings)
+        cached = _TOOLS.get(key)
+        if cached is not None:
+            return cached
         about = config.description or (conn.instructions or "").strip().split("\n")[0][:300] or (
             f"Tools of the MCP server {config.name}")
         tools: list[MCPTool] = []
@@ -334,7 +326,9 @@ class MCPServers(Toolset):
                 tools.append(MCPTool(config, remote, base, defer=defer, namespace_description=about))
             except ToolDefinitionError as exc:
                 log.warning("MCP tool %s of %s left out: %s", remote.name, config.name, exc)
-        self._cache[config.name] = (key, tools)
+        if len(_TOOLS) > 256:
+            _TOOLS.clear()
+        _TOOLS[key] = tools
         return tools
 
     def resolve(self, name: str) -> Tool | None:
@@ -364,11 +358,17 @@ class MCPServers(Toolset):
         for config in self.servers.values():
             entry = _connection.connection(config).status()
             entry["disabled"] = config.disabled
+            entry["trusted"] = config.trusted
             out.append(entry)
         return out
 
     def __repr__(self) -> str:
         return f"<MCPServers {', '.join(self.servers) or 'none'}>"
+
+
+_TOOLS: dict[tuple, list[MCPTool]] = {}
+"""The tools made from each listing, shared by every toolset and run of the process (a schema is checked
+once, not at every `%agent`)."""
 
 
 def tool_name(server: str, remote: str, used: set[str]) -> str:
