@@ -59,6 +59,9 @@ class Agent:
         max_result_chars: text of one result the model gets before it is cut (None: no limit).
         tool_resolver: `f(name) -> Tool | None` for calls to tools found nowhere else.
         model_settings: extra settings passed to every model request (temperature, max_tokens...).
+        session: keep the conversation in the workspace's session store (`<workspace>/.nbagent/sessions/`):
+            True starts a new stored conversation, a session id continues that one. Runs started without
+            `history` then continue the stored conversation, and each run is written as it goes.
         sandbox: the OS sandbox for shell commands a person or a rule allowed: "workspace-write" (writes only
             inside the workspace, no network), "read-only", or "danger-full-access" (no sandbox). Commands
             auto-allowed as read-only always run read-only.
@@ -89,6 +92,7 @@ class Agent:
         model_settings: dict[str, Any] | None = None,
         name: str = "agent",
         sandbox: Any = "workspace-write",
+        session: bool | str | None = None,
         mcp_servers: Any = None,
     ) -> None:
         if mode not in MODES:
@@ -128,6 +132,35 @@ class Agent:
             self.policy = PermissionPolicy(rules=list(rules or []), mode=mode, approver=approver)
         except ValueError as exc:
             raise ConfigurationError(str(exc)) from None
+        self.session_id: str | None = None
+        """The stored conversation runs continue and are written to (None: not stored)."""
+        self.conversation: list[Message] = []
+        """The stored conversation's messages so far (what a run without `history` continues)."""
+        if session:
+            self.resume(session if isinstance(session, str) else None, new=session is True)
+
+    # -- stored conversations ----------------------------------------------------------------------------
+    def resume(self, session_id: str | None = None, *, new: bool = False) -> Agent:
+        """Continue a stored conversation (None: the workspace's latest): the next runs start from its
+        messages and are written to it. Calls that were in flight when it was last written get an
+        "interrupted" result, so the transcript is valid. `new=True` starts a new stored conversation."""
+        from .sessions import SessionError, SessionWriter, list_sessions, load_session
+
+        if new:
+            writer = SessionWriter(self.workspace, model=getattr(self.model, "spec", None))
+            self.session_id, self.conversation = writer.id, []
+            return self
+        if session_id is None:
+            found = list_sessions(self.workspace)
+            if not found:
+                raise ConfigurationError(f"no stored conversation in {self.workspace} to resume")
+            session_id = found[-1].id
+        try:
+            stored = load_session(self.workspace, session_id)
+        except SessionError as exc:
+            raise ConfigurationError(str(exc)) from None
+        self.session_id, self.conversation = stored.info.id, stored.messages
+        return self
 
     # -- permissions -------------------------------------------------------------------------------------
     @property
@@ -173,11 +206,26 @@ class Agent:
                 "agent.start() needs a running event loop (in a notebook there is one); in a script use "
                 "agent.run_sync(...) or asyncio.run(agent.run(...))"
             ) from None
-        run = AgentRun(self, prompt, history=history, loop=loop)
+        stored = self.session_id is not None and history is None
+        run = AgentRun(self, prompt, history=self.conversation if stored else history, loop=loop)
+        if stored:
+            self._record(run)
         if on_event is not None:
             run.subscribe(on_event)
         run._start()
         return run
+
+    def _record(self, run: AgentRun) -> None:
+        from .sessions import SessionRecorder, SessionWriter, rolled_back
+
+        writer = SessionWriter(self.workspace, self.session_id, resume=True)
+        SessionRecorder(writer, run).attach()
+
+        def keep(event: Any) -> None:
+            if getattr(event, "kind", "") == "run_finished":
+                self.conversation = rolled_back(run)
+
+        run.subscribe(keep)
 
     async def run(
         self,

@@ -19,6 +19,7 @@ This module is part of the data layer: it imports nothing from nbagent.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any
@@ -49,7 +50,11 @@ TOKEN_PATTERNS: dict[str, re.Pattern[str]] = {
 
 _TOKENS = re.compile("|".join(f"(?P<{name.replace('-', '_')}>{p.pattern})" for name, p in TOKEN_PATTERNS.items()))
 
+_MARKERS = re.compile(r"sk-|AIza|gh[pousr]_|github_pat_|xox|AKIA|ASIA|hf_")
+"""Every token shape holds one of these: a cheap first look."""
+
 _cache: tuple[tuple[tuple[str, str], ...], re.Pattern[str] | None, dict[str, str]] | None = None
+_seen_environment: Any = None
 
 
 def secret_values() -> dict[str, str]:
@@ -58,7 +63,13 @@ def secret_values() -> dict[str, str]:
 
 
 def _compiled() -> tuple[tuple[tuple[str, str], ...], re.Pattern[str] | None, dict[str, str]]:
-    global _cache
+    global _cache, _seen_environment
+    # a cheap look at whether the environment changed (CPython keeps it as a dict of bytes)
+    raw = getattr(os.environ, "_data", None)
+    snapshot = tuple(raw.items()) if isinstance(raw, dict) else None
+    if _cache is not None and snapshot is not None and snapshot == _seen_environment:
+        return _cache
+    _seen_environment = snapshot
     items = tuple(sorted((k, v) for k, v in os.environ.items() if SECRET_VARIABLE_PATTERN.search(k)))
     if _cache is not None and _cache[0] == items:
         return _cache
@@ -67,6 +78,8 @@ def _compiled() -> tuple[tuple[tuple[str, str], ...], re.Pattern[str] | None, di
         for candidate in {value, value.strip()}:
             if len(candidate) >= MIN_SECRET_LENGTH:
                 values.setdefault(candidate, name)
+                # as it appears inside JSON text, where quotes, backslashes and controls are escaped
+                values.setdefault(json.dumps(candidate, ensure_ascii=False)[1:-1], name)
     pattern = None
     if values:
         # longest first, so a key that contains another is replaced whole
@@ -80,6 +93,10 @@ def redact(text: str) -> str:
     if not isinstance(text, str) or len(text) < MIN_SECRET_LENGTH:
         return text
     _, pattern, values = _compiled()
+    return _redact(text, pattern, values)
+
+
+def _redact(text: str, pattern: re.Pattern[str] | None, values: dict[str, str]) -> str:
     if pattern is not None:
         text = pattern.sub(lambda m: f"[REDACTED:{values[m.group(0)]}]", text)
     if _might_hold_token(text):
@@ -88,25 +105,29 @@ def redact(text: str) -> str:
 
 
 def _might_hold_token(text: str) -> bool:
-    # a cheap pre-check: every token shape above holds one of these
-    return any(marker in text for marker in ("sk-", "AIza", "gh", "github_pat_", "xox", "AKIA", "ASIA", "hf_"))
+    return _MARKERS.search(text) is not None
 
 
 def redact_value(value: Any) -> Any:
     """`value` with `redact` applied to every string inside it (dict keys included); the same object
     when nothing changed, so callers can compare identity."""
+    _, pattern, values = _compiled()
+    return _redact_value(value, pattern, values)
+
+
+def _redact_value(value: Any, pattern: re.Pattern[str] | None, values: dict[str, str]) -> Any:
     if isinstance(value, str):
-        return redact(value)
+        return value if len(value) < MIN_SECRET_LENGTH else _redact(value, pattern, values)
     if isinstance(value, dict):
         changed = False
         out = {}
         for k, v in value.items():
-            nk, nv = redact_value(k), redact_value(v)
+            nk, nv = _redact_value(k, pattern, values), _redact_value(v, pattern, values)
             changed = changed or nk is not k or nv is not v
             out[nk] = nv
         return out if changed else value
     if isinstance(value, (list, tuple)):
-        items = [redact_value(v) for v in value]
+        items = [_redact_value(v, pattern, values) for v in value]
         if any(a is not b for a, b in zip(items, value)):
             return type(value)(items) if isinstance(value, tuple) else items
         return value

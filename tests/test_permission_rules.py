@@ -212,7 +212,7 @@ def test_capability_modes_filter_the_tool_plan(ws: Path) -> None:
 # --------------------------------------------------------------------------------------------------
 # Grants
 # --------------------------------------------------------------------------------------------------
-def test_always_allow_remembers_a_safe_prefix_and_can_be_revoked(ws: Path) -> None:
+def test_always_allow_remembers_exactly_the_command_and_can_be_revoked(ws: Path) -> None:
     asked: list[str] = []
 
     def approver(request):
@@ -221,15 +221,16 @@ def test_always_allow_remembers_a_safe_prefix_and_can_be_revoked(ws: Path) -> No
 
     model = ScriptedModel([])
     agent = Agent(model=model, tools=toolbox.all(workspace=ws), workspace=ws, approver=approver)
-    run = run_calls(ws, call("shell", command="touch one"), call("shell", command="touch two"), agent=agent)
-    assert asked == ["touch one"]  # the second was covered by the grant
+    run = run_calls(ws, call("shell", command="touch one"), call("shell", command="touch one"),
+                    call("shell", command="touch two"), agent=agent)
+    assert asked == ["touch one", "touch two"]  # the second was covered by the grant, the third was not
     assert run.calls[1].decision.source == "grant"
-    assert "remembered approval for shell(touch*)" in run.calls[1].decision.reason
-    assert [str(g) for g in agent.grants] == ["shell(touch*)"]
+    assert "remembered approval for shell(touch one)" in run.calls[1].decision.reason
+    assert [str(g) for g in agent.grants] == ["shell(touch one)", "shell(touch two)"]
 
-    assert agent.grants.revoke("shell(touch*)") == 1
-    run_calls(ws, call("shell", command="touch three"), agent=agent)
-    assert asked == ["touch one", "touch three"]
+    assert agent.grants.revoke("shell(touch one)") == 1
+    run_calls(ws, call("shell", command="touch one"), agent=agent)
+    assert asked == ["touch one", "touch two", "touch one"]
 
 
 def test_a_grant_for_a_write_covers_that_file_only(ws: Path) -> None:

@@ -141,6 +141,31 @@ def test_grep_and_list_files_do_not_follow_links_out(ws: Path) -> None:
     assert not any(p.startswith("dir_out/") for p in run.calls[1].details)
 
 
+def test_chains_of_links_and_relative_links_out_are_not_followed(ws: Path, outside: Path) -> None:
+    (ws / "sub").mkdir()
+    os.symlink("../../outside", ws / "sub" / "rel_out")          # relative, climbing out
+    os.symlink(ws / "sub", ws / "sub_alias")                      # inside, leading to a dir with a link out
+    os.symlink(ws / "link_out", ws / "chain")                     # a link to a link that leads out
+    calls = [
+        ToolCall(name="read_file", arguments={"path": "sub/rel_out/secret.txt"}),
+        ToolCall(name="read_file", arguments={"path": "sub_alias/rel_out/secret.txt"}),
+        ToolCall(name="read_file", arguments={"path": "chain"}),
+        ToolCall(name="grep", arguments={"pattern": "SECRET", "path": "sub_alias"}),
+        ToolCall(name="grep", arguments={"pattern": "SECRET", "path": "sub/rel_out"}),
+        ToolCall(name="grep", arguments={"pattern": "SECRET", "path": "chain"}),
+        ToolCall(name="list_files", arguments={"pattern": "sub_alias/rel_out/*"}),
+        ToolCall(name="list_files", arguments={"pattern": "**/secret.txt"}),
+    ]
+    run = run_calls(ws, *calls, mode="bypassPermissions")
+    for rec in run.calls:
+        assert no_secret(rec), rec.name
+        if rec.name == "list_files":
+            assert not any(p.endswith("secret.txt") for p in (rec.result.details or [])), rec.result.text
+    control = run_calls(ws, ToolCall(name="read_file", arguments={"path": "sub_alias/../notes.txt"}),
+                        mode="bypassPermissions")
+    assert "hello" in control.calls[0].result.text
+
+
 def test_a_symlink_created_by_shell_does_not_open_the_boundary(ws: Path) -> None:
     run = run_calls(ws, ToolCall(name="shell", arguments={"command": "ln -s / rootlink"}),
                     ToolCall(name="read_file", arguments={"path": "rootlink/etc/passwd"}), mode="bypassPermissions")
@@ -436,4 +461,126 @@ def test_a_python_deny_pattern_is_a_glob_over_the_code(ws: Path) -> None:
     rec = one(ws, "python", {"code": "import os\nos.system('touch pwned')"}, mode="bypassPermissions",
               rules=["deny: python(*os.system*)"])
     assert rec.status == "denied"
+    assert not (ws / "pwned").exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# A deny rule on reading a path holds for every tool that could show it
+# --------------------------------------------------------------------------------------------------
+DENY_ENV = ["deny: read_file(.env)"]
+
+
+@pytest.mark.parametrize("old", ["API_KEY=sk-live-123", "API_KEY=sk-live-1", "nothing like it", "API"])
+def test_edit_file_shows_nothing_of_a_read_denied_file(ws: Path, old: str) -> None:
+    for path in (".env", "env_alias", "./.env", "notes.txt/../.env"):
+        rec = one(ws, "edit_file", {"path": path, "old": old, "new": "X"}, rules=DENY_ENV, mode="bypassPermissions")
+        assert rec.result.is_error and no_secret(rec), path
+        assert "sk-live" not in str(rec.result.details)
+    assert (ws / ".env").read_text() == "API_KEY=sk-live-123\n"
+    control = one(ws, "edit_file", {"path": "notes.txt", "old": "hello", "new": "bye"}, rules=DENY_ENV,
+                  mode="bypassPermissions")
+    assert not control.result.is_error and "-hello" in control.result.text
+
+
+def test_write_file_shows_no_diff_of_a_read_denied_file(ws: Path) -> None:
+    rec = one(ws, "write_file", {"path": ".env", "content": "NEW=1\n"}, rules=DENY_ENV, mode="bypassPermissions")
+    assert not rec.result.is_error and no_secret(rec) and "sk-live" not in rec.result.details.diff
+    assert (ws / ".env").read_text() == "NEW=1\n"
+    (ws / ".env").write_text("API_KEY=sk-live-123\n")
+    same = one(ws, "write_file", {"path": ".env", "content": "API_KEY=sk-live-123\n"}, rules=DENY_ENV,
+               mode="bypassPermissions")
+    assert "already exactly" not in same.result.text  # no oracle either
+    control = one(ws, "write_file", {"path": "notes.txt", "content": "bye\n"}, rules=DENY_ENV, mode="bypassPermissions")
+    assert "-hello" in control.result.text
+
+
+@pytest.mark.parametrize("command", [
+    "cat .env", "head -c 100 .env", "tail .env", "less .env", "more .env", "dd if=.env", "xxd .env", "od -c .env",
+    "base64 .env", "strings .env", "sort .env", "uniq .env", "diff .env notes.txt", "cmp -l .env notes.txt",
+    "grep -r KEY .", "grep -R KEY", "grep KEY .env", "rg KEY", "awk '{print}' .env", "sed -n p .env",
+    "awk 'BEGIN{while((getline l < \".env\")>0) print l}'", "cat ./.env", "cat data/../.env", "cat env_alias",
+    "cat .e''nv", "cat .e\\nv", "cat \".env\"", "cat $'\\x2eenv'", "cat .en?", "cat .e*", "cat .[e]nv",
+    "cat {.env,x}", "F=.env; cat $F", "cat $(echo .env)", "bash -c 'cat .env'", "sh -c 'cat $0' .env",
+    "eval 'cat .env'", "python3 -c \"print(open('.env').read())\"", "git show HEAD:.env", "git log -p",
+    "git log -U3", "git log --patch", "git diff", "git reflog -p", "git cat-file -p HEAD:.env", "git grep KEY",
+    "git lg -p", "ls -a | xargs cat", "find . -name .env -exec cat {} +", "tar cf - .", "cp -r . ../copy",
+    "time -p cat .env", "nice -n 5 cat .env", "sudo cat .env", "cat < .env", "bash < .env",
+])
+def test_shell_never_shows_a_read_denied_file(ws: Path, command: str) -> None:
+    (ws / "data").mkdir(exist_ok=True)
+    rec = one(ws, "shell", {"command": command}, rules=DENY_ENV, mode="bypassPermissions")
+    assert no_secret(rec), command
+    assert rec.result.is_error and rec.result.text.startswith("not run"), (command, rec.result.text)
+
+
+def test_shell_reads_other_files_under_a_read_deny(ws: Path) -> None:
+    for command in ("cat notes.txt", "grep hello notes.txt", "echo .envelope", "ls -a", "git status"):
+        rec = one(ws, "shell", {"command": command}, rules=DENY_ENV, mode="bypassPermissions")
+        assert not rec.result.text.startswith("not run"), (command, rec.result.text)
+    rec = one(ws, "shell", {"command": "cat notes.txt"}, rules=DENY_ENV)  # default mode: read-only, runs
+    assert rec.decision.source == "read_only" and "hello" in rec.result.text
+
+
+@pytest.mark.parametrize("command", ["git diff -- notes.txt", "git log -p -- notes.txt", "git show HEAD -- notes.txt",
+                                     "git blame notes.txt"])
+def test_git_contents_limited_to_other_paths_run_under_a_read_deny(ws: Path, command: str) -> None:
+    rec = one(ws, "shell", {"command": command}, rules=DENY_ENV, mode="bypassPermissions")
+    assert not rec.result.text.startswith("not run"), rec.result.text
+
+
+@pytest.mark.parametrize("command", ["git diff -- .", "git diff -- ':!notes.txt'", "git log -p -- '*'",
+                                     "git diff -- .env", "git log -p -- ENV_ALIAS/..", "git blame -C notes.txt",
+                                     "git show HEAD:.env -- notes.txt", "git diff -- ''"])
+def test_git_contents_not_limited_to_other_paths_do_not_run_under_a_read_deny(ws: Path, command: str) -> None:
+    rec = one(ws, "shell", {"command": command}, rules=DENY_ENV, mode="bypassPermissions")
+    assert rec.result.text.startswith("not run") and no_secret(rec), rec.result.text
+
+
+def test_shell_under_a_read_deny_is_not_auto_allowed_when_it_names_the_file(ws: Path) -> None:
+    rec = one(ws, "shell", {"command": "cat .env"}, rules=DENY_ENV)
+    assert rec.decision.source != "read_only" and no_secret(rec)
+
+
+def test_grep_tool_skips_a_read_denied_file_named_directly(ws: Path) -> None:
+    rec = one(ws, "grep", {"pattern": "API", "path": ".env"}, rules=DENY_ENV)
+    assert no_secret(rec)
+    rec = one(ws, "grep", {"pattern": "API", "path": "env_alias"}, rules=DENY_ENV)
+    assert no_secret(rec)
+    control = one(ws, "grep", {"pattern": "hello", "path": "."}, rules=DENY_ENV)
+    assert "notes.txt:1" in control.result.text
+
+
+# --------------------------------------------------------------------------------------------------
+# acceptEdits never writes what would make another git repository, or change this one's
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("path", [".git/config", ".git/hooks/pre-commit", ".GIT/config", "HEAD", "config", "head",
+                                  "commondir", "packed-refs", "sub/.git", "sub/HEAD", ".git/info/attributes",
+                                  "./.git/HEAD"])
+def test_accept_edits_asks_before_writing_git_layout_files(ws: Path, path: str) -> None:
+    rec = one(ws, "write_file", {"path": path, "content": "x\n"}, mode="acceptEdits")
+    assert rec.status == "denied", path  # asked, and nobody answered
+
+
+def test_accept_edits_still_writes_ordinary_files(ws: Path) -> None:
+    for path in ("notes.txt", "config.yaml", "src/head.py", "objects/readme.md"):
+        rec = one(ws, "write_file", {"path": path, "content": "x\n"}, mode="acceptEdits")
+        assert rec.status == "ok" and rec.decision.source == "mode", path
+
+
+# --------------------------------------------------------------------------------------------------
+# "Always allow" grants exactly what was approved
+# --------------------------------------------------------------------------------------------------
+def test_always_allow_of_one_command_does_not_allow_its_family(ws: Path) -> None:
+    asked: list[str] = []
+
+    def approver(request):
+        asked.append(request.arguments["command"])
+        return Decision(True, remember=True) if len(asked) == 1 else Decision(False)
+
+    calls = [ToolCall(name="shell", arguments={"command": c}) for c in
+             ("git config --get user.name", "git config core.fsmonitor 'touch pwned'", "git config --get user.name")]
+    run = run_calls(ws, *calls, approver=approver)
+    assert [str(g) for g in run.agent.grants] == ["shell(git config --get user.name)"]
+    assert asked == ["git config --get user.name", "git config core.fsmonitor 'touch pwned'"]
+    assert [c.decision.source for c in run.calls] == ["user", "user", "grant"]
     assert not (ws / "pwned").exists()

@@ -234,7 +234,7 @@ class CallRow:
         if not waiting:
             return 0 if self._ask is None else _set(self._ask, layout=s.hidden)
         request = self.pending.request
-        scope = f"{request.name}({request.suggested_scope})" if request.suggested_scope else request.name
+        scope = _grant_label(request)
         question = (f'<div class="nba-ask-q"><b>Needs your approval</b> · {html.escape(request.reason)}. '
                     "The arguments above are exactly what will run.</div>")
         if self._ask is None:
@@ -260,6 +260,20 @@ class CallRow:
         sent += _set(self._always, description=f"Always allow {scope}")
         sent += _set(self._ask, layout=s.plain)
         return sent
+
+
+def _grant_label(request: Any) -> str:
+    """What "Always allow" would grant, exactly: `git config --get x` for a command, `write_file ./a.txt`
+    for a file, the tool's name when it is the whole tool."""
+    from ..toolbox._shellwords import literal_pattern
+
+    scope = request.suggested_scope
+    if not scope:
+        return request.name
+    literal = literal_pattern(scope)
+    if literal is None:
+        return f"{request.name}({scope})"
+    return f"`{literal}`" if request.name == "shell" else f"{request.name} `{literal}`"
 
 
 class RunView:

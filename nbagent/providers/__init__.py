@@ -9,6 +9,7 @@
 | `mistral:`          | Mistral chat completions          | MISTRAL_API_KEY, MISTRAL_BASE_URL                     |
 | `ollama:`           | OpenAI-compatible (local)         | OLLAMA_BASE_URL (default http://localhost:11434/v1)   |
 | `scripted`          | offline `ScriptedModel`           | none                                                  |
+| `replay:ID`         | a stored session, offline (`ReplayModel`) | none (`workspace=` option: where the store is) |
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ def load_model(spec: str | Model, *, base_url: str | None = None, api_key: str |
     spec = spec.strip()
     if spec == "scripted" or spec.startswith("scripted:"):
         return ScriptedModel(name=spec.partition(":")[2] or "scripted", **options)
+    if spec == "replay" or spec.startswith("replay:"):  # a stored session's responses (None: the latest)
+        from .replay import ReplayModel
+
+        return ReplayModel(spec.partition(":")[2] or None, **options)
     prefix, sep, name = spec.partition(":")
     if not sep or not name:
         raise ConfigurationError(

@@ -11,22 +11,33 @@
 | `history` | `limit`, `offset` | what was run in this session, most recent first | read-only | (nothing) |
 | `read_file` | `path`, `offset`, `limit` | a text file's lines (or an image) | read-only | the path, as a workspace glob |
 | `list_files` | `pattern` | files matching a glob, with sizes | read-only | the directory listed, as a workspace glob |
-| `grep` | `pattern`, `path`, `glob`, `ignore_case`, `max_results` | lines matching a regex | read-only | the path searched, as a workspace glob |
+| `grep` | `pattern`, `path`, `glob`, `ignore_case`, `max_results` | lines matching a regex (in a worker process: a runaway pattern is stopped, Stop kills it) | read-only | the path searched, as a workspace glob |
 | `write_file` | `path`, `content` | writes a whole file | a file edit (acceptEdits allows) | the path, as a workspace glob |
 | `edit_file` | `path`, `old`, `new`, `replace_all` | replaces exact text once; returns a diff | a file edit | the path, as a workspace glob |
-| `shell` | `command`, `timeout` | a bash command in the workspace | read-only commands auto-allowed, else asks | the command line, as a prefix |
+| `shell` | `command`, `timeout` | a bash command in the workspace (git with hooks, fsmonitor, pagers forced off) | read-only commands auto-allowed, else asks | the command line, as a prefix |
 
 Workspace globs (`nbagent.permissions.path_rule_matcher`): relative to the workspace, `*` within a
 segment, `**` across segments, a pattern without `/` matching a name at any depth (`.env`), a directory
 covering its contents (`notebooks/**`); a deny rule matches the path as written and as it resolves
 (symbolic links followed), ignoring case; an allow rule only the real path inside the workspace.
-`grep` also skips the files that deny rules of `read_file` or `grep` protect; `list_files` hides what
-deny rules of `list_files` cover. Command prefixes (`nbagent.toolbox.shell_pattern_matches`):
-`shell(git status*)` is a glob over the command's words, `shell(pytest:*)` a word prefix; allow rules,
-ask rules and grants only match one plain command (never `git status; rm -rf x`, `$(...)`, pipes,
-redirections), or exactly the line a wildcard-free pattern spells; deny rules match any command the line
-may run (each part, substitutions, `sudo`/`bash -c`/`xargs`/`find -exec` targets) and any line they
-cannot read. Writes inside `.git/` are never auto-allowed by acceptEdits.
+A deny rule on reading a path (`deny: read_file(.env)`, or of `grep`) holds for every tool: `grep` skips
+the file, `edit_file` refuses it, `write_file` replaces it without showing a diff, and `shell` refuses a
+line that may show it (named under any quoting, by a glob, after `=` or `:` as in `dd if=.env` and
+`git show HEAD:.env`, behind wrappers and scripts; a line it cannot read whole; git commands that show
+history, such as `git log -p`). `list_files` hides what deny rules of `list_files` cover. Command
+prefixes (`nbagent.toolbox.shell_pattern_matches`): `shell(git status*)` is a glob over the command's
+words, `shell(pytest:*)` a word prefix; allow rules and ask rules only match one plain command (never
+`git status; rm -rf x`, `$(...)`, pipes, redirections), or exactly the line a wildcard-free pattern
+spells; deny rules match any command the line may run (each part, substitutions, the targets of
+`sudo`/`time -p`/`nice -n 5`/`timeout -s KILL 5`/`script -c`/`xargs`/`bash -c`/`eval`/`trap`/`find -exec`
+and the like) and any line they cannot read (a shell reading its script from a file or stdin included).
+"Always allow" remembers exactly the approved command line (`shell_suggest_pattern`), shown on the button.
+Read-only commands (`read_only_problem`): every option must be one the classifier knows, read as
+getopt_long reads it (`sort --out=x` is `--output`); recursion that follows links only while no link
+leads out of the workspace; git only with a plain `.git/` directory and no diff or filter programs
+configured. Without an OS sandbox (`sandboxed=False`), only `STRICT_READ_ONLY_COMMANDS` are auto-allowed.
+Writes inside `.git/`, and of `HEAD`, `config`, `commondir` or `packed-refs` files (which make a bare
+repository), are never auto-allowed by acceptEdits.
 
 Two ways to get them:
 
@@ -58,7 +69,8 @@ from ._binding import Binding
 from ._capture import RoutedStream
 from ._files import FileChange, FileContent, GrepMatch, GrepResult, make_file_tools
 from ._python import execution_result, make_namespace_tools
-from ._readonly import READ_ONLY_COMMANDS, read_only_problem
+from ._gitsafety import git_safety_env
+from ._readonly import READ_ONLY_COMMANDS, STRICT_READ_ONLY_COMMANDS, read_only_problem
 from ._runner import Execution, HistoryEntry, HistorySource, PythonRunner, RunnerHistory
 from ._shell import ShellResult, make_shell_tool
 from ._shellwords import pattern_matches as shell_pattern_matches
@@ -78,6 +90,7 @@ __all__ = [
     "READ_ONLY_COMMANDS",
     "RoutedStream",
     "RunnerHistory",
+    "STRICT_READ_ONLY_COMMANDS",
     "ShellResult",
     "TOOL_NAMES",
     "Workspace",
@@ -85,6 +98,7 @@ __all__ = [
     "all",
     "edit_file",
     "execution_result",
+    "git_safety_env",
     "grep",
     "history",
     "inspect_variable",

@@ -1,21 +1,34 @@
 """File tools, confined to the workspace: read_file, list_files, grep (read-only); write_file, edit_file.
 
+`grep` matches in a worker process (`_grepworker`), one batch of lines at a time: a pattern that takes
+longer than `GREP_TIMEOUT` on a batch ends the call with an error that says so, and Stop kills the worker
+at once, so a catastrophic regex (`(a+)+$`) never holds the kernel.
+
+A deny rule on reading a file (`deny: read_file(.env)`) holds here too: `grep` skips it, `edit_file`
+refuses it (its diff and messages would show what it holds), `write_file` replaces it without a diff.
+
 Every path goes through `Workspace.resolve` (see `_workspace`): a path outside the workspace is refused
 with a clear message whatever the mode, rules or approvals. Rule patterns for these tools are path globs
 relative to the workspace (`write_file(notebooks/**)`, `deny: read_file(.env)`; see
 `nbagent.permissions.path_rule_matcher`); `grep` also skips files that a deny rule of `read_file` or
 `grep` protects, and `list_files` hides what a deny rule of `list_files` covers. `write_file` and
-`edit_file` count as file edits for the `acceptEdits` mode, except inside a `.git` directory: git's
-configuration can make later `git` commands run programs, so changing it always asks.
+`edit_file` count as file edits for the `acceptEdits` mode, except inside a `.git` directory and for the
+files that make a directory a git repository of its own (`HEAD`, `config`, `commondir`, `packed-refs`,
+a `.git` file): git's configuration can make later `git` commands run programs, so changing it always asks.
 """
 
 from __future__ import annotations
 
 import codecs
 import difflib
+import json
 import os
 import re
+import select
 import stat as stat_module
+import subprocess
+import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -47,6 +60,8 @@ MAX_LIST_SCAN = 200_000
 """Entries list_files and grep look at before they stop."""
 _SNIFF = 8192
 _PROTECTED_DIRS = (".git",)
+_GIT_LAYOUT_NAMES = ("head", "config", "commondir", "packed-refs", "gitdir")
+"""File names (any case) that, with `objects/` and `refs/` beside them, make a bare repository."""
 
 _BINARY_HINTS = {
     ".parquet": "pandas.read_parquet", ".feather": "pandas.read_feather", ".xlsx": "pandas.read_excel",
@@ -143,8 +158,10 @@ def _edit_call(binding: Binding):
         except WorkspaceError:
             return False
         given = str(args.get("path", "")).replace("\\", "/").lower().split("/")
-        return not any(p.lower() in _PROTECTED_DIRS for p in resolved.parts) and not any(
-            p in _PROTECTED_DIRS for p in given)
+        real = [p.lower() for p in resolved.parts]
+        if any(p in _PROTECTED_DIRS for p in real + given):
+            return False
+        return not ((real and real[-1] in _GIT_LAYOUT_NAMES) or (given and given[-1] in _GIT_LAYOUT_NAMES))
 
     return edits
 
@@ -338,7 +355,7 @@ def make_file_tools(binding: Binding) -> dict[str, Tool]:
             max_results: stop after this many matching lines.
         """
         try:
-            regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+            re.compile(pattern, re.IGNORECASE if ignore_case else 0)
         except re.error as exc:
             return error_result(f"invalid regular expression {pattern!r}: {exc}")
         try:
@@ -351,6 +368,8 @@ def make_file_tools(binding: Binding) -> dict[str, Tool]:
         skipped_denied = 0
         skipped_outside = 0
         lines: list[str] = []
+        searcher = _Searcher(pattern, re.IGNORECASE if ignore_case else 0,
+                             (lambda: bool(ctx.cancelled)) if ctx is not None else (lambda: False))
         try:
             for rel, real in _files_under(ws, start):
                 if ctx is not None and ctx.cancelled:
@@ -368,11 +387,21 @@ def make_file_tools(binding: Binding) -> dict[str, Tool]:
                 if result.files_searched > MAX_LIST_SCAN:
                     result.complete = False
                     break
-                if not _grep_file(ws, rel, regex, result, lines, max_results):
+                if not _grep_file(ws, rel, searcher, result, lines, max_results):
                     result.complete = False
                     break
         except WorkspaceError as exc:
             return error_result(str(exc))
+        except _TooSlow as exc:
+            return error_result(
+                f"the pattern took longer than {GREP_TIMEOUT:g} s on {exc}; simplify it (nested repeats such as "
+                "(a+)+ can take forever on some lines)", details=result)
+        except _Stopped:
+            result.complete = False
+        except _WorkerFailed as exc:
+            return error_result(f"grep failed: {exc}", details=result)
+        finally:
+            searcher.close()
         notes = []
         if not result.complete:
             notes.append(f"stopped at {len(result.matches)} matches; narrow the pattern, path or glob for the rest"
@@ -412,7 +441,9 @@ def make_file_tools(binding: Binding) -> dict[str, Tool]:
         try:
             ws = binding.workspace_for(ctx)
             resolved = ws.resolve(path)
-            before = _old_text(ws, resolved)
+            denied = read_denied_check(ctx)
+            hidden = denied is not None and _read_denied(denied, ws, path, resolved)
+            before = None if hidden else _old_text(ws, resolved)
             created = ws.write_bytes(resolved, data)
         except WorkspaceError as exc:
             return error_result(str(exc))
@@ -423,7 +454,9 @@ def make_file_tools(binding: Binding) -> dict[str, Tool]:
         else:
             diff = _unified_diff(before, content, resolved.rel) if before is not None else ""
             text = f"Wrote {resolved.rel} ({n_lines:,} lines, {_size(len(data))}), replacing what was there."
-            if before is not None and before == content:
+            if hidden:
+                text += " (a deny rule protects it from reading, so what it held is not shown)"
+            elif before is not None and before == content:
                 text = f"Wrote {resolved.rel}: the content was already exactly this."
             elif diff:
                 text += "\n" + diff
@@ -456,6 +489,11 @@ def make_file_tools(binding: Binding) -> dict[str, Tool]:
         try:
             ws = binding.workspace_for(ctx)
             resolved = ws.resolve(path)
+            denied = read_denied_check(ctx)
+            if denied is not None and _read_denied(denied, ws, path, resolved):
+                return error_result(
+                    f"a deny rule protects {resolved.rel} from reading, and edit_file would show what it holds "
+                    "(in its diff and its messages); write_file can replace it whole")
             with ws.open_read(resolved) as f:
                 size = os.fstat(f.fileno()).st_size
                 if size > MAX_WRITE_BYTES:
@@ -615,7 +653,94 @@ def _files_under(ws: Workspace, start: ResolvedPath):
             continue
 
 
-def _grep_file(ws: Workspace, rel: str, regex: re.Pattern[str], result: GrepResult, lines: list[str],
+GREP_TIMEOUT = 10.0
+"""Seconds the regex may spend on one batch of lines before grep gives up on the pattern."""
+_GREP_BATCH_CHARS = 1 << 20
+_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_grepworker.py")
+
+
+class _TooSlow(Exception):
+    """The pattern took longer than GREP_TIMEOUT on one batch (the message names the file)."""
+
+
+class _Stopped(Exception):
+    """The call was cancelled while the worker searched."""
+
+
+class _WorkerFailed(Exception):
+    """The worker could not be started or stopped unexpectedly."""
+
+
+class _Searcher:
+    """Matches lines against a regex in a worker process (`_grepworker`), with a time bound per batch of
+    lines and cancellation checked while it waits: a runaway pattern is killed, never waited for."""
+
+    def __init__(self, pattern: str, flags: int, cancelled: Any) -> None:
+        self.pattern = pattern
+        self.flags = flags
+        self.cancelled = cancelled
+        self.proc: subprocess.Popen[bytes] | None = None  # started with the first batch
+        self._buffer = b""
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-I", "-S", _WORKER], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True)
+        except OSError as exc:
+            raise _WorkerFailed(f"the regex worker could not start ({exc})") from None
+        self._send({"pattern": self.pattern, "flags": self.flags})
+        return self.proc
+
+    def _send(self, message: dict[str, Any]) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message).encode("utf-8", "surrogatepass") + b"\n")
+        self.proc.stdin.flush()
+
+    def search(self, lines: list[str], where: str) -> list[int]:
+        """The indices of the lines that match."""
+        proc = self.proc if self.proc is not None else self._start()
+        try:
+            self._send({"lines": lines})
+        except OSError:
+            self.close()
+            raise _WorkerFailed("the regex worker stopped unexpectedly") from None
+        deadline = time.monotonic() + GREP_TIMEOUT
+        fd = proc.stdout.fileno()  # type: ignore[union-attr]
+        while b"\n" not in self._buffer:
+            if self.cancelled():
+                self.close()
+                raise _Stopped()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.close()
+                raise _TooSlow(where)
+            ready, _, _ = select.select([fd], [], [], min(0.05, left))
+            if ready:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    self.close()
+                    raise _WorkerFailed("the regex worker stopped unexpectedly")
+                self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise _WorkerFailed(f"invalid regular expression: {answer['error']}")
+        return answer["hits"]
+
+    def close(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.kill()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()  # type: ignore[union-attr]
+            except OSError:
+                pass
+        self.proc.wait()
+
+
+def _grep_file(ws: Workspace, rel: str, searcher: _Searcher, result: GrepResult, lines: list[str],
                max_results: int) -> bool:
     """Search one file; False when max_results was reached."""
     try:
@@ -627,19 +752,41 @@ def _grep_file(ws: Workspace, rel: str, regex: re.Pattern[str], result: GrepResu
             if _looks_binary(head):
                 return True
             f.seek(0)
+            batch: list[tuple[int, str]] = []
+            size = 0
             for n, (data, _length) in enumerate(_binary_lines(f), 1):
                 body = data.decode("utf-8", errors="replace").rstrip("\r\n")
-                if regex.search(body[:MAX_LINE_CHARS]):
-                    if len(result.matches) >= max_results:
+                batch.append((n, body))
+                size += min(len(body), MAX_LINE_CHARS)
+                if size >= _GREP_BATCH_CHARS:
+                    if not _grep_batch(resolved.rel, batch, searcher, result, lines, max_results):
                         return False
-                    result.matches.append(GrepMatch(resolved.rel, n, body))
-                    shown = body.strip()
-                    if len(shown) > 300:
-                        shown = shown[:300] + " [...]"
-                    lines.append(f"{resolved.rel}:{n}: {shown}")
+                    batch, size = [], 0
+            if batch and not _grep_batch(resolved.rel, batch, searcher, result, lines, max_results):
+                return False
     except WorkspaceError:
         return True
     return True
+
+
+def _grep_batch(rel: str, batch: list[tuple[int, str]], searcher: _Searcher, result: GrepResult,
+                lines: list[str], max_results: int) -> bool:
+    for i in searcher.search([body[:MAX_LINE_CHARS] for _, body in batch], rel):
+        n, body = batch[i]
+        if len(result.matches) >= max_results:
+            return False
+        result.matches.append(GrepMatch(rel, n, body))
+        shown = body.strip()
+        if len(shown) > 300:
+            shown = shown[:300] + " [...]"
+        lines.append(f"{rel}:{n}: {shown}")
+    return True
+
+
+def _read_denied(denied: Any, ws: Workspace, given: str, resolved: ResolvedPath) -> bool:
+    """Whether a deny rule on reading covers this path, as given (normalised) or as it really is."""
+    lexical = ws.relative(os.path.normpath(os.path.join(str(ws.root), given.replace("\\", "/"))))
+    return denied(resolved.rel, str(resolved.path)) or (lexical is not None and denied(lexical, str(resolved.path)))
 
 
 def _old_text(ws: Workspace, resolved: ResolvedPath) -> str | None:

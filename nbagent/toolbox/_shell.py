@@ -9,8 +9,8 @@ so children it started stop too. The model gets the output cut to its head and t
 
 Permissions (see `_shellwords` and `_readonly`): a command that only reads (`git status`, `ls -la`,
 `cat notes.md`) is auto-allowed when the command line really is just that; rules match with
-`shell(prefix*)` patterns that compound lines never satisfy; "always allow" remembers exactly what
-was approved.
+`shell(prefix*)` patterns that compound lines never satisfy; "always allow" remembers exactly the
+command line that was approved.
 
 The sandbox (see `nbagent.sandbox`) is the second wall, for when the classifier is wrong: an auto-allowed
 command runs under the `read-only` policy, an approved one under the agent's (`workspace-write` by
@@ -38,8 +38,10 @@ from ..messages import TextBlock, ToolResult
 from ..secrets import SECRET_VARIABLE_PATTERN
 from ..tools import Tool
 from ._binding import Binding, read_denied_check
-from ._readonly import read_only_problem
+from ._gitsafety import git_safety_env
 from ..sandbox import SandboxPolicy, hidden_paths, prepare, sandbox_backend, sandbox_policy
+from ._readdeny import reveals_denied
+from ._readonly import read_only_problem
 from ._shellwords import pattern_matches, suggest_pattern
 from ._values import cut
 from ._workspace import WorkspaceError
@@ -101,6 +103,7 @@ def _environment(keep_secrets: bool = True) -> dict[str, str]:
         env = {k: v for k, v in env.items() if not SECRET_VARIABLE_PATTERN.search(k)}
     env.update({"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "TERM": "dumb",
                 "PYTHONUNBUFFERED": "1", "NO_COLOR": "1"})
+    env.update(git_safety_env(env))  # every git it starts: no hooks, fsmonitor, pager, bare repository...
     if env.get("MPLBACKEND", "").startswith("module://"):
         env["MPLBACKEND"] = "Agg"  # the kernel's inline backend means nothing in a subprocess
     return env
@@ -222,6 +225,9 @@ def make_shell_tool(binding: Binding) -> Tool:
             return ToolResult([TextBlock("the command is empty")], is_error=True)
         if "\x00" in command:
             return ToolResult([TextBlock("the command contains a NUL byte")], is_error=True)
+        revealing = reveals_denied(command, ws, read_denied_check(ctx))
+        if revealing:  # a deny rule on reading holds here too, whatever was approved
+            return ToolResult([TextBlock(f"not run: {revealing}")], is_error=True)
         policy = call_policy(ctx)
         sandboxed = policy.name != "danger-full-access" and sandbox_backend().available
         hidden: tuple = ()
@@ -311,7 +317,12 @@ def _read_only_call(binding: Binding):
             ws = binding.workspace_for(ctx)
         except WorkspaceError:
             return False
-        return read_only_problem(command, ws, read_denied_check(ctx)) is None
+        denied = read_denied_check(ctx)
+        # without a sandbox to catch its mistakes, the classifier trusts only commands it knows fully
+        policy = sandbox_policy(getattr(getattr(ctx, "constraints", None), "sandbox", None))
+        sandboxed = policy.name != "danger-full-access" and sandbox_backend().available
+        return (read_only_problem(command, ws, denied, sandboxed=sandboxed) is None
+                and reveals_denied(command, ws, denied) is None)
 
     return read_only
 

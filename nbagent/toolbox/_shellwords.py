@@ -12,8 +12,13 @@ Three questions are answered from that, and only from it:
   such a command (or the exact command line the pattern spells out), so `git status; rm -rf x` never
   matches `shell(git status*)`.
 - `subcommands`: every command that may run, for deny rules, which must match broadly: the parts of a
-  compound line, the contents of substitutions, and the commands behind wrappers (`sudo`, `env`,
-  `xargs`, `bash -c '...'`, `eval`, `find -exec`). A line that cannot be parsed matches every deny rule.
+  compound line, the contents of substitutions, and the commands behind wrappers, whatever options the
+  wrapper takes (`sudo`, `env -i`, `time -p`, `nice -n 5`, `timeout -s KILL 5`, `script -c '...'`,
+  `watch '...'`, `unshare`, `setpriv`, `flock`, `xargs`, `busybox`...), shells (`bash -c '...'`), `eval`,
+  `trap '...'`, `alias x='...'`, function bodies and `find -exec`. A line that cannot be parsed, a program
+  only known when the line runs (`$(...) x`, `${IFS}`, globs, braces), and a shell or `source` reading its
+  script from a file or stdin (`bash < x`, `bash <<< '...'`, `sh script.sh`) make it unreadable: then
+  every deny rule matches.
 - `read_only_reason`: whether a command only reads (see `nbagent.toolbox._readonly`).
 """
 
@@ -23,7 +28,7 @@ import fnmatch
 import os
 from dataclasses import dataclass, field
 
-__all__ = ["Parsed", "Word", "glob_escape", "parse", "pattern_matches", "suggest_pattern"]
+__all__ = ["Parsed", "Word", "glob_escape", "literal_pattern", "parse", "pattern_matches", "suggest_pattern"]
 
 _OPERATOR_CHARS = ";&|"
 _SPECIAL_PROBLEMS = {
@@ -35,8 +40,19 @@ _WRAPPERS_WITH_OPTIONS = {
     "sudo", "doas", "nohup", "nice", "ionice", "command", "builtin", "exec", "stdbuf", "time", "chrt",
     "taskset", "setsid", "unbuffer", "caffeinate", "xargs", "parallel", "watch", "strace", "ltrace",
     "env", "timeout", "flock", "run-one", "chronic", "firejail", "proot", "fakeroot", "torsocks",
+    "chroot", "script", "unshare", "setpriv", "nsenter", "runuser", "su", "sg", "prlimit", "numactl",
+    "cpulimit", "trickle", "proxychains", "proxychains4", "tsocks", "eatmydata", "faketime", "nocache",
+    "chpst", "setarch", "linux32", "linux64", "uclampset", "choom", "systemd-run", "pkexec", "xvfb-run",
+    "dbus-launch", "dbus-run-session", "catchsegv", "valgrind", "bwrap", "nsjail", "ssh-agent", "coproc",
+    "toybox", "sem", "tini", "dumb-init", "gosu", "su-exec", "with-contenv", "s6-setuidgid", "daemonize",
+    "start-stop-daemon", "entr", "ts", "pv", "nq", "tsp", "at", "batch",
 }
-_SHELLS = {"bash", "sh", "zsh", "dash", "ksh", "mksh", "fish", "busybox"}
+"""Programs that run another command given in their arguments (after options of their own)."""
+_SHELLS = {"bash", "sh", "zsh", "dash", "ksh", "mksh", "fish", "ash", "hush", "yash", "tcsh", "csh", "rbash",
+           "posh", "busybox"}
+_SCRIPT_READERS = {"source", ".", "eval", "trap", "alias"}
+RUNS_OTHER_COMMANDS = frozenset(_WRAPPERS_WITH_OPTIONS | _SHELLS | _SCRIPT_READERS)
+"""Every program or builtin that runs commands named in its arguments (for checks that must look inside)."""
 _MAX_DEPTH = 8
 
 
@@ -66,6 +82,8 @@ class Parsed:
     operators: list[str] = field(default_factory=list)
     substitutions: list[str] = field(default_factory=list)
     """The text inside `$(...)`, backticks, `<(...)` and `>(...)`."""
+    redirects: list[Word] = field(default_factory=list)
+    """The targets of redirections (`< in`, `> out`, `2>> log`; a here-document's delimiter)."""
     problems: list[str] = field(default_factory=list)
     """Why the line is more than one plain command with literal words."""
     error: str | None = None
@@ -114,6 +132,7 @@ def parse(command: str) -> Parsed:
             word = Word("".join(raw), "".join(value), quoted, expands, dynamic)
             if redirect_target:
                 redirect_target = False
+                parsed.redirects.append(word)
             elif word.raw in ("{", "}") and not current or word.raw == "}":
                 # a command group's braces separate the commands around them
                 if current:
@@ -543,7 +562,9 @@ def subcommands(command: str, depth: int = 0) -> tuple[list[list[str]], bool]:
         # leading assignments (FOO=1 cmd) are not the command
         while values and _is_assignment(values[0]) and not words[len(words) - len(values)].quoted:
             values = values[1:]
-        while values and values[0] in _KEYWORDS:
+        if values and values[0] == "function":
+            values = values[2:]  # function NAME { ...; }: the body's first command follows
+        while values and values[0] in _KEYWORDS and values[0] != "time":
             values = values[1:]
         if not values:
             continue
@@ -563,29 +584,51 @@ def subcommands(command: str, depth: int = 0) -> tuple[list[list[str]], bool]:
 
 
 def _unwrap(values: list[str], depth: int) -> list[list[str] | None]:
-    """The command itself, plus the commands it runs through a wrapper (sudo, bash -c, find -exec...)."""
+    """The command itself, plus the commands it runs through a wrapper (sudo, bash -c, find -exec...).
+
+    None in the list: it runs commands that cannot be read here (a shell reading a script file or stdin,
+    `source`); deny rules then match.
+    """
     found: list[list[str] | None] = [values]
     if depth > _MAX_DEPTH:
         return [None]
     head = os.path.basename(values[0])
     rest = values[1:]
-    if head in _SHELLS or head == "eval":
-        if head == "eval":
-            cmds, ok = subcommands(" ".join(rest), depth + 1)
-            found.extend(cmds if ok else [None])
-        else:
-            for k, arg in enumerate(rest):
-                if arg.startswith("-") and "c" in arg.lstrip("-") and not arg.startswith("--"):
-                    if k + 1 < len(rest):
-                        cmds, ok = subcommands(rest[k + 1], depth + 1)
-                        found.extend(cmds if ok else [None])
-                    break
+
+    def script(text: str) -> None:
+        cmds, ok = subcommands(text, depth + 1)
+        found.extend(cmds if ok else [None])
+
+    if head == "busybox" or head == "toybox":
+        if rest and os.path.basename(rest[0]) in _SHELLS:
+            found.extend(_unwrap(rest, depth + 1))
+        elif rest:
+            found.extend(_unwrap(rest, depth + 1))
+        return found
+    if head in _SHELLS:
+        found.extend(_shell_scripts(rest, depth))
+    elif head == "eval":
+        script(" ".join(rest))
+    elif head in (".", "source"):
+        found.append(None)  # runs a script file
+    elif head == "trap":
+        args = [a for a in rest if not a.startswith("-")]
+        if args:
+            script(args[0])
+    elif head == "alias":
+        for arg in rest:
+            if "=" in arg:
+                script(arg.split("=", 1)[1])
     elif head in _WRAPPERS_WITH_OPTIONS:
         # Which word starts the wrapped command depends on the wrapper's options (`nice -n 5 rm x`): every
         # later word that is not an option might, so each is tried (a deny rule may over-match, never under).
+        # A word that is itself a script (`script -c 'rm x'`, `watch 'rm x'`, `env -S 'rm x'`) is read too.
         for k, arg in enumerate(rest):
             if not arg.startswith("-") and not (head == "env" and _is_assignment(arg)):
                 found.extend(_unwrap(rest[k:], depth + 1))
+            value = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
+            if any(c in value for c in " \t\n;|&`$()<>"):
+                script(value)
     if head == "find" or head == "fd":
         for k, arg in enumerate(rest):
             if arg in ("-exec", "-execdir", "-ok", "-okdir", "-x", "--exec", "-X", "--exec-batch"):
@@ -597,6 +640,31 @@ def _unwrap(values: list[str], depth: int) -> list[list[str] | None]:
                 if inner:
                     found.extend(_unwrap(inner, depth + 1))
     return found
+
+
+_SHELL_HARMLESS = {"--version", "--help", "-version", "-help"}
+
+
+def _shell_scripts(args: list[str], depth: int) -> list[list[str] | None]:
+    """The commands a shell started with `args` runs: its `-c` script, read; a script file, stdin
+    (`bash < x`, `bash <<< ...`, `sh -s`) or anything unclear: None."""
+    for k, arg in enumerate(args):
+        if arg == "--":
+            break
+        if not arg.startswith(("-", "+")) and not (k and args[k - 1] in ("-o", "+o", "-O", "+O")):
+            return [None]  # a script file (the shell runs it, whatever options follow)
+        if arg.startswith("-") and not arg.startswith("--") and "c" in arg[1:]:
+            rest = [a for a in args[k + 1 :] if a != "--"]
+            if not rest:
+                return [None]
+            cmds, ok = subcommands(rest[0], depth + 1)
+            return cmds if ok else [None]
+        if arg.startswith("--") and arg not in _SHELL_HARMLESS and arg not in ("--norc", "--noprofile",
+                                                                               "--login", "--posix"):
+            return [None]
+    if args and all(a in _SHELL_HARMLESS for a in args):
+        return []
+    return [None]  # a script file, or commands from stdin
 
 
 # --------------------------------------------------------------------------------------------------
@@ -641,12 +709,19 @@ def pattern_matches(pattern: str, command: str, action: str = "allow") -> bool:
       values (quotes removed) or with the program's directory dropped (`/bin/rm` as `rm`), ignoring case;
       or the whole line; and always when the line cannot be read.
     """
-    pattern = _norm_pattern(pattern)
     if action == "deny":
-        return _deny_matches(pattern, command)
-    literal = _unescape(pattern)
-    if literal is not None and command.strip() == literal:
-        return True
+        return _deny_matches(_norm_pattern(pattern), command)
+    literal = _unescape(pattern.strip())
+    if literal is not None:
+        # exactly that line, or the same words with other spacing between them (never inside quotes)
+        if command.strip() == literal:
+            return True
+        mine, theirs = parse(literal), parse(command)
+        return (mine.error is None and theirs.error is None and len(mine.commands) == len(theirs.commands) == 1
+                and mine.only_problems("a glob pattern", "a home directory (~)", "a brace expansion")
+                and theirs.only_problems("a glob pattern", "a home directory (~)", "a brace expansion")
+                and [w.raw for w in mine.words] == [w.raw for w in theirs.words])
+    pattern = _norm_pattern(pattern)
     parsed = parse(command)
     if parsed.error is not None or len(parsed.commands) != 1:
         return False
@@ -686,45 +761,18 @@ def _deny_matches(pattern: str, command: str) -> bool:
 # --------------------------------------------------------------------------------------------------
 # What "always allow" should cover
 # --------------------------------------------------------------------------------------------------
-_SUBCOMMAND_TOOLS = {
-    "git", "pip", "pip3", "npm", "npx", "yarn", "pnpm", "cargo", "go", "docker", "podman", "kubectl", "conda",
-    "mamba", "uv", "poetry", "make", "gh", "jupyter", "brew", "apt", "apt-get", "dotnet", "bundle", "gem",
-    "rustup", "hatch", "tox", "nox", "pre-commit", "dvc", "terraform", "helm", "systemctl",
-}
-_INTERPRETERS = {"python", "python3", "node", "ruby", "perl", "Rscript", "julia", "deno", "bun", "php"}
-_EXACT_ONLY = {
-    "rm", "rmdir", "mv", "cp", "dd", "chmod", "chown", "chgrp", "kill", "pkill", "killall", "sudo", "su", "doas",
-    "shutdown", "reboot", "halt", "poweroff", "truncate", "shred", "ln", "curl", "wget", "ssh", "scp", "rsync",
-    "sftp", "nc", "ncat", "socat", "telnet", "eval", "exec", "source", ".", "env", "xargs", "find", "sed",
-    "awk", "perl", "tee", "crontab", "at", "mkfs", "mount", "umount", "fdisk", "parted", "iptables",
-    *_SHELLS,
-}
-
-
 def suggest_pattern(command: str) -> str:
-    """The `shell(...)` pattern an "always allow" of this command should remember.
-
-    A plain command gets a prefix (`git push*`, `pytest*`, `python train.py*`); commands that delete, move,
-    fetch, escalate or run other commands, and every compound line, get exactly themselves (globs escaped).
+    """The `shell(...)` pattern an "always allow" of this command remembers: exactly this command line
+    (globs escaped), never a family of commands: approving `git config --get x` must not allow
+    `git config core.fsmonitor ...`. The same command with other spacing between its words still matches;
+    an approver that wants a wider grant says so with `Decision(scope=...)`.
     """
     exact = glob_escape(command.strip())
     if not exact:
         return "\x00"  # a blank line: a pattern that covers nothing else (never the whole tool)
-    parsed = parse(command)
-    if not parsed.is_simple:
-        return exact
-    raw = [w.raw for w in parsed.words]
-    head = os.path.basename(parsed.words[0].value)
-    if head != raw[0] or head in _EXACT_ONLY or head.startswith("mkfs"):
-        return exact
-    if head in _INTERPRETERS:
-        if len(raw) >= 3 and raw[1] == "-m" and not raw[2].startswith("-"):
-            return glob_escape(" ".join(raw[:3])) + "*"
-        if len(raw) >= 2 and not raw[1].startswith("-"):
-            return glob_escape(" ".join(raw[:2])) + "*"
-        return exact
-    if head in _SUBCOMMAND_TOOLS:
-        if len(raw) >= 2 and not raw[1].startswith("-"):
-            return glob_escape(" ".join(raw[:2])) + "*"
-        return exact
-    return glob_escape(head) + "*"
+    return exact
+
+
+def literal_pattern(pattern: str) -> str | None:
+    """The exact text a pattern without wildcards stands for (`ls [*].py` -> `ls *.py`), else None."""
+    return _unescape(pattern)

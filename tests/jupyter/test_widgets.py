@@ -220,3 +220,17 @@ async def test_a_view_of_a_finished_run_shows_what_happened():
     await settle(lambda: view.throttle.closed)
     assert [r.record for r in view.rows] == run.calls
     assert "Deleted a.txt" in html_of(view) and "Done." in html_of(view)
+
+
+def test_the_always_allow_label_names_exactly_what_is_granted():
+    from types import SimpleNamespace
+
+    from nbagent.jupyter.widgets import _grant_label
+    from nbagent.toolbox._shellwords import suggest_pattern
+
+    shell = SimpleNamespace(name="shell", suggested_scope=suggest_pattern("git config --get x"))
+    assert _grant_label(shell) == "`git config --get x`"
+    assert _grant_label(SimpleNamespace(name="shell", suggested_scope=suggest_pattern("ls *.py"))) == "`ls *.py`"
+    assert _grant_label(SimpleNamespace(name="write_file", suggested_scope="./a.txt")) == "write_file `./a.txt`"
+    assert _grant_label(SimpleNamespace(name="delete", suggested_scope=None)) == "delete"
+    assert _grant_label(SimpleNamespace(name="shell", suggested_scope="pytest:*")) == "shell(pytest:*)"

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from nbagent import ImageBlock, toolbox
-from nbagent.toolbox import FileChange, FileContent, GrepResult
+from nbagent import Agent, AssistantMessage, ImageBlock, ScriptedModel, ToolCall, toolbox
+from nbagent.toolbox import FileChange, FileContent, GrepResult, _files
 
 from tests.toolbox.support import Runner, tool_named
 
@@ -173,6 +175,47 @@ def test_grep_skips_files_a_read_deny_rule_protects(tools, ws: Path) -> None:
     rec = r.call("grep", pattern="API_KEY")
     assert "sk-123" not in rec.result.text
     assert "protected by deny rules" in rec.result.text
+
+
+CATASTROPHIC = "(a+)+$"
+"""Backtracks for ever on a long line of a's that does not end the way it wants."""
+
+
+def test_grep_stops_a_pattern_that_runs_away(runner: Runner, ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_files, "GREP_TIMEOUT", 0.5)
+    (ws / "aaa.txt").write_text("a" * 60 + "b\n")
+    rec = runner.call("grep", pattern=CATASTROPHIC, path="aaa.txt")
+    assert rec.status == "error" and "took longer than 0.5 s on aaa.txt; simplify it" in rec.result.text
+    control = runner.call("grep", pattern="(a+)+b$", path="aaa.txt")
+    assert control.status == "ok" and "aaa.txt:1:" in control.result.text
+
+
+async def test_stop_ends_a_runaway_grep_and_its_worker(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (ws / "aaa.txt").write_text("a" * 60 + "b\n")
+    workers: list[subprocess.Popen] = []
+    real_popen = subprocess.Popen
+
+    def recording_popen(*args, **kwargs):
+        proc = real_popen(*args, **kwargs)
+        workers.append(proc)
+        return proc
+
+    monkeypatch.setattr(_files.subprocess, "Popen", recording_popen)
+    monkeypatch.setattr(_files, "GREP_TIMEOUT", 600.0)  # only Stop can end it
+    model = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name="grep", arguments={
+        "pattern": CATASTROPHIC, "path": "aaa.txt"})]), "done"])
+    agent = Agent(model=model, tools=toolbox.all(workspace=ws), workspace=ws)
+    run = agent.start("go")
+    while not workers:
+        await asyncio.sleep(0.01)
+    run.cancel()
+    await run
+    assert run.calls[0].status == "cancelled"
+    for _ in range(3000):  # the tool's thread notices the cancellation and kills the worker
+        if workers[0].poll() is not None:
+            break
+        await asyncio.sleep(0.01)
+    assert workers[0].poll() is not None
 
 
 # --------------------------------------------------------------------------------------------------

@@ -46,8 +46,9 @@ def bubblewrap_only(backend) -> None:
 
 @pytest.fixture
 def misclassified(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The classifier calls everything read-only (a bug, on purpose)."""
+    """The classifier calls everything read-only and sees no deny rule in any line (bugs, on purpose)."""
     monkeypatch.setattr(_shell, "read_only_problem", lambda *a, **k: None)
+    monkeypatch.setattr(_shell, "reveals_denied", lambda *a, **k: None)
 
 
 def shell(ws: Path, command: str, *, mode: str = "default", sandbox="workspace-write", rules=(), asked=None):
@@ -268,3 +269,15 @@ def test_hidden_paths_are_bounded_and_skip_git_internals(tmp_path: Path, monkeyp
     assert found == (tmp_path / "a" / ".env",)
     monkeypatch.setattr(_sandbox, "HIDDEN_SCAN_LIMIT", 1)
     assert len(_sandbox.hidden_paths(tmp_path, lambda rel, real: True)) <= 1
+
+
+def test_without_a_sandbox_auto_allow_shrinks_to_the_strict_list(ws: Path, backend) -> None:
+    asked: list = []
+    # `sort` is read-only and auto-allowed with a sandbox to catch a mistake; without one it asks
+    with_sandbox = shell(ws, "sort notes.txt", asked=asked)
+    assert with_sandbox.decision.source == "read_only" and not asked
+    without = shell(ws, "sort notes.txt", asked=asked, sandbox="danger-full-access")
+    assert asked and without.decision.source != "read_only"
+    # a command on the strict list still runs without asking
+    strict = shell(ws, "cat notes.txt", sandbox="danger-full-access")
+    assert strict.decision.source == "read_only" and strict.details.sandbox == "none"

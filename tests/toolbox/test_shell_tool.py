@@ -50,7 +50,7 @@ def _running(marker: str) -> list[int]:
 
 
 def _gone(marker: str) -> bool:
-    for _ in range(100):
+    for _ in range(200):
         if not _running(marker):
             return True
         time.sleep(0.05)

@@ -179,13 +179,31 @@ def test_a_literal_pattern_matches_exactly_that_line() -> None:
         "cat <(rm -rf x)",
         "$CMD -rf x",
         "rm 'unterminated",
+        # a shell reading its script from stdin, a here-string, a here-document or a file
+        "bash < script.sh", "bash <<< 'rm -rf x'", "sh <<EOF\nrm -rf x\nEOF", "sh script.sh", "bash -s",
+        "bash", "source script.sh", ". script.sh", "busybox sh script.sh", "bash -c -- 'rm x'",
+        "bash script.sh -c 'ls'", "bash -o pipefail -c 'rm x'",
+        # wrappers with options of their own, or missing from a short list
+        "time -p rm x", "time rm x", "nice -n 5 rm x", "timeout -s KILL 5 rm x", "env -i A=b rm x", "stdbuf -o0 rm x",
+        "ionice -c3 rm x", "nohup rm x", "setsid rm x", "setsid -f rm x", "chroot / rm x", "script -c 'rm x'",
+        "script -qc 'rm x' /dev/null", "unshare -r rm x", "setpriv --reuid=1000 rm x", "flock /tmp/l rm x",
+        "flock /tmp/l -c 'rm x'", "watch 'rm x'", "watch -n1 rm x", "xargs -I{} sh -c 'rm {}'", "parallel rm ::: a b",
+        "busybox sh -c 'rm x'", "busybox rm x", "command rm x", "builtin rm x", "exec rm x", "exec -a n rm x",
+        "env -S 'rm x'", "su -c 'rm x'", "runuser -u me -- rm x", "prlimit --nofile=10 rm x", "systemd-run rm x",
+        # builtins that hold a command for later
+        "trap 'rm x' EXIT", "alias ls='rm -rf x'", "function f { rm x; }", "function f() { rm x; }",
+        # the program's name only known when it runs, or spelled around the rule
+        "$(echo rm) x", "`echo rm` x", "rm${IFS}x", "{rm,x}", "r\\m x", "'r'm x", '"rm" x', "/usr/bin/env rm x",
+        "/bin/r? x", "Rm x",
     ],
 )
 def test_deny_pattern_matches_anything_that_may_run_it(command: str) -> None:
     assert pattern_matches("rm *", command, "deny")
 
 
-@pytest.mark.parametrize("command", ["ls -la", "git status", "echo rm", "grep rm notes.txt", "cat rm.txt"])
+@pytest.mark.parametrize("command", ["ls -la", "git status", "echo rm", "grep rm notes.txt", "cat rm.txt",
+                                     "time -p ls", "nice -n 5 make", "bash --version", "bash -c 'ls -la'",
+                                     "timeout 5 pytest -q", "env A=1 python x.py", "git commit -m 'rm x'"])
 def test_deny_pattern_leaves_other_commands_alone(command: str) -> None:
     assert not pattern_matches("rm *", command, "deny")
 
@@ -196,20 +214,38 @@ def test_deny_pattern_leaves_other_commands_alone(command: str) -> None:
 @pytest.mark.parametrize(
     "command, suggestion",
     [
-        ("git push origin main", "git push*"),
-        ("pytest -q tests", "pytest*"),
-        ("python train.py --epochs 3", "python train.py*"),
-        ("python -m pytest -x", "python -m pytest*"),
-        ("python -c 'import os'", "python -c 'import os'"),
+        ("git push origin main", "git push origin main"),
+        ("git config --get x", "git config --get x"),
+        ("pytest -q tests", "pytest -q tests"),
+        ("python train.py --epochs 3", "python train.py --epochs 3"),
         ("rm -rf build", "rm -rf build"),
-        ("curl https://x", "curl https://x"),
         ("git status; rm -rf x", "git status; rm -rf x"),
         ("ls *.py", "ls [*].py"),
-        ("make", "make"),
+        ("  make  ", "make"),
     ],
 )
-def test_suggested_grants_are_safe_prefixes(command: str, suggestion: str) -> None:
+def test_suggested_grants_are_exactly_the_command(command: str, suggestion: str) -> None:
     assert suggest_pattern(command) == suggestion
+
+
+@pytest.mark.parametrize(
+    "approved, other",
+    [
+        ("git config --get x", "git config core.fsmonitor 'touch pwned'"),
+        ("git config --get x", "git config --get x y"),
+        ("git config --get x", "git config --get x; rm -rf /"),
+        ("pytest tests/x.py", "pytest tests/x.py --pdb"),
+        ("python train.py", "python train.py --out /etc/passwd"),
+        ("ls *.py", "ls a.py"),
+        ("make", "make install"),
+        ("echo 'a  b'", "echo 'a b'"),
+    ],
+)
+def test_a_grant_covers_exactly_what_was_approved(approved: str, other: str) -> None:
+    grant = suggest_pattern(approved)
+    assert pattern_matches(grant, approved, "grant")
+    assert pattern_matches(grant, "  " + approved + " ", "grant")
+    assert not pattern_matches(grant, other, "grant")
 
 
 def test_a_suggested_grant_for_a_compound_line_covers_only_that_line() -> None:
@@ -247,7 +283,7 @@ def test_read_only_commands(w: Workspace, command: str) -> None:
         "ls `touch x`", "cat *.txt", "cat ~/.ssh/id_rsa", "cat ../outside/secret.txt", "cat /etc/passwd",
         "cat link_out", "cat dir_out/secret.txt", "ls ..", "X=1 ls", "'ls'", "/bin/ls", "./ls",
         "rm notes.txt", "touch x", "python script.py", "python -c 'print(1)'", "tail -f notes.txt",
-        "tail -nf 5 notes.txt", "sort -o out notes.txt", "sort --output=out notes.txt", "sort --out=o notes.txt",
+        "tail -fn 5 notes.txt", "sort -o out notes.txt", "sort --output=out notes.txt", "sort --out=o notes.txt",
         "uniq notes.txt out.txt", "find . -delete", "find . -exec rm {} +", "find -L .", "grep -R x .",
         "rg --pre sh x", "file -C -m magic", "tree -o out", "date -s 2020-01-01", "env", "printenv",
         "cat -- ../outside/secret.txt", "grep -f../outside/secret.txt x", "grep --file=/etc/passwd x",

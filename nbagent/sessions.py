@@ -1,0 +1,555 @@
+"""Conversations that outlive the kernel: an append-only JSONL store per conversation.
+
+    <workspace>/.nbagent/sessions/<id>.jsonl        one JSON object per line
+    <workspace>/.nbagent/sessions/<id>.d/<name>     side files: whole texts too long for a line
+
+The first line is the header (`kind: "session"`: id, format, created, notebook, workspace, model); every
+later line is one fact, in the order it happened:
+
+| kind | what |
+|---|---|
+| `run` | a run started: its prompt, model, mode |
+| `message` | one message of the transcript, in nbagent's neutral form (`nbagent.transcript`) |
+| `call` | the serialisable parts of a call record: status, decision and who made it, duration, activity |
+| `request` | the exact body sent to the provider, secrets removed |
+| `end` | a run ended: status, usage, error |
+
+Writing: lines are gathered as a run goes and `commit()`ed when a batch is complete (its messages are
+in the transcript): one `write` under an exclusive `flock`, then `fsync`. A killed kernel loses at most
+the batch in flight, and two kernels writing into one workspace never interleave lines of one file.
+Every line passes `nbagent.secrets.redact_value`; a tool result's text longer than `SIDE_FILE_CHARS`
+is stored cut, with the whole text in a side file (restored when the session is loaded).
+
+Reading: `load_session` skips a truncated or corrupt line with a warning (never fatal), refuses a file
+written by a newer format with a clear message, and gives calls that were in flight when the writer
+died a synthesised "interrupted" result, so the transcript is valid before the next request.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import secrets as _random
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from .messages import AssistantMessage, Message, TextBlock, ToolResultMessage, UserMessage
+from .secrets import redact, redact_value
+from .transcript import message_from_neutral, neutral_message
+
+__all__ = ["FORMAT", "SIDE_FILE_CHARS", "SessionError", "SessionInfo", "SessionWriter", "StoredSession",
+           "SessionRecorder", "delete_session", "list_sessions", "rolled_back", "load_session", "new_session_id", "repair_transcript",
+           "sessions_dir"]
+
+FORMAT = 1
+"""The store's format version, written in every header."""
+SIDE_FILE_CHARS = 64_000
+"""Tool result texts longer than this are stored cut, the whole text in a side file."""
+INTERRUPTED = ("interrupted: the kernel stopped before this call finished, so it has no result. "
+               "It may or may not have had its effect; check before repeating it.")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,80}$")
+
+
+class SessionError(ValueError):
+    """A session cannot be found, read or written (the message says which and why)."""
+
+
+def sessions_dir(workspace: str | os.PathLike[str]) -> Path:
+    return Path(workspace) / ".nbagent" / "sessions"
+
+
+def new_session_id() -> str:
+    """Sortable by time, unique across kernels: `20261201-051530-a1b2c3`."""
+    return time.strftime("%Y%m%d-%H%M%S", time.localtime()) + "-" + _random.token_hex(3)
+
+
+def _check_id(session_id: str) -> str:
+    if not isinstance(session_id, str) or not _ID.match(session_id) or session_id.endswith((".jsonl", ".d")):
+        raise SessionError(f"{session_id!r} is not a session id (letters, digits, '-', '_', '.')")
+    return session_id
+
+
+# -- writing ---------------------------------------------------------------------------------------------
+
+class SessionWriter:
+    """Appends one conversation's facts to its file (see the module docstring)."""
+
+    def __init__(self, workspace: str | os.PathLike[str], session_id: str | None = None, *,
+                 notebook: str | None = None, model: str | None = None, resume: bool = False) -> None:
+        self.dir = sessions_dir(workspace)
+        self.id = _check_id(session_id) if session_id else new_session_id()
+        self.path = self.dir / f"{self.id}.jsonl"
+        self._pending: list[str] = []
+        self._side: dict[str, str] = {}
+        self._last_body: Any = None
+        self._fd = -1
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if not resume or not self.path.exists():
+            if self.path.exists():
+                raise SessionError(f"session {self.id} exists already")
+            self._add({"kind": "session", "format": FORMAT, "id": self.id, "created": time.time(),
+                       "notebook": notebook, "workspace": str(Path(workspace).resolve()), "model": model})
+            self.commit()
+
+    # facts
+    def run_started(self, prompt: Any, *, model: str | None = None, mode: str | None = None) -> None:
+        self._add({"kind": "run", "time": time.time(), "prompt": _prompt_text(prompt), "model": model,
+                   "mode": mode})
+
+    def messages(self, messages: Iterable[Message]) -> None:
+        for m in messages:
+            data = neutral_message(m)
+            if isinstance(m, ToolResultMessage):
+                data = self._cut(data)
+            self._add({"kind": "message", "message": data})
+
+    def call(self, record: Any) -> None:
+        """The serialisable parts of a `CallRecord` (the live `details` object stays in the kernel)."""
+        decision = getattr(record, "decision", None)
+        details = getattr(getattr(record, "result", None), "details", None)
+        self._add({
+            "kind": "call", "id": record.id, "name": record.name, "status": record.status,
+            "arguments": record.arguments if isinstance(record.arguments, dict) else None,
+            "decision": None if decision is None else {
+                "allow": decision.allow, "source": decision.source, "reason": decision.reason,
+                "rule": getattr(decision, "rule", None)},
+            "duration": getattr(record, "duration", None), "activity": getattr(record, "activity", None),
+            "details_type": None if details is None else f"{type(details).__module__}.{type(details).__qualname__}",
+        })
+
+    def request(self, body: Any) -> None:
+        """The body as sent. A list field (the conversation) that starts with the whole of the previous
+        request's is stored as `{"$prefix": n, "rest": [...]}`: bodies grow with the conversation, and
+        storing each whole would make the store grow with its square."""
+        if hasattr(body, "message_count") and hasattr(body, "body"):  # a ScriptedModel's request: its
+            # messages are the transcript's first `message_count`, already in the store
+            body = {"model": body.model, "instructions": body.instructions, "tools": list(body.tools),
+                    "messages": {"$transcript": body.message_count}}
+        stored = body
+        previous = self._last_body
+        if isinstance(body, dict) and isinstance(previous, dict):
+            stored = dict(body)
+            for key, value in body.items():
+                before = previous.get(key)
+                if (isinstance(value, list) and isinstance(before, list) and len(before) > 1
+                        and len(value) >= len(before) and value[: len(before)] == before):
+                    stored[key] = {"$prefix": len(before), "rest": value[len(before):]}
+        self._last_body = body
+        self._add({"kind": "request", "body": stored})
+
+    def run_ended(self, status: str, *, usage: Any = None, error: BaseException | None = None,
+                  output: str | None = None) -> None:
+        self._add({"kind": "end", "time": time.time(), "status": status,
+                   "usage": None if usage is None else {k: getattr(usage, k, 0) for k in (
+                       "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")},
+                   "error": None if error is None else f"{type(error).__name__}: {error}",
+                   "output": output})
+
+    # mechanics
+    def _add(self, fact: dict[str, Any]) -> None:
+        self._pending.append(_ENCODER.encode(fact))
+
+    def _cut(self, data: dict[str, Any]) -> dict[str, Any]:
+        content = data.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        changed = False
+        out = []
+        for i, block in enumerate(blocks or []):
+            text = block.get("text") if block.get("type") == "text" else None
+            if text is not None and len(text) > SIDE_FILE_CHARS:
+                name = f"{_safe(data.get('tool_call_id', 'result'))}-{i}.txt"
+                self._side[name] = text
+                head, tail = text[: SIDE_FILE_CHARS // 2], text[-SIDE_FILE_CHARS // 4:]
+                block = {**block, "text": f"{head}\n[... {len(text) - len(head) - len(tail):,} characters in "
+                                        f"side file {name} ...]\n{tail}", "side_file": name}
+                changed = True
+            out.append(block)
+        return {**data, "content": out} if changed else data
+
+    def commit(self, *, fsync: bool = True) -> None:
+        """Write what was gathered: side files first, then the lines in one write under a lock."""
+        if self._side:
+            side = self.dir / f"{self.id}.d"
+            side.mkdir(exist_ok=True)
+            for name, text in self._side.items():
+                (side / name).write_text(redact_value(text), encoding="utf-8")
+            self._side.clear()
+        if not self._pending:
+            return
+        # redacted as text, once per batch: one regex pass (secrets are also matched in their JSON-escaped
+        # spelling, see nbagent.secrets; the replacement holds no character JSON would escape)
+        data = (redact("\n".join(self._pending)) + "\n").encode("utf-8")
+        self._pending.clear()
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = self._fd
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            if fsync:
+                os.fsync(fd)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        """Write what is left and let the file go."""
+        self.commit()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __del__(self) -> None:
+        if getattr(self, "_fd", -1) >= 0:
+            os.close(self._fd)
+
+
+def _safe(name: Any) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", str(name))[:80] or "x"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    if isinstance(value, bytes):
+        return f"<{len(value)} bytes>"
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return repr(value)
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_jsonable, separators=(",", ":"))
+
+
+def _prompt_text(prompt: Any) -> str:
+    if isinstance(prompt, UserMessage):
+        prompt = prompt.content
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list):
+        return " ".join(b.text if isinstance(b, TextBlock) else "[image]" for b in prompt)
+    return str(prompt)
+
+
+# -- reading ---------------------------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class SessionInfo:
+    """One stored conversation, as `%agent --sessions` lists it."""
+
+    id: str
+    path: Path
+    notebook: str | None = None
+    created: float = 0.0
+    updated: float = 0.0
+    runs: int = 0
+    turns: int = 0
+    calls: int = 0
+    last_prompt: str = ""
+    model: str | None = None
+
+    def __str__(self) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.created))
+        nb = Path(self.notebook).name if self.notebook else "-"
+        prompt = self.last_prompt if len(self.last_prompt) <= 50 else self.last_prompt[:49] + "…"
+        return (f"{self.id}  {nb}  {when}  {self.runs} run{'s' if self.runs != 1 else ''}, {self.turns} turn"
+                f"{'s' if self.turns != 1 else ''}, {self.calls} call{'s' if self.calls != 1 else ''}  {prompt!r}")
+
+
+@dataclass(slots=True)
+class StoredSession:
+    """What `load_session` read back."""
+
+    info: SessionInfo
+    messages: list[Message] = field(default_factory=list)
+    """The transcript, repaired so it is valid (interrupted calls answered)."""
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[Any] = field(default_factory=list)
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    responses: list[AssistantMessage] = field(default_factory=list)
+    """The model's responses, in order (what replay answers with)."""
+    interrupted: list[str] = field(default_factory=list)
+    """Ids of calls that got a synthesised "interrupted" result."""
+    warnings: list[str] = field(default_factory=list)
+
+
+def _read_lines(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    facts: list[dict[str, Any]] = []
+    problems: list[str] = []
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise SessionError(f"cannot read {path}: {exc}") from None
+    lines = raw.split(b"\n")
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            fact = json.loads(line)
+            if not isinstance(fact, dict):
+                raise ValueError("not an object")
+        except ValueError as exc:
+            last = number == len(lines) or (number == len(lines) - 1 and not lines[-1])
+            what = "truncated last line" if last else f"corrupt line {number}"
+            problems.append(f"{path.name}: {what} skipped ({exc})")
+            continue
+        facts.append(fact)
+    return facts, problems
+
+
+def _header(path: Path, facts: list[dict[str, Any]]) -> dict[str, Any]:
+    if not facts or facts[0].get("kind") != "session":
+        raise SessionError(f"{path} is not an nbagent session (no header line)")
+    head = facts[0]
+    fmt = head.get("format")
+    if not isinstance(fmt, int):
+        raise SessionError(f"{path} has no format version: it was not written by nbagent's session store")
+    if fmt > FORMAT:
+        raise SessionError(f"{path} was written by a newer nbagent (format {fmt}; this one reads up to {FORMAT}): "
+                           "upgrade nbagent to resume it")
+    return head
+
+
+def _info(path: Path, facts: list[dict[str, Any]]) -> SessionInfo:
+    head = _header(path, facts)
+    info = SessionInfo(head.get("id") or path.stem, path, head.get("notebook"), head.get("created") or 0.0,
+                       model=head.get("model"))
+    for fact in facts[1:]:
+        kind = fact.get("kind")
+        if kind == "run":
+            info.runs += 1
+            info.last_prompt = fact.get("prompt") or ""
+            info.model = fact.get("model") or info.model
+        elif kind == "message" and (fact.get("message") or {}).get("role") == "assistant":
+            info.turns += 1
+        elif kind == "call":
+            info.calls += 1
+    try:
+        info.updated = path.stat().st_mtime
+    except OSError:
+        info.updated = info.created
+    return info
+
+
+def list_sessions(workspace: str | os.PathLike[str], *, notebook: str | None = None) -> list[SessionInfo]:
+    """The stored conversations of a workspace, oldest first (only `notebook`'s, when given)."""
+    found: list[SessionInfo] = []
+    folder = sessions_dir(workspace)
+    if not folder.is_dir():
+        return found
+    for path in folder.glob("*.jsonl"):
+        try:
+            facts, _ = _read_lines(path)
+            info = _info(path, facts)
+        except SessionError:
+            continue
+        if notebook is None or _same_notebook(info.notebook, notebook):
+            found.append(info)
+    found.sort(key=lambda i: (i.created, i.id))
+    return found
+
+
+def _same_notebook(a: str | None, b: str) -> bool:
+    if a is None:
+        return False
+    return os.path.normcase(os.path.abspath(a)) == os.path.normcase(os.path.abspath(b))
+
+
+def load_session(workspace: str | os.PathLike[str], session_id: str) -> StoredSession:
+    """Read a stored conversation back (see the module docstring for what is repaired)."""
+    path = sessions_dir(workspace) / f"{_check_id(session_id)}.jsonl"
+    if not path.exists():
+        known = ", ".join(i.id for i in list_sessions(workspace)[-5:]) or "none"
+        raise SessionError(f"no session {session_id!r} in {path.parent} (recent: {known})")
+    facts, problems = _read_lines(path)
+    info = _info(path, facts)
+    stored = StoredSession(info, warnings=problems)
+    side = path.parent / f"{info.id}.d"
+    for fact in facts[1:]:
+        kind = fact.get("kind")
+        try:
+            if kind == "message":
+                data = _restore(fact["message"], side)
+                message = message_from_neutral(data)
+                stored.messages.append(message)
+                if isinstance(message, AssistantMessage):
+                    stored.responses.append(message)
+            elif kind == "call":
+                stored.calls.append(fact)
+            elif kind == "request":
+                stored.requests.append(_whole_body(fact.get("body"), stored.requests[-1] if stored.requests else None))
+            elif kind in ("run", "end"):
+                stored.runs.append(fact)
+        except (KeyError, TypeError, ValueError) as exc:
+            stored.warnings.append(f"{path.name}: a {kind} line could not be read ({exc}); skipped")
+    stored.messages, stored.interrupted = repair_transcript(stored.messages)
+    for problem in stored.warnings:
+        warnings.warn(problem, stacklevel=2)
+    return stored
+
+
+def _whole_body(body: Any, previous: Any) -> Any:
+    """A request body as sent, from its stored form (see `SessionWriter.request`)."""
+    if not isinstance(body, dict):
+        return body
+    whole = dict(body)
+    for key, value in body.items():
+        if isinstance(value, dict) and set(value) == {"$prefix", "rest"}:
+            before = previous.get(key) if isinstance(previous, dict) else None
+            if not isinstance(before, list) or len(before) < value["$prefix"]:
+                raise ValueError(f"request field {key!r} continues a request that is missing")
+            whole[key] = before[: value["$prefix"]] + list(value["rest"])
+    return whole
+
+
+def _restore(data: dict[str, Any], side: Path) -> dict[str, Any]:
+    content = data.get("content")
+    if not isinstance(content, list) or not any(isinstance(b, dict) and b.get("side_file") for b in content):
+        return data
+    blocks = []
+    for block in content:
+        name = block.get("side_file") if isinstance(block, dict) else None
+        if isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9_-]+\.txt", name):
+            try:
+                block = {**block, "text": (side / name).read_text(encoding="utf-8")}
+            except OSError:
+                pass  # the cut copy stands in
+        blocks.append(block)
+    return {**data, "content": blocks}
+
+
+def repair_transcript(messages: list[Message]) -> tuple[list[Message], list[str]]:
+    """The transcript with every unanswered tool call given an "interrupted" result right after its
+    message, results whose call is missing dropped, and a prompt directly followed by another prompt (a
+    run that failed before any answer) left out: valid for every provider."""
+    out: list[Message] = []
+    interrupted: list[str] = []
+    pending: dict[str, str] = {}
+
+    def close_pending() -> None:
+        for call_id, name in pending.items():
+            out.append(ToolResultMessage(call_id, name, [TextBlock(INTERRUPTED)], True))
+            interrupted.append(call_id)
+        pending.clear()
+
+    answered: set[str] = set()
+    for i, m in enumerate(messages):
+        if isinstance(m, UserMessage) and i + 1 < len(messages) and isinstance(messages[i + 1], UserMessage):
+            continue  # the prompt of a run that failed before any answer: the next prompt replaces it
+        if isinstance(m, ToolResultMessage):
+            if m.tool_call_id in pending:
+                del pending[m.tool_call_id]
+                answered.add(m.tool_call_id)
+                out.append(m)
+            continue  # a result without its call (or a second one) cannot be sent
+        close_pending()
+        out.append(m)
+        if isinstance(m, AssistantMessage):
+            for call in m.tool_calls:
+                if call.id not in answered:
+                    pending[call.id] = call.name
+    close_pending()
+    return out, interrupted
+
+
+def delete_session(workspace: str | os.PathLike[str], session_id: str) -> Path:
+    """Remove a stored conversation and its side files; returns the path it had."""
+    import shutil
+
+    path = sessions_dir(workspace) / f"{_check_id(session_id)}.jsonl"
+    if not path.exists():
+        raise SessionError(f"no session {session_id!r} in {path.parent}")
+    path.unlink()
+    shutil.rmtree(path.parent / f"{session_id}.d", ignore_errors=True)
+    return path
+
+
+# -- recording runs --------------------------------------------------------------------------------------
+
+class SessionRecorder:
+    """Writes a run into a session as it goes, from the run's events: the prompt when it starts, then at
+    the start of every turn (the previous batch's results are in the transcript by then) and at its end,
+    the messages, finished calls and request bodies that are new, committed with an fsync.
+
+    It reads only the run's public record (`messages`, `calls`, `requests`, `status`), so the loop knows
+    nothing of it."""
+
+    def __init__(self, writer: SessionWriter, run: Any) -> None:
+        self.writer = writer
+        self.run = run
+        self._messages = _history_length(run)
+        self._calls = 0
+        self._requests = 0
+        self.error: BaseException | None = None
+        """The last error writing raised (recording never fails a run)."""
+
+    def attach(self) -> SessionRecorder:
+        self.run.subscribe(self)
+        return self
+
+    def __call__(self, event: Any) -> None:
+        kind = getattr(event, "kind", "")
+        try:
+            if kind == "run_started":
+                model = getattr(getattr(self.run, "model", None), "spec", None)
+                self.writer.run_started(getattr(self.run, "prompt", None), model=model,
+                                        mode=getattr(getattr(self.run, "agent", None), "mode", None))
+                self.flush()
+            elif kind == "turn_started":
+                self.flush()
+            elif kind == "run_finished":
+                self.flush(end=True)
+        except Exception as exc:  # a full disk must not stop the run; the error is kept
+            self.error = exc
+
+    def flush(self, *, end: bool = False) -> None:
+        run = self.run
+        messages = run.messages
+        self.writer.messages(messages[self._messages:])
+        self._messages = len(messages)
+        calls = run.calls
+        while self._calls < len(calls) and getattr(calls[self._calls], "status", "") not in ("pending", "running",
+                                                                                             "waiting"):
+            self.writer.call(calls[self._calls])
+            self._calls += 1
+        requests = run.requests
+        for body in requests[self._requests:]:
+            self.writer.request(body)
+        self._requests = len(requests)
+        if end:
+            for rec in calls[self._calls:]:
+                self.writer.call(rec)
+            self._calls = len(calls)
+            self.writer.run_ended(run.status, usage=getattr(run, "usage", None), error=getattr(run, "error", None),
+                                  output=run.output if isinstance(getattr(run, "output", None), str) else None)
+            self.writer.close()
+            return
+        self.writer.commit()
+
+
+def rolled_back(run: Any) -> list[Message]:
+    """The conversation after `run`: its messages, less a prompt the model never answered (a run that
+    failed before any response), so the next prompt does not follow another user message."""
+    messages = list(run.messages)
+    start = _history_length(run)
+    if getattr(run, "status", "") in ("failed", "cancelled") and not any(
+            isinstance(m, AssistantMessage) for m in messages[start:]):
+        return messages[:start]
+    return messages
+
+
+def _history_length(run: Any) -> int:
+    """How many of the run's messages were there before it (they are in the session already)."""
+    new = getattr(run, "new_messages", None)
+    if callable(new):
+        new = new()
+    if isinstance(new, list):
+        return len(run.messages) - len(new)
+    return getattr(run, "_history_length", 0)
