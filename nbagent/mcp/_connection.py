@@ -270,7 +270,7 @@ class Connection:
     async def ensure(self, *, retry: bool = True) -> None:
         """Start the server unless it is ready (wait for a start in progress); raise `ServerError` if it fails.
 
-        With `retry=False`, a server that failed less than `RETRY_AFTER` seconds ago is not tried again.
+        With `retry=False`, a server that failed less than `RETRY_AFTER` seconds ago is left as it is.
         """
         if self.state == "ready" and not self._stale:
             return
@@ -279,7 +279,7 @@ class Connection:
             return
         if self._starting is None:
             if self.state == "failed" and not retry and time.monotonic() - self.failed_at < RETRY_AFTER:
-                raise ServerError(self.error or self._why("failed"))
+                return  # it failed a moment ago: a new turn does not try again yet (a call does)
             self.loop = asyncio.get_running_loop()
             self._starting = self.loop.create_future()
             self._owner = self.loop.create_task(self._own(self._starting), name=f"mcp-{self.name}")
@@ -453,7 +453,13 @@ class Connection:
         except Exception as exc:
             if self.state != "ready":
                 raise ServerError((self.error or self._why("failed")) + "\nIt will be started again on next use.") from None
-            raise ServerError(self._why(f"gave an answer to {tool} that is not valid MCP: {_describe(exc)}")) from None
+            if isinstance(exc, ValueError):  # pydantic's ValidationError: a result the protocol does not allow
+                raise ServerError(self._why(f"gave an answer to {tool} that is not valid MCP: {_describe(exc)}")) from None
+            reason = self._why(f"failed during {tool}: {_describe(exc)}")  # the transport: a connection lost
+            self._fail(reason)
+            await self._halt()
+            self.error = reason
+            raise ServerError(reason + "\nIt will be started again on next use.") from None
         finally:
             self._calls.discard(call)
 

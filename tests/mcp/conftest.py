@@ -56,32 +56,44 @@ def everything() -> dict:
     return {"command": _node(), "args": [str(EVERYTHING), "stdio"]}
 
 
-@pytest.fixture
-def everything_http():
-    """`@modelcontextprotocol/server-everything` over streamable HTTP on 127.0.0.1 (a free port)."""
-    node = _node()
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([node, str(EVERYTHING), "streamableHttp"], env={**os.environ, "PORT": str(port)},
+        return s.getsockname()[1]
+
+
+def start_everything_http(port: int) -> subprocess.Popen:
+    """`@modelcontextprotocol/server-everything` over streamable HTTP on 127.0.0.1:PORT, once it listens."""
+    proc = subprocess.Popen([_node(), str(EVERYTHING), "streamableHttp"], env={**os.environ, "PORT": str(port)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
+            return proc
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
                 pytest.fail(f"the everything server did not listen on port {port}")
             time.sleep(0.1)
-    yield {"url": f"http://127.0.0.1:{port}/mcp"}
-    nbagent.mcp.close()
+
+
+def stop(proc: subprocess.Popen) -> None:
     proc.terminate()
     try:
         proc.wait(10)
     except subprocess.TimeoutExpired:
         proc.kill()
+        proc.wait()
+
+
+@pytest.fixture
+def everything_http():
+    """`@modelcontextprotocol/server-everything` over streamable HTTP on 127.0.0.1 (a free port)."""
+    proc = start_everything_http(port := free_port())
+    yield {"url": f"http://127.0.0.1:{port}/mcp"}
+    nbagent.mcp.close()
+    stop(proc)
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -8,11 +8,12 @@ import json
 import os
 import signal
 
+import nbagent.mcp
 from nbagent import Agent, ScriptedModel
-from nbagent.mcp import MCPServers
+from nbagent.mcp import MCPServers, _connection
 from tests.helpers import assert_valid, call, calls
 
-from .conftest import misbehaving, teed, time_server
+from .conftest import free_port, misbehaving, start_everything_http, stop, teed, time_server
 
 
 def run_calls(servers, *steps, **options):
@@ -168,3 +169,51 @@ def test_the_time_server_is_shared_by_runs():
     run_calls(servers, [call("time__get_current_time", timezone="UTC")])
     after = next(s for s in toolset.status() if s["name"] == "time")
     assert before["pid"] == after["pid"] and after["starts"] == before["starts"] == 1
+
+
+def test_an_http_server_that_goes_away_and_comes_back():
+    port = free_port()
+    servers = {"web": {"url": f"http://127.0.0.1:{port}/mcp"}}
+    proc = start_everything_http(port)
+    try:
+        assert run_calls(servers, [call("web__echo", message="one")]).calls[0].result.text == "Echo: one"
+        stop(proc)
+        gone = run_calls(servers, [call("web__echo", message="two")]).calls[0]
+        assert gone.status == "error" and f"127.0.0.1:{port}" in gone.result.text
+        assert "started again on next use" in gone.result.text
+        proc = start_everything_http(port)
+        assert run_calls(servers, [call("web__echo", message="three")]).calls[0].result.text == "Echo: three"
+    finally:
+        nbagent.mcp.close()
+        stop(proc)
+
+
+def test_stop_on_a_kernels_loop_sends_the_cancellation_too(tmp_path, everything):
+    """In a kernel the connection lives on the run's own loop (no thread between them)."""
+    log = tmp_path / "sent.jsonl"
+    servers = {"slow": teed(log, {**everything, "env": {"HOME_LOOP": "kernel"}})}
+
+    async def main():
+        nbagent.mcp.use_loop(asyncio.get_running_loop())
+        try:
+            model = ScriptedModel([calls(call("slow__trigger-long-running-operation", duration=30, steps=60)), "done"])
+            agent = Agent(model=model, mcp_servers=servers, rules=["allow: *"])
+            run = agent.start("go", on_event=lambda e: type(e).__name__ == "ToolCallProgress" and run.cancel("Stop"))
+            try:
+                await run
+            except BaseException:
+                pass
+            conn = next(c for c in _connection.connections() if c.name == "slow" and "HOME_LOOP" in c.config.env)
+            assert conn.loop is asyncio.get_running_loop()
+            for _ in range(200):
+                if "notifications/cancelled" in log.read_text():
+                    break
+                await asyncio.sleep(0.05)
+            await conn.stop()
+            return run
+        finally:
+            nbagent.mcp.use_loop(None)
+
+    run = asyncio.run(main())
+    assert run.status == "cancelled"
+    assert any(json.loads(line).get("method") == "notifications/cancelled" for line in log.read_text().splitlines())
