@@ -30,7 +30,9 @@ words, `shell(pytest:*)` a word prefix; allow rules and ask rules only match one
 `git status; rm -rf x`, `$(...)`, pipes, redirections), or exactly the line a wildcard-free pattern
 spells; deny rules match any command the line may run (each part, substitutions, the targets of
 `sudo`/`time -p`/`nice -n 5`/`timeout -s KILL 5`/`script -c`/`xargs`/`bash -c`/`eval`/`trap`/`find -exec`
-and the like) and any line they cannot read (a shell reading its script from a file or stdin included).
+and the like; `git` with its global options dropped, `git-commit` read as `git commit`) and any line they
+cannot read (a shell reading its script from a file or stdin, an interpreter running code from its
+arguments, a file or stdin: `python`, `awk`, `make`, `node`..., a `git -c alias.*`).
 "Always allow" remembers exactly the approved command line (`shell_suggest_pattern`), shown on the button.
 Read-only commands (`read_only_problem`): every option must be one the classifier knows, read as
 getopt_long reads it (`sort --out=x` is `--output`); recursion that follows links only while no link

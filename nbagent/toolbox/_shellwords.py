@@ -629,6 +629,11 @@ def _unwrap(values: list[str], depth: int) -> list[list[str] | None]:
             value = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
             if any(c in value for c in " \t\n;|&`$()<>"):
                 script(value)
+    if head in _CODE_RUNNERS or head.startswith(("python", "perl", "ruby", "php", "lua", "node")):
+        if not all(a in _SHELL_HARMLESS for a in rest):
+            found.append(None)  # runs code from its arguments or stdin (awk's system(), make's recipes...)
+    if head == "git" or head.startswith("git-"):
+        found.extend(_git_forms(head, rest))
     if head == "find" or head == "fd":
         for k, arg in enumerate(rest):
             if arg in ("-exec", "-execdir", "-ok", "-okdir", "-x", "--exec", "-X", "--exec-batch"):
@@ -643,6 +648,33 @@ def _unwrap(values: list[str], depth: int) -> list[list[str] | None]:
 
 
 _SHELL_HARMLESS = {"--version", "--help", "-version", "-help"}
+_CODE_RUNNERS = frozenset({"awk", "gawk", "mawk", "nawk", "busybox", "make", "gmake", "bmake", "cmake", "ninja",
+                           "node", "nodejs", "deno", "bun", "tclsh", "wish", "expect", "Rscript", "R", "julia",
+                           "osascript", "vim", "vi", "nvim", "emacs", "ed", "ex", "gdb", "lldb", "jq"})
+"""Programs that run code given in their arguments or on stdin: a deny rule cannot see what they run."""
+_GIT_GLOBAL_WITH_VALUE = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--super-prefix",
+                          "--config-env", "--attr-source", "--list-cmds"}
+
+
+def _git_forms(head: str, rest: list[str]) -> list[list[str] | None]:
+    """`git` as a deny rule must see it: global options dropped (`git -C . --no-pager commit` is
+    `git commit`), `git-commit` and `/usr/lib/git-core/git-commit` read as `git commit`; an alias set on
+    the line (`-c alias.x=...`) or any `-c` running a program cannot be read."""
+    if head.startswith("git-"):
+        return [["git", head[4:], *rest]]
+    k = 0
+    while k < len(rest) and rest[k].startswith("-"):
+        option = rest[k]
+        name, _, value = option.partition("=")
+        if name in _GIT_GLOBAL_WITH_VALUE and not value:
+            value = rest[k + 1] if k + 1 < len(rest) else ""
+            k += 1
+        if name in ("-c", "--config-env") and value.lower().startswith("alias."):
+            return [None]
+        k += 1
+    if k >= len(rest):
+        return []
+    return [["git", *rest[k:]]]
 
 
 def _shell_scripts(args: list[str], depth: int) -> list[list[str] | None]:
