@@ -215,6 +215,10 @@ def sandbox_command(
             real = os.path.realpath(extra)
             if os.path.isdir(real):
                 args += ["--bind", real, real]
+        try:  # nbagent's own folder is protected even before nbagent first writes into it
+            (ws / ".nbagent").mkdir(exist_ok=True)
+        except OSError:
+            pass
         for rel in PROTECTED_PATHS:
             target = ws / rel
             if target.exists() and not target.is_symlink():

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import ast
 import base64
+import contextlib
 import fnmatch
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -19,9 +21,11 @@ from pydantic import Field
 from ..context import ToolContext
 from ..messages import ImageBlock, TextBlock, ToolResult
 from ..tools import Tool
-from ._binding import Binding
+from ._binding import Binding, read_denied_check
+from ._guard import guard_reads
 from ._runner import Execution
 from ._values import cut, image_of, inspect_text, is_figure, summary, text_form, type_name
+from ._workspace import WorkspaceError
 
 __all__ = ["execution_result", "make_namespace_tools"]
 
@@ -111,12 +115,21 @@ def make_namespace_tools(binding: Binding, *, python_timeout: float | None = Non
             code: the Python code to run; a final expression's value is shown, as in a notebook cell.
         """
         runner = binding.runner_for(ctx)
-        execution = runner.run(code, ctx)
+        denied = read_denied_check(ctx)
+        root = None
+        if denied is not None:
+            try:
+                root = binding.workspace_for(ctx).root
+            except WorkspaceError:
+                root = Path.cwd()
+        with guard_reads(root, denied) if root is not None else contextlib.nullcontext():
+            execution = runner.run(code, ctx)
         return execution_result(execution)
 
     python_tool = Tool(
         python,
         rule_matcher=_code_matcher,
+        suggest_grant=lambda args: args.get("code") if isinstance(args.get("code"), str) else None,  # exactly it
         destructive=True,
         capability="execute",
         execution_mode="sequential",

@@ -30,6 +30,45 @@ _GIT_HISTORY_READERS = {"log", "show", "diff", "grep", "cat-file", "reflog", "bl
                         "bundle", "format-patch", "whatchanged", "stash", "difftool", "range-diff", "fast-export"}
 
 
+_GIT_LOG_LIKE = {"log", "reflog", "whatchanged", "shortlog"}
+_GIT_LOG_SAFE = {"--oneline", "--graph", "--decorate", "--no-decorate", "--all", "--branches", "--tags", "--remotes",
+                 "--abbrev-commit", "--no-abbrev-commit", "--no-merges", "--merges", "--first-parent", "--reverse",
+                 "--name-only", "--name-status", "--stat", "--shortstat", "--numstat", "--summary", "--no-patch", "-s",
+                 "--date-order", "--topo-order", "--author-date-order", "--no-color", "--color=never", "--walk-reflogs",
+                 "-g", "--left-right", "--boundary", "--simplify-by-decoration", "--source", "--no-renames", "-q",
+                 "--quiet", "--show-signature=false", "-e", "--email", "-n", "--numbered", "--summary", "show", "list"}
+_GIT_LOG_SAFE_VALUED = ("--format=", "--pretty=", "-n", "--max-count=", "--skip=", "--since=", "--until=", "--after=",
+                        "--before=", "--author=", "--committer=", "--grep=", "--date=", "--abbrev=", "--max-parents=",
+                        "--min-parents=", "--decorate=", "--stat=", "--stat-width=", "--encoding=")
+"""Options of git log and its kin that show commits, names and counts, never a file's contents."""
+
+
+def _git_shows_no_contents(words: list[str], sub: str) -> bool:
+    """`git log --format=%s`, `git reflog`, `git stash list` and the like with only options that show no
+    file contents (no -p, -U, --binary, -W...: an unknown option counts as showing them)."""
+    if sub == "stash":
+        rest = words[words.index("stash") + 1:]
+        if not rest or rest[0] != "list":
+            return False
+        words, sub = ["git", "log", *rest[1:]], "log"
+    elif sub not in _GIT_LOG_LIKE:
+        return False
+    after = words[words.index(sub) + 1:]
+    for k, word in enumerate(after):
+        if word == "--":
+            return True
+        if not word.startswith("-"):
+            if k and after[k - 1] in ("-n", "--max-count"):
+                continue
+            continue  # a revision or a pathspec: names, not contents
+        if word in _GIT_LOG_SAFE or word.startswith(_GIT_LOG_SAFE_VALUED) or (word[:2] == "-n" and word[2:].isdigit()):
+            continue
+        if word[1:].isdigit():  # -5
+            continue
+        return False
+    return True
+
+
 def reveals_denied(command: str, workspace: Workspace, read_denied: DeniedCheck | None) -> str | None:
     """Why `command` may show a file that a deny rule on reading protects, or None when it can be shown
     that it does not name one.
@@ -66,8 +105,8 @@ def reveals_denied(command: str, workspace: Workspace, read_denied: DeniedCheck 
             return f"{program} runs a script whose words are only known when it runs, and deny rules protect some files"
         if program == "git":
             sub = next((w for w in words[1:] if not w.startswith("-")), "")
-            if (sub in _GIT_HISTORY_READERS or sub not in _GIT_KNOWN) and not _git_limited(
-                    words, sub, root, workspace, read_denied):
+            if (sub in _GIT_HISTORY_READERS or sub not in _GIT_KNOWN) and not _git_shows_no_contents(
+                    words, sub) and not _git_limited(words, sub, root, workspace, read_denied):
                 return (f"git {sub} can show any file of the repository's history, and deny rules protect some "
                         "files (limit it to other paths after --)")
         if program in ("xargs", "parallel") or (program in ("find", "fd") and any(

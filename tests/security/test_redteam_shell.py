@@ -182,7 +182,8 @@ def test_deny_rule_wins_over_approval_for_shell_readers(ws, name):
     (ws / ".env").write_text(f"API_TOKEN={SECRET}\n")
     _repo(ws)
     rec = Recorder(True)
-    run = run_agent(ws, [sh(APPROVED_LEAKS[name].format(ws=ws)), sh("cat notes.md")], rules=DENY_ENV, approver=rec)
+    run = run_agent(ws, [sh(APPROVED_LEAKS[name].replace("{ws}", str(ws))), sh("cat notes.md")], rules=DENY_ENV,
+                    approver=rec)
     assert "hello notes" in text_of(run.calls[1])        # control
     seen = everything_model_saw(run)
     assert SECRET not in seen
@@ -262,10 +263,11 @@ def test_accept_edits_gitlink_file_with_fsmonitor_then_git_status(ws):
     rec = Recorder(False)
     files = {".git": "gitdir: evilgit\n", "evilgit/HEAD": "ref: refs/heads/main\n",
              "evilgit/objects/info/keep": "", "evilgit/refs/heads/keep": "",
-             "evilgit/config": '[core]\n\tbare = false\n\tfsmonitor = "echo PWNED > marker.txt; false"\n'}
+             "evilgit/config": '[core]\n\tbare = false\n\tfsmonitor = "echo PWNED > marker.txt; false"\n',
+             "plain.txt": "an ordinary file\n"}
     run = run_agent(ws, [call("write_file", path=p, content=c) for p, c in files.items()], sh("git status"),
                     mode="acceptEdits", approver=rec)
-    assert (ws / "evilgit" / "config").exists()           # control: acceptEdits wrote the files
+    assert (ws / "plain.txt").exists()                     # control: acceptEdits writes ordinary files
     assert not (ws / "marker.txt").exists()
 
 
@@ -278,7 +280,7 @@ def test_accept_edits_bare_repo_layout_then_git_diff_no_index_runs_external_diff
              "f1": "a\n", "f2": "b\n"}
     run_agent(ws, [call("write_file", path=p, content=c) for p, c in files.items()],
               sh("git diff --no-index f1 f2"), mode="acceptEdits", approver=rec)
-    assert (ws / "config").exists()                       # control: acceptEdits wrote the layout
+    assert (ws / "f1").exists()                            # control: acceptEdits writes ordinary files
     assert not (ws / "marker.txt").exists()
 
 

@@ -41,7 +41,9 @@ def test_batch_symlink_then_file_tools_read_and_write_outside(ws, outside):
 def test_batch_symlink_to_denied_file_then_auto_allowed_cat(ws):
     (ws / ".env").write_text(f"API_TOKEN={SECRET}\n")
     rec = Recorder(True)
-    run = run_agent(ws, [sh("ln -s .env innocent.txt"), SEQ, sh("cat innocent.txt"), sh("cat notes.md")],
+    # the link is made by code (a shell line naming .env is refused outright under the rule)
+    link = call("python", code=f"import os; os.symlink('.env', {str(ws / 'innocent.txt')!r})")
+    run = run_agent(ws, [link, SEQ, sh("cat innocent.txt"), sh("cat notes.md")],
                     rules=["deny: read_file(.env)"], approver=rec)
     assert (ws / "innocent.txt").is_symlink()
     assert "hello notes" in text_of(run.calls[3])
@@ -50,7 +52,8 @@ def test_batch_symlink_to_denied_file_then_auto_allowed_cat(ws):
 
 def test_batch_symlink_to_denied_file_then_read_file(ws):
     (ws / ".env").write_text(f"API_TOKEN={SECRET}\n")
-    run = run_agent(ws, [sh("ln -s .env innocent.txt"), SEQ, call("read_file", path="innocent.txt")],
+    link = call("python", code=f"import os; os.symlink('.env', {str(ws / 'innocent.txt')!r})")
+    run = run_agent(ws, [link, SEQ, call("read_file", path="innocent.txt")],
                     rules=["deny: read_file(.env)"], approver=Recorder(True))
     assert (ws / "innocent.txt").is_symlink()
     assert SECRET not in everything_model_saw(run)

@@ -281,3 +281,32 @@ def test_without_a_sandbox_auto_allow_shrinks_to_the_strict_list(ws: Path, backe
     # a command on the strict list still runs without asking
     strict = shell(ws, "cat notes.txt", sandbox="danger-full-access")
     assert strict.decision.source == "read_only" and strict.details.sandbox == "none"
+
+
+def test_the_python_tool_cannot_open_a_file_a_read_deny_rule_protects(ws: Path, backend) -> None:
+    model = ScriptedModel([
+        AssistantMessage(tool_calls=[ToolCall(name="python", arguments={"code": "open('.env').read()"})]),
+        AssistantMessage(tool_calls=[ToolCall(name="python", arguments={
+            "code": f"import subprocess; subprocess.run(['cat', {str(ws / '.env')!r}], capture_output=True).stdout"})]),
+        AssistantMessage(tool_calls=[ToolCall(name="python", arguments={"code": "open('notes.txt').read()"})]),
+        "done"])
+    import os as _os
+
+    here = _os.getcwd()
+    _os.chdir(ws)
+    try:
+        agent = Agent(model=model, tools=toolbox.all(workspace=ws), mode="bypassPermissions",
+                      rules=["deny: read_file(.env)"])
+        run = agent.run_sync("go")
+    finally:
+        _os.chdir(here)
+    texts = [c.result.text for c in run.calls]
+    assert all("sk-123" not in t for t in texts)
+    assert "PermissionError" in texts[0] and "deny rule" in texts[0]
+    assert "PermissionError" in texts[1]
+    assert "alpha" in texts[2]  # control: other files open as usual
+    # control: without the rule the same code reads the file
+    plain = Agent(model=ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name="python", arguments={
+        "code": f"open({str(ws / '.env')!r}).read()"})]), "done"]), tools=toolbox.all(workspace=ws),
+        mode="bypassPermissions").run_sync("go")
+    assert "sk-123" in plain.calls[0].result.text
