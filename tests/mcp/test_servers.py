@@ -11,7 +11,7 @@ from nbagent import Agent, ImageBlock, ScriptedModel, TextBlock
 from nbagent.mcp import MCPResult
 from tests.helpers import assert_valid, call, calls
 
-from .conftest import time_server
+from .conftest import python_server, time_server
 
 
 def run_calls(servers, *steps, **agent_options):
@@ -97,10 +97,7 @@ def repo(tmp_path):
 
 
 def test_git_server_on_a_repository(repo):
-    servers = {"git": {"command": "python", "args": ["-m", "mcp_server_git", "--repository", str(repo)],
-                       "trusted": True}}
-    import sys
-    servers["git"]["command"] = sys.executable
+    servers = {"git": python_server("-m", "mcp_server_git", "--repository", str(repo), trusted=True)}
     run = run_calls(servers, [call("git__git_status", repo_path=str(repo)),
                               call("git__git_log", repo_path=str(repo))],
                     [call("git__git_add", repo_path=str(repo), files=["notes.md"])])
