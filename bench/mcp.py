@@ -10,6 +10,8 @@ from round to round:
                   server on the run's loop, as in a kernel (`nbagent.mcp.use_loop`, which %agent sets)
   nbagent thread  the same with the server on nbagent's background MCP thread (scripts, `run_sync`): each
                   call crosses threads twice, which costs most on a busy machine
+  nbagent tool    nbagent's MCP layer alone, without the agent loop: `nbagent.mcp.MCPTool`'s call (connection,
+                  timeout, progress and log routing, result mapping), on this loop
 Servers: `mcp-server-time` (Python, PyPI) and `@modelcontextprotocol/server-everything` (Node, npm; skipped
 when tests/mcp/node is not installed: `./dev setup`). Goal: nbagent under 1.2x the SDK per call.
 
@@ -35,6 +37,8 @@ from mcp import Client, StdioServerParameters  # noqa: E402
 
 import nbagent.mcp  # noqa: E402
 from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall  # noqa: E402
+from nbagent.mcp import parse_servers  # noqa: E402
+from nbagent.mcp._tools import call_tool  # noqa: E402
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 50
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 15
@@ -66,6 +70,15 @@ async def nbagent_round(name: str, config: dict, tool: str, arguments: dict) -> 
     return wall, cpu
 
 
+async def tool_round(config: dict, tool: str, arguments: dict) -> tuple[float, float]:
+    server = parse_servers({"bench": config})["bench"]
+    t0, c0 = time.perf_counter(), time.process_time()
+    for _ in range(N):
+        result = await call_tool(server, tool, arguments, None)
+        assert not result.is_error
+    return (time.perf_counter() - t0) / N, (time.process_time() - c0) / N
+
+
 async def bench(name: str) -> None:
     config, tool, arguments = SERVERS[name]
     kernel = {**config, "env": {"NBAGENT_BENCH": "kernel"}}  # another configuration: another connection
@@ -74,7 +87,8 @@ async def bench(name: str) -> None:
     nbagent.mcp.use_loop(asyncio.get_running_loop())
     await nbagent_round(name, kernel, tool, arguments)  # starts the server on this loop
     params = StdioServerParameters(command=config["command"], args=config["args"])
-    results: dict[str, list[tuple[float, float]]] = {"sdk": [], "nbagent kernel": [], "nbagent thread": []}
+    results: dict[str, list[tuple[float, float]]] = {
+        "sdk": [], "nbagent kernel": [], "nbagent thread": [], "nbagent tool": []}
     async with Client(params) as client:
         await client.list_tools()
         await sdk_round(client, tool, arguments)  # warm-up
@@ -82,9 +96,10 @@ async def bench(name: str) -> None:
             ("sdk", lambda: sdk_round(client, tool, arguments)),
             ("nbagent kernel", lambda: nbagent_round(name, kernel, tool, arguments)),
             ("nbagent thread", lambda: nbagent_round(name, config, tool, arguments)),
+            ("nbagent tool", lambda: tool_round(kernel, tool, arguments)),
         ]
         for i in range(ROUNDS):
-            for label, go in modes[i % 3:] + modes[: i % 3]:
+            for label, go in modes[i % 4:] + modes[: i % 4]:
                 results[label].append(await go())
     base_wall = statistics.median(w for w, _ in results["sdk"])
     base_best = min(w for w, _ in results["sdk"])
