@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+
+import pytest
 
 from IPython.core.error import UsageError
 
+import nbagent.mcp
 from nbagent import ScriptedModel
+from nbagent.mcp import _connection
 from nbagent.jupyter import get_session
 from tests.helpers import call, calls
 from tests.jupyter.conftest import _ipython, finish, run_cell, shell  # noqa: F401 (fixtures)
 
 from .conftest import misbehaving, time_server
+
+
+@pytest.fixture(autouse=True)
+async def _stop_servers_on_this_loop():
+    """%agent makes the kernel's loop (here: the test's) the home of its servers: stop them before it closes."""
+    yield
+    here = asyncio.get_running_loop()
+    await asyncio.gather(*(c.stop() for c in _connection.connections() if c.loop is here))
+    nbagent.mcp.use_loop(None)
 
 
 def _model():
