@@ -97,9 +97,11 @@ def main() -> int:
             time.sleep(3.5)  # the slow call is about half-way
             p.locator(".nba-view").first.screenshot(path=str(out))
             p.click(".nba-view button.nba-approve")
-            p.wait_for_selector(".nba-view .nba-head .nba-s-done", timeout=60_000)
+            # the run ended: its cell holds the static rendering in place of the live view
+            final = ".jp-OutputArea .nba:not(.nba-view)"
+            p.wait_for_selector(f"{final} .nba-head .nba-s-done", timeout=60_000)
             time.sleep(0.5)
-            p.locator(".nba-view").first.screenshot(path=str(done))
+            p.locator(final).first.screenshot(path=str(done))
         finally:
             if page is not None:
                 page.close()

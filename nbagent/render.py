@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "args_html",
     "call_inner_html",
+    "call_label",
     "call_record_html",
     "call_text",
     "css",
@@ -37,6 +38,7 @@ __all__ = [
     "seconds",
     "status_word",
     "tool_result_html",
+    "tools_summary",
 ]
 
 MAX_TEXT = 4000
@@ -48,12 +50,14 @@ _WORDS = {
     "ok": "done", "done": "done", "error": "error", "failed": "failed", "denied": "denied", "blocked": "blocked",
     "not_found": "unknown tool", "invalid_arguments": "invalid arguments", "cancelled": "cancelled",
     "timeout": "timed out", "running": "running", "waiting_for_approval": "needs approval", "pending": "queued",
-    "streaming": "preparing",
+    "streaming": "preparing", "unfinished": "did not finish",
 }
 _ICONS = {
     "ok": "✓", "done": "✓", "error": "✕", "failed": "✕", "denied": "⊘", "blocked": "⊘", "not_found": "?",
     "invalid_arguments": "!", "cancelled": "■", "timeout": "✕", "waiting_for_approval": "!", "pending": "○",
+    "unfinished": "■",
 }
+_LIVE_STATUSES = frozenset({"running", "waiting_for_approval", "pending", "streaming"})
 
 
 @functools.cache
@@ -125,8 +129,8 @@ def describe_object(obj: Any) -> str:
             return f"{name}, {shape[0]:,} rows × {shape[1]:,} columns"
         return f"{name} {shape}"
     if isinstance(obj, (str, bytes, list, tuple, dict, set, frozenset)):
-        unit = "characters" if isinstance(obj, str) else "bytes" if isinstance(obj, bytes) else "items"
-        return f"{name} of {len(obj):,} {unit}"
+        unit = "character" if isinstance(obj, str) else "byte" if isinstance(obj, bytes) else "item"
+        return f"{name} of {plural(len(obj), unit)}"
     return name
 
 
@@ -192,7 +196,44 @@ def args_html(args: Any, *, limit: int = 600, streaming: bool = False) -> str:
 # --------------------------------------------------------------------------------------------------
 # Results
 # --------------------------------------------------------------------------------------------------
+_FIGURES: Any = None
+
+
+def _figure_html(obj: Any) -> str | None:
+    """A matplotlib figure as a PNG (once per figure); None for anything else. matplotlib is not imported."""
+    global _FIGURES
+    if not (type(obj).__module__.startswith("matplotlib.") and hasattr(obj, "savefig") and hasattr(obj, "axes")):
+        return None
+    import weakref
+
+    if _FIGURES is None:
+        _FIGURES = weakref.WeakKeyDictionary()
+    try:
+        cached = _FIGURES.get(obj)
+    except TypeError:
+        cached = None
+    if cached is not None:
+        return cached
+    import base64
+    import io
+
+    try:
+        buf = io.BytesIO()
+        obj.savefig(buf, format="png", bbox_inches="tight", dpi=80)
+    except Exception:
+        return None
+    out = f'<img class="nba-figure" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}" alt="figure"/>'
+    try:
+        _FIGURES[obj] = out
+    except TypeError:
+        pass
+    return out
+
+
 def _rich_html(obj: Any) -> str | None:
+    figure = _figure_html(obj)
+    if figure is not None:
+        return figure
     method = getattr(type(obj), "_repr_html_", None)
     if method is None or obj is None:
         return None
@@ -221,6 +262,8 @@ def result_html(result: ToolResult, *, index: int | None = None, open: bool = Fa
     what = describe_object(details) if details is not None else ""
     text = result.text
     rich = _rich_html(details)
+    if rich is not None and rich.startswith('<img class="nba-figure"'):
+        open = True  # a figure is there to be seen
     preview = one_line(text, 90) if text and rich is None and not result.images else ""
     if result.images:
         preview = f"{len(result.images)} image{'s' if len(result.images) > 1 else ''}"
@@ -275,6 +318,16 @@ def decision_note(decision: Decision | None) -> str:
     return f"<b>{verdict}</b>: {_esc(decision.reason)}"
 
 
+def call_label(rec: CallRecord) -> str:
+    """The activity label of a call, in the past tense once it ended when it is the default one."""
+    label = rec.label
+    if rec.done and rec.completed_activity is None and label == f"Calling {rec.name}":
+        if rec.status in ("ok", "error", "timeout"):
+            return f"Called {rec.name}"
+        return f"Did not run {rec.name}"
+    return label
+
+
 def call_inner_html(
     rec: CallRecord | None,
     *,
@@ -282,6 +335,9 @@ def call_inner_html(
     partial: Any = None,
     index: int | None = None,
     waiting: bool = False,
+    frozen: bool = False,
+    output: bool = False,
+    waited: float | None = None,
 ) -> str:
     """The body of one call's row: activity label, status, time, progress, arguments, decision, result.
 
@@ -292,10 +348,10 @@ def call_inner_html(
         status, label, tool_name = "streaming", f"Preparing {name or 'a tool call'}", name
         elapsed, tool = None, None
     else:
-        status, label, tool_name, tool = rec.status, rec.label, rec.name, rec.tool
+        status, label, tool_name, tool = rec.status, call_label(rec), rec.name, rec.tool
         elapsed = rec.elapsed
-        if status == "ok" and rec.completed_activity is None and label == f"Calling {rec.name}":
-            label = f"Called {rec.name}"  # the default label, in the past tense once done
+    if frozen and status in _LIVE_STATUSES:
+        status = "unfinished"
     flags = ""
     if tool is not None and tool.destructive:
         flags = '<span class="nba-flag">destructive</span>'
@@ -303,7 +359,7 @@ def call_inner_html(
             f'<span class="nba-label" title="{_esc(label)}">{_esc(label)}</span>'
             f'<span class="nba-tool">{_esc(tool_name)}</span>{flags}<span class="nba-grow"></span>'
             f'<span class="nba-status">{_esc(status_word(status))}</span>'
-            f'<span class="nba-time">{seconds(elapsed)}</span></div>')
+            f'<span class="nba-time">{_time_html(elapsed, waited, status)}</span></div>')
     parts = [head]
     if rec is None:
         args: Any = partial
@@ -337,6 +393,16 @@ def call_inner_html(
             notes.append(_esc(problem))
     if notes:
         parts.append(f'<div class="nba-sub nba-note">{" · ".join(notes)}</div>')
+    if output and rec is not None and rec.progress_count and rec.output.total:
+        text = rec.output.text
+        cut = rec.output.total - len(text)
+        if len(text) > 2400:
+            cut += len(text) - 2400
+            text = text[-2400:]
+        head = f"… {cut:,} earlier characters\n" if cut > 0 else ""
+        parts.append(f'<div class="nba-sub"><details class="nba-result"><summary>output · '
+                     f'{rec.output.total:,} characters</summary><pre class="nba-tail">{_esc(head + text)}</pre>'
+                     "</details></div>")
     if rec is not None and rec.done and rec.result is not None:
         if status in ("error", "not_found", "invalid_arguments", "timeout"):
             parts.append(f'<div class="nba-sub"><div class="nba-pre nba-errtext">{_esc(_clip(rec.result.text, 1500))}'
@@ -346,6 +412,13 @@ def call_inner_html(
         elif status == "ok":
             parts.append(f'<div class="nba-sub">{result_html(rec.result, index=index)}</div>')
     return "".join(parts)
+
+
+def _time_html(elapsed: float | None, waited: float | None, status: str) -> str:
+    if elapsed is None or not waited or status == "waiting_for_approval":
+        return seconds(elapsed)
+    return (f'{seconds(max(0.0, elapsed - waited))} <span class="nba-waited" title="time spent waiting for a '
+            f'decision, apart from the time the call took">+ {seconds(waited)} waiting for you</span>')
 
 
 def call_record_html(rec: CallRecord, index: int | None = None) -> str:
@@ -379,22 +452,66 @@ def _tokens(run: AgentRun) -> str:
     return f"{short(u.input_tokens)} in · {short(u.output_tokens)} out tokens"
 
 
-def header_html(run: AgentRun, *, waiting: int = 0) -> str:
-    """The run's header line: status, model, mode, turns, calls, tokens, time."""
+STALE_NOTE = ("waiting for the kernel: another cell is running (or the kernel stopped); the run goes on when "
+              "the kernel is free")
+"""What the live view's header says, by itself, when its updates stop coming (see `header_html(live=True)`)."""
+
+
+def header_html(run: AgentRun, *, waiting: int = 0, live: bool = False, stopped: str | None = None) -> str:
+    """The run's header line: status, model, mode, turns, calls, tokens, time.
+
+    `live` (the live view's header, redrawn at least once a second while the run goes on) adds a note that
+    only CSS reveals, a few seconds after the header was last drawn: when updates stop coming (another cell
+    blocks the kernel, the kernel was restarted or died), the view says so instead of spinning on. `stopped`
+    says why a run that was still going can no longer go on (the kernel stopped).
+    """
     status = run.status
     text = status_word(status)
     if status == "waiting_for_approval":
         text = "waiting for you" if waiting <= 1 else f"{waiting} calls wait for you"
-    stats = [f"turn {run.turns}" if not run.done else f"{run.turns} turn{'s' if run.turns != 1 else ''}",
+    over = run.done or stopped is not None
+    if stopped is not None and not run.done:
+        status, text = "cancelled", "stopped"
+    stats = [f"turn {run.turns}" if not over else f"{run.turns} turn{'s' if run.turns != 1 else ''}",
              f"{len(run.calls)} call{'s' if len(run.calls) != 1 else ''}"]
     tokens = _tokens(run)
     if tokens:
         stats.append(tokens)
     stats.append(seconds(run.elapsed))
-    return (f'<div class="nba-headinfo"><span class="nba-brand">nbagent</span>{_pill(status, text)}'
+    stale = ""
+    if live and not over:
+        stale = f'<span class="nba-stale" title="{_esc(STALE_NOTE)}">{_esc(STALE_NOTE)}</span>'
+    cls = "nba-headinfo nba-live" if stale else "nba-headinfo"
+    return (f'<div class="{cls}"><span class="nba-brand">nbagent</span>{_pill(status, text)}'
             f'<span class="nba-model">{_esc(run.model.spec)}</span>'
-            f'<span class="nba-chip">{_esc(run.agent.mode)} mode</span>{_sandbox_chip(run)}'
-            f'<span class="nba-stats">{_esc(" · ".join(stats))}</span></div>')
+            f'<span class="nba-chip">{_esc(run.agent.mode)} mode</span>{_tools_chip(run)}{_sandbox_chip(run)}'
+            f'<span class="nba-stats">{_esc(" · ".join(stats))}</span>{stale}</div>')
+
+
+def _is_builtin(tool: Any) -> bool:
+    module = getattr(getattr(tool, "fn", None), "__module__", None) or ""
+    return module.startswith(("nbagent.toolbox", "nbagent.jupyter.kernel_tools"))
+
+
+def tools_summary(run: AgentRun) -> tuple[str, str]:
+    """What tools the run was offered: a short form ("tools: add + 10 built-in") and every name."""
+    tools = [t for t in getattr(run.agent, "tools", []) if getattr(t, "name", None)]
+    if not tools:
+        return "no tools", "This run was offered no tools."
+    own = [t.name for t in tools if not _is_builtin(t)]
+    builtin = [t.name for t in tools if _is_builtin(t)]
+    parts = []
+    if own:
+        parts.append(", ".join(own) if len(own) <= 3 else plural(len(own), "tool"))
+    if builtin:
+        parts.append(f"{len(builtin)} built-in")
+    full = "Tools offered: " + ", ".join(own + builtin)
+    return "tools: " + " + ".join(parts), full
+
+
+def _tools_chip(run: AgentRun) -> str:
+    short, full = tools_summary(run)
+    return f'<span class="nba-chip" title="{_esc(full)}">{_esc(short)}</span>'
 
 
 def _sandbox_chip(run: AgentRun) -> str:
@@ -426,8 +543,45 @@ def prompt_html(prompt: Any, history: int = 0) -> str:
     return f'{before}<div class="nba-prompt"><span class="nba-who">You</span><span>{_esc(_clip(prompt, 3000))}</span></div>'
 
 
-def footer_html(run: AgentRun) -> str:
+def _answer(run: AgentRun) -> str:
+    """The run's own last text (not an earlier run's, for a run that continues a conversation)."""
+    for m in reversed(run.new_messages):
+        if isinstance(m, AssistantMessage) and m.text:
+            return m.text
+    return ""
+
+
+def run_line_text(run: AgentRun, where: str) -> str:
+    """A run in one line (and its answer's first line), saying where it is shown whole."""
+    stats = [status_word(run.status), plural(run.turns, "turn"), plural(len(run.calls), "call"), seconds(run.elapsed)]
+    icon = _ICONS.get(run.status, "•")
+    out = f"{icon} nbagent run {' · '.join(stats)}: shown whole in the cell that started it ({where})"
+    if _answer(run):
+        out += "\n  answer: " + one_line(_answer(run), 200)
+    if run.error is not None:
+        out += f"\n  {type(run.error).__name__}: {one_line(str(run.error), 200)}"
+    return out
+
+
+def run_line_html(run: AgentRun, where: str) -> str:
+    """`run_line_text` as HTML."""
+    stats = [plural(run.turns, "turn"), plural(len(run.calls), "call"), seconds(run.elapsed)]
+    extra = ""
+    if _answer(run):
+        extra = f'<div class="nba-line-answer">{_esc(one_line(_answer(run), 200))}</div>'
+    if run.error is not None:
+        extra += f'<div class="nba-line-answer nba-errtext">{_esc(type(run.error).__name__)}: {_esc(one_line(str(run.error), 200))}</div>'
+    return (f'{_style()}<div class="nba nba-line"><div class="nba-headinfo">{_pill(run.status)}'
+            f'<span class="nba-stats">{_esc(" · ".join(stats))}</span><span class="nba-where">shown whole in the '
+            f'cell that started it ({_esc(where)}); <span class="nba-code">view(run)</span> shows it here</span>'
+            f"</div>{extra}</div>")
+
+
+def footer_html(run: AgentRun, *, stopped: str | None = None) -> str:
     """What ended the run, when it did not just finish ('' while it runs or when it finished normally)."""
+    if stopped is not None and not run.done:
+        return (f'<div class="nba-foot nba-s-failed"><b>Stopped</b>: {_esc(stopped)}. What it did until then is '
+                "above; a call that was still going did not finish.</div>")
     if run.status == "failed" and run.error is not None:
         return (f'<div class="nba-foot nba-s-failed"><b>{_esc(type(run.error).__name__)}</b>: '
                 f"{_esc(_clip(str(run.error), 2000))}</div>")
@@ -439,8 +593,14 @@ def footer_html(run: AgentRun) -> str:
     return ""
 
 
-def run_html(run: AgentRun) -> str:
-    """`AgentRun._repr_html_`: the whole run as it stands, the same as its live view."""
+def run_html(run: AgentRun, *, stopped: str | None = None, waits: dict[str, float] | None = None) -> str:
+    """`AgentRun._repr_html_`: the whole run as it stands, the same as its live view.
+
+    `stopped`: why a run that was still going can no longer go on (its calls in flight show as unfinished);
+    `waits`: seconds each call (by id) waited for a person's decision.
+    """
+    frozen = stopped is not None and not run.done
+    waits = waits or {}
     parts = [prompt_html(run.prompt, len(run.messages) - len(run.new_messages))]
     by_id = {c.id: (i, c) for i, c in enumerate(run.calls)}
     messages = run.new_messages
@@ -454,26 +614,37 @@ def run_html(run: AgentRun) -> str:
                 found = by_id.get(call.id)
                 if found is not None:
                     i, rec = found
-                    parts.append(f'<div class="nba-call nba-s-{_esc(rec.status)}">{call_inner_html(rec, index=i)}</div>')
+                    parts.append(_call_div(rec, i, frozen, waits.get(rec.id)))
         elif isinstance(msg, UserMessage):
             parts.append(f'<div class="nba-history">{_esc(one_line(msg.text, 200))}</div>')
     committed = {c.id for m in run.new_messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
     for i, rec in enumerate(run.calls):  # calls of a response still in flight
         if rec.id not in committed:
-            parts.append(f'<div class="nba-call nba-s-{_esc(rec.status)}">{call_inner_html(rec, index=i)}</div>')
-    head = f'<div class="nba-head">{header_html(run)}</div>'
-    return f'{_style()}<div class="nba">{head}<div class="nba-body">{"".join(parts)}</div>{footer_html(run)}</div>'
+            parts.append(_call_div(rec, i, frozen, waits.get(rec.id)))
+    head = f'<div class="nba-head">{header_html(run, stopped=stopped)}</div>'
+    foot = footer_html(run, stopped=stopped)
+    return f'{_style()}<div class="nba">{head}<div class="nba-body">{"".join(parts)}</div>{foot}</div>'
+
+
+def _call_div(rec: CallRecord, index: int, frozen: bool, waited: float | None = None) -> str:
+    status = "unfinished" if frozen and rec.status in _LIVE_STATUSES else rec.status
+    body = call_inner_html(rec, index=index, frozen=frozen, output=True, waited=waited)
+    return f'<div class="nba-call nba-s-{_esc(status)}">{body}</div>'
 
 
 # --------------------------------------------------------------------------------------------------
 # Plain text
 # --------------------------------------------------------------------------------------------------
-def call_text(rec: CallRecord) -> str:
-    """One line for a call: status, label, tool, time, decision."""
-    icon = _ICONS.get(rec.status, "•") if rec.done else "…"
-    out = f"{icon} {rec.label}  [{rec.name} · {status_word(rec.status)}"
+def call_text(rec: CallRecord, *, frozen: bool = False, waited: float | None = None) -> str:
+    """One line for a call: status, label, tool, time (and apart, the time it waited for a decision), decision."""
+    status = "unfinished" if frozen and rec.status in _LIVE_STATUSES else rec.status
+    icon = _ICONS.get(status, "•") if rec.done or frozen else "…"
+    out = f"{icon} {call_label(rec)}  [{rec.name} · {status_word(status)}"
     if rec.duration is not None:
-        out += f" · {seconds(rec.duration)}"
+        if waited:
+            out += f" · {seconds(max(0.0, rec.duration - waited))} + {seconds(waited)} waiting for you"
+        else:
+            out += f" · {seconds(rec.duration)}"
     out += "]"
     if rec.decision is not None and rec.decision.source != "read_only":
         out += f"  ({rec.decision})"
@@ -482,9 +653,14 @@ def call_text(rec: CallRecord) -> str:
     return out
 
 
-def run_text(run: AgentRun) -> str:
-    """A run as plain text: header, prompt, each call, the answer, and how it ended."""
-    stats = [status_word(run.status), plural(run.turns, "turn"), plural(len(run.calls), "call"), seconds(run.elapsed)]
+def run_text(run: AgentRun, *, stopped: str | None = None, waits: dict[str, float] | None = None) -> str:
+    """A run as plain text: header, prompt, each call, the answer, and how it ended.
+
+    `stopped`: why a run that was still going can no longer go on.
+    """
+    frozen = stopped is not None and not run.done
+    word = "stopped" if frozen else status_word(run.status)
+    stats = [word, plural(run.turns, "turn"), plural(len(run.calls), "call"), seconds(run.elapsed)]
     tokens = _tokens(run)
     if tokens:
         stats.insert(3, tokens)
@@ -492,10 +668,14 @@ def run_text(run: AgentRun) -> str:
     if run.prompt is not None:
         text = run.prompt.text if isinstance(run.prompt, UserMessage) else str(run.prompt)
         lines.append(f"  you: {one_line(text, 200)}")
+    lines.append(f"  {tools_summary(run)[0]}")
     for rec in run.calls:
-        lines.extend("  " + line for line in call_text(rec).splitlines())
-    if run.text:
-        lines.append("  answer: " + one_line(run.text, 400))
+        waited = (waits or {}).get(rec.id)
+        lines.extend("  " + line for line in call_text(rec, frozen=frozen, waited=waited).splitlines())
+    if _answer(run):
+        lines.append("  answer: " + one_line(_answer(run), 400))
     if run.error is not None:
         lines.append(f"  {type(run.error).__name__}: {run.error}")
+    if frozen:
+        lines.append(f"  stopped: {stopped}")
     return "\n".join(lines)

@@ -76,15 +76,17 @@ def test_plain_text_for_scripts():
     text = render.run_text(run)
     assert text.splitlines()[0].startswith("nbagent run · scripted · default mode · done · 2 turns · 3 calls")
     assert "✓ Summarised revenue (3 rows)  [summarize · done" in text
-    assert "⊘ Calling wipe  [wipe · denied" in text and "denied by user" in text
+    assert "⊘ Did not run wipe  [wipe · denied" in text and "denied by user" in text
     assert "answer: All **done**." in text
 
 
-def test_the_default_label_is_in_the_past_tense_once_the_call_went_well():
+def test_the_default_label_is_in_the_past_tense_once_the_call_ended():
     script = [AssistantMessage(tool_calls=[ToolCall(name="wipe", arguments={"path": "x"})]), "ok"]
     allowed = Agent(model=ScriptedModel(script), tools=[wipe], approver="allow").run_sync("go")
-    assert "Called wipe" in allowed._repr_html_()
-    assert "Calling wipe" in _run()._repr_html_() and "Called wipe" not in _run()._repr_html_()  # denied
+    assert "Called wipe" in allowed._repr_html_() and "Called wipe" in str(allowed)  # HTML and text agree
+    denied = _run()
+    assert "Did not run wipe" in denied._repr_html_() and "Calling wipe" not in denied._repr_html_()
+    assert "Calling wipe" not in str(denied)
 
 
 def test_small_pieces():

@@ -2,14 +2,15 @@
 
 This is the only package of nbagent that imports IPython or ipywidgets; the widgets are imported only
 when a run is first shown. `get_session()` gives the kernel's nbagent state (runs, grants, settings);
-`view(run)` the live view of a run, whose rows can also be approved or denied from code.
+`view(run)` the live view of a run, whose rows can also be approved or denied from code; `runs()` the runs
+still going, with their views.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["get_session", "load_ipython_extension", "unload_ipython_extension", "view"]
+__all__ = ["get_session", "load_ipython_extension", "runs", "unload_ipython_extension", "view"]
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -39,5 +40,18 @@ def get_session(ipython: Any = None) -> Any:
 
 
 def view(run: Any) -> Any:
-    """The live view of a run started with %agent (its `rows` can be approved or denied from code)."""
+    """The view of a run started with %agent. Displayed (the last line of a cell), it shows the run's live view
+    again while the run goes on (Approve, Deny and Stop work there too), its static rendering once it ended.
+    Its `pending` rows can be approved or denied from code."""
     return get_session().view(run)
+
+
+def runs(all: bool = False) -> Any:  # noqa: A002 - the natural name here
+    """The kernel's %agent runs that are still going (`all=True`: every run), oldest first, as a list.
+
+    Displayed, it shows one line per run, then the live view of each run still going (as `%agent --runs`).
+    """
+    from .session import RunList
+
+    session = get_session()
+    return RunList(session, session.runs if all else session.live_runs())

@@ -12,6 +12,7 @@ thread, which has its own event loop, so it never looks for "the running loop": 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import inspect
 import threading
@@ -72,6 +73,22 @@ class PendingApproval:
         return self._sent
 
 
+def _credited(answer: Any, approver: Any) -> Any:
+    """A configured approver's answer as a decision credited to it, not to the person ("approved by you")."""
+    name = getattr(approver, "__qualname__", None) or getattr(approver, "__name__", None) or type(approver).__name__
+    module = getattr(approver, "__module__", None)
+    if module and module not in ("__main__", "builtins"):
+        name = f"{module}.{name}"
+    reason = f"the approver {name} (NBAgent.approver)"
+    if isinstance(answer, Decision):
+        if answer.source != "user":  # it said who decided
+            return answer
+        return dataclasses.replace(answer, source="policy", reason=f"{answer.reason} ({reason})" if answer.reason else reason)
+    if isinstance(answer, bool):
+        return Decision(answer, source="policy", reason=reason)
+    return answer
+
+
 class NotebookApprover:
     """The approver of notebook runs: the configured policy, else NBAGENT_APPROVAL, else the buttons."""
 
@@ -82,7 +99,8 @@ class NotebookApprover:
         configured = resolve_approver(self.session.config.approver)
         if callable(configured):
             answer = configured(request)
-            return await answer if inspect.isawaitable(answer) else answer
+            answer = await answer if inspect.isawaitable(answer) else answer
+            return _credited(answer, configured)
         if configured in ("allow", "deny"):
             return Decision(configured == "allow", source="policy",
                             reason=f"approval policy '{configured}' (NBAgent.approver)")

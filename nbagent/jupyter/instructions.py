@@ -58,8 +58,8 @@ def summarise_value(value: Any) -> str:
         n = len(value)
         if isinstance(value, dict):
             keys = ", ".join(repr(k) for k in list(value)[:8] if isinstance(k, (str, int)))
-            return f"dict of {n:,} items" + (f" (keys: {keys}{', …' if n > 8 else ''})" if keys else "")
-        return f"{kind} of {n:,} items"
+            return f"dict of {n:,} item{'s' if n != 1 else ''}" + (f" (keys: {keys}{', …' if n > 8 else ''})" if keys else "")
+        return f"{kind} of {n:,} item{'s' if n != 1 else ''}"
     if inspect.isfunction(value) or inspect.isbuiltin(value) or inspect.ismethod(value):
         sig = _signature(value)
         doc = _first_doc_line(value)
@@ -93,18 +93,34 @@ def summarise_value(value: Any) -> str:
     return f"{module + '.' if module and module != 'builtins' else ''}{type_name}"
 
 
+def _imported_from(value: Any) -> str | None:
+    """The module a function or class was imported from ('nbagent.tools'), None if the notebook defined it."""
+    if not (inspect.isfunction(value) or inspect.isbuiltin(value) or inspect.isclass(value)):
+        return None
+    module = getattr(value, "__module__", None)
+    if not module or module == "__main__" or module.startswith("__"):
+        return None
+    top = module.split(".")[0]
+    return top if top != "builtins" else "builtins"
+
+
 def summarise_variables(
     namespace: Mapping[str, Any], *, hidden: Iterable[str] = (), limit: int = 40, max_chars: int = MAX_SUMMARY
 ) -> str:
     """The user's variables, newest last, one line each: at most `limit` lines and `max_chars` characters."""
     hidden = set(hidden)
     modules: list[str] = []
+    imported: list[str] = []
     lines: list[str] = []
     for name, value in list(namespace.items()):
         if name.startswith("_") or name in _SKIP or name in hidden:
             continue
         if isinstance(value, types.ModuleType):
             modules.append(name if value.__name__ == name else f"{name} ({value.__name__})")
+            continue
+        origin = _imported_from(value)
+        if origin is not None:  # `from nbagent import tool`: a name the user imported, not one they made
+            imported.append(name if origin == name else f"{name} ({origin})")
             continue
         try:
             text = summarise_value(value)
@@ -122,6 +138,8 @@ def summarise_variables(
     out.extend(lines)
     if modules:
         out.append(one_line("Imported modules: " + ", ".join(modules[-30:]), max_chars // 4))
+    if imported:
+        out.append(one_line("Imported names: " + ", ".join(imported[-30:]), max_chars // 4))
     return "\n".join(out) if out else "(none yet)"
 
 

@@ -91,7 +91,13 @@ class AgentMagics(Magics):
                    "(run nothing but reads), dontAsk (deny what would ask), bypassPermissions.")
     @argument("--tools", "-t", metavar="NAME,...",
               help="functions from the notebook to offer as tools, comma-separated (decorated with @tool or "
-                   "not), besides the built-in ones.")
+                   "not), besides the built-in ones (the view's header lists what a run was offered).")
+    @argument("--only-tools", metavar="NAME,...",
+              help="offer only these tools: functions from the notebook and built-in tools by name "
+                   "(python, read_file, shell...), nothing else.")
+    @argument("--runs", action="store_true",
+              help="list the runs of this kernel that are still going and show their live views here "
+                   "(no prompt needed).")
     @argument("--new", action="store_true",
               help="start a new conversation instead of continuing the last one.")
     @argument("--wait", "-w", action="store_true",
@@ -106,7 +112,7 @@ class AgentMagics(Magics):
     @argument("--instructions", metavar="TEXT_OR_NAME",
               help="instructions replacing the default ones: quoted text, or the name of a string variable.")
     @line_cell_magic
-    def agent(self, line: str, cell: str | None = None) -> AgentRun:
+    def agent(self, line: str, cell: str | None = None) -> Any:
         """Ask an LLM agent to do something in this kernel; returns the run (an `AgentRun`) at once.
 
         %agent [options] PROMPT
@@ -115,8 +121,11 @@ class AgentMagics(Magics):
 
         The run goes on in the background, shown live below the cell: the model's text as it streams, one
         row per tool call with what it is doing, and Approve / Deny / Always-allow buttons on calls that need
-        your consent (the kernel stays free meanwhile). `await run` waits for it; `--wait` does that for you.
-        Consecutive %agent calls continue one conversation; --new starts another.
+        your consent (the kernel stays free meanwhile, unless another cell blocks it). When the run ends, the
+        cell keeps its static rendering, which the saved notebook holds. `await run` waits for it; `--wait`
+        does that for you. Consecutive %agent calls continue one conversation; --new starts another. Running
+        a cell again while its run is going shows that run's view again; `%agent --runs` lists the runs still
+        going, with their views.
 
         Examples::
 
@@ -134,6 +143,10 @@ class AgentMagics(Magics):
         args = parser.parse_args(argv)
         if cell is not None and cell.strip():
             prompt = f"{prompt}\n{cell.strip()}" if prompt else cell.strip()
+        if args.runs:
+            from . import runs
+
+            return runs()
         mcp = None if args.mcp is None else [n.strip() for n in args.mcp.split(",") if n.strip() not in ("", "none")]
         if args.mcp_list:
             return self.session.mcp_list(mcp)
@@ -142,15 +155,19 @@ class AgentMagics(Magics):
         if args.max_turns is not None and args.max_turns < 1:
             raise UsageError("--max-turns must be at least 1")
         tools = None
-        if args.tools is not None:
-            tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+        if args.tools is not None and args.only_tools is not None:
+            raise UsageError("--tools adds to the built-in tools, --only-tools replaces them: use one of the two")
+        names = args.only_tools if args.only_tools is not None else args.tools
+        if names is not None:
+            tools = [t.strip() for t in names.split(",") if t.strip()]
         instructions = args.instructions
         if instructions is not None and instructions.isidentifier():
             value = self.shell.user_ns.get(instructions)
             if isinstance(value, str):
                 instructions = value
         options = RunOptions(model=args.model, mode=args.mode, tools=tools, new=args.new,
-                             max_turns=args.max_turns, instructions=instructions, mcp=mcp)
+                             max_turns=args.max_turns, instructions=instructions,
+                             only_tools=args.only_tools is not None, mcp=mcp)
         return self.session.start(prompt, options)
 
 
@@ -198,12 +215,13 @@ def _wants_wait(args_source: str) -> bool:
 
 
 def add_await(lines: list[str]) -> list[str]:
-    """Input transformer: `%agent --wait ...` becomes `await %agent ...`, so the cell waits for the run."""
+    """Input transformer: `%agent --wait ...` becomes `await <the session>.wait(%agent ...)`, so the cell waits
+    for the run (and a failure or an interrupt ends it with one line, see `NotebookSession.wait`)."""
     out = []
     for line in lines:
         m = _CALL.match(line.rstrip("\n"))
         if m is not None and _wants_wait(m.group("args")):
-            line = f"{m.group('indent')}{m.group('target')}await {m.group('call')}\n"
+            line = f"{m.group('indent')}{m.group('target')}await get_ipython()._nbagent_session.wait({m.group('call')})\n"
         out.append(line)
     return out
 
@@ -244,6 +262,8 @@ def unregister(shell: InteractiveShell) -> None:
     if quote_prompts in shell.input_transformers_cleanup:
         shell.input_transformers_cleanup.remove(quote_prompts)
     session = getattr(shell, "_nbagent_session", None)
+    if session is not None:
+        session.close()
     if session is not None and session.config in shell.configurables:
         shell.configurables.remove(session.config)
         del shell._nbagent_session

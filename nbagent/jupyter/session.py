@@ -23,15 +23,17 @@ from ..providers import Model, load_model
 from ..tools import Tool, ToolDefinitionError, as_tool, tool
 from .approval import NotebookApprover
 from .config import KEY_VARIABLES, NBAgent
+from .document import Displays
 from .instructions import notebook_instructions
 
 if TYPE_CHECKING:  # pragma: no cover
     from IPython.core.interactiveshell import InteractiveShell
 
+    from ..messages import Message
     from ..records import CallRecord
     from ..run import Agent, AgentRun
 
-__all__ = ["NotebookSession", "RunOptions", "builtin_tools", "no_model_message"]
+__all__ = ["NotebookSession", "RunList", "RunOptions", "builtin_tools", "no_model_message"]
 
 
 @dataclass(slots=True)
@@ -44,6 +46,8 @@ class RunOptions:
     new: bool = False
     max_turns: int | None = None
     instructions: str | None = None
+    only_tools: bool = False
+    """Offer only the tools named (notebook functions or built-in tools), not the whole toolbox."""
     mcp: list[str] | None = None
     """The MCP servers for this run (None: every configured one)."""
 
@@ -88,6 +92,13 @@ class NotebookSession:
         self._views: weakref.WeakKeyDictionary[AgentRun, Any] = weakref.WeakKeyDictionary()
         self._models: dict[str, Model] = {}
         self.approver = NotebookApprover(self)
+        self.displays = Displays(shell)
+        """Which cell is executing; display updates that reach the reader of that cell (see document.py)."""
+        _watch_shutdown(self)
+
+    def close(self) -> None:
+        """`%unload_ext`: stop following cells (runs already started go on)."""
+        self.displays.close()
 
     # -- resolution ---------------------------------------------------------------------------------------
     def resolve_model(self, value: Any = None) -> Model:
@@ -113,12 +124,22 @@ class NotebookSession:
                 return obj
             if not isinstance(obj, str):
                 raise UsageError(
-                    f"{value!r} in the notebook is a {type(obj).__name__}, not a Model: pass a spec such as "
+                    f"{value!r} in the notebook is {_a(type(obj).__name__)}, not a Model: pass a spec such as "
                     "'anthropic:claude-sonnet-4-5', or the name of a Model object (a ScriptedModel, say)"
                 )
             value = obj.strip()
+        elif value.isidentifier() and value != "scripted":
+            raise UsageError(
+                f"--model {value}: there is no variable named {value!r} in the notebook, and a model spec has a "
+                "provider prefix, e.g. 'openai:gpt-4.1' or 'anthropic:claude-sonnet-4-5'. Define the Model first "
+                "(model = ScriptedModel([...]), say), or check the spelling."
+            )
         if value in self._models:
             return self._models[value]
+        prefix, colon, name = value.partition(":")
+        if colon and not name.strip() and prefix != "scripted":
+            raise UsageError(f"--model {value}: the spec names no model after {prefix + ':'!r}; write "
+                             f"{prefix}:MODEL, e.g. {self.config.default_models.get(prefix) or 'openai:gpt-4.1'}")
         try:
             model = load_model(value)
         except ConfigurationError as exc:
@@ -127,9 +148,22 @@ class NotebookSession:
         self._models[value] = model
         return model
 
-    def resolve_tools(self, names: list[str] | None) -> list[Any]:
-        """Built-in tools (unless `NBAgent.toolbox` is off) and the functions named with `--tools`."""
+    def resolve_tools(self, names: list[str] | None, *, only: bool = False) -> list[Any]:
+        """Built-in tools (unless `NBAgent.toolbox` is off) and the functions named with `--tools`; with
+        `only` (`--only-tools`), just the tools named, built-in ones included."""
         workspace = self.workspace
+        if only:
+            available = {getattr(t, "name", None): t for t in builtin_tools(self.shell, workspace)}
+            picked: list[Any] = []
+            for name in names or []:
+                obj = self.shell.user_ns.get(name)
+                if obj is not None:
+                    picked.append(_as_tool(name, obj))
+                elif name in available:
+                    picked.append(available[name])
+                else:
+                    self._missing_tool(name, available)
+            return picked
         builtins = builtin_tools(self.shell, workspace) if self.config.toolbox else []
         builtin_names = {getattr(t, "name", None): t for t in builtins}
         chosen: list[Any] = []
@@ -139,18 +173,23 @@ class NotebookSession:
             if obj is None and name in builtin_names:
                 continue  # already offered
             if obj is None:
-                hidden = getattr(self.shell, "user_ns_hidden", {})
-                functions = sorted(k for k, v in ns.items()
-                                   if not k.startswith("_") and k not in hidden
-                                   and (isinstance(v, Tool) or _is_function(v)))
-                known = f" Functions in the notebook: {', '.join(functions[:20])}." if functions else ""
-                raise UsageError(
-                    f"--tools: there is no function named {name!r} in the notebook. Define it first (any "
-                    f"function works; @tool adds an activity label and permissions), or check the spelling.{known}"
-                )
+                self._missing_tool(name, builtin_names)
             chosen.append(_as_tool(name, obj))
         mine = {t.name for t in chosen}
         return [t for t in builtins if getattr(t, "name", None) not in mine] + chosen
+
+    def _missing_tool(self, name: str, builtins: dict[Any, Any]) -> list[Any]:
+        ns = self.shell.user_ns
+        hidden = getattr(self.shell, "user_ns_hidden", {})
+        functions = sorted(k for k, v in ns.items()
+                           if not k.startswith("_") and k not in hidden and (isinstance(v, Tool) or _is_function(v)))
+        known = f" Functions in the notebook: {', '.join(functions[:20])}." if functions else ""
+        if builtins:
+            known += f" Built-in tools: {', '.join(sorted(n for n in builtins if n))}."
+        raise UsageError(
+            f"--tools: there is no function named {name!r} in the notebook. Define it first (any "
+            f"function works; @tool adds an activity label and permissions), or check the spelling.{known}"
+        )
 
     def mcp_servers(self, names: list[str] | None = None) -> Any:
         """The MCP servers of a run: the workspace's `.mcp.json`, then `NBAgent.mcp_servers` (these win),
@@ -207,7 +246,7 @@ class NotebookSession:
 
         cfg = self.config
         model = self.resolve_model(options.model)
-        tools = self.resolve_tools(options.tools)
+        tools = self.resolve_tools(options.tools, only=options.only_tools)
         instructions: Any = options.instructions or cfg.instructions or self._instructions
         try:
             agent = Agent(
@@ -220,7 +259,8 @@ class NotebookSession:
                 max_turns=options.max_turns or cfg.max_turns,
                 workspace=self.workspace,
                 sandbox=cfg.sandbox,
-                mcp_servers=self.mcp_servers(options.mcp),
+                # --only-tools: only what is named, MCP servers included (--mcp NAME names them)
+                mcp_servers=None if options.only_tools and options.mcp is None else self.mcp_servers(options.mcp),
                 name="notebook",
             )
         except ConfigurationError as exc:
@@ -229,16 +269,36 @@ class NotebookSession:
         return agent
 
     def start(self, prompt: str, options: RunOptions) -> AgentRun:
-        """Start a run on the kernel's loop, show it, and return it (the run goes on in the background)."""
+        """Start a run on the kernel's loop, show it, and return it (the run goes on in the background).
+
+        A cell run again while the run it started before is still going (waiting for approval, say) shows
+        that run's live view again, first, so it stays reachable; and says so.
+        """
+        cell = self.displays.cell_id
+        again = [r for r in self.live_runs() if cell is not None and self._cell_of(r) == cell]
+        for run in again:
+            display(self._views[run])
         history = None
         if not options.new and self.conversation is not None:
             last = self.conversation
             if not last.done:
+                if last not in again:
+                    where = self._where(last)
+                    raise UsageError(
+                        f"not started: the previous %agent run ({where}) is still going ({_status(last)}). "
+                        "Decide or Stop it there (nbagent.jupyter.view(run) shows its view here; %agent --runs "
+                        "lists the live runs), wait for it (await run), or pass --new to start a separate "
+                        "conversation alongside it."
+                    )
                 raise UsageError(
-                    "the previous %agent run is still going. Wait for it (await run), stop it (its Stop button, "
-                    "or run.cancel()), or pass --new to start a separate conversation."
+                    f"not started: the run this cell started before is still going ({_status(last)}); its live "
+                    "view is shown again above. Decide or Stop it there, then run this cell again; or pass --new "
+                    "to start a separate conversation alongside it."
                 )
-            history = last
+            history = self._carried(last, cell)
+        if again:
+            print(f"The run this cell started before is still going ({_status(again[0])}): its live view is shown "
+                  "again above. The new run follows.")
         agent = self.agent(options)
         try:
             asyncio.get_running_loop()
@@ -246,18 +306,86 @@ class NotebookSession:
             run = self._run_here(agent, prompt, history)
         else:
             run = agent.start(prompt, history=history)
+
+            def on_event(event: Any, run: AgentRun = run) -> None:
+                if event.kind == "run_finished" and run.error is not None:
+                    _one_line(run.error)  # before `await run` raises it
+
+            run.subscribe(on_event)
             try:
                 view = self._make_view(run)
                 self._views[run] = view
+                view.cell_id = cell
+                view.displayed_in = self.shell.execution_count
                 if hasattr(view, "widget"):
+                    view.on_end = self._ended
                     display(view)
             except BaseException:
                 run.cancel("the live view could not be shown")
                 raise
-            view.displayed_in = self.shell.execution_count
         self.runs.append(run)
         self.conversation = run
         return run
+
+    async def wait(self, run: AgentRun) -> AgentRun:
+        """`%agent --wait`: wait for the run. If it fails, or the interrupt button stops it, the cell ends with
+        one line (the error, or that it was stopped): the view above already shows what happened, and the
+        run's error keeps its whole traceback (`run.error`)."""
+        try:
+            return await run
+        except asyncio.CancelledError as exc:
+            exc._render_traceback_ = lambda: [  # type: ignore[attr-defined]
+                "Interrupted: the run was stopped (calls in flight were cancelled; the transcript stays valid)."]
+            raise
+        except Exception as exc:
+            if exc is run.error:
+                _one_line(exc)
+            raise
+
+    def _carried(self, last: AgentRun, cell: str | None) -> list[Message]:
+        """The conversation the next run continues: the last run's transcript, without a prompt nobody answered.
+
+        A run that failed or was stopped before the model answered leaves its prompt last; sending it again
+        would make two user messages in a row. Running again the cell whose run failed retries it: the
+        conversation is then what came before that run.
+        """
+        from ..sessions import rolled_back
+
+        if last.status in ("failed", "cancelled") and cell is not None and self._cell_of(last) == cell:
+            return last.messages[: len(last.messages) - len(last.new_messages)]
+        return rolled_back(last)
+
+    def _ended(self, view: Any) -> None:
+        """A run ended: every display of its view becomes the static rendering, and the widgets go."""
+        if view.shown:
+            self.displays.update(view.display_id, view.static_bundle())
+        view.close()
+
+    def _cell_of(self, run: AgentRun) -> str | None:
+        view = self._views.get(run)
+        return getattr(view, "cell_id", None)
+
+    def _where(self, run: AgentRun) -> str:
+        view = self._views.get(run)
+        return f"started in {_cell_label(view)}"
+
+    def live_runs(self) -> list[AgentRun]:
+        """The runs started with %agent that are still going, oldest first."""
+        return [r for r in self.runs if not r.done]
+
+    def stop_showing(self, reason: str = "the kernel stopped while the run was going on") -> None:
+        """The kernel is going away: draw every live run's view as stopped, and replace its displays with that
+        static rendering (what still reaches a frontend, see document.py)."""
+        for run in self.live_runs():
+            view = self._views.get(run)
+            if view is None or not hasattr(view, "stop_showing") or view.stopped is not None:
+                continue
+            try:
+                view.stop_showing(reason)
+                if view.shown:
+                    self.displays.update(view.display_id, view.static_bundle())
+            except Exception:  # the kernel is going away: do what can be done
+                pass
 
     def _run_here(self, agent: Agent, prompt: str, history: AgentRun | None) -> AgentRun:
         """No event loop (terminal IPython): run to the end now, printing as it goes."""
@@ -304,17 +432,133 @@ class NotebookSession:
 
     # -- display ---------------------------------------------------------------------------------------------
     def display_run(self, run: AgentRun) -> None:
-        """How a run shows as a cell's result or with display(run): its live view while it runs (once per
-        cell), else the rendered run, which stays in the saved notebook."""
+        """How a run shows as a cell's result (`await run`) or with display(run).
+
+        - in the cell that started it: nothing more (the view is there);
+        - while it runs: its live view again (that display too ends up holding the static rendering);
+        - once it ended, if its view was shown (the starting cell holds the whole run): one line, its status
+          and answer, saying where the whole run is; `view(run)` shows it whole again;
+        - else (a run nbagent did not show): the whole run, HTML and plain text.
+        """
+        from .. import render
+
         view = self._views.get(run)
         if view is not None and view.displayed_in == self.shell.execution_count:
             return
-        if not run.done and view is not None and hasattr(view, "widget"):
-            display(view)
+        if view is not None and hasattr(view, "widget") and view.shown:
+            if not run.done:
+                display(view)
+                return
+            where = _cell_label(view)
+            display({"text/html": render.run_line_html(run, where), "text/plain": render.run_line_text(run, where)},
+                    raw=True)
             return
-        from ..render import run_text
+        display({"text/html": run._repr_html_(), "text/plain": render.run_text(run)}, raw=True)
 
-        display({"text/html": run._repr_html_(), "text/plain": run_text(run)}, raw=True)
+
+class RunList(list):
+    """Runs of the kernel (a plain list). Displayed: one line per run, then the live view of each run going."""
+
+    def __init__(self, session: NotebookSession, runs: list[AgentRun]) -> None:
+        super().__init__(runs)
+        self._session = session
+
+    def _line(self, i: int, run: AgentRun) -> str:
+        from ..render import one_line
+
+        prompt = run.prompt if isinstance(run.prompt, str) else getattr(run.prompt, "text", "")
+        pending = ""
+        view = self._session.view(run)
+        if view is not None and getattr(view, "pending", None):
+            pending = f", {len(view.pending)} waiting for you"
+        return (f"[{i}] {_status(run)}{pending} · {self._session._where(run)} · "
+                f"{len(run.calls)} calls · {one_line(prompt or '', 80)}")
+
+    def __repr__(self) -> str:
+        if not self:
+            return "(no %agent run is going)"
+        return "\n".join(self._line(i, r) for i, r in enumerate(self))
+
+    def _ipython_display_(self) -> None:
+        print(repr(self))
+        for run in self:
+            view = self._session.view(run)
+            if view is not None and hasattr(view, "widget") and not run.done:
+                display(view)
+
+
+def _one_line(exc: BaseException) -> None:
+    """Make IPython show a run's error in one line (`await run`, `--wait`): the view already shows what the
+    run did, and the exception keeps its traceback (`run.error`)."""
+    line = f"{type(exc).__name__}: {exc}"
+    try:
+        exc._render_traceback_ = lambda: [  # type: ignore[attr-defined]
+            f"{line}  (the run failed: its view shows what it did; the exception, with its traceback, is run.error)"]
+    except Exception:  # an exception type that refuses attributes keeps IPython's traceback
+        pass
+
+
+def _cell_label(view: Any) -> str:
+    """'In [3]': `displayed_in` is the shell's execution count while the cell ran, one ahead of its number."""
+    count = getattr(view, "displayed_in", None)
+    return f"In [{count - 1}]" if isinstance(count, int) and count > 1 else "an earlier cell"
+
+
+def _status(run: AgentRun) -> str:
+    return "waiting for your approval" if run.status == "waiting_for_approval" else run.status
+
+
+def _watch_shutdown(session: NotebookSession) -> None:
+    """Draw the live runs as stopped when the kernel shuts down: as soon as the shutdown request arrives (on
+    the kernel's loop, which then still sends messages), and at the latest when the process exits."""
+    import atexit
+    import threading
+    import weakref
+
+    ref = weakref.ref(session)
+
+    def at_exit() -> None:
+        found = ref()
+        if found is not None:
+            found.stop_showing()
+
+    atexit.register(at_exit)
+    shell = session.shell
+    try:
+        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:  # terminal IPython: runs happen inside the cell, nothing outlives it
+        loop = None
+
+    def on_exit_now(change: Any) -> None:  # set by ipykernel's do_shutdown, on the control thread
+        found = ref()
+        if found is None or not change.get("new") or loop is None or loop.is_closed():
+            return
+        if threading.current_thread() is threading.main_thread():  # no control thread: this is the loop's
+            found.stop_showing()
+            return
+        done = threading.Event()
+
+        def stop() -> None:
+            try:
+                found.stop_showing()
+            finally:
+                done.set()
+
+        try:
+            loop.call_soon_threadsafe(stop)
+        except RuntimeError:
+            return
+        # The shutdown goes on when this returns (the reply, then the loops stop): give the kernel's loop a
+        # moment to draw the views as stopped first. A cell that blocks the loop leaves it to atexit.
+        done.wait(2.0)
+
+    if hasattr(shell, "observe") and shell.has_trait("exit_now"):
+        shell.observe(on_exit_now, names="exit_now")
+
+
+def _a(noun: str) -> str:
+    """'an int', 'a str'."""
+    return f"an {noun}" if noun[:1].lower() in "aeiou" else f"a {noun}"
 
 
 def _is_function(value: Any) -> bool:
@@ -324,10 +568,17 @@ def _is_function(value: Any) -> bool:
 
 
 def _as_tool(name: str, obj: Any) -> Tool:
+    """A notebook function (or `@tool`) as a tool whose printed output goes to its call's row."""
+    from .capture import capturing
+
+    return capturing(_make_tool(name, obj))
+
+
+def _make_tool(name: str, obj: Any) -> Tool:
     if isinstance(obj, Tool):
         return obj
     if isinstance(obj, type) or not callable(obj):
-        raise UsageError(f"--tools: {name!r} is a {type(obj).__name__}, not a function")
+        raise UsageError(f"--tools: {name!r} is {_a(type(obj).__name__)}, not a function")
     try:
         return as_tool(obj)
     except ToolDefinitionError:

@@ -21,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import html
-from typing import TYPE_CHECKING, Any
+import uuid
+from typing import TYPE_CHECKING, Any, Callable
 
 import ipywidgets as W
 from ipywidgets.widgets.widget_string import HTMLStyle, TextStyle
@@ -30,6 +31,7 @@ from .. import render
 from ..messages import AssistantMessage
 from ..permissions import ApprovalRequest, Decision
 from .approval import PendingApproval
+from .capture import close_figure, is_figure
 from .throttle import Throttle
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -122,6 +124,8 @@ class CallRow:
         self._ask_text: W.HTML | None = None
         self._reason: W.Text | None = None
         self._always: W.Button | None = None
+        self.waited: float | None = None
+        """Seconds the call waited for a decision in this view (shown apart from the time it took)."""
         self.buttons: dict[str, W.Widget] = {}
         """The question's widgets once it was asked: approve, deny, always (buttons) and reason (text)."""
 
@@ -180,7 +184,8 @@ class CallRow:
         view = self.view
         waiting = self.pending is not None
         body = render.call_inner_html(self.record, name=self.name, partial=self._partial(),
-                                      index=self._index() if self.done else None, waiting=waiting)
+                                      index=self._index() if self.done else None, waiting=waiting,
+                                      waited=self.waited)
         classes = ("nba-call", f"nba-s-{self.status}")
         if self.box is None:
             self._body = _html(body)
@@ -298,8 +303,22 @@ class RunView:
         self._closed = False
         self.displayed_in: int | None = None
         """The execution count of the cell that displayed the view (set by the magic)."""
+        self.cell_id: str | None = None
+        """The id of the cell that started the run, when the frontend says (JupyterLab and Notebook 7 do)."""
+        self.display_id = uuid.uuid4().hex
+        """Every display of this view shares this id: when the run ends, all of them are replaced by the run's
+        static rendering (`on_end`), which is what a saved notebook keeps."""
+        self.shown = 0
+        """How many times the view was displayed."""
+        self.on_end: Callable[[RunView], None] | None = None
+        """Called once, on the run's loop, after the last update of the widgets (the session replaces the
+        displays with the static rendering, then `close()`s the widgets)."""
+        self.stopped: str | None = None
+        """Why the run can no longer go on although it did not end (the kernel is shutting down)."""
+        self.ended = False
+        """True once the run ended and the displays hold the static rendering: the widgets are closed."""
         s = _shared()
-        self._head_info = _html(render.header_html(run))
+        self._head_info = _html(render.header_html(run, live=not run.done))
         self.stop_button = _button("Stop", "stop", "Stop this run (the same as run.cancel())", "nba-stop")
         self.stop_button.on_click(self._on_stop)
         self._head = W.HBox([self._head_info, self.stop_button], layout=s.plain, _dom_classes=("nba-head",))
@@ -379,6 +398,10 @@ class RunView:
             self._mark(row)
         elif kind in ("approval_requested", "approval_decided", "tool_call_finished"):
             self._mark(self._row_of(event.call))
+            if kind == "tool_call_finished":
+                result = event.call.result
+                if result is not None and is_figure(result.details):
+                    close_figure(result.details)  # drawn in the row; not again under the next cell
         elif kind == "run_finished":
             self._dirty.update(self._segments.values())
             self._dirty.update(self.rows)
@@ -431,9 +454,11 @@ class RunView:
         row.pending = pending
         self._mark(row)
         self._mark("head")
+        asked = self.loop.time()
         try:
             return await pending.future
         finally:
+            row.waited = (row.waited or 0.0) + self.loop.time() - asked
             row.pending = None
             self._mark(row)
             self._mark("head")
@@ -458,7 +483,7 @@ class RunView:
             sent += 1
         if "head" in dirty or end:
             waiting = len(self.pending)
-            sent += _set(self._head_info, value=render.header_html(self.run, waiting=waiting))
+            sent += _set(self._head_info, value=render.header_html(self.run, waiting=waiting, live=not end))
         if end:
             s = _shared()
             foot = render.footer_html(self.run)
@@ -474,12 +499,77 @@ class RunView:
             self._tick_handle.cancel()
             self._tick_handle = None
         self.throttle.close()
+        if self.on_end is not None:
+            on_end, self.on_end = self.on_end, None
+            on_end(self)
+
+    def stop_showing(self, reason: str) -> None:
+        """The run cannot go on (the kernel is shutting down): draw it as stopped, now, and stop listening.
+
+        Called on the kernel's main thread while nothing else runs on the loop. The widgets' last state is
+        then honest too (no spinner, no Stop button, the reason in the footer), for a frontend that keeps
+        showing them.
+        """
+        if self._closed or self.run.done:
+            return
+        self.stopped = reason
+        self._closed = True
+        self._unsubscribe()
+        if self._tick_handle is not None:
+            self._tick_handle.cancel()
+            self._tick_handle = None
+        self.throttle.close()
+        s = _shared()
+        for row in self.rows:
+            if row.box is not None and row.status in _LIVE:
+                body = render.call_inner_html(row.record, name=row.name, partial=row._partial(), frozen=True)
+                _set(row._body, value=body)
+                _set(row.box, _dom_classes=("nba-call", "nba-s-unfinished"))
+                if row._ask is not None:
+                    _set(row._ask, layout=s.hidden)
+        _set(self._head_info, value=render.header_html(self.run, stopped=reason))
+        _set(self._foot, value=render.footer_html(self.run, stopped=reason), layout=s.plain)
+        _set(self.stop_button, layout=s.hidden)
+
+    def close(self) -> None:
+        """Close every widget of the view (the shared layouts and styles stay): the frontend forgets them."""
+        def walk(widget: W.Widget) -> None:
+            for child in getattr(widget, "children", ()):
+                walk(child)
+            widget.close()
+
+        walk(self.widget)
+        self.ended = True
 
     # -- display --------------------------------------------------------------------------------------------
+    def static_bundle(self) -> dict[str, str]:
+        """The run as HTML and plain text: what the displays hold once it ended (or the kernel stopped)."""
+        waits = self.waits
+        return {"text/html": render.run_html(self.run, stopped=self.stopped, waits=waits),
+                "text/plain": render.run_text(self.run, stopped=self.stopped, waits=waits)}
+
+    @property
+    def waits(self) -> dict[str, float]:
+        """Seconds each call (by id) waited for a decision here."""
+        return {r.record.id: r.waited for r in self.rows if r.waited and r.record is not None}
+
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        if self.ended or self.stopped is not None:
+            return self.static_bundle()
         data = self.widget._repr_mimebundle_(**kwargs)
-        data["text/plain"] = f"nbagent live view of {self.run!r}"
+        data["text/plain"] = render.run_text(self.run)  # the fallback of a frontend without widgets
         return data
+
+    def _ipython_display_(self) -> None:
+        """Displayed (by `%agent`, `view(run)`, `display(view)`): live, with the view's display id, so that this
+        display too ends up holding the static rendering; once the run ended, the static rendering."""
+        from IPython.display import display
+
+        if self.ended or self.stopped is not None:
+            display(self.static_bundle(), raw=True)
+            return
+        display(self._repr_mimebundle_(), raw=True, display_id=self.display_id)
+        self.shown += 1
 
     def __repr__(self) -> str:
         return f"<RunView of {self.run!r}: {len(self.rows)} calls, {len(self.pending)} waiting>"

@@ -51,10 +51,11 @@ def shell(_ipython, tmp_path, monkeypatch):
         del _ipython.user_ns[name]
 
 
-async def run_cell(shell: InteractiveShell, code: str) -> Any:
-    """Run a cell as the kernel does (top-level await allowed); return IPython's ExecutionResult."""
+async def run_cell(shell: InteractiveShell, code: str, cell_id: str | None = None) -> Any:
+    """Run a cell as the kernel does (top-level await allowed; `cell_id` as JupyterLab sends it); return
+    IPython's ExecutionResult."""
     transformed = shell.transform_cell(code)
-    return await shell.run_cell_async(code, store_history=True, transformed_cell=transformed)
+    return await shell.run_cell_async(code, store_history=True, transformed_cell=transformed, cell_id=cell_id)
 
 
 async def settle(predicate, timeout: float = 10.0) -> None:

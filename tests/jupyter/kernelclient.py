@@ -69,12 +69,24 @@ class KernelSession:
         return [m for m in msgs if (msg_type is None or m["msg_type"] == msg_type)
                 and (parent is None or m["parent_header"].get("msg_id") == parent)]
 
+    def wait_iopub(self, predicate: Any, *, start: int = 0, timeout: float = 30) -> dict[str, Any]:
+        """The first IOPub message from index `start` on for which `predicate(msg)` holds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                msgs = self.iopub[start:]
+            for m in msgs:
+                if predicate(m):
+                    return m
+            time.sleep(0.05)
+        raise KernelError(f"no such IOPub message within {timeout} s")
+
     # -- running code -------------------------------------------------------------------------------------
-    def send_execute(self, code: str, subshell_id: str | None = None) -> str:
+    def send_execute(self, code: str, subshell_id: str | None = None, cell_id: str | None = None) -> str:
         msg = self.kc.session.msg("execute_request", {
             "code": code, "silent": False, "store_history": True, "user_expressions": {},
             "allow_stdin": False, "stop_on_error": True,
-        })
+        }, metadata={"cellId": cell_id} if cell_id is not None else None)
         if subshell_id is not None:
             msg["header"]["subshell_id"] = subshell_id
         self.kc.shell_channel.send(msg)
@@ -98,9 +110,10 @@ class KernelSession:
                 return
             time.sleep(0.02)
 
-    def execute(self, code: str, timeout: float = 60, *, check: bool = True) -> dict[str, Any]:
-        """Run code like a cell; return {"reply", "stdout", "data" (display and result bundles), "error"}."""
-        msg_id = self.send_execute(code)
+    def execute(self, code: str, timeout: float = 60, *, check: bool = True, cell_id: str | None = None) -> dict[str, Any]:
+        """Run code like a cell (as the cell `cell_id`, the id JupyterLab sends); return {"reply", "stdout",
+        "data" (display and result bundles), "error"}."""
+        msg_id = self.send_execute(code, cell_id=cell_id)
         reply = self.wait_reply(msg_id, timeout)
         return self._outputs(msg_id, reply, check)
 

@@ -51,7 +51,15 @@ async def test_a_configured_approver_wins(monkeypatch):
     async def careful(request):
         return request.name != "wipe"
 
-    assert await approver_with(careful)(REQUEST) is False
+    decision = await approver_with(careful)(REQUEST)
+    assert decision.allow is False and decision.source == "policy"  # credited to the approver, not to "you"
+    assert "careful" in decision.reason and "NBAgent.approver" in decision.reason
+
+    def explained(request):
+        return Decision(True, reason="small files only")
+
+    decision = await approver_with(explained)(REQUEST)
+    assert decision.allow and decision.source == "policy" and decision.reason.startswith("small files only (the approver")
     assert resolve_approver("os.path:isabs") is __import__("os").path.isabs
     with pytest.raises(ValueError, match="cannot be imported"):
         resolve_approver("nbagent_nothing:here")

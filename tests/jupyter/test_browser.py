@@ -41,6 +41,10 @@ model = ScriptedModel([
 ], delay=0.02)'''
 
 
+DONE = ".jp-OutputArea .nba:not(.nba-view) .nba-head .nba-s-done"
+"""The run's static rendering, which replaces the live view in its cell when the run ends."""
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     server = LabServer(tmp_path_factory.mktemp("lab"))
@@ -88,13 +92,15 @@ def test_approve_in_the_page_runs_the_tool_and_the_view_says_done(page, lab):
         assert "Needs your approval" in view.inner_text() and "old-export.csv" in view.inner_text()
         page.shot("browser-approval-pending", view)
         page.page.click(".nba-view button.nba-approve")
-        page.page.wait_for_selector(".nba-view .nba-head .nba-s-done", timeout=30_000)
-        text = view.inner_text()
+        # the run ended: its cell holds the static rendering in place of the live view
+        page.page.wait_for_selector(DONE, timeout=30_000)
+        final = page.page.locator(".jp-OutputArea .nba").first
+        text = final.inner_text()
         assert "Removed old-export.csv" in text and "approved by you" in text
         assert "The old export is gone." in text
         assert not (lab.root / "old-export.csv").exists()
-        assert page.page.locator(".nba-view button.nba-approve:visible").count() == 0
-        page.shot("browser-approved", view)
+        assert page.page.locator(".nba-view").count() == 0
+        page.shot("browser-approved", final)
     except Exception:
         page.shot("browser-approve-failure")
         raise
@@ -105,8 +111,8 @@ def test_deny_in_the_page_keeps_the_file_and_tells_the_model_why(page, lab):
         run_agent(page)
         page.page.fill(".nba-view .nba-ask input[type=text]", "keep it for the audit")
         page.page.click(".nba-view button.nba-deny")
-        page.page.wait_for_selector(".nba-view .nba-head .nba-s-done", timeout=30_000)
-        view = page.page.locator(".nba-view")
+        page.page.wait_for_selector(DONE, timeout=30_000)
+        view = page.page.locator(".jp-OutputArea .nba").first
         text = view.inner_text()
         assert "denied by you: “keep it for the audit”" in text
         assert "I left it in place, as you asked." in text
@@ -122,10 +128,11 @@ def test_approve_in_notebook_7(notebook7):
     try:
         run_agent(page)
         page.page.click(".nba-view button.nba-approve")
-        page.page.wait_for_selector(".nba-view .nba-head .nba-s-done", timeout=30_000)
-        assert "The old export is gone." in page.page.locator(".nba-view").inner_text()
+        page.page.wait_for_selector(DONE, timeout=30_000)
+        final = page.page.locator(".jp-OutputArea .nba").first
+        assert "The old export is gone." in final.inner_text()
         assert not (notebook7.root / "old-export.csv").exists()
-        page.shot("browser-notebook7-approved", page.page.locator(".nba-view"))
+        page.shot("browser-notebook7-approved", final)
     except Exception:
         page.shot("browser-notebook7-failure")
         raise

@@ -22,7 +22,7 @@ def test_values_are_summarised_in_one_short_line():
     assert text.startswith("pandas DataFrame, 1 rows × 2 columns: region (") and text.endswith("revenue (float64)")
     assert summarise_value(3) == "int = 3" and summarise_value(None) == "NoneType = None"
     assert summarise_value("x" * 100).startswith("str of 100 characters: 'xxxxx")
-    assert summarise_value({"a": 1}) == "dict of 1 items (keys: 'a')"
+    assert summarise_value({"a": 1}) == "dict of 1 item (keys: 'a')"
     assert summarise_value(Explosive()).endswith("Explosive")
 
     def load(path: str, limit: int = 10) -> list:
@@ -40,6 +40,19 @@ def test_the_summary_is_bounded_and_skips_hidden_private_and_module_names():
     assert len(lines) == 1 + 40 + 1 and len(text) < 4000
     assert "- zz: " in text and "_private" not in text and "hidden" not in text and "- In" not in text
     assert lines[-1] == "Imported modules: math, m (math)"
+
+
+def test_names_imported_from_elsewhere_are_not_listed_as_the_users_variables():
+    from nbagent import load_model
+
+    def mine() -> None:
+        """Made in the notebook."""
+
+    mine.__module__ = "__main__"
+    text = summarise_variables({"load_model": load_model, "tool": tool, "Path": Path, "mine": mine, "n": 1})
+    assert "- mine: function() -> None: Made in the notebook." in text and "- n: int = 1" in text
+    assert "- load_model" not in text and "- tool" not in text and "- Path" not in text
+    assert text.splitlines()[-1] == "Imported names: load_model (nbagent), tool (nbagent), Path (pathlib)"
 
 
 def test_instructions_name_the_kernel_workspace_tools_and_variables(tmp_path: Path):

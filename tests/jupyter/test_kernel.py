@@ -182,3 +182,39 @@ def test_interrupt_cancels_a_run_the_cell_awaits(tmp_path):
         assert k.value("1 + 1") == 2  # the kernel is fine afterwards
     finally:
         k.shutdown()
+
+
+def test_wait_ends_a_failed_or_interrupted_cell_with_one_line(tmp_path):
+    k = KernelSession(tmp_path)
+    try:
+        k.execute("%load_ext nbagent")
+        k.execute(SETUP)
+        k.execute("def down(messages):\n    raise ConnectionError('the provider is down')\nbroken = ScriptedModel([down])")
+        out = k.execute("%agent --model broken --wait Hello", check=False)
+        assert out["error"]["ename"] == "ConnectionError"  # the run's own error: CI sees what failed
+        assert len(out["error"]["traceback"]) == 1 and "the provider is down" in out["error"]["traceback"][0]
+        k.execute("broken = ScriptedModel([down])")
+        k.execute("failing = %agent --model broken --new Hello")
+        out = k.execute("await failing", check=False)  # `await run` too: one line
+        assert out["error"]["ename"] == "ConnectionError" and len(out["error"]["traceback"]) == 1
+        k.execute('model = script(ToolCall(name="slow", arguments={"seconds": 30}))')
+        waiting = k.send_execute("run = %agent --model model --new --tools slow --wait Take your time")
+        subshell = k.create_subshell()  # the main shell is busy awaiting: look from a subshell
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            probe = k.send_execute("import json as _j; from nbagent.jupyter import get_session as _g\n"
+                                   "_r = _g().runs[-1]\nprint(_j.dumps(bool(_r.calls) and _r.calls[0].status == 'running'))",
+                                   subshell_id=subshell)
+            k.wait_reply(probe)
+            if "true" in "".join(m["content"]["text"] for m in k.messages("stream", probe)):
+                break
+            time.sleep(0.1)
+        k.interrupt()
+        k.wait_reply(waiting, timeout=30)
+        errors = k.messages("error", waiting)
+        assert len(errors) == 1 and len(errors[0]["content"]["traceback"]) == 1
+        assert errors[0]["content"]["traceback"][0].startswith("Interrupted: the run was stopped")
+        k.wait_for("get_session().runs[-1].done")
+        assert k.value("get_session().runs[-1].status") == "cancelled"
+    finally:
+        k.shutdown()

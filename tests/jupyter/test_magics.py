@@ -10,7 +10,7 @@ from nbagent.jupyter import get_session, view
 from nbagent.jupyter.magics import AgentMagics, add_await, split_options
 from nbagent.transcript import check_transcript
 
-from .conftest import finish, run_cell
+from .conftest import finish, run_cell, settle
 
 PARSER = AgentMagics.agent.parser
 
@@ -45,9 +45,9 @@ def test_an_option_without_its_value_is_a_usage_error():
 
 def test_wait_makes_the_cell_await_the_run():
     assert add_await(["get_ipython().run_line_magic('agent', '--wait hi')\n"]) == [
-        "await get_ipython().run_line_magic('agent', '--wait hi')\n"]
+        "await get_ipython()._nbagent_session.wait(get_ipython().run_line_magic('agent', '--wait hi'))\n"]
     assert add_await(["run = get_ipython().run_line_magic('agent', \"-w --new it's\")\n"]) == [
-        "run = await get_ipython().run_line_magic('agent', \"-w --new it's\")\n"]
+        "run = await get_ipython()._nbagent_session.wait(get_ipython().run_line_magic('agent', \"-w --new it's\"))\n"]
     assert add_await(["get_ipython().run_cell_magic('agent', '--wait', 'do it\\n')\n"])[0].startswith("await ")
     # --wait inside the prompt is just words, and other magics are left alone
     unchanged = ["get_ipython().run_line_magic('agent', 'explain --wait')\n",
@@ -56,7 +56,8 @@ def test_wait_makes_the_cell_await_the_run():
 
 
 def test_the_shell_applies_the_wait_transformer(shell):
-    assert "await get_ipython().run_line_magic" in shell.transform_cell("run = %agent --wait hi")
+    assert "await get_ipython()._nbagent_session.wait(get_ipython().run_line_magic" in shell.transform_cell(
+        "run = %agent --wait hi")
     assert "await" not in shell.transform_cell("run = %agent hi")
 
 
@@ -109,7 +110,7 @@ async def test_other_mistakes(shell):
         "%agent --model model": "needs a prompt",
         "%agent --model model --max-turns 0 hi": "at least 1",
         "%agent --model model --mode yolo hi": "invalid choice",
-        "%agent --model model --tools number hi": "'number' is a int, not a function",
+        "%agent --model model --tools number hi": "'number' is an int, not a function",
         "%agent --model nosuchprovider:x hi": "unknown provider",
     }
     for line, message in cases.items():
@@ -181,6 +182,35 @@ async def test_consecutive_runs_continue_one_conversation_and_new_starts_another
     assert len(third.messages) == 2 and third.output == "A new start."
 
 
+async def test_a_failed_run_leaves_no_unanswered_prompt_in_the_conversation(shell):
+    from nbagent import UserMessage
+
+    def broken(messages):
+        raise RuntimeError("the provider is down")
+
+    shell.user_ns["model"] = ScriptedModel(["First answer.", broken, "Second answer.", broken, "Fourth answer."])
+    await run_cell(shell, "a = %agent --model model One")
+    await finish(shell.user_ns["a"])
+    await run_cell(shell, "b = %agent --model model Two", cell_id="cell-b")
+    with pytest.raises(RuntimeError):
+        await finish(shell.user_ns["b"])
+    # another cell: the failed prompt is not sent again, and no two user messages follow each other
+    await run_cell(shell, "c = %agent --model model Three")
+    c = await finish(shell.user_ns["c"])
+    texts = [m.text for m in c.messages if isinstance(m, UserMessage)]
+    assert texts == ["One", "Three"]
+    kinds = [type(m).__name__ for m in c.messages]
+    assert all(not (x == y == "UserMessage") for x, y in zip(kinds, kinds[1:]))
+    # the failed cell, run again: a retry; the conversation is what came before the failed run
+    await run_cell(shell, "d = %agent --model model Four", cell_id="cell-d")
+    with pytest.raises(RuntimeError):
+        await finish(shell.user_ns["d"])
+    await run_cell(shell, "d = %agent --model model Four", cell_id="cell-d")
+    d = await finish(shell.user_ns["d"])
+    assert [m.text for m in d.messages if isinstance(m, UserMessage)] == ["One", "Three", "Four"]
+    assert check_transcript(d.messages) == []
+
+
 async def test_a_new_prompt_while_the_last_run_goes_on_says_what_to_do(shell):
     shell.user_ns["model"] = ScriptedModel(["slow answer", "other"], delay=0.05)
     await run_cell(shell, "run = %agent --model model Tell me a story")
@@ -218,13 +248,37 @@ async def test_default_instructions_describe_the_kernel_and_can_be_replaced(shel
     await run_cell(shell, "%agent --model model --wait hi")
     text = model.requests[-1].instructions
     assert "live Jupyter notebook" in text and str(shell.user_ns.get("__file__", "")) in text
-    assert "- prices: dict of 1 items (keys: 'apple')" in text
+    assert "- prices: dict of 1 item (keys: 'apple')" in text
     shell.user_ns["style"] = "Answer in French."
     await run_cell(shell, "%agent --model model --new --wait --instructions style hi")
     assert model.requests[-1].instructions == "Answer in French."
     shell.run_line_magic("config", "NBAgent.instructions = 'Be terse.'")
     await run_cell(shell, "%agent --model model --new --wait hi")
     assert model.requests[-1].instructions == "Be terse."
+
+
+async def test_tools_offered_are_visible_and_only_tools_offers_just_those(shell):
+    shell.user_ns["model"] = ScriptedModel(["a", "b", "c"])
+    await run_cell(shell, "def double(x: int) -> int:\n    return 2 * x")
+    await run_cell(shell, "run = %agent --model model --tools double --wait hi")
+    run = shell.user_ns["run"]
+    assert "tools: double + 10 built-in" in run._repr_html_() and "tools: double + 10 built-in" in str(run)
+    await run_cell(shell, "run = %agent --model model --new --only-tools double,read_file --wait hi")
+    run = shell.user_ns["run"]
+    assert sorted(t.name for t in run.agent.tools) == ["double", "read_file"]
+    assert "tools: double + 1 built-in" in str(run)
+    result = await run_cell(shell, "%agent --model model --tools double --only-tools double hi")
+    assert "use one of the two" in str(result.error_in_exec)
+    result = await run_cell(shell, "%agent --model model --only-tools nosuch hi")
+    assert "no function named 'nosuch'" in str(result.error_in_exec) and "Built-in tools: " in str(result.error_in_exec)
+
+
+async def test_model_mistakes_point_the_right_way(shell):
+    result = await run_cell(shell, "%agent --model m2 hi")
+    assert "there is no variable named 'm2' in the notebook" in str(result.error_in_exec)
+    result = await run_cell(shell, "%agent --model openai: hi")
+    assert "names no model after 'openai:'" in str(result.error_in_exec)
+    assert "provider prefix" not in str(result.error_in_exec)
 
 
 async def test_config_mode_and_max_turns(shell):
@@ -239,21 +293,29 @@ async def test_config_mode_and_max_turns(shell):
     assert check_transcript(run.messages) == []
 
 
-async def test_a_finished_run_displays_as_html_that_stays_in_the_notebook(shell):
+async def test_a_finished_run_is_shown_whole_once_and_in_one_line_elsewhere(shell):
     shell.user_ns["model"] = ScriptedModel(["**bold** answer"])
     await run_cell(shell, "run = %agent --model model --wait hi")
     run = shell.user_ns["run"]
+    await settle(lambda: view(run).ended)
     shown = []
-    shell.display_pub.publish = lambda data, **kw: shown.append(data)
+    updates = []
+    shell.display_pub.publish = lambda data, **kw: (updates if kw.get("update") else shown).append(data)
     try:
         get_session(shell).display_run(run)  # displayed in the same cell: not again
         assert shown == []
         shell.execution_count += 1
-        get_session(shell).display_run(run)
+        get_session(shell).display_run(run)  # `await run` in another cell: one line, saying where the run is
+        view(run)._ipython_display_()  # `view(run)`: the whole run again
+        await run_cell(shell, "1")  # the next cell hears the update of the starting cell's display again
     finally:
         del shell.display_pub.publish
-    assert "<strong>bold</strong>" in shown[0]["text/html"]
-    assert shown[0]["text/plain"].startswith("nbagent run · scripted · default mode · done")
+    assert "shown whole in the cell that started it (In [" in shown[0]["text/plain"]
+    assert "answer: **bold** answer" in shown[0]["text/plain"]
+    assert "<strong>bold</strong>" in shown[1]["text/html"]
+    assert shown[1]["text/plain"].startswith("nbagent run · scripted · default mode · done")
+    assert updates and "<strong>bold</strong>" in updates[-1]["text/html"]  # the starting cell's final form
+    assert view(run).widget.comm is None  # the widgets are closed
 
 
 async def test_unload_removes_the_magic(shell):

@@ -1,0 +1,85 @@
+"""The notebook as a document: what a run leaves in the cell that started it.
+
+The live view is a widget, and a saved notebook keeps no widget (JupyterLab does not save their state by
+default; nbconvert, GitHub and papermill show none). So `%agent` displays the view with a display id, and
+when the run ends every display of that id is replaced by the run's static rendering (HTML and plain
+text, `RunView.static_bundle()`); the widgets are then closed. A frontend updates a display by its id
+wherever it is; nbclient (and so papermill and `jupyter execute`) only reads the messages of the cell it
+is executing, so the update is sent on behalf of the cell executing at that moment (a later cell that
+awaits the run, say), and, when no cell was executing, sent again when the next one starts.
+
+When the kernel shuts down (a restart, `shutdown`, the end of a headless run) while runs are still
+going, their views are drawn as stopped ("the kernel stopped while the run was going on") and their
+displays replaced by that static rendering, as far as the frontend still listens.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+__all__ = ["Displays"]
+
+log = logging.getLogger("nbagent.jupyter")
+
+
+class Displays:
+    """Follows which cell is executing, and updates displays so that the executing cell's reader hears it."""
+
+    def __init__(self, shell: Any) -> None:
+        self.shell = shell
+        self.executing: Any = None
+        """The parent message of the cell being executed (None between cells)."""
+        self.cell_id: str | None = None
+        """The id of the cell being executed (or last executed), when the frontend sends one."""
+        self.execution_count: int | None = None
+        self._unheard: dict[str, dict[str, Any]] = {}
+        events = getattr(shell, "events", None)
+        if events is not None:
+            events.register("pre_run_cell", self._pre_run_cell)
+            events.register("post_run_cell", self._post_run_cell)
+
+    def close(self) -> None:
+        events = getattr(self.shell, "events", None)
+        if events is None:
+            return
+        for name, callback in (("pre_run_cell", self._pre_run_cell), ("post_run_cell", self._post_run_cell)):
+            try:
+                events.unregister(name, callback)
+            except ValueError:
+                pass
+
+    # -- which cell -----------------------------------------------------------------------------------------
+    def _pre_run_cell(self, info: Any) -> None:
+        self.cell_id = getattr(info, "cell_id", None)
+        self.execution_count = getattr(self.shell, "execution_count", None)
+        self.executing = getattr(self.shell, "parent_header", None) or None
+        unheard, self._unheard = self._unheard, {}
+        for display_id, bundle in unheard.items():
+            self._send(display_id, bundle)
+
+    def _post_run_cell(self, result: Any) -> None:
+        self.executing = None
+
+    # -- updates --------------------------------------------------------------------------------------------
+    def update(self, display_id: str, bundle: dict[str, Any]) -> None:
+        """Replace every display of `display_id` with `bundle` (a raw mimebundle)."""
+        publisher = getattr(self.shell, "display_pub", None)
+        token = None
+        if self.executing is not None and hasattr(publisher, "set_thread_parent"):
+            token = publisher.set_thread_parent(self.executing)
+        try:
+            self._send(display_id, bundle)
+        finally:
+            if token is not None:
+                publisher.reset_thread_parent(token)
+        if self.executing is None:
+            self._unheard[display_id] = bundle
+
+    def _send(self, display_id: str, bundle: dict[str, Any]) -> None:
+        from IPython.display import update_display
+
+        try:
+            update_display(bundle, raw=True, display_id=display_id)
+        except Exception:  # the kernel is going away: nothing more to tell
+            log.debug("updating display %s failed", display_id, exc_info=True)
