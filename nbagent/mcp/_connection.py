@@ -579,6 +579,10 @@ class Connection:
                 await s.aclose()
             self.returncode = proc.returncode
             self._process = None
+            transport = getattr(proc, "_transport", None)  # closed now, not when collected after its loop closed
+            if transport is not None:
+                with contextlib.suppress(Exception):
+                    transport.close()
 
     def _on_stderr(self, chunk: bytes) -> None:
         data = self._stderr_tail + chunk
