@@ -1,6 +1,6 @@
 """Streaming one huge tool call in the OpenAI Responses and Gemini formats: nbagent against a floor.
 
-    PYTHONPATH=. python bench/stream_formats.py [--repeat 5] [--deltas 20000]
+    PYTHONPATH=. python bench/stream_formats.py [--repeat 5] [--deltas 20000] [--clock wall|cpu]
 
 The same workload as bench/stream.py (one `write_file` call carrying about 1 MB of arguments, cut into
 20,000 fragments), the same local server (one SSE event per HTTP chunk), in three more shapes:
@@ -24,6 +24,7 @@ import asyncio
 import importlib.util
 import json
 import sys
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -148,7 +149,9 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--deltas", type=int, default=20_000)
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="see bench/stream.py")
     args = parser.parse_args()
+    common.CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     warnings.simplefilter("ignore", DeprecationWarning)
 
     fragments, expected = common.arguments_fragments(args.deltas)
@@ -162,7 +165,7 @@ async def main() -> None:
     })
     url = await server.start()
     print(f"one tool call, {size / 1e6:.2f} MB of arguments in {len(fragments):,} fragments; best of {args.repeat}; "
-          f"Python {sys.version.split()[0]}")
+          f"{args.clock} clock; Python {sys.version.split()[0]}")
     repeat = args.repeat
     async with httpx.AsyncClient(timeout=60) as client:
         model = OpenAIResponsesModel("gpt-5", base_url=url + "/v1", api_key=KEY)

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .secrets import redact, redact_value
+
 __all__ = [
     "AgentError",
     "AuthenticationError",
@@ -72,7 +74,8 @@ class ProviderError(ModelError):
     """A provider answered with an error (or not at all).
 
     `status` is the HTTP status (None when there was no response), `provider` the provider's name,
-    `body` the provider's error payload. API keys never appear in any of them.
+    `body` the provider's error payload. API keys never appear in any of them: this is the one place
+    provider errors are made, and the message and body pass through `nbagent.secrets` here.
     """
 
     def __init__(
@@ -84,12 +87,21 @@ class ProviderError(ModelError):
         body: Any = None,
         retry_after: float | None = None,
     ) -> None:
+        message = redact(message)
         super().__init__(message)
         self.message = message
         self.status = status
         self.provider = provider
-        self.body = body
+        self.body = redact_value(body)
         self.retry_after = retry_after
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "message":  # a message added to later (e.g. "(after 3 attempts)") stays clean
+            value = redact(value)
+            self.args = (value,)
+        elif name == "body":
+            value = redact_value(value)
+        super().__setattr__(name, value)
 
 
 class AuthenticationError(ProviderError):

@@ -256,6 +256,28 @@ def _blocks_html(blocks: list) -> str:
     return "".join(parts)
 
 
+def diff_html(diff: str) -> str:
+    """A unified diff (or `+`/`-` lines under a `#` heading) as a block with added and removed lines marked."""
+    rows = []
+    for line in diff.splitlines():
+        cls = ("nba-diff-add" if line.startswith("+") and not line.startswith("+++") else
+               "nba-diff-del" if line.startswith("-") and not line.startswith("---") else
+               "nba-diff-at" if line.startswith(("@@", "#")) else "")
+        rows.append(f'<span class="{cls}">{_esc(line)}</span>' if cls else _esc(line))
+    return f'<div class="nba-pre nba-diff">{chr(10).join(rows)}</div>'
+
+
+def _link_html(details: Any) -> str:
+    """The link a result's details offer to where they live (a notebook cell), or ''."""
+    method = getattr(details, "link_html", None)
+    if not callable(method):
+        return ""
+    try:
+        return str(method())
+    except Exception:
+        return ""
+
+
 def result_html(result: ToolResult, *, index: int | None = None, open: bool = False) -> str:
     """A result as a disclosure: a one-line summary, then the object rendered (or the text the model saw)."""
     details = result.details
@@ -271,6 +293,9 @@ def result_html(result: ToolResult, *, index: int | None = None, open: bool = Fa
     if index is not None and details is not None:
         where = f' · <span class="nba-code">calls[{index}].details</span>'
     summary = "Result" + (f" · {_esc(what)}" if what else "") + where
+    link = _link_html(details)
+    if link:
+        summary += f" · {link}"
     if preview:
         summary += f' · <span class="nba-result-preview">{_esc(preview)}</span>'
     if rich is not None:
@@ -371,6 +396,14 @@ def call_inner_html(
     args_part = args_html(args, limit=limit, streaming=rec is None)
     if args_part:
         parts.append(f'<div class="nba-sub">{args_part}</div>')
+    preview = getattr(tool, "preview", None)  # a tool's picture of what a call will change (a diff)
+    if preview is not None and rec is not None and rec.arguments is not None and not rec.done:
+        try:
+            shown = preview(rec.arguments)
+        except Exception:
+            shown = None
+        if shown:
+            parts.append(f'<div class="nba-sub">{diff_html(str(shown))}</div>')
     if rec is not None and status == "running" and rec.progress_count:
         last = rec.progress[-1] if rec.progress else None
         words = []

@@ -5,6 +5,8 @@ Two kinds of secret are removed, wherever text leaves a tool or a provider:
 - the values of the environment's credential variables (names ending in `_API_KEY`, `_TOKEN`,
   `_SECRET`, `_PASSWORD`, plus a few well-known ones), read when redaction runs, so a key set after
   `import nbagent` is covered too;
+- values registered with `add_secret(value, name)`: a key passed as `api_key=` rather than through the
+  environment, a credential header;
 - strings shaped like provider keys and tokens (`sk-...`, `sk-ant-...`, `AIza...`, `ghp_...`,
   `xoxb-...`, `AKIA...`, `hf_...`), wherever they come from: a notebook variable, a file, a command's output.
 
@@ -24,8 +26,8 @@ import os
 import re
 from typing import Any
 
-__all__ = ["MIN_SECRET_LENGTH", "SECRET_VARIABLE_PATTERN", "TOKEN_PATTERNS", "redact", "redact_value",
-           "secret_values"]
+__all__ = ["MIN_SECRET_LENGTH", "SECRET_VARIABLE_PATTERN", "TOKEN_PATTERNS", "add_secret", "redact",
+           "redact_value", "secret_values"]
 
 MIN_SECRET_LENGTH = 8
 """Shorter values of credential variables are left alone."""
@@ -55,10 +57,22 @@ _MARKERS = re.compile(r"sk-|AIza|gh[pousr]_|github_pat_|xox|AKIA|ASIA|hf_")
 
 _cache: tuple[tuple[tuple[str, str], ...], re.Pattern[str] | None, dict[str, str]] | None = None
 _seen_environment: Any = None
+_registered: dict[str, str] = {}
+
+
+def add_secret(value: str, name: str = "api_key") -> None:
+    """Treat `value` as a secret from now on (for this process), reported as `[REDACTED:name]`.
+
+    For keys that do not come from the environment: `api_key=...` given to a model, a credential header.
+    Values shorter than `MIN_SECRET_LENGTH` are ignored.
+    """
+    if isinstance(value, str) and len(value.strip()) >= MIN_SECRET_LENGTH and value not in _registered:
+        _registered[value] = name
 
 
 def secret_values() -> dict[str, str]:
-    """The values of the environment's credential variables, stripped: `{value: variable name}`."""
+    """The values of the environment's credential variables (and of `add_secret`), stripped:
+    `{value: variable name}`."""
     return dict(_compiled()[2])
 
 
@@ -66,11 +80,13 @@ def _compiled() -> tuple[tuple[tuple[str, str], ...], re.Pattern[str] | None, di
     global _cache, _seen_environment
     # a cheap look at whether the environment changed (CPython keeps it as a dict of bytes)
     raw = getattr(os.environ, "_data", None)
-    snapshot = tuple(raw.items()) if isinstance(raw, dict) else None
+    snapshot = (tuple(raw.items()), len(_registered)) if isinstance(raw, dict) else None
     if _cache is not None and snapshot is not None and snapshot == _seen_environment:
         return _cache
     _seen_environment = snapshot
     items = tuple(sorted((k, v) for k, v in os.environ.items() if SECRET_VARIABLE_PATTERN.search(k)))
+    if _registered:
+        items += tuple((name, value) for value, name in _registered.items())
     if _cache is not None and _cache[0] == items:
         return _cache
     values: dict[str, str] = {}
@@ -92,11 +108,11 @@ def redact(text: str) -> str:
     """`text` with every secret replaced by `[REDACTED:NAME]`."""
     if not isinstance(text, str) or len(text) < MIN_SECRET_LENGTH:
         return text
-    _, pattern, values = _compiled()
-    return _redact(text, pattern, values)
+    return _redact(text, _compiled())
 
 
-def _redact(text: str, pattern: re.Pattern[str] | None, values: dict[str, str]) -> str:
+def _redact(text: str, compiled: tuple[Any, re.Pattern[str] | None, dict[str, str]]) -> str:
+    _, pattern, values = compiled
     if pattern is not None:
         text = pattern.sub(lambda m: f"[REDACTED:{values[m.group(0)]}]", text)
     if _might_hold_token(text):
@@ -111,23 +127,22 @@ def _might_hold_token(text: str) -> bool:
 def redact_value(value: Any) -> Any:
     """`value` with `redact` applied to every string inside it (dict keys included); the same object
     when nothing changed, so callers can compare identity."""
-    _, pattern, values = _compiled()
-    return _redact_value(value, pattern, values)
+    return _redact_value(value, _compiled())  # the secrets are looked up once for the whole value
 
 
-def _redact_value(value: Any, pattern: re.Pattern[str] | None, values: dict[str, str]) -> Any:
+def _redact_value(value: Any, compiled: tuple[Any, re.Pattern[str] | None, dict[str, str]]) -> Any:
     if isinstance(value, str):
-        return value if len(value) < MIN_SECRET_LENGTH else _redact(value, pattern, values)
+        return _redact(value, compiled) if len(value) >= MIN_SECRET_LENGTH else value
     if isinstance(value, dict):
         changed = False
         out = {}
         for k, v in value.items():
-            nk, nv = _redact_value(k, pattern, values), _redact_value(v, pattern, values)
+            nk, nv = _redact_value(k, compiled), _redact_value(v, compiled)
             changed = changed or nk is not k or nv is not v
             out[nk] = nv
         return out if changed else value
     if isinstance(value, (list, tuple)):
-        items = [_redact_value(v, pattern, values) for v in value]
+        items = [_redact_value(v, compiled) for v in value]
         if any(a is not b for a, b in zip(items, value)):
             return type(value)(items) if isinstance(value, tuple) else items
         return value

@@ -80,7 +80,8 @@ class SessionWriter:
     """Appends one conversation's facts to its file (see the module docstring)."""
 
     def __init__(self, workspace: str | os.PathLike[str], session_id: str | None = None, *,
-                 notebook: str | None = None, model: str | None = None, resume: bool = False) -> None:
+                 notebook: str | None = None, model: str | None = None, resume: bool = False,
+                 origin: str | None = None) -> None:
         self.dir = sessions_dir(workspace)
         self.id = _check_id(session_id) if session_id else new_session_id()
         self.path = self.dir / f"{self.id}.jsonl"
@@ -93,7 +94,8 @@ class SessionWriter:
             if self.path.exists():
                 raise SessionError(f"session {self.id} exists already")
             self._add({"kind": "session", "format": FORMAT, "id": self.id, "created": time.time(),
-                       "notebook": notebook, "workspace": str(Path(workspace).resolve()), "model": model})
+                       "notebook": notebook, "workspace": str(Path(workspace).resolve()), "model": model,
+                       "origin": origin})
             self.commit()
 
     # facts
@@ -254,6 +256,8 @@ class SessionInfo:
     calls: int = 0
     last_prompt: str = ""
     model: str | None = None
+    origin: str | None = None
+    """Which process wrote it (a notebook's kernel): the conversations of one execution share it."""
 
     def __str__(self) -> str:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.created))
@@ -320,7 +324,7 @@ def _header(path: Path, facts: list[dict[str, Any]]) -> dict[str, Any]:
 def _info(path: Path, facts: list[dict[str, Any]]) -> SessionInfo:
     head = _header(path, facts)
     info = SessionInfo(head.get("id") or path.stem, path, head.get("notebook"), head.get("created") or 0.0,
-                       model=head.get("model"))
+                       model=head.get("model"), origin=head.get("origin"))
     for fact in facts[1:]:
         kind = fact.get("kind")
         if kind == "run":
@@ -487,6 +491,7 @@ class SessionRecorder:
         self._messages = _history_length(run)
         self._calls = 0
         self._requests = 0
+        self._early: Any = None
         self.error: BaseException | None = None
         """The last error writing raised (recording never fails a run)."""
 
@@ -502,6 +507,15 @@ class SessionRecorder:
                 self.writer.run_started(getattr(self.run, "prompt", None), model=model,
                                         mode=getattr(getattr(self.run, "agent", None), "mode", None))
                 self.flush()
+            elif kind == "model_response":
+                # the calls the model asked for are on disk before they run: if the kernel dies during the
+                # batch, resuming answers them "interrupted" (flushed, not fsynced: the batch's end is)
+                message = getattr(event, "message", None)
+                if message is not None:
+                    self.flush(fsync=False)
+                    self.writer.messages([message])
+                    self._early = message
+                    self.writer.commit(fsync=False)
             elif kind == "turn_started":
                 self.flush()
             elif kind == "run_finished":
@@ -509,10 +523,15 @@ class SessionRecorder:
         except Exception as exc:  # a full disk must not stop the run; the error is kept
             self.error = exc
 
-    def flush(self, *, end: bool = False) -> None:
+    def flush(self, *, end: bool = False, fsync: bool = True) -> None:
         run = self.run
         messages = run.messages
-        self.writer.messages(messages[self._messages:])
+        new = messages[self._messages:]
+        if self._early is not None and new and _same_response(new[0], self._early):
+            new = new[1:]  # written when the model answered
+        if new:
+            self._early = None
+        self.writer.messages(new)
         self._messages = len(messages)
         calls = run.calls
         while self._calls < len(calls) and getattr(calls[self._calls], "status", "") not in ("pending", "running",
@@ -531,7 +550,14 @@ class SessionRecorder:
                                   output=run.output if isinstance(getattr(run, "output", None), str) else None)
             self.writer.close()
             return
-        self.writer.commit()
+        self.writer.commit(fsync=fsync)
+
+
+def _same_response(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    return (isinstance(a, AssistantMessage) and isinstance(b, AssistantMessage) and a.text == b.text
+            and [c.id for c in a.tool_calls] == [c.id for c in b.tool_calls])
 
 
 def rolled_back(run: Any) -> list[Message]:

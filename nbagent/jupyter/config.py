@@ -74,6 +74,19 @@ class NBAgent(Configurable):
 
     max_turns = Int(20, help="The most model requests one run makes.").tag(config=True)
 
+    store_sessions = Bool(
+        True,
+        help="Write every conversation to the workspace's session store (.nbagent/sessions/), so that "
+        "%agent --resume continues it after a restart and --model replay answers from it offline.",
+    ).tag(config=True)
+
+    replay_tools = Enum(
+        ["rerun", "recorded"],
+        "rerun",
+        help="Under --model replay: 'rerun' runs each tool again (differences from the record shown in its row), "
+        "'recorded' returns the recorded results without running anything (NBAGENT_REPLAY=recorded does too).",
+    ).tag(config=True)
+
     sandbox = Enum(
         ["read-only", "workspace-write", "danger-full-access"],
         "workspace-write",
@@ -99,6 +112,18 @@ class NBAgent(Configurable):
         True,
         help="Offer the built-in tools (python in this kernel, variables, history, files, shell) to every run, "
         "besides the --tools given.",
+    ).tag(config=True)
+
+    python_in_cells = Bool(
+        False,
+        help="The python tool inserts the code it runs as a cell of the notebook and runs it there (through "
+        "nbagent's frontend part), so the analysis stays in the notebook; without a live notebook it runs as usual.",
+    ).tag(config=True)
+
+    notebook_path = Unicode(
+        None, allow_none=True,
+        help="The notebook file read_notebook reads when no live notebook answers (default: NBAGENT_NOTEBOOK, "
+        "else the path the Jupyter server gives the kernel).",
     ).tag(config=True)
 
     view = Enum(

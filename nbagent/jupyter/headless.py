@@ -1,11 +1,16 @@
 """Run notebooks with no one at the screen (nbclient), as CI does and as `./dev quickstart` does.
 
-    python -m nbagent.jupyter.headless [NOTEBOOK] [--out EXECUTED.ipynb]
+    python -m nbagent.jupyter.headless [NOTEBOOK] [--out EXECUTED.ipynb] [--replay [rerun|recorded]]
 
 Nobody can click Approve, so a policy decides: `NBAGENT_APPROVAL` (allow or deny; `allow` is used when it is
 not set), or `%config NBAgent.approver` inside the notebook. A background run must be awaited by a later
 cell (`await run`), since the kernel stops after the last cell. After the last cell, the runner asks the
 same kernel what its runs did and prints it.
+
+`--replay` re-runs the notebook offline from its stored conversations (`.nbagent/sessions/`, written when
+it last ran): every `%agent` answers with the recorded responses, with no network and no cost, and tools
+run again (`rerun`, the default; differences from the record are shown) or return their recorded
+results (`recorded`). That is how an agent notebook runs in CI without keys.
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ def execute_notebook(
                             resources={"metadata": {"path": str(path.parent.resolve())}})
     text = ""
     options: dict[str, Any] = {"env": dict(env if env is not None else os.environ)}
+    options["env"].setdefault("NBAGENT_NOTEBOOK", str(path.resolve()))  # what read_notebook reads headless
     log = None
     if kernel_log is not None:
         Path(kernel_log).parent.mkdir(parents=True, exist_ok=True)
@@ -117,16 +123,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebook", nargs="?", default=str(here / "notebooks" / "quickstart.ipynb"))
     parser.add_argument("--out", help="where to save the executed copy (default: build/<name>.ipynb)")
     parser.add_argument("--timeout", type=int, default=300, help="seconds one cell may take")
+    parser.add_argument("--replay", nargs="?", const="rerun", choices=["rerun", "recorded"],
+                        help="answer every %%agent from the notebook's stored conversations, offline; tools run "
+                             "again (rerun) or return their recorded results (recorded)")
     args = parser.parse_args(argv)
     notebook = Path(args.notebook)
     out = Path(args.out) if args.out else Path("build") / notebook.name
     env = dict(os.environ)
     if env.get("PYTHONPATH"):  # the kernel starts in the notebook's folder: relative entries would move
         env["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in env["PYTHONPATH"].split(os.pathsep) if p)
+    env.setdefault("NBAGENT_NOTEBOOK", str(notebook.resolve()))  # the stored conversations name it
+    if args.replay:
+        env["NBAGENT_REPLAY"] = args.replay
     policy = env.get("NBAGENT_APPROVAL", "").strip().lower()
     if policy not in ("allow", "deny"):
         env["NBAGENT_APPROVAL"] = policy = "allow"
-    print(f"== executing {notebook} headless: {_model_note(env)}; approvals decided by NBAGENT_APPROVAL={policy}",
+    model_note = (f"replaying its stored conversations ({args.replay}), offline" if args.replay
+                  else _model_note(env))
+    print(f"== executing {notebook} headless: {model_note}; approvals decided by NBAGENT_APPROVAL={policy}",
           flush=True)
     t0 = time.monotonic()
     from nbclient.exceptions import CellExecutionError

@@ -4,13 +4,16 @@ Entry point (stable)::
 
     from nbagent.jupyter.kernel_tools import kernel_toolbox
 
-    tools = kernel_toolbox(shell, workspace=None)    # -> list[Tool]: the ten tools of nbagent.toolbox
+    tools = kernel_toolbox(shell, workspace=None)    # -> list[Tool]: the ten tools of nbagent.toolbox,
+                                                     #    then the five notebook tools
 
 `shell` is the `InteractiveShell` (in a magic: `self.shell`; None: `get_ipython()`), `workspace` the
 directory the file tools and `shell` are confined to (None: the agent's workspace, by default the
 working directory when the agent is made, which in Jupyter is the notebook's directory). Keyword options
 of `nbagent.toolbox.all` (`python_timeout`) pass through. Calling it again for the same shell gives a
-new set of tools over the same runner and history.
+new set of tools over the same runner and history. The notebook tools (`read_notebook`, `insert_cell`,
+`edit_cell`, `delete_cell`, `run_cell`; see `nbagent.jupyter.notebook_tools`) follow the ten unless
+`notebook=False`; with them, `python` also honours `NBAgent.python_in_cells`.
 
 For tools taken from `nbagent.toolbox` by name, `kernel_extensions(shell)` gives the objects to register
 instead: `Agent(tools=[toolbox.python, ...], extensions=kernel_extensions(shell))`.
@@ -54,17 +57,24 @@ __all__ = ["KernelHistory", "KernelRunner", "kernel_extensions", "kernel_runner"
 _IPYTHON_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
 
 
-def kernel_toolbox(shell: Any = None, workspace: Any = None, **options: Any) -> list[Tool]:
-    """The ten built-in tools, running code in `shell`'s namespace with its history.
+def kernel_toolbox(shell: Any = None, workspace: Any = None, *, notebook: bool = True, **options: Any) -> list[Tool]:
+    """The ten built-in tools, running code in `shell`'s namespace with its history, and the notebook tools.
 
     Args:
         shell: the IPython `InteractiveShell` (default: `get_ipython()`).
         workspace: the directory file tools are confined to (default: the agent's workspace).
+        notebook: add the five notebook tools (and let `python` write its code as cells when
+            `NBAgent.python_in_cells` is on).
         **options: more options of `nbagent.toolbox.all` (`python_timeout`).
     """
     shell = _shell(shell)
     runner = kernel_runner(shell)
-    return _toolbox_all(workspace, runner=runner, history=runner.history_source(), **options)
+    tools = _toolbox_all(workspace, runner=runner, history=runner.history_source(), **options)
+    if notebook:
+        from .notebook_tools import cell_python, notebook_tools
+
+        tools = [cell_python(shell, t) if t.name == "python" else t for t in tools] + notebook_tools(shell)
+    return tools
 
 
 def kernel_extensions(shell: Any = None) -> list[Any]:

@@ -24,6 +24,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["AgentMagics", "add_await", "quote_prompts", "register", "split_options", "unregister"]
 
+_SESSION_ID = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{6}$")
+"""What a stored conversation's id looks like (`%agent --resume ID` takes one; other words start the prompt)."""
 _TOKEN = re.compile(r"""\s*((?:"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|[^\s"']+|["'])+)""")
 
 
@@ -40,7 +42,10 @@ def split_options(line: str, parser: Any) -> tuple[list[str], str]:
     """Split `%agent` arguments into the leading options (as argv for `parser`) and the prompt, verbatim."""
     valued: set[str] = set()
     flags: set[str] = set()
+    optional: set[str] = set()  # `--resume [ID]`: a value only when the next word is shaped like one
     for action in parser._actions:
+        if action.nargs == "?":
+            optional.update(action.option_strings)
         (flags if action.nargs == 0 else valued).update(action.option_strings)
     argv: list[str] = []
     pos = 0
@@ -57,6 +62,13 @@ def split_options(line: str, parser: Any) -> tuple[list[str], str]:
         name, eq, value = token.partition("=")
         if name in flags and not eq:
             argv.append(name)
+        elif name in optional and not eq:
+            nxt = _TOKEN.match(line, m.end())
+            if nxt is not None and _SESSION_ID.match(nxt.group(1)):
+                argv.extend([name, nxt.group(1)])
+                m = nxt
+            else:
+                argv.append(name)
         elif name in valued:
             if not eq:
                 nxt = _TOKEN.match(line, m.end())
@@ -100,6 +112,13 @@ class AgentMagics(Magics):
                    "(no prompt needed).")
     @argument("--new", action="store_true",
               help="start a new conversation instead of continuing the last one.")
+    @argument("--resume", nargs="?", const="", default=None, metavar="ID",
+              help="continue a stored conversation (after a restart, say): its id, or none for this notebook's "
+                   "latest. With a prompt, the run continues it at once; without, the next %%agent does.")
+    @argument("--sessions", action="store_true",
+              help="list the stored conversations of the workspace (id, notebook, started, runs, turns, calls, "
+                   "last prompt).")
+    @argument("--delete-session", metavar="ID", help="remove a stored conversation.")
     @argument("--wait", "-w", action="store_true",
               help="wait for the run to finish before the cell ends (the same as `await run`; the interrupt "
                    "button stops it).")
@@ -150,6 +169,28 @@ class AgentMagics(Magics):
         mcp = None if args.mcp is None else [n.strip() for n in args.mcp.split(",") if n.strip() not in ("", "none")]
         if args.mcp_list:
             return self.session.mcp_list(mcp)
+        if args.sessions:
+            return self.session.sessions()
+        if args.delete_session:
+            from ..sessions import SessionError, delete_session
+
+            try:
+                delete_session(self.session.workspace, args.delete_session)
+            except SessionError as exc:
+                raise UsageError(str(exc)) from None
+            if self.session.session_id == args.delete_session:
+                self.session.session_id = None
+            print(f"Removed the stored conversation {args.delete_session}.")
+            return None
+        if args.resume is not None:
+            stored = self.session.resume(args.resume or None)
+            if not prompt:
+                info = stored.info
+                extra = (f"; {len(stored.interrupted)} call{'s' if len(stored.interrupted) != 1 else ''} that were "
+                         "in flight got an 'interrupted' result") if stored.interrupted else ""
+                print(f"Resumed {info.id} ({info.runs} runs, {info.turns} turns, {info.calls} calls{extra}): the next "
+                      "%agent continues it. Live objects of its calls did not survive the restart.")
+                return None
         if not prompt:
             raise UsageError("%agent needs a prompt: %agent What columns does df have?  (see %agent? for options)")
         if args.max_turns is not None and args.max_turns < 1:

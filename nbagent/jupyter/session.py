@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 from IPython.display import display
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, ModelError
 from ..permissions import Grants
 from ..providers import Model, load_model
 from ..tools import Tool, ToolDefinitionError, as_tool, tool
@@ -89,6 +90,14 @@ class NotebookSession:
         """Every run started with %agent, oldest first."""
         self.conversation: AgentRun | None = None
         """The last run of the current conversation: the next %agent continues from it."""
+        self.session_id: str | None = None
+        """The stored conversation the runs are written to (`<workspace>/.nbagent/sessions/`)."""
+        self.resumed: list[Message] | None = None
+        """A stored conversation resumed with `--resume`, until the next %agent continues it."""
+        self.origin = f"{os.getpid()}-{int(time.time())}"
+        """This kernel's mark on the sessions it writes (replay finds a notebook's last execution by it)."""
+        self._conversations = 0
+        """How many conversations this kernel started (replay takes the recorded ones in that order)."""
         self._views: weakref.WeakKeyDictionary[AgentRun, Any] = weakref.WeakKeyDictionary()
         self._models: dict[str, Model] = {}
         self.approver = NotebookApprover(self)
@@ -117,6 +126,8 @@ class NotebookSession:
         if not isinstance(value, str):
             raise UsageError(f"a model is a spec such as 'openai:gpt-4.1' or a Model object, not {type(value).__name__}")
         value = value.strip()
+        if value == "replay" or value.startswith("replay:"):
+            return self.replay_model(value.partition(":")[2] or None)
         ns = self.shell.user_ns
         if value.isidentifier() and value in ns:
             obj = ns[value]
@@ -245,8 +256,13 @@ class NotebookSession:
         from ..run import Agent
 
         cfg = self.config
-        model = self.resolve_model(options.model)
+        # a notebook re-run offline (`headless --replay`, NBAGENT_REPLAY): every run answers from the record
+        model = self.resolve_model("replay" if os.environ.get("NBAGENT_REPLAY") else options.model)
         tools = self.resolve_tools(options.tools, only=options.only_tools)
+        if getattr(model, "provider", None) == "replay":
+            from ..providers.replay import replay_tools
+
+            tools = replay_tools(tools, model, self.replay_mode())
         instructions: Any = options.instructions or cfg.instructions or self._instructions
         try:
             agent = Agent(
@@ -296,6 +312,12 @@ class NotebookSession:
                     "to start a separate conversation alongside it."
                 )
             history = self._carried(last, cell)
+        elif not options.new and self.resumed is not None:
+            history = self.resumed
+        if options.new or (self.conversation is None and self.resumed is None):
+            self.session_id = None  # a new conversation: a new stored session when the run starts
+            self._conversations += 1
+        self.resumed = None
         if again:
             print(f"The run this cell started before is still going ({_status(again[0])}): its live view is shown "
                   "again above. The new run follows.")
@@ -312,6 +334,7 @@ class NotebookSession:
                     _one_line(run.error)  # before `await run` raises it
 
             run.subscribe(on_event)
+            self._store(run)
             try:
                 view = self._make_view(run)
                 self._views[run] = view
@@ -326,6 +349,96 @@ class NotebookSession:
         self.runs.append(run)
         self.conversation = run
         return run
+
+    # -- stored conversations --------------------------------------------------------------------------------
+    def notebook_path(self) -> str | None:
+        """The notebook this kernel serves, as well as it can be known: `NBAgent.notebook_path`, the path
+        a headless run gives (`NBAGENT_NOTEBOOK`), or the one the Jupyter server gives (`JPY_SESSION_NAME`,
+        relative to the server's root: the kernel starts in the notebook's folder)."""
+        given = getattr(self.config, "notebook_path", None) or os.environ.get("NBAGENT_NOTEBOOK")
+        if given:
+            return str(Path(given).resolve())
+        name = os.environ.get("JPY_SESSION_NAME")
+        if not name:
+            return None
+        here = Path.cwd() / Path(name).name
+        return str(here) if here.exists() else name
+
+    def _store(self, run: AgentRun) -> None:
+        """Write the run into this conversation's stored session (a new one for a new conversation)."""
+        if not self.config.store_sessions or getattr(run.model, "provider", None) == "replay":
+            return
+        from ..sessions import SessionRecorder, SessionWriter
+
+        try:
+            if self.session_id is None:
+                writer = SessionWriter(self.workspace, notebook=self.notebook_path(), model=run.model.spec,
+                                       origin=self.origin)
+                self.session_id = writer.id
+            else:
+                writer = SessionWriter(self.workspace, self.session_id, resume=True)
+            SessionRecorder(writer, run).attach()
+        except OSError as exc:  # a read-only workspace: the run goes on, unrecorded, and says so once
+            print(f"nbagent: this conversation is not being stored ({exc})")
+
+    def resume(self, session_id: str | None = None) -> Any:
+        """`%agent --resume [ID]`: the next %agent continues a stored conversation (default: this notebook's
+        latest, else the workspace's latest)."""
+        from ..sessions import SessionError, list_sessions, load_session
+
+        if session_id is None:
+            notebook = self.notebook_path()
+            found = (list_sessions(self.workspace, notebook=notebook) if notebook else []) or list_sessions(self.workspace)
+            if not found:
+                raise UsageError(f"no stored conversation in {self.workspace} to resume (%agent --sessions lists them)")
+            session_id = found[-1].id
+        try:
+            stored = load_session(self.workspace, session_id)
+        except SessionError as exc:
+            raise UsageError(str(exc)) from None
+        self.resumed = stored.messages
+        self.session_id = stored.info.id
+        self.conversation = None
+        return stored
+
+    def sessions(self) -> Any:
+        from ..sessions import list_sessions
+
+        return SessionList(list_sessions(self.workspace), self.notebook_path(), self.session_id)
+
+    def replay_mode(self) -> str:
+        mode = (os.environ.get("NBAGENT_REPLAY") or "").strip().lower()
+        return "recorded" if mode == "recorded" else getattr(self.config, "replay_tools", "rerun")
+
+    def replay_model(self, session_id: str | None) -> Model:
+        """`--model replay`: the stored session this conversation replays. Continuing a resumed conversation,
+        that one; else the recorded conversation of this notebook's last execution that this one matches
+        (the first conversation of the kernel replays the first one recorded then, and so on)."""
+        from ..providers.replay import ReplayModel
+        from ..sessions import SessionError, list_sessions
+
+        if session_id is None and self.session_id is not None and self.conversation is not None:
+            session_id = self.session_id
+        if session_id is None:
+            notebook = self.notebook_path()
+            found = [i for i in list_sessions(self.workspace, notebook=notebook)] if notebook else []
+            found = found or list_sessions(self.workspace)
+            if not found:
+                raise UsageError(f"--model replay: no stored conversation in {self.workspace} to replay")
+            origin = found[-1].origin
+            same_run = [i for i in found if i.origin == origin] if origin else found[-1:]
+            k = max(self._conversations - 1, 0)  # counted when this run's conversation started
+            if k >= len(same_run):
+                raise UsageError(f"--model replay: the recorded execution of this notebook had {len(same_run)} "
+                                 f"conversation(s); this is conversation {k + 1}")
+            session_id = same_run[k].id
+        key = f"replay:{session_id}"
+        if key not in self._models:
+            try:
+                self._models[key] = ReplayModel(session_id, workspace=self.workspace)
+            except (SessionError, ModelError) as exc:
+                raise UsageError(f"--model replay: {exc}") from None
+        return self._models[key]
 
     async def wait(self, run: AgentRun) -> AgentRun:
         """`%agent --wait`: wait for the run. If it fails, or the interrupt button stops it, the cell ends with
@@ -485,6 +598,46 @@ class RunList(list):
             view = self._session.view(run)
             if view is not None and hasattr(view, "widget") and not run.done:
                 display(view)
+
+
+class SessionList:
+    """`%agent --sessions`: the stored conversations of the workspace, this notebook's marked."""
+
+    def __init__(self, infos: list[Any], notebook: str | None, current: str | None) -> None:
+        self.infos = infos
+        self.notebook = notebook
+        self.current = current
+
+    def __len__(self) -> int:
+        return len(self.infos)
+
+    def __getitem__(self, i: int) -> Any:
+        return self.infos[i]
+
+    def __repr__(self) -> str:
+        if not self.infos:
+            return "No stored conversations in this workspace yet."
+        lines = [f"{len(self.infos)} stored conversation{'s' if len(self.infos) != 1 else ''} "
+                 "(%agent --resume ID continues one; %agent --delete-session ID removes one):"]
+        for info in self.infos:
+            mark = "*" if info.id == self.current else " "
+            lines.append(f" {mark} {info}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        if not self.infos:
+            return "<p>No stored conversations in this workspace yet.</p>"
+        rows = "".join(
+            f"<tr><td><code>{escape(i.id)}</code>{' (current)' if i.id == self.current else ''}</td>"
+            f"<td>{escape(Path(i.notebook).name if i.notebook else '-')}</td>"
+            f"<td>{escape(time.strftime('%Y-%m-%d %H:%M', time.localtime(i.created)))}</td>"
+            f"<td>{i.runs}</td><td>{i.turns}</td><td>{i.calls}</td><td>{escape(i.last_prompt[:80])}</td></tr>"
+            for i in self.infos)
+        return ("<table><thead><tr><th>id</th><th>notebook</th><th>started</th><th>runs</th><th>turns</th>"
+                f"<th>calls</th><th>last prompt</th></tr></thead><tbody>{rows}</tbody></table>"
+                "<p>%agent --resume ID continues one; %agent --delete-session ID removes one.</p>")
 
 
 def _one_line(exc: BaseException) -> None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Hashable, Iterable, Sequence
 
 from ..events import ToolCallDelta
 from ..messages import AssistantMessage, Message, Reasoning, ToolCall, Usage
-from ..streaming import PartialJSON
+from ..partial_json import PartialJSON
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..tools import Tool
@@ -254,19 +254,33 @@ _partial = functools.partial
 
 
 class _PendingCall:
-    __slots__ = ("index", "id", "name", "wire_name", "parser", "pieces", "provider_data")
+    __slots__ = ("index", "id", "name", "wire_name", "pieces", "parser", "marks", "provider_data")
 
-    def __init__(self, index: int, partial: bool) -> None:
+    def __init__(self, index: int) -> None:
         self.index = index
         self.id: str | None = None
         self.name: str | None = None
         self.wire_name: str | None = None
-        self.parser: PartialJSON | None = PartialJSON() if partial else None
-        self.pieces: list[str] | None = None if partial else []
+        self.pieces: list[str] = []
+        self.parser: PartialJSON | None = None
+        self.marks: list[Any] = []
+        """`marks[i]`: where a snapshot after fragment i is cut (parsed up to the latest one read)."""
         self.provider_data: dict[str, Any] = {}
 
     def text(self) -> str:
-        return self.parser.text if self.parser is not None else "".join(self.pieces or ())
+        return "".join(self.pieces)
+
+    def snapshot(self, n: int) -> Any:
+        """The arguments as they stood after the first `n` fragments. The parser catches up only now, so a
+        stream nobody watches parses nothing; one that is watched parses each fragment once."""
+        parser = self.parser
+        if parser is None:
+            parser = self.parser = PartialJSON()
+        marks, pieces = self.marks, self.pieces
+        for i in range(len(marks), n):
+            parser.feed(pieces[i])
+            marks.append(parser.mark())
+        return parser.snapshot_at(marks[n - 1]) if n else None
 
 
 class ToolCallAccumulator:
@@ -274,8 +288,9 @@ class ToolCallAccumulator:
     an item id). Calls are numbered in order of first appearance.
 
     `add(key, id=..., name=..., arguments=...)` returns the `ToolCallDelta` to emit (or None when nothing
-    new arrived). With `partial=True` the arguments are parsed as they come (`PartialJSON`, work per
-    fragment proportional to the fragment) and each delta's `partial_arguments` is computed only if read.
+    new arrived). With `partial=True` each delta's `partial_arguments` is computed when first read, by an
+    incremental parser (`PartialJSON`) that then catches up with the fragments not yet parsed: work per
+    fragment proportional to the fragment, and none at all when nobody reads the live arguments.
     `finish()` returns the `ToolCall`s, names mapped back through `names`.
     """
 
@@ -309,7 +324,7 @@ class ToolCallAccumulator:
                 return self.add_arguments(key, arguments)
         new = call is None
         if call is None:
-            call = self._calls[key] = _PendingCall(len(self._order), self.partial)
+            call = self._calls[key] = _PendingCall(len(self._order))
             self._order.append(call)
         self.last_key = key
         if id and not call.id:
@@ -324,12 +339,7 @@ class ToolCallAccumulator:
         if arguments is not None and not isinstance(arguments, str):
             arguments = json.dumps(arguments, ensure_ascii=False)  # some servers send an object
         if arguments:
-            parser = call.parser
-            if parser is None:
-                call.pieces.append(arguments)  # type: ignore[union-attr]
-                return ToolCallDelta(call.index, call.id, call.name, arguments, None)
-            parser.feed(arguments)
-            return _lazy_delta(call.index, call.id, call.name, arguments, _partial(parser.snapshot_at, parser.mark()))
+            return self._fragment(call, arguments)
         if new:
             return ToolCallDelta(call.index, call.id, call.name, "", None)
         return None
@@ -340,12 +350,13 @@ class ToolCallAccumulator:
         if call is None or not fragment or fragment.__class__ is not str:
             return self.add(key, arguments=fragment)
         self.last_key = key
-        parser = call.parser
-        if parser is None:
-            call.pieces.append(fragment)  # type: ignore[union-attr]
+        return self._fragment(call, fragment)
+
+    def _fragment(self, call: _PendingCall, fragment: str) -> ToolCallDelta:
+        call.pieces.append(fragment)
+        if not self.partial:
             return ToolCallDelta(call.index, call.id, call.name, fragment, None)
-        parser.feed(fragment)
-        return _lazy_delta(call.index, call.id, call.name, fragment, _partial(parser.snapshot_at, parser.mark()))
+        return _lazy_delta(call.index, call.id, call.name, fragment, _partial(call.snapshot, len(call.pieces)))
 
     def arguments_text(self, key: Hashable) -> str:
         """The arguments text received so far for `key`."""

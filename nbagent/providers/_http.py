@@ -1,30 +1,32 @@
-"""HTTP for every provider: one httpx client per model, POST-and-stream with retries, an incremental
-server-sent-events reader, and the translation of HTTP failures into nbagent's exceptions.
+"""HTTP for every provider: one httpx client per model, POST-and-stream with retries, and the keys.
 
-    HTTPModel                      base class of the HTTP providers (key, base URL, settings, client)
-      └── ProviderHTTP             the client, the retry loop and the error mapping
-            stream_events(path, body)   POST, retry while nothing has been read, then SSE events
+    ProviderHTTP                   the client, the retry loop and the error mapping
+      stream_events(path, body)    POST, retry while nothing has been read, then SSE events
+    Secret, clean_key              an API key as loaded, and its checks
     SSEDecoder  (from _sse.py)     bytes in (split anywhere), `ServerSentEvent`s out
-    map_http_error(...)            status + body -> AuthenticationError, RateLimitError, ...
+    map_http_error  (_errors.py)   status + body -> AuthenticationError, RateLimitError, ...
+
+The model base class that uses it (`HTTPModel`, the one `stream` of every adapter) is in _model.py.
 
 Retries happen only before the first byte of a response body has been read: 429, 500, 502, 503, 504,
 529 and connection failures, with exponential backoff and jitter, honouring `Retry-After` (seconds or
 an HTTP date) and `retry-after-ms`. Once a body has begun, a failure is never retried blindly: it is a
 `ProviderConnectionError` or `StreamError` saying how much had arrived.
 
-API keys travel only in request headers (never in URLs or bodies). They are held in a `Secret`, whose
-repr hides them, and are scrubbed from every error message and error body this module builds.
+API keys travel only in request headers (never in URLs or bodies). They are validated and stripped when
+loaded (`clean_key`), held in a `Secret` whose repr hides them, registered with `nbagent.secrets` so that
+`redact` removes them from every error (`ProviderError` redacts its message and body), log line and record,
+and never follow a redirect to another origin: redirects are not followed by httpx, only a 307/308 to the
+same origin is, by the retry loop. Request bodies pass through `redact_value` before they are recorded or
+sent (the model must not see a key that a tool result or a notebook variable carried).
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import email.utils
 import json
-import json.scanner
 import logging
-import os
 import random
 import re
 import time
@@ -34,30 +36,20 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
 import httpx
 
-from ..errors import (
-    AuthenticationError,
-    BadRequestError,
-    ConfigurationError,
-    ContextLengthError,
-    NotFoundError,
-    OverloadedError,
-    PermissionDeniedError,
-    ProviderConnectionError,
-    ProviderError,
-    RateLimitError,
-    ServerError,
-    StreamError,
-)
+from .. import secrets as _secrets
+from ..errors import AuthenticationError, ConfigurationError, ProviderConnectionError, ProviderError, StreamError
+from ._errors import error_message, error_type, is_context_length_message, map_http_error, scrub
 from ._sse import SSEDecoder, ServerSentEvent, loads
-from .base import Model, OnRequest
+from .base import OnRequest
 
 __all__ = [
-    "HTTPModel",
     "ProviderHTTP",
     "RetryPolicy",
     "SSEDecoder",
     "Secret",
     "ServerSentEvent",
+    "clean_key",
+    "credential_header",
     "error_message",
     "is_context_length_message",
     "loads",
@@ -74,6 +66,7 @@ DEFAULT_TIMEOUT = httpx.Timeout(connect=15.0, read=600.0, write=60.0, pool=30.0)
 """`read` is the longest silence tolerated between two chunks of a stream."""
 
 _MAX_ERROR_BODY = 64 * 1024
+_MAX_REDIRECTS = 5
 
 
 # --------------------------------------------------------------------------------------------------
@@ -115,131 +108,27 @@ class Secret:
         return self
 
 
-def scrub(value: Any, secrets: Sequence[str]) -> Any:
-    """`value` with every occurrence of each secret replaced by `***` (strings, dicts and lists)."""
-    secrets = [s for s in secrets if s and len(s) >= 4]
-    if not secrets:
-        return value
-    if isinstance(value, str):
-        for s in secrets:
-            if s in value:
-                value = value.replace(s, "***")
-        return value
-    if isinstance(value, dict):
-        return {scrub(k, secrets): scrub(v, secrets) for k, v in value.items()}
-    if isinstance(value, list):
-        return [scrub(v, secrets) for v in value]
-    return value
+def clean_key(value: str, where: str, provider: str | None = None) -> str:
+    """An API key as loaded from `where` (a variable's name, or `api_key=`): surrounding whitespace (a
+    trailing newline from a file or a shell) removed; a key with whitespace or control characters inside,
+    or characters outside ASCII, refused with an error naming `where` (and never showing the key)."""
+    key = value.strip()
+    bad = next((c for c in key if not 0x21 <= ord(c) <= 0x7E), None)
+    if bad is not None:
+        what = ("whitespace or a control character" if bad.isspace() or ord(bad) < 0x20 or ord(bad) == 0x7F
+                else "a character outside ASCII")
+        raise AuthenticationError(
+            f"the API key in {where} is not valid: it holds {what} inside it (at position "
+            f"{key.index(bad) + 1} of {len(key)}); copy the key again", provider=provider)
+    return key
 
 
-# --------------------------------------------------------------------------------------------------
-# Errors
-# --------------------------------------------------------------------------------------------------
-_CONTEXT_LENGTH = re.compile(
-    r"context[ _-]?length|context window|maximum context|prompt is too long|too many tokens|"
-    r"input (?:token count|is too long)|exceeds? the (?:maximum|max)[^.]*tokens|tokens? (?:exceed|limit)|"
-    r"reduce the length of the (?:messages|prompt)|string_above_max_length|request_too_large|"
-    r"too large for model|maximum (?:number of )?tokens|prompt[^.]*too long",
-    re.I,
-)
+_CREDENTIAL_HEADER = re.compile(r"auth|key|token|secret|cookie|password", re.I)
 
 
-def is_context_length_message(message: str) -> bool:
-    """Whether a provider's error message says the prompt does not fit the model's context."""
-    return bool(_CONTEXT_LENGTH.search(message or ""))
-
-
-def error_message(payload: Any) -> str:
-    """The provider's own message from an error body (OpenAI, Anthropic, Gemini and Mistral shapes)."""
-    if isinstance(payload, dict):
-        err = payload.get("error")
-        if isinstance(err, dict):
-            msg = err.get("message") or err.get("msg")
-            if msg:
-                return str(msg)
-            return error_message(err) if err else ""
-        if isinstance(err, str) and err:
-            return err
-        for key in ("message", "msg", "detail", "error_description"):
-            value = payload.get(key)
-            if isinstance(value, str) and value:
-                return value
-            if isinstance(value, list) and value:  # 422 with a list of validation problems
-                return "; ".join(_detail_item(v) for v in value)
-            if isinstance(value, dict) and value:
-                return error_message(value) or json.dumps(value)[:500]
-        return ""
-    if isinstance(payload, list) and payload:
-        return error_message(payload[0])
-    if isinstance(payload, str):
-        return payload.strip()[:2000]
-    return ""
-
-
-def _detail_item(item: Any) -> str:
-    if isinstance(item, dict):
-        loc = item.get("loc")
-        where = ".".join(str(p) for p in loc) if isinstance(loc, list) else ""
-        msg = item.get("msg") or item.get("message") or json.dumps(item)[:300]
-        return f"{where}: {msg}" if where else str(msg)
-    return str(item)
-
-
-def _error_type(payload: Any) -> str:
-    if isinstance(payload, dict):
-        err = payload.get("error")
-        if isinstance(err, dict):
-            return str(err.get("type") or err.get("code") or err.get("status") or "")
-        return str(payload.get("type") or payload.get("code") or "")
-    return ""
-
-
-def map_http_error(
-    provider: str,
-    status: int,
-    payload: Any,
-    *,
-    key_env: Sequence[str] = (),
-    retry_after: float | None = None,
-    secrets: Sequence[str] = (),
-) -> ProviderError:
-    """The nbagent exception for an HTTP error `status` with the decoded error body `payload`."""
-    payload = scrub(payload, secrets)
-    message = scrub(error_message(payload), secrets)
-    kind = _error_type(payload)
-    said = f": {message}" if message else ""
-    where = f"{provider} answered {status}"
-    if status == 401 or kind in ("authentication_error", "invalid_api_key", "UNAUTHENTICATED"):
-        env = " or ".join(key_env)
-        hint = f"; set {env} to a valid key (or pass api_key=...)" if env else ""
-        return AuthenticationError(f"{where}: the API key was refused{hint}{said}", status=status,
-                                   provider=provider, body=payload)
-    if status == 403 or kind in ("permission_error", "PERMISSION_DENIED"):
-        return PermissionDeniedError(f"{where}: this key may not do this{said}", status=status,
-                                     provider=provider, body=payload)
-    if status == 404:
-        return NotFoundError(f"{where}: not found (check the model name and base URL){said}", status=status,
-                             provider=provider, body=payload)
-    if status == 529 or kind in ("overloaded_error", "overloaded"):
-        return OverloadedError(f"{where}: overloaded{said}", status=status, provider=provider, body=payload,
-                               retry_after=retry_after)
-    if status == 429:
-        return RateLimitError(f"{where}: rate limited{said}", status=status, provider=provider, body=payload,
-                              retry_after=retry_after)
-    if is_context_length_message(message) or kind in ("context_length_exceeded", "request_too_large"):
-        if status < 500:
-            return ContextLengthError(f"{where}: the request does not fit the model's context{said}",
-                                      status=status, provider=provider, body=payload)
-    if status == 503:
-        return OverloadedError(f"{where}: unavailable{said}", status=status, provider=provider, body=payload,
-                               retry_after=retry_after)
-    if status >= 500:
-        return ServerError(f"{where}: server error{said}", status=status, provider=provider, body=payload,
-                           retry_after=retry_after)
-    if status in (400, 413, 422) or 400 <= status < 500:
-        return BadRequestError(f"{where}: the request was rejected{said or ' (no message)'}", status=status,
-                               provider=provider, body=payload)
-    return ProviderError(f"{where}{said}", status=status, provider=provider, body=payload)
+def credential_header(name: str) -> bool:
+    """Whether a header with this name may carry a credential (its value is then treated as a secret)."""
+    return _CREDENTIAL_HEADER.search(name) is not None
 
 
 def _decode_error_body(raw: bytes) -> Any:
@@ -321,7 +210,7 @@ def _retryable(error: ProviderError) -> bool:
         return isinstance(error, ProviderConnectionError)
     if error.status not in RETRY_STATUSES:
         return False
-    kind = _error_type(error.body)
+    kind = error_type(error.body)
     return kind != "insufficient_quota"  # a 429 that waiting will not cure
 
 
@@ -371,7 +260,7 @@ class ProviderHTTP:
             self._client = httpx.AsyncClient(
                 timeout=self.timeout,
                 limits=httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=30.0),
-                follow_redirects=True,
+                follow_redirects=False,  # credentials never follow a redirect to another origin: see _open
             )
             self._client_loop = loop
         return self._client
@@ -386,35 +275,46 @@ class ProviderHTTP:
         return path if path.startswith(("http://", "https://")) else f"{self.base_url}/{path.lstrip('/')}"
 
     # -- requests ----------------------------------------------------------------------------------------
-    async def stream_events(
+    async def stream_events(self, path: str, body: Any, **options: Any) -> AsyncIterator[ServerSentEvent]:
+        """POST `body` as JSON and yield the server-sent events of the response.
+
+        Retries (see `RetryPolicy`) until the first byte of the body has been read; afterwards a dropped
+        connection is a `ProviderConnectionError`. Options: `on_request` (gets `body` once, before the
+        first attempt), `headers` (added to the request's).
+        """
+        async with aclosing(self.stream_batches(path, body, **options)) as batches:
+            async for batch in batches:
+                for event in batch:
+                    yield event
+
+    async def stream_batches(
         self,
         path: str,
         body: Any,
         *,
         on_request: OnRequest | None = None,
         headers: Mapping[str, str] | None = None,
-    ) -> AsyncIterator[ServerSentEvent]:
-        """POST `body` as JSON and yield the server-sent events of the response.
-
-        Retries (see `RetryPolicy`) until the first byte of the body has been read; afterwards a dropped
-        connection is a `ProviderConnectionError`. `on_request` gets `body` once, before the first attempt.
-        """
+    ) -> AsyncIterator[list[ServerSentEvent]]:
+        """`stream_events`, yielding the events of each network chunk as one list (one step of an async
+        generator per chunk rather than per event: the models' streaming path uses this)."""
         base_headers = self._headers()  # raises AuthenticationError now when there is no key
+        body = _secrets.redact_value(body)  # what is recorded is what is sent, with no secret in it
         if on_request is not None:
             on_request(body)
         content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         response, first, chunks = await self._open(path, content, {**base_headers, **(headers or {})})
         decoder = SSEDecoder()
+        feed = decoder.feed
         try:
             if response.headers.get("content-type", "").split(";")[0].strip() == "application/json":
                 raise self._json_instead_of_stream(first + await _read_rest(chunks))
             if first:
-                for event in decoder.feed(first):
-                    yield event
+                yield feed(first)
             try:
                 async for chunk in chunks:
-                    for event in decoder.feed(chunk):
-                        yield event
+                    events = feed(chunk)
+                    if events:
+                        yield events
             except httpx.TimeoutException as exc:
                 raise self._connection_error(
                     f"the stream stalled: no data for {self.timeout.read:g}s after {decoder.bytes_read:,} bytes "
@@ -426,9 +326,10 @@ class ProviderHTTP:
             except httpx.HTTPError as exc:
                 raise StreamError(scrub(f"{self.provider}: the response could not be read after "
                                         f"{decoder.bytes_read:,} bytes: {type(exc).__name__}: {exc}",
-                                        self._secrets()), provider=self.provider) from exc
-            for event in decoder.end():
-                yield event
+                                        self._secrets()), provider=self.provider) from None
+            last = decoder.end()
+            if last:
+                yield last
         finally:
             await response.aclose()
 
@@ -442,6 +343,23 @@ class ProviderHTTP:
         return StreamError(f"{self.provider} answered with JSON instead of an event stream", provider=self.provider,
                            body=scrub(payload, self._secrets()))
 
+    def _redirect_target(self, response: httpx.Response, request: httpx.Request) -> ProviderError | httpx.URL:
+        """The URL to follow a redirect to (a 307/308 to the same origin), or the error that refuses it."""
+        location = response.headers.get("location", "")
+        try:
+            target = request.url.join(location)
+        except httpx.InvalidURL:
+            target = None
+        status = response.status_code
+        if target is not None and location and status in (307, 308) and _origin(target) == _origin(request.url):
+            return target
+        where = f" to {target.scheme}://{target.netloc.decode('ascii', 'replace')}" if target is not None and location else ""
+        why = ("another origin: the API key is not sent there" if target is not None and location
+               and _origin(target) != _origin(request.url) else "a redirect that would not repeat the request")
+        return ProviderError(
+            f"{self.provider} answered {status}, a redirect{where}; not followed ({why}). Set the model's "
+            "base_url to the address the API is at", status=status, provider=self.provider)
+
     def _connection_error(self, what: str, exc: BaseException | None) -> ProviderConnectionError:
         detail = f": {type(exc).__name__}: {exc}" if exc is not None and str(exc) else (
             f": {type(exc).__name__}" if exc is not None else "")
@@ -452,9 +370,10 @@ class ProviderHTTP:
         self, path: str, content: bytes, request_headers: Mapping[str, str]
     ) -> tuple[httpx.Response, bytes, AsyncIterator[bytes]]:
         """Send until a 2xx response whose first chunk has arrived; return it, that chunk and the rest."""
-        url = self.url(path)
+        url: str | httpx.URL = self.url(path)
         policy = self.retry
         attempt = 0
+        redirects = 0
         while True:
             attempt += 1
             headers = {"content-type": "application/json", "accept": "text/event-stream", **request_headers}
@@ -468,7 +387,17 @@ class ProviderHTTP:
             cause: BaseException | None = None
             response: httpx.Response | None = None
             try:
-                response = await client.send(request, stream=True)
+                response = await client.send(request, stream=True, follow_redirects=False)
+                if 300 <= response.status_code < 400:
+                    redirect = self._redirect_target(response, request)
+                    await response.aclose()
+                    if isinstance(redirect, ProviderError) or redirects >= _MAX_REDIRECTS:
+                        raise redirect if isinstance(redirect, ProviderError) else ProviderError(
+                            f"{self.provider}: more than {_MAX_REDIRECTS} redirects", provider=self.provider)
+                    redirects += 1
+                    attempt -= 1  # following a redirect is not a retry
+                    url = redirect
+                    continue
                 if response.status_code >= 400 or response.status_code < 200:
                     raw = await self._read_error_body(response)
                     error = map_http_error(
@@ -499,7 +428,7 @@ class ProviderHTTP:
                 if response is not None:
                     await response.aclose()
                 raise StreamError(scrub(f"{self.provider}: the response could not be read: {type(exc).__name__}: "
-                                        f"{exc}", self._secrets()), provider=self.provider) from exc
+                                        f"{exc}", self._secrets()), provider=self.provider) from None
             except BaseException:
                 if response is not None:
                     await response.aclose()
@@ -512,9 +441,9 @@ class ProviderHTTP:
                 if attempt > 1:
                     error.message = f"{error.message} (after {attempt} attempts)"
                     error.args = (error.message,)
-                if cause is not None:
+                if cause is not None and _secrets.redact(str(cause)) == str(cause):
                     raise error from cause
-                raise error
+                raise error from None  # a cause whose text holds a secret is not chained
             delay = policy.backoff(attempt, error.retry_after)
             log.info("%s: %s; retrying in %.1fs (retry %d of %d)", self.provider, error.message, delay, attempt,
                      policy.max_retries)
@@ -534,148 +463,6 @@ class ProviderHTTP:
         return b"".join(chunks)
 
 
-# --------------------------------------------------------------------------------------------------
-# The base of HTTP models
-# --------------------------------------------------------------------------------------------------
-class HTTPModel(Model):
-    """A model behind an HTTP API: the key and base URL (arguments first, then the environment), default
-    settings, and one `ProviderHTTP`.
-
-    Subclasses set `provider`, `key_env`, `base_url_env`, `default_base_url` and `auth_headers()`. The
-    key is looked up when a request is made, so a model without one can still be built, e.g. to render
-    a transcript with `to_wire`. Keyword options other than the transport ones below become default
-    request settings (`temperature=0`, `max_tokens=...`); settings passed to `stream()` override them.
-
-    Transport options: `timeout` (seconds or an `httpx.Timeout`), `max_retries`, `retry` (a
-    `RetryPolicy`), `headers` (extra headers), `http_client` (an `httpx.AsyncClient` to use instead of
-    the model's own), `partial_arguments` (False to skip live parsing of streamed tool arguments).
-    """
-
-    key_env: tuple[str, ...] = ()
-    """Environment variables holding the API key, in order of preference."""
-    key_required: bool = True
-    """False for local servers that need no key."""
-    base_url_env: tuple[str, ...] = ()
-    """Environment variables holding the base URL, in order of preference."""
-    default_base_url: str = ""
-
-    def __init__(
-        self,
-        name: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: httpx.Timeout | float | None = None,
-        max_retries: int | None = None,
-        retry: RetryPolicy | None = None,
-        headers: Mapping[str, str] | None = None,
-        http_client: httpx.AsyncClient | None = None,
-        partial_arguments: bool = True,
-        **settings: Any,
-    ) -> None:
-        if not isinstance(name, str) or not name.strip():
-            raise ConfigurationError(f"{type(self).__name__} needs a model name, got {name!r}")
-        self.name = name.strip()
-        self._api_key = Secret(api_key) if api_key else None
-        self.base_url = (base_url or self._env(self.base_url_env) or self.default_base_url).rstrip("/")
-        self.settings: dict[str, Any] = dict(settings)
-        """Default request settings (temperature, max_tokens, ...)."""
-        self.partial_arguments = partial_arguments
-        """Whether streamed tool arguments are parsed as they arrive (for `ToolCallDelta.partial_arguments`)."""
-        self.extra_headers = dict(headers or {})
-        policy = retry or RetryPolicy()
-        if max_retries is not None:
-            policy = dataclasses.replace(policy, max_retries=max_retries)
-        self.http = ProviderHTTP(
-            self.provider, self.base_url, headers=self._request_headers, secrets=self._secret_values,
-            key_env=self.key_env, timeout=timeout, retry=policy, client=http_client,
-        )
-
-    @staticmethod
-    def _env(names: Sequence[str]) -> str | None:
-        for name in names:
-            value = os.environ.get(name, "").strip()
-            if value:
-                return value
-        return None
-
-    def api_key(self) -> Secret | None:
-        """The key: the one passed in, else the first of `key_env` that is set (read now)."""
-        if self._api_key:
-            return self._api_key
-        value = self._env(self.key_env)
-        return Secret(value) if value else None
-
-    def _secret_values(self) -> list[str]:
-        key = self.api_key()
-        return [key.value] if key else []
-
-    def _request_headers(self) -> dict[str, str]:
-        key = self.api_key()
-        if key is None and self.key_required:
-            env = " or ".join(self.key_env)
-            raise AuthenticationError(
-                f"no API key for {self.provider}: set {env} or pass api_key=... to the model",
-                provider=self.provider,
-            )
-        headers = {"user-agent": "nbagent"}
-        headers.update(self.auth_headers(key.value if key else None))
-        headers.update(self.extra_headers)
-        return headers
-
-    def auth_headers(self, key: str | None) -> dict[str, str]:
-        """The headers that carry the key (`Authorization: Bearer` unless a provider says otherwise)."""
-        return {"authorization": f"Bearer {key}"} if key else {}
-
-    def request_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
-        """The model's default settings updated with this request's (None values drop a default)."""
-        merged = {**self.settings, **settings}
-        return {k: v for k, v in merged.items() if v is not None}
-
-    async def stream_retrying(
-        self,
-        path: str,
-        body: dict[str, Any],
-        on_request: OnRequest | None,
-        new_state: Callable[[], Any],
-        read: Callable[[Any, ServerSentEvent], Any],
-        retryable: Callable[[ProviderError], bool],
-        *,
-        stop_when_done: bool = True,
-    ) -> AsyncIterator[Any]:
-        """POST `body` and stream it through a fresh accumulator: its deltas, then its `result()`.
-
-        `new_state()` makes the accumulator; `read(state, event)` feeds it one server-sent event and returns
-        the deltas it produced (an iterable, possibly empty). An error carried INSIDE the stream (no HTTP
-        status: the HTTP layer already retried statuses) is retried like its status when `retryable(exc)`
-        says so and nothing has been shown yet; once a delta went out, it is raised. With `stop_when_done`,
-        reading stops as soon as the accumulator says `done`.
-        """
-        policy = self.http.retry
-        attempt = 0
-        while True:
-            attempt += 1
-            state = new_state()
-            shown = False
-            try:
-                async with aclosing(self.http.stream_events(path, body, on_request=on_request)) as events:
-                    async for sse in events:
-                        for delta in read(state, sse):
-                            shown = True
-                            yield delta
-                        if stop_when_done and state.done:
-                            break
-            except ProviderError as exc:
-                if shown or exc.status is not None or not retryable(exc) or attempt > policy.max_retries:
-                    raise
-                on_request = None  # the request was recorded once
-                await policy.sleep(policy.backoff(attempt, exc.retry_after))
-                continue
-            yield state.result()
-            return
-
-    async def aclose(self) -> None:
-        await self.http.aclose()
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.spec} at {self.base_url}>"
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    default = {"http": 80, "https": 443}.get(url.scheme)
+    return (url.scheme, url.host, url.port or default)

@@ -65,11 +65,14 @@ class SSEDecoder:
     Lines end at CRLF, LF or CR only (never at the other characters `str.splitlines` knows).
     """
 
-    __slots__ = ("_rest", "_tail", "_skip_lf", "_event", "_data", "_id", "_retry", "bytes_read", "events_read")
+    __slots__ = ("_rest", "_tail", "_parts", "_skip_lf", "_event", "_data", "_id", "_retry", "bytes_read",
+                 "events_read")
 
     def __init__(self) -> None:
         self._rest = b""
         self._tail = ""
+        self._parts: list[str] = []
+        """Pieces of a line still arriving after `_tail` (a long event in many chunks: joined once, at its end)."""
         self._skip_lf = False
         self._event = ""
         self._data: list[str] = []
@@ -91,7 +94,7 @@ class SSEDecoder:
             return []
         n = len(text)
         if (n > 8 and text[-2:] == "\n\n" and not self._tail and not self._skip_lf and not self._data
-                and not self._event and "\r" not in text):
+                and not self._event and not self._parts and "\r" not in text):
             # the common cases: a chunk holding exactly one event, `data: ...` or `event: ...` + `data: ...`
             if text[:6] == "data: ":
                 if text.find("\n", 6, n - 2) < 0:
@@ -108,6 +111,12 @@ class SSEDecoder:
             self._skip_lf = False
             if text[0] == "\n":
                 text = text[1:]
+        if "\n" not in text and "\r" not in text:
+            self._parts.append(text)  # no line ends here: keep the piece, copy and split nothing
+            return []
+        if self._parts:
+            text = "".join(self._parts) + text
+            self._parts = []
         if self._tail:
             text = self._tail + text
         if "\r" in text:
@@ -137,8 +146,8 @@ class SSEDecoder:
 
     def end(self) -> list[ServerSentEvent]:
         """Flush at the end of the stream: a last unterminated line and event are dispatched."""
-        tail = self._tail + (self._rest.decode("utf-8", "replace") if self._rest else "")
-        self._tail, self._rest = "", b""
+        tail = self._tail + "".join(self._parts) + (self._rest.decode("utf-8", "replace") if self._rest else "")
+        self._tail, self._parts, self._rest = "", [], b""
         lines = _LINE_BREAK.split(tail) if tail else []
         out: list[ServerSentEvent] = []
         for line in lines:
@@ -154,7 +163,7 @@ class SSEDecoder:
     @property
     def pending(self) -> bool:
         """Whether part of an event has been read but not dispatched."""
-        return bool(self._tail or self._rest or self._data or self._event)
+        return bool(self._tail or self._parts or self._rest or self._data or self._event)
 
     def _field(self, line: str, data: list[str]) -> None:
         name, colon, value = line.partition(":")

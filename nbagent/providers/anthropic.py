@@ -7,46 +7,44 @@ Going out (`_map_*`): tools get `input_schema`, and the last one `cache_control`
 and its `tool_use` blocks; every result of one turn goes back in ONE user message as `tool_result`
 blocks (`tool_use_id`, `is_error`, text and image content). Names the API forbids are projected
 (`^[a-zA-Z0-9_-]{1,64}$`) and ids from other providers rewritten; the response maps names back.
+`eager_input_streaming=True` asks for fine-grained tool streaming (the per-tool field; `"beta"` sends
+the `fine-grained-tool-streaming-2025-05-14` header instead, for platforms that refuse the field).
 
 Coming in (`_process_*`): `_StreamState.process(event)` is a pure accumulator over the parsed SSE events
 (message_start, content_block_start/delta/stop, message_delta, message_stop, error). It returns the
 deltas to show and, at the end, one normalised `AssistantMessage`. A stream that ends before
 `message_stop` is a `StreamError`; an `error` event becomes the matching typed exception.
+
+Server-side tools (web search, web fetch, code execution, tool search, MCP): their `server_tool_use` and
+result blocks are never client tool calls. They are kept whole, in order, in
+`provider_data["server_blocks"]` and sent back unchanged to Anthropic (another provider never sees them:
+`portable_messages` drops `provider_data`).
+
+Why one file of about 550 lines: like every adapter it holds exactly one provider's request mapping and
+stream state, and Anthropic has the most block kinds to map both ways (thinking, redacted thinking,
+server tools, cache breakpoints); splitting it would put one wire format in two places.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Sequence
+import json
+from typing import Any, Literal, Sequence
 
 from .. import errors
 from ..errors import ConfigurationError, ProviderError, StreamError
 from ..events import ReasoningDelta, StreamEvent, TextDelta
 from ..messages import (
-    AssistantMessage,
-    Block,
-    ImageBlock,
-    Message,
-    Reasoning,
-    TextBlock,
-    ToolResultMessage,
-    UserMessage,
+    AssistantMessage, Block, ImageBlock, Message, Reasoning, TextBlock, ToolResultMessage, UserMessage
 )
 from ..tools import Tool
 from ._common import (
-    CallIds,
-    NameRule,
-    ToolCallAccumulator,
-    ToolNames,
-    arguments_object,
-    names_for,
-    portable_messages,
-    reasoning_for,
-    usage_from,
+    CallIds, NameRule, ToolCallAccumulator, ToolNames, arguments_object, portable_messages, reasoning_for,
+    usage_from
 )
-from ._http import HTTPModel, ServerSentEvent, is_context_length_message, loads
-from .base import OnRequest
+from ._errors import stream_error
+from ._model import HTTPModel
 
 __all__ = ["AnthropicModel"]
 
@@ -70,7 +68,7 @@ _FINISH_REASON_MAP: dict[str, str] = {
 _CUT_OFF = {"max_tokens", "model_context_window_exceeded"}
 """Stop reasons after which an unfinished `tool_use` block is an incomplete call."""
 
-_ERROR_TYPES: dict[str, type[ProviderError]] = {
+_ERROR_MAP: dict[str, type[ProviderError]] = {
     "overloaded_error": errors.OverloadedError,
     "rate_limit_error": errors.RateLimitError,
     "api_error": errors.ServerError,
@@ -80,10 +78,13 @@ _ERROR_TYPES: dict[str, type[ProviderError]] = {
     "invalid_request_error": errors.BadRequestError,
     "request_too_large": errors.BadRequestError,
 }
-"""Anthropic error `type` (in an error body or an `error` event) -> the exception raised."""
+"""Anthropic error `type` (in an `error` event) -> the exception raised."""
 
-_RETRY_EVENT_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error"})
-"""`error` events that, when they arrive before anything was shown, are retried like a 529/500/429."""
+FINE_GRAINED_BETA = "fine-grained-tool-streaming-2025-05-14"
+"""The beta header of fine-grained tool streaming, for platforms that refuse `eager_input_streaming`."""
+
+_OWN_BLOCKS = frozenset({"text", "thinking", "redacted_thinking", "tool_use"})
+"""Content blocks this adapter reads; every other block (server tools and their results) is kept opaque."""
 
 NAME_RULE = NameRule(allowed="A-Za-z0-9_-", max_length=64)
 """Anthropic tool names: `^[a-zA-Z0-9_-]{1,64}$`."""
@@ -100,26 +101,29 @@ class AnthropicModel(HTTPModel):
     Options: `max_tokens` (default 8192, raised above a thinking budget when not given), `thinking` (a
     budget in tokens, `True` for 4096, or the API's own dict), `cache` (default True: `cache_control`
     breakpoints on the last tool, the system prompt and the last user message), `beta` (values for the
-    `anthropic-beta` header), the transport options of `HTTPModel`, and any other request field
-    (`temperature`, `top_p`, `stop_sequences`, `tool_choice`, `metadata`...), sent as given.
+    `anthropic-beta` header), `eager_input_streaming` (True: fine-grained tool streaming, arguments
+    streamed unbuffered and unvalidated, the per-tool field; "beta": the same through the beta header),
+    the transport options of `HTTPModel`, and any other request field (`temperature`, `top_p`,
+    `stop_sequences`, `tool_choice`, `metadata`, server `tools` given as `extra_tools`...), sent as given.
     """
 
     provider = PROVIDER
     key_env = ("ANTHROPIC_API_KEY",)
     base_url_env = ("ANTHROPIC_BASE_URL",)
     default_base_url = DEFAULT_BASE_URL
+    path = "/v1/messages"
+    name_rule = NAME_RULE
 
     def __init__(
         self,
         name: str,
-        base_url: str | None = None,
-        api_key: str | None = None,
         *,
         cache: bool = True,
         beta: str | Sequence[str] | None = None,
+        eager_input_streaming: bool | Literal["beta"] = False,
         **options: Any,
     ) -> None:
-        super().__init__(name, base_url=base_url, api_key=api_key, **options)
+        super().__init__(name, **options)
         if self.base_url.endswith("/v1"):  # forgive the OpenAI habit: the path below adds /v1
             self.base_url = self.base_url[:-3]
             self.http.base_url = self.base_url
@@ -127,6 +131,12 @@ class AnthropicModel(HTTPModel):
         """Whether requests carry prompt-cache breakpoints."""
         self.beta = [beta] if isinstance(beta, str) else list(beta or ())
         """Values of the `anthropic-beta` header."""
+        if eager_input_streaming not in (True, False, "beta"):
+            raise ConfigurationError(f"eager_input_streaming is True, False or 'beta', not {eager_input_streaming!r}")
+        self.eager_input_streaming = eager_input_streaming
+        """Fine-grained tool streaming: True (the per-tool field), "beta" (the beta header) or False."""
+        if eager_input_streaming == "beta" and FINE_GRAINED_BETA not in self.beta:
+            self.beta.append(FINE_GRAINED_BETA)
 
     def auth_headers(self, key: str | None) -> dict[str, str]:
         headers = {"anthropic-version": API_VERSION}
@@ -137,17 +147,8 @@ class AnthropicModel(HTTPModel):
         return headers
 
     # -- requests -------------------------------------------------------------------------------------
-    def build_request(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[Tool] = (),
-        *,
-        instructions: str | None = None,
-        **settings: Any,
-    ) -> tuple[dict[str, Any], ToolNames]:
-        """The request body for these messages and tools, and the tool-name map used to read the answer."""
-        settings = self.request_settings(settings)
-        names = _names_for(messages, tools)
+    def map_request(self, messages: Sequence[Message], tools: Sequence[Tool], names: ToolNames,
+                    instructions: str | None, settings: dict[str, Any]) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.name}
         thinking = _map_thinking(settings.pop("thinking", None))
         if thinking is not None and thinking.get("type") == "enabled" and not _can_think(messages):
@@ -164,8 +165,10 @@ class AnthropicModel(HTTPModel):
         if instructions:
             body["system"] = _map_system(instructions, cache=self.cache)
         body["messages"] = _map_messages(messages, names, cache=self.cache)
-        if tools:
-            body["tools"] = _map_tools(tools, names, cache=self.cache)
+        extra_tools = list(settings.pop("extra_tools", None) or ())  # server tools, as the API takes them
+        if tools or extra_tools:
+            body["tools"] = [*_map_tools(tools, names, cache=self.cache, eager=self.eager_input_streaming is True),
+                             *extra_tools]
         tool_choice = _map_tool_choice(settings.pop("tool_choice", None), names)
         if settings.pop("parallel_tool_calls", True) is False:
             tool_choice = {**(tool_choice or {"type": "auto"}), "disable_parallel_tool_use": True}
@@ -177,48 +180,20 @@ class AnthropicModel(HTTPModel):
             stop = settings.pop("stop")
             settings.setdefault("stop_sequences", [stop] if isinstance(stop, str) else list(stop))
         body.update(settings)
-        body["stream"] = True
-        return body, names
+        return body
 
-    async def stream(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[Tool] = (),
-        *,
-        instructions: str | None = None,
-        on_request: OnRequest | None = None,
-        **settings: Any,
-    ) -> AsyncIterator[StreamEvent | AssistantMessage]:
-        body, names = self.build_request(messages, tools, instructions=instructions, **settings)
-        partial = self.partial_arguments
-
-        def read(state: _StreamState, sse: ServerSentEvent) -> tuple[StreamEvent, ...]:
-            delta = state.process(_parse_event(sse))
-            return () if delta is None else (delta,)
-
-        # an `error` event before anything was shown is retried like the status it stands for
-        async for item in self.stream_retrying(
-            "/v1/messages", body, on_request, lambda: _StreamState(names, partial=partial), read,
-            lambda exc: _error_kind(exc.body) in _RETRY_EVENT_TYPES,
-        ):
-            yield item
-
-    def wire_tool_result(self, message: ToolResultMessage) -> dict[str, Any]:
+    def map_tool_result(self, message: ToolResultMessage) -> dict[str, Any]:
         """The `tool_result` block this result is sent as (a request may add a cache breakpoint to it)."""
         return _map_tool_result(message, CallIds(ID_PATTERN, length=24))
 
-    def to_wire(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
+    def map_messages(self, messages: Sequence[Message], names: ToolNames) -> list[dict[str, Any]]:
         """The transcript as the `messages` of a request."""
-        return _map_messages(messages, _names_for(messages, ()), cache=self.cache)
+        return _map_messages(messages, names, cache=self.cache)
 
 
 # --------------------------------------------------------------------------------------------------
 # Going out
 # --------------------------------------------------------------------------------------------------
-def _names_for(messages: Sequence[Message], tools: Sequence[Tool]) -> ToolNames:
-    return names_for(messages, tools, NAME_RULE)
-
-
 def _can_think(messages: Sequence[Message]) -> bool:
     """Whether thinking may be on: not when the assistant turn being continued (the last one since the last
     real user message) made tool calls without a thinking block of this provider's."""
@@ -230,7 +205,8 @@ def _can_think(messages: Sequence[Message]) -> bool:
     return True
 
 
-def _map_tools(tools: Sequence[Tool], names: ToolNames, *, cache: bool = True) -> list[dict[str, Any]]:
+def _map_tools(tools: Sequence[Tool], names: ToolNames, *, cache: bool = True,
+               eager: bool = False) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for tool in tools:
         spec: dict[str, Any] = {"name": names.wire(tool.name)}
@@ -239,6 +215,8 @@ def _map_tools(tools: Sequence[Tool], names: ToolNames, *, cache: bool = True) -
         spec["input_schema"] = tool.parameters
         if tool.strict:
             spec["strict"] = True
+        if eager:
+            spec["eager_input_streaming"] = True
         out.append(spec)
     if cache and out:
         out[-1]["cache_control"] = dict(_EPHEMERAL)
@@ -343,7 +321,8 @@ def _map_tool_result(msg: ToolResultMessage, ids: CallIds) -> dict[str, Any]:
 
 
 def _map_assistant(msg: AssistantMessage, names: ToolNames, ids: CallIds) -> list[dict[str, Any]]:
-    """Thinking blocks (this provider's, unchanged), then the text, then the `tool_use` blocks."""
+    """Thinking blocks (this provider's, unchanged), server-tool blocks (unchanged), then the text, then the
+    `tool_use` blocks."""
     out: list[dict[str, Any]] = []
     for r in reasoning_for(msg, PROVIDER):
         if r.signature:
@@ -351,6 +330,8 @@ def _map_assistant(msg: AssistantMessage, names: ToolNames, ids: CallIds) -> lis
         elif r.encrypted:
             out.append({"type": "redacted_thinking", "data": r.encrypted})
         # thinking without a signature (a stream cut short) cannot be sent back: the API would refuse it
+    if msg.provider == PROVIDER:
+        out.extend(msg.provider_data.get("server_blocks") or ())
     if msg.text:
         out.append({"type": "text", "text": msg.text})
     for call in msg.tool_calls:
@@ -362,38 +343,6 @@ def _map_assistant(msg: AssistantMessage, names: ToolNames, ids: CallIds) -> lis
 # --------------------------------------------------------------------------------------------------
 # Coming in
 # --------------------------------------------------------------------------------------------------
-def _parse_event(sse: ServerSentEvent) -> dict[str, Any]:
-    try:
-        event = loads(sse.data)
-    except ValueError:
-        raise StreamError(f"anthropic sent a malformed event ({sse.event}): {sse.data[:200]!r}",
-                          provider=PROVIDER) from None
-    if event.__class__ is not dict:
-        raise StreamError(f"anthropic sent an event that is not an object: {sse.data[:200]!r}", provider=PROVIDER)
-    if "type" not in event:
-        event["type"] = sse.event
-    return event
-
-
-def _error_kind(body: Any) -> str:
-    if isinstance(body, dict):
-        err = body.get("error")
-        if isinstance(err, dict):
-            return str(err.get("type") or "")
-    return ""
-
-
-def _process_error(event: dict[str, Any]) -> ProviderError:
-    """The exception for an `error` event (`overloaded_error` -> OverloadedError, ...)."""
-    kind = _error_kind(event)
-    err = event.get("error")
-    message = (err.get("message") if isinstance(err, dict) else None) or "no message"
-    cls = _ERROR_TYPES.get(kind, StreamError)
-    if cls is errors.BadRequestError and is_context_length_message(message):
-        cls = errors.ContextLengthError
-    return cls(f"anthropic stream error ({kind or 'unknown'}): {message}", provider=PROVIDER, body=event)
-
-
 @dataclass
 class _Block:
     """One content block as it arrives."""
@@ -403,15 +352,17 @@ class _Block:
     signature: str = ""
     data: str | None = None
     start_input: dict[str, Any] | None = None
+    opaque: dict[str, Any] | None = None
+    """A block this adapter does not read (a server tool's use or result), kept whole."""
     got_json: bool = False
     stopped: bool = False
     separate: bool = False
 
 
 class _StreamState:
-    """The pure accumulator of one streamed response: `process(event)` returns the delta to show (or None;
-    an event never makes more than one); `result()` the finished message (a `StreamError` if
-    `message_stop` never came)."""
+    """The pure accumulator of one streamed response: `process(event)` returns the deltas to show (an event
+    never makes more than one); `result()` the finished message (a `StreamError` if `message_stop` never
+    came)."""
 
     def __init__(self, names: ToolNames | None = None, *, partial: bool = True) -> None:
         self.names = names
@@ -423,30 +374,41 @@ class _StreamState:
         self.model: str | None = None
         self.started = False
         self.done = False
+        self.container: Any = None
         self._has_text = False
         self._last_kind = ""
         self._add_arguments = self.calls.add_arguments
 
-    def process(self, event: dict[str, Any]) -> StreamEvent | None:
+    def process(self, event: dict[str, Any]) -> tuple[StreamEvent, ...]:
         kind = event.get("type")
         if kind == "content_block_delta":
             delta = event.get("delta")
             if delta.__class__ is dict and delta.get("type") == "input_json_delta":  # the hot path: arguments
                 fragment = delta.get("partial_json")
                 if not fragment:
-                    return None
+                    return ()
                 index = event.get("index")
                 block = self.blocks.get(index)
                 if block is None:
                     raise StreamError(f"anthropic sent a delta for block {index}, which never started",
                                       provider=PROVIDER, body=event)
                 block.got_json = True
-                return self._add_arguments(index, fragment)
-            return self._delta(event)
-        if kind == "content_block_start":
-            return self._start(event)
-        if kind == "content_block_stop":
-            return self._stop(event)
+                if block.opaque is not None:  # a server tool's input: never a client call
+                    block.text.append(fragment)
+                    return ()
+                out = self._add_arguments(index, fragment)
+                return () if out is None else (out,)
+            out = self._delta(event)
+        elif kind == "content_block_start":
+            out = self._start(event)
+        elif kind == "content_block_stop":
+            out = self._stop(event)
+        else:
+            self._message_event(kind, event)
+            return ()
+        return () if out is None else (out,)
+
+    def _message_event(self, kind: Any, event: dict[str, Any]) -> None:
         if kind == "message_start":
             if self.started:
                 raise StreamError("anthropic sent a second message_start in one stream", provider=PROVIDER,
@@ -460,12 +422,14 @@ class _StreamState:
             delta = event.get("delta") or {}
             if delta.get("stop_reason"):
                 self.stop_reason = delta["stop_reason"]
+            if delta.get("container"):
+                self.container = delta["container"]
             self._usage(event.get("usage"))
         elif kind == "message_stop":
             self.done = True
         elif kind == "error":
-            raise _process_error(event)
-        return None  # ping and events this adapter does not use
+            raise stream_error(PROVIDER, event, _ERROR_MAP)
+        # ping and events this adapter does not use
 
     def _usage(self, usage: Any) -> None:
         if isinstance(usage, dict):
@@ -477,6 +441,9 @@ class _StreamState:
         kind = cb.get("type", "")
         block = _Block(kind)
         self.blocks[index] = block
+        if kind not in _OWN_BLOCKS:
+            block.opaque = dict(cb)
+            return None
         last, self._last_kind = self._last_kind, kind
         if kind == "text":
             # text split by a tool call or thinking reads as two paragraphs; text split by citations does not
@@ -533,6 +500,11 @@ class _StreamState:
         if block is None:
             return None
         block.stopped = True
+        if block.opaque is not None and block.text:  # a server tool's input, streamed: parse it now
+            try:
+                block.opaque["input"] = json.loads("".join(block.text))
+            except ValueError:
+                block.opaque["input"] = {}
         if block.type == "tool_use" and not block.got_json and block.start_input:
             # arguments given whole at the start and no fragments after them
             return self.calls.add(event.get("index"), arguments=block.start_input)
@@ -555,8 +527,11 @@ class _StreamState:
                 call.incomplete = True
         reasoning: list[Reasoning] = []
         text: list[str] = []
+        server_blocks: list[dict[str, Any]] = []
         for _, block in sorted(self.blocks.items()):
-            if block.type == "text":
+            if block.opaque is not None:
+                server_blocks.append(block.opaque)
+            elif block.type == "text":
                 text.extend(block.text)
             elif block.type == "thinking":
                 reasoning.append(Reasoning(text="".join(block.text), signature=block.signature or None,
@@ -570,13 +545,15 @@ class _StreamState:
                            cache_read, cache_write) if u else None
         raw = self.stop_reason
         stop = _FINISH_REASON_MAP.get(raw, raw) if raw else ("tool_use" if calls else "end_turn")
-        return AssistantMessage(
-            text="".join(text),
-            tool_calls=calls,
-            reasoning=reasoning,
-            usage=usage,
-            stop_reason=stop,
-            model=self.model,
-            provider=PROVIDER,
-            provider_data={"id": self.id} if self.id else {},
-        )
+        if stop == "tool_use" and not calls:
+            stop = "end_turn"  # only server tools were used: nothing for the client to run
+        data: dict[str, Any] = {"id": self.id} if self.id else {}
+        if server_blocks:
+            data["server_blocks"] = server_blocks
+        if self.container:
+            data["container"] = self.container
+        # text, tool calls, reasoning, usage, stop reason, model, provider, provider data
+        return AssistantMessage("".join(text), calls, reasoning, usage, stop, self.model, PROVIDER, data)
+
+
+AnthropicModel.state_class = _StreamState  # here: the state is defined after the model

@@ -22,42 +22,26 @@ object inside the stream is mapped like the HTTP status it carries.
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 import re
-from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Sequence
+from typing import Any, Sequence
 from urllib.parse import quote
 
-from .. import errors
 from ..errors import ConfigurationError, ProviderError, StreamError
 from ..events import ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
 from ..messages import (
-    AssistantMessage,
-    Block,
-    ImageBlock,
-    Message,
-    Reasoning,
-    TextBlock,
-    ToolResultMessage,
-    UserMessage,
-    new_call_id,
+    AssistantMessage, Block, ImageBlock, Message, Reasoning, TextBlock, ToolResultMessage, UserMessage, new_call_id
 )
 from ..tools import Tool
 from ._common import (
-    CallIds,
-    NameRule,
-    ToolCallAccumulator,
-    ToolNames,
-    arguments_object,
-    names_for,
-    portable_messages,
-    reasoning_for,
-    usage_from,
+    CallIds, NameRule, ToolCallAccumulator, ToolNames, arguments_object, portable_messages, reasoning_for,
+    usage_from
 )
-from ._http import HTTPModel, ServerSentEvent, loads, map_http_error
-from .base import OnRequest
+from ._errors import stream_error
+from ._gemini_args import APPEND, SET, START, StreamedCall, json_path
+from ._model import HTTPModel
+from ._schema import openapi_schema
 
 __all__ = ["GeminiModel", "openapi_schema"]
 
@@ -82,6 +66,9 @@ _FINISH_REASON_MAP: dict[str, str] = {
     "OTHER": "error",
 }
 """Gemini `finishReason` -> nbagent's normalised stop reason (unknown ones pass through, lower-cased)."""
+
+_ERROR_MAP: dict[str, type[ProviderError]] = {}
+"""Gemini's errors carry their HTTP status (`code: 429`), and are mapped like it; no status name is needed."""
 
 NAME_RULE = NameRule(allowed="A-Za-z0-9_.:-", max_length=64, first="A-Za-z_")
 """Function names: a letter or underscore, then letters, digits, `_ . : -`; at most 64."""
@@ -124,19 +111,21 @@ class GeminiModel(HTTPModel):
     key_env = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
     base_url_env = ("GOOGLE_GEMINI_BASE_URL",)
     default_base_url = DEFAULT_BASE_URL
+    name_rule = NAME_RULE
+    stop_when_done = False
+    """The whole stream is read: usage may follow the chunk that finishes."""
+    stream_field = False
+    """Streaming is the endpoint's (`streamGenerateContent`), not a field of the body."""
 
     def __init__(
         self,
         name: str,
-        base_url: str | None = None,
-        api_key: str | None = None,
         *,
         use_parameters: bool = False,
         api_version: str = "v1beta",
         **options: Any,
     ) -> None:
-        super().__init__(name.removeprefix("models/") if isinstance(name, str) else name, base_url=base_url,
-                         api_key=api_key, **options)
+        super().__init__(name.removeprefix("models/") if isinstance(name, str) else name, **options)
         self.use_parameters = use_parameters
         """Send tool schemas as `parameters` (sanitised OpenAPI 3.0 subset) instead of `parametersJsonSchema`."""
         self.api_version = api_version
@@ -155,17 +144,8 @@ class GeminiModel(HTTPModel):
         return bool(match) and int(match.group(1)) >= 3
 
     # -- requests -------------------------------------------------------------------------------------
-    def build_request(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[Tool] = (),
-        *,
-        instructions: str | None = None,
-        **settings: Any,
-    ) -> tuple[dict[str, Any], ToolNames]:
-        """The request body for these messages and tools, and the tool-name map used to read the answer."""
-        settings = self.request_settings(settings)
-        names = _names_for(messages, tools)
+    def map_request(self, messages: Sequence[Message], tools: Sequence[Tool], names: ToolNames,
+                    instructions: str | None, settings: dict[str, Any]) -> dict[str, Any]:
         body: dict[str, Any] = {"contents": _map_messages(messages, names, sign_foreign=self.validates_signatures)}
         if instructions:
             body["systemInstruction"] = {"parts": [{"text": instructions}]}
@@ -198,49 +178,20 @@ class GeminiModel(HTTPModel):
             generation["thinkingConfig"] = thinking
         if generation:
             body["generationConfig"] = generation
-        return body, names
+        return body
 
-    async def stream(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[Tool] = (),
-        *,
-        instructions: str | None = None,
-        on_request: OnRequest | None = None,
-        **settings: Any,
-    ) -> AsyncIterator[StreamEvent | AssistantMessage]:
-        body, names = self.build_request(messages, tools, instructions=instructions, **settings)
-        partial = self.partial_arguments
-
-        def read(state: _StreamState, sse: ServerSentEvent) -> Any:
-            chunk = _parse_event(sse)
-            return () if chunk is None else state.process(chunk)
-
-        # an error object inside the stream before anything was shown is retried like the status it carries;
-        # the whole stream is read (usage may follow the chunk that finishes)
-        async for item in self.stream_retrying(
-            self.path, body, on_request, lambda: _StreamState(names, partial=partial), read,
-            lambda exc: isinstance(exc, (errors.OverloadedError, errors.RateLimitError, errors.ServerError)),
-            stop_when_done=False,
-        ):
-            yield item
-
-    def wire_tool_result(self, message: ToolResultMessage) -> dict[str, Any]:
+    def map_tool_result(self, message: ToolResultMessage) -> dict[str, Any]:
         """The `functionResponse` part this result is sent as."""
-        return _function_response(message, _names_for([], ()), CallIds(ID_PATTERN, length=24))
+        return _function_response(message, self.tool_names([]), CallIds(ID_PATTERN, length=24))
 
-    def to_wire(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
+    def map_messages(self, messages: Sequence[Message], names: ToolNames) -> list[dict[str, Any]]:
         """The transcript as the `contents` of a request."""
-        return _map_messages(messages, _names_for(messages, ()), sign_foreign=self.validates_signatures)
+        return _map_messages(messages, names, sign_foreign=self.validates_signatures)
 
 
 # --------------------------------------------------------------------------------------------------
 # Going out
 # --------------------------------------------------------------------------------------------------
-def _names_for(messages: Sequence[Message], tools: Sequence[Tool]) -> ToolNames:
-    return names_for(messages, tools, NAME_RULE)
-
-
 def _map_tools(tools: Sequence[Tool], names: ToolNames, *, use_parameters: bool = False) -> list[dict[str, Any]]:
     declarations = []
     for tool in tools:
@@ -347,209 +298,9 @@ def _map_assistant(msg: AssistantMessage, names: ToolNames, ids: CallIds, *, sig
     return parts
 
 
-# -- the OpenAPI 3.0 subset of the older `parameters` field -------------------------------------------
-_OPENAPI_KEYS = {
-    "type", "format", "title", "description", "nullable", "enum", "maxItems", "minItems", "properties", "required",
-    "minProperties", "maxProperties", "minLength", "maxLength", "pattern", "example", "anyOf", "propertyOrdering",
-    "default", "items", "minimum", "maximum",
-}
-"""The Schema fields the older `parameters` accepts; everything else is dropped."""
-
-
-def openapi_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """A JSON Schema as the OpenAPI 3.0 subset Gemini's `parameters` accepts.
-
-    `$ref`s are inlined from `$defs`/`definitions` (a recursive reference becomes a plain object),
-    `const` becomes a one-value `enum`, `["T", "null"]` types and `anyOf` with null become
-    `nullable`, `oneOf` becomes `anyOf`, `allOf` of one schema is merged, non-string enums are kept in the
-    description, and unsupported keywords (`$schema`, `additionalProperties`, `examples`...) are dropped.
-    """
-    defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {})}
-    return _openapi(copy.deepcopy(schema), defs, ())
-
-
-def _openapi(node: Any, defs: dict[str, Any], seen: tuple[str, ...]) -> Any:
-    if not isinstance(node, dict):
-        return node
-    if "$ref" in node:
-        ref = str(node["$ref"])
-        name = ref.rsplit("/", 1)[-1]
-        extra = {k: v for k, v in node.items() if k in ("description", "title")}
-        if name in seen or name not in defs:
-            return {"type": "object", **extra}  # a recursive (or unknown) reference cannot be inlined
-        return _openapi({**copy.deepcopy(defs[name]), **extra}, defs, seen + (name,))
-    node = dict(node)
-    if "default" in node and node["default"] is None:
-        node.pop("default")  # "no default" says nothing the model needs
-    if "const" in node:
-        node.setdefault("enum", [node.pop("const")])
-    if "oneOf" in node and "anyOf" not in node:
-        node["anyOf"] = node.pop("oneOf")
-    if isinstance(node.get("allOf"), list) and len(node["allOf"]) == 1 and isinstance(node["allOf"][0], dict):
-        merged = node.pop("allOf")[0]
-        node = {**merged, **node}
-        return _openapi(node, defs, seen)
-    kind = node.get("type")
-    if isinstance(kind, list):
-        rest = [t for t in kind if t != "null"]
-        if len(rest) < len(kind):
-            node["nullable"] = True
-        if len(rest) == 1:
-            node["type"] = rest[0]
-        elif rest:
-            node.pop("type")
-            node["anyOf"] = [{"type": t} for t in rest]
-        else:
-            node.pop("type")
-    if isinstance(node.get("anyOf"), list):
-        options = [o for o in node["anyOf"] if not (isinstance(o, dict) and o.get("type") == "null")]
-        if len(options) < len(node["anyOf"]):
-            node["nullable"] = True
-        if len(options) == 1 and isinstance(options[0], dict):
-            node.pop("anyOf")
-            inner = _openapi(options[0], defs, seen)
-            node = {**inner, **{k: v for k, v in node.items() if k in ("description", "title", "nullable", "default")}}
-            return {k: v for k, v in node.items() if k in _OPENAPI_KEYS}
-        node["anyOf"] = [_openapi(o, defs, seen) for o in options]
-    if "enum" in node:
-        values = node["enum"]
-        if isinstance(values, list) and all(isinstance(v, str) for v in values if v is not None):
-            if None in values:
-                node["nullable"] = True
-            node["enum"] = [v for v in values if v is not None]
-            node.setdefault("type", "string")
-            if node["type"] == "string":
-                node.setdefault("format", "enum")
-        else:  # only string enums are accepted: keep the allowed values where the model can read them
-            note = f"one of: {', '.join(json.dumps(v) for v in values)}" if isinstance(values, list) else ""
-            node.pop("enum")
-            if note:
-                node["description"] = f"{node['description']} ({note})" if node.get("description") else note.capitalize()
-    if isinstance(node.get("properties"), dict):
-        node["properties"] = {k: _openapi(v, defs, seen) for k, v in node["properties"].items()}
-        node.setdefault("type", "object")
-        if isinstance(node.get("required"), list):
-            node["required"] = [r for r in node["required"] if r in node["properties"]]
-    if "items" in node:
-        items = node["items"]
-        node["items"] = _openapi(items, defs, seen) if isinstance(items, dict) else {"type": "string"}
-    elif isinstance(node.get("prefixItems"), list) and node["prefixItems"]:
-        node["items"] = _openapi(node["prefixItems"][0], defs, seen)
-    if node.get("type") == "array" and "items" not in node:
-        node["items"] = {"type": "string"}
-    if "format" in node and node.get("type") == "string" and node["format"] not in ("enum", "date-time"):
-        node.pop("format")  # strings accept only these formats
-    return {k: v for k, v in node.items() if k in _OPENAPI_KEYS}
-
-
 # --------------------------------------------------------------------------------------------------
 # Coming in
 # --------------------------------------------------------------------------------------------------
-def _parse_event(sse: ServerSentEvent) -> dict[str, Any] | None:
-    data = sse.data.strip()
-    if not data or data == "[DONE]":
-        return None
-    try:
-        chunk = loads(data)
-    except ValueError:
-        raise StreamError(f"gemini sent a malformed chunk: {data[:200]!r}", provider=PROVIDER) from None
-    if isinstance(chunk, list):  # some proxies send the JSON-array form one element at a time
-        chunk = chunk[0] if chunk else {}
-    if not isinstance(chunk, dict):
-        raise StreamError(f"gemini sent a chunk that is not an object: {data[:200]!r}", provider=PROVIDER)
-    return chunk
-
-
-def _process_error(chunk: dict[str, Any]) -> ProviderError:
-    """An error object sent in the stream, mapped like the HTTP status it carries."""
-    err = chunk.get("error") or {}
-    code = err.get("code") if isinstance(err.get("code"), int) else 0
-    if code >= 400:
-        mapped = map_http_error(PROVIDER, code, chunk, key_env=GeminiModel.key_env)
-        mapped.status = None  # it came inside a 200 stream
-        return mapped
-    message = err.get("message") or json.dumps(err)[:300]
-    return StreamError(f"gemini stream error ({err.get('status') or 'unknown'}): {message}", provider=PROVIDER,
-                       body=chunk)
-
-
-_PATH_TOKEN = re.compile(r"\.([A-Za-z_$][\w$-]*)|\[(\d+)\]|\['((?:[^'\\]|\\.)*)'\]|\[\"((?:[^\"\\]|\\.)*)\"\]")
-
-
-def _json_path(path: str) -> list[str | int]:
-    """`$.a.b[0]['c d']` -> ["a", "b", 0, "c d"]."""
-    if not path.startswith("$"):
-        raise ValueError(f"not a JSON path: {path!r}")
-    out: list[str | int] = []
-    at = 1
-    while at < len(path):
-        m = _PATH_TOKEN.match(path, at)
-        if m is None:
-            raise ValueError(f"cannot read JSON path {path!r} at {at}")
-        name, index, single, double = m.groups()
-        out.append(int(index) if index is not None else (name if name is not None else (single or double or "")))
-        at = m.end()
-    return out
-
-
-def _set_path(root: dict[str, Any], path: list[str | int], value: Any) -> None:
-    """Set `value` at `path` in `root`, making the objects and lists on the way (a path that runs into a
-    value of another kind is ignored)."""
-    node: Any = root
-    for i, key in enumerate(path):
-        last = i == len(path) - 1
-        if isinstance(key, int):
-            if not isinstance(node, list):
-                return
-            while len(node) <= key:
-                node.append(None)
-        elif not isinstance(node, dict):
-            return
-        if last:
-            node[key] = value
-            return
-        child = node[key] if isinstance(key, int) else node.get(key)
-        if not isinstance(child, (dict, list)):
-            child = node[key] = [] if isinstance(path[i + 1], int) else {}
-        node = child
-
-
-@dataclass
-class _Streamed:
-    """A call whose arguments arrive as `partialArgs`: a log of assignments, replayed into an object when
-    someone reads it (`snapshot(n)` is the object after the first `n`). Each piece costs O(1) on arrival;
-    a long string streamed in thousands of pieces is joined once per read, never re-copied per piece."""
-
-    key: int
-    index: int
-    id: str | None = None
-    name: str | None = None
-    log: list[tuple[list[str | int], Any, int]] = field(default_factory=list)
-    """(path, value, how): how is _SET, _START (a string's first piece) or _APPEND (its next piece)."""
-    open_strings: set[str] = field(default_factory=set)
-    finished: bool = False
-
-    def snapshot(self, n: int | None = None) -> dict[str, Any]:
-        root: dict[str, Any] = {}
-        strings: dict[tuple, tuple[list[str | int], list[str]]] = {}
-        for path, value, how in self.log[:n] if n is not None else self.log:
-            key = tuple(path)
-            if how == _APPEND and key in strings:
-                strings[key][1].append(value)
-            elif how == _SET:
-                strings.pop(key, None)
-                _set_path(root, path, copy.deepcopy(value))
-            else:
-                strings[key] = (path, [value])
-                _set_path(root, path, "")  # its place in the object, in order of arrival
-        for path, pieces in strings.values():
-            _set_path(root, path, "".join(pieces))
-        return root
-
-
-_SET, _START, _APPEND = 0, 1, 2
-
-
 class _StreamState:
     """The pure accumulator of one streamed response: `process(chunk)` returns the deltas to show;
     `result()` the finished message (a `StreamError` if no chunk carried a `finishReason`)."""
@@ -561,9 +312,9 @@ class _StreamState:
         self.text_signature: str | None = None
         self.thoughts: list[str] = []
         self.thought_signature: str | None = None
-        self.streamed: dict[int, _Streamed] = {}
+        self.streamed: dict[int, StreamedCall] = {}
         self.whole: dict[int, dict[str, Any]] = {}
-        self.current: _Streamed | None = None
+        self.current: StreamedCall | None = None
         self.finish_reason: str | None = None
         self.finish_message: str | None = None
         self.block_reason: str | None = None
@@ -575,7 +326,7 @@ class _StreamState:
 
     def process(self, chunk: dict[str, Any]) -> list[StreamEvent]:
         if "error" in chunk and not chunk.get("candidates"):
-            raise _process_error(chunk)
+            raise stream_error(PROVIDER, chunk, _ERROR_MAP, key_env=GeminiModel.key_env)
         self.model = chunk.get("modelVersion") or self.model
         self.response_id = chunk.get("responseId") or self.response_id
         if isinstance(chunk.get("usageMetadata"), dict):
@@ -643,7 +394,7 @@ class _StreamState:
             index = len(self.calls)
             start = self.calls.add(key, id=call_id, name=fc["name"], provider_data=data)
             name = self.names.internal(fc["name"]) if self.names is not None else fc["name"]
-            self.current = self.streamed[key] = _Streamed(key, index, call_id, name)
+            self.current = self.streamed[key] = StreamedCall(key, index, call_id, name)
             if start is not None:
                 out.append(start)
         current = self.current
@@ -661,15 +412,15 @@ class _StreamState:
             self.current = None
         return out
 
-    def _partial_arg(self, call: _Streamed, arg: dict[str, Any]) -> list[StreamEvent]:
+    def _partial_arg(self, call: StreamedCall, arg: dict[str, Any]) -> list[StreamEvent]:
         where = str(arg.get("jsonPath", "$"))
         try:
-            path = _json_path(where)
+            path = json_path(where)
         except ValueError as exc:
             raise StreamError(f"gemini sent an unreadable argument path: {exc}", provider=PROVIDER) from None
         if "stringValue" in arg:
             value: Any = str(arg["stringValue"])
-            call.log.append((path, value, _APPEND if where in call.open_strings else _START))
+            call.log.append((path, value, APPEND if where in call.open_strings else START))
             if arg.get("willContinue"):
                 call.open_strings.add(where)
             else:
@@ -682,7 +433,7 @@ class _StreamState:
                     break
             else:
                 return []
-            call.log.append((path, value, _SET))
+            call.log.append((path, value, SET))
             fragment = json.dumps(value, ensure_ascii=False)
         return [ToolCallDelta.lazy(call.index, call.id, call.name, fragment,
                                    functools.partial(call.snapshot, len(call.log)))]
@@ -726,14 +477,8 @@ class _StreamState:
             data["text_signature"] = self.text_signature
         if self.finish_message:
             data["finish_message"] = self.finish_message  # e.g. what was wrong with a malformed call
-        return AssistantMessage(
-            text="".join(self.text),
-            tool_calls=calls,
-            reasoning=reasoning,
-            usage=usage,
-            stop_reason=stop,
-            model=self.model,
-            provider=PROVIDER,
-            provider_data=data,
-        )
+        # text, tool calls, reasoning, usage, stop reason, model, provider, provider data
+        return AssistantMessage("".join(self.text), calls, reasoning, usage, stop, self.model, PROVIDER, data)
 
+
+GeminiModel.state_class = _StreamState  # here: the state is defined after the model

@@ -14,43 +14,34 @@ Coming in (`_process_*`): `_StreamState.process(event)` is a pure accumulator ov
 (`response.output_item.added/done`, `response.output_text.delta`, `response.function_call_arguments.delta`
 per item, reasoning summary deltas, `response.completed` / `response.incomplete` / `response.failed`,
 `error`). A stream that ends without one of the three terminal events is a `StreamError`.
+
+Built-in tools (web search, file search, code interpreter, image generation, MCP...): their output items
+are never client tool calls. They are kept whole, in order, in `provider_data["server_items"]` and sent
+back unchanged as input items to this provider (another provider never sees them).
+
+The strict-mode schema normalisation (`strict_schema`) is in _schema.py.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Sequence
+from typing import Any, Sequence
 
-from .. import errors
-from ..errors import ConfigurationError, ProviderError, StreamError
+from ..errors import ConfigurationError, StreamError
 from ..events import ReasoningDelta, StreamEvent, TextDelta
 from ..messages import (
-    AssistantMessage,
-    Block,
-    ImageBlock,
-    Message,
-    Reasoning,
-    TextBlock,
-    ToolResultMessage,
-    UserMessage,
+    AssistantMessage, Block, ImageBlock, Message, Reasoning, TextBlock, ToolResultMessage, UserMessage
 )
 from ..tools import Tool
 from ._common import (
-    CallIds,
-    NameRule,
-    ToolCallAccumulator,
-    ToolNames,
-    arguments_json,
-    names_for,
-    portable_messages,
-    reasoning_for,
-    usage_from,
+    CallIds, NameRule, ToolCallAccumulator, ToolNames, arguments_json, portable_messages, reasoning_for, usage_from
 )
-from ._http import HTTPModel, ServerSentEvent, is_context_length_message, loads
-from .base import OnRequest
+from ._errors import stream_error
+from ._model import HTTPModel
+from ._schema import strict_schema
+from .openai import OPENAI_ERROR_MAP
 
 __all__ = ["OpenAIResponsesModel", "strict_schema"]
 
@@ -65,23 +56,11 @@ _FINISH_REASON_MAP: dict[str, str] = {
 }
 """Response `status` / `incomplete_details.reason` -> nbagent's normalised stop reason."""
 
-_ERROR_CODES: dict[str, type[ProviderError]] = {
-    "rate_limit_exceeded": errors.RateLimitError,
-    "insufficient_quota": errors.RateLimitError,
-    "server_error": errors.ServerError,
-    "server_is_overloaded": errors.OverloadedError,
-    "slow_down": errors.OverloadedError,
-    "overloaded": errors.OverloadedError,
-    "invalid_prompt": errors.BadRequestError,
-    "invalid_request_error": errors.BadRequestError,
-    "context_length_exceeded": errors.ContextLengthError,
-    "invalid_api_key": errors.AuthenticationError,
-    "model_not_found": errors.NotFoundError,
-}
-"""Error `code` (or `type`) in an `error` event or a failed response -> the exception raised."""
+_ERROR_MAP = OPENAI_ERROR_MAP
+"""Error `code` (or `type`) in an `error` event or a failed response -> the exception raised (OpenAI's)."""
 
-_RETRY_CODES = frozenset({"rate_limit_exceeded", "server_error", "server_is_overloaded", "slow_down", "overloaded"})
-"""Error codes that, when they arrive before anything was shown, are retried."""
+_CLIENT_ITEMS = frozenset({"message", "reasoning", "function_call"})
+"""Output items this adapter reads; every other item (a built-in tool's call) is kept opaque."""
 
 NAME_RULE = NameRule(allowed="A-Za-z0-9_-", max_length=64)
 """Function names: `^[a-zA-Z0-9_-]{1,64}$`."""
@@ -109,41 +88,33 @@ class OpenAIResponsesModel(HTTPModel):
     key_env = ("OPENAI_API_KEY",)
     base_url_env = ("OPENAI_BASE_URL",)
     default_base_url = DEFAULT_BASE_URL
+    path = "/responses"
+    name_rule = NAME_RULE
 
     def __init__(
         self,
         name: str,
-        base_url: str | None = None,
-        api_key: str | None = None,
         *,
         reasoning: bool | None = None,
         store: bool = False,
         **options: Any,
     ) -> None:
-        super().__init__(name, base_url=base_url, api_key=api_key, **options)
+        super().__init__(name, **options)
         self.reasoning = reasoning if reasoning is not None else bool(_REASONING_MODEL.match(self.name.split("/")[-1]))
         """Whether the model reasons: encrypted reasoning is then requested and sent back."""
         self.store = store
         """Whether the provider keeps responses (then item ids are sent back too)."""
 
     # -- requests -------------------------------------------------------------------------------------
-    def build_request(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[Tool] = (),
-        *,
-        instructions: str | None = None,
-        **settings: Any,
-    ) -> tuple[dict[str, Any], ToolNames]:
-        """The request body for these messages and tools, and the tool-name map used to read the answer."""
-        settings = self.request_settings(settings)
-        names = _names_for(messages, tools)
+    def map_request(self, messages: Sequence[Message], tools: Sequence[Tool], names: ToolNames,
+                    instructions: str | None, settings: dict[str, Any]) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.name}
         if instructions:
             body["instructions"] = instructions
         body["input"] = _map_messages(messages, names, store=self.store, reasoning=self.reasoning)
-        if tools:
-            body["tools"] = _map_tools(tools, names)
+        extra_tools = list(settings.pop("extra_tools", None) or ())  # built-in tools, as the API takes them
+        if tools or extra_tools:
+            body["tools"] = [*_map_tools(tools, names), *extra_tools]
             choice = _map_tool_choice(settings.pop("tool_choice", None), names)
             if choice is not None:
                 body["tool_choice"] = choice
@@ -162,48 +133,20 @@ class OpenAIResponsesModel(HTTPModel):
         if self.reasoning and not self.store:
             body["include"] = ["reasoning.encrypted_content"]
         body.update(settings)
-        body["stream"] = True
-        return body, names
+        return body
 
-    async def stream(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[Tool] = (),
-        *,
-        instructions: str | None = None,
-        on_request: OnRequest | None = None,
-        **settings: Any,
-    ) -> AsyncIterator[StreamEvent | AssistantMessage]:
-        body, names = self.build_request(messages, tools, instructions=instructions, **settings)
-        partial = self.partial_arguments
-
-        def read(state: _StreamState, sse: ServerSentEvent) -> tuple[StreamEvent, ...]:
-            event = _parse_event(sse)
-            delta = None if event is None else state.process(event)
-            return () if delta is None else (delta,)
-
-        async for item in self.stream_retrying(
-            "/responses", body, on_request, lambda: _StreamState(names, partial=partial), read,
-            lambda exc: _error_code(exc.body) in _RETRY_CODES,
-        ):
-            yield item
-
-    def wire_tool_result(self, message: ToolResultMessage) -> dict[str, Any]:
+    def map_tool_result(self, message: ToolResultMessage) -> dict[str, Any]:
         """The `function_call_output` item this result is sent as."""
         return _map_tool_result(message, CallIds(ID_PATTERN, length=24))
 
-    def to_wire(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
+    def map_messages(self, messages: Sequence[Message], names: ToolNames) -> list[dict[str, Any]]:
         """The transcript as the `input` items of a request."""
-        return _map_messages(messages, _names_for(messages, ()), store=self.store, reasoning=self.reasoning)
+        return _map_messages(messages, names, store=self.store, reasoning=self.reasoning)
 
 
 # --------------------------------------------------------------------------------------------------
 # Going out
 # --------------------------------------------------------------------------------------------------
-def _names_for(messages: Sequence[Message], tools: Sequence[Tool]) -> ToolNames:
-    return names_for(messages, tools, NAME_RULE)
-
-
 def _map_tools(tools: Sequence[Tool], names: ToolNames) -> list[dict[str, Any]]:
     """Function tools sorted by (wire) name, so the bytes are the same whatever order they came in."""
     out = []
@@ -227,65 +170,6 @@ def _map_tool_choice(value: Any, names: ToolNames) -> Any:
     if isinstance(value, str):
         return {"type": "function", "name": names.wire(value)}
     raise ConfigurationError(f"tool_choice must be 'auto', 'none', 'required', a tool name or a dict, not {value!r}")
-
-
-def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """A copy of `schema` as strict mode demands: in every object schema every property is required
-    (the ones that were optional accept null instead) and `additionalProperties` is false; applied
-    recursively through properties, items, `anyOf`/`allOf`/`oneOf`, `$defs` and `definitions`."""
-    schema = copy.deepcopy(schema)
-    _strict(schema)
-    return schema
-
-
-def _strict(node: Any) -> None:
-    if isinstance(node, list):
-        for item in node:
-            _strict(item)
-        return
-    if not isinstance(node, dict):
-        return
-    for key in ("$defs", "definitions", "properties", "patternProperties"):
-        sub = node.get(key)
-        if isinstance(sub, dict):
-            for value in sub.values():
-                _strict(value)
-    for key in ("items", "prefixItems", "anyOf", "allOf", "oneOf", "not", "additionalItems"):
-        if key in node:
-            _strict(node[key])
-    is_object = node.get("type") == "object" or (isinstance(node.get("type"), list) and "object" in node["type"]) \
-        or "properties" in node
-    if not is_object:
-        return
-    props = node.setdefault("properties", {})
-    required = set(node.get("required") or [])
-    for name, prop in props.items():
-        if name not in required and isinstance(prop, dict):
-            props[name] = _nullable(prop)
-    node["required"] = list(props)
-    node["additionalProperties"] = False
-
-
-def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    """`schema` also accepting null."""
-    kind = schema.get("type")
-    if isinstance(kind, str):
-        if kind != "null":
-            schema = {**schema, "type": [kind, "null"]}
-            if isinstance(schema.get("enum"), list) and None not in schema["enum"]:
-                schema["enum"] = [*schema["enum"], None]
-        return schema
-    if isinstance(kind, list):
-        return schema if "null" in kind else {**schema, "type": [*kind, "null"]}
-    if isinstance(schema.get("anyOf"), list):
-        if any(isinstance(s, dict) and s.get("type") == "null" for s in schema["anyOf"]):
-            return schema
-        return {**schema, "anyOf": [*schema["anyOf"], {"type": "null"}]}
-    if "$ref" in schema:
-        rest = {k: v for k, v in schema.items() if k != "$ref"}
-        return {"anyOf": [{"$ref": schema["$ref"]}, {"type": "null"}], **{k: v for k, v in rest.items()
-                                                                          if k in ("description", "title")}}
-    return schema
 
 
 def _map_messages(
@@ -358,6 +242,8 @@ def _map_assistant(
         if r.encrypted:
             item["encrypted_content"] = r.encrypted
         out.append(item)
+    if msg.provider == PROVIDER:
+        out.extend(msg.provider_data.get("server_items") or ())
     if msg.text:
         out.append({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": msg.text}]})
     for call in msg.tool_calls:
@@ -372,46 +258,6 @@ def _map_assistant(
 # --------------------------------------------------------------------------------------------------
 # Coming in
 # --------------------------------------------------------------------------------------------------
-def _parse_event(sse: ServerSentEvent) -> dict[str, Any] | None:
-    if sse.data.strip() == "[DONE]":
-        return None
-    try:
-        event = loads(sse.data)
-    except ValueError:
-        raise StreamError(f"openai-responses sent a malformed event ({sse.event}): {sse.data[:200]!r}",
-                          provider=PROVIDER) from None
-    if event.__class__ is not dict:
-        raise StreamError(f"openai-responses sent an event that is not an object: {sse.data[:200]!r}",
-                          provider=PROVIDER)
-    if "type" not in event and sse.event != "message":
-        event["type"] = sse.event
-    return event
-
-
-def _error_fields(payload: Any) -> tuple[str, str]:
-    """(code, message) of an `error` event or a failed response's `error`."""
-    if not isinstance(payload, dict):
-        return "", ""
-    err = payload.get("error") if isinstance(payload.get("error"), dict) else payload
-    code = err.get("code") or err.get("type") or ""
-    if code == "error":
-        code = ""
-    return str(code), str(err.get("message") or "")
-
-
-def _error_code(body: Any) -> str:
-    return _error_fields(body)[0]
-
-
-def _process_error(payload: dict[str, Any], what: str) -> ProviderError:
-    code, message = _error_fields(payload)
-    cls = _ERROR_CODES.get(code, StreamError)
-    if cls in (StreamError, errors.BadRequestError) and is_context_length_message(message):
-        cls = errors.ContextLengthError
-    return cls(f"openai-responses {what} ({code or 'no code'}): {message or 'no message'}", provider=PROVIDER,
-               body=payload)
-
-
 @dataclass
 class _Item:
     """One output item as it arrives."""
@@ -423,9 +269,9 @@ class _Item:
 
 
 class _StreamState:
-    """The pure accumulator of one streamed response: `process(event)` returns the delta to show (or None;
-    an event never makes more than one); `result()` the finished message (a `StreamError` if no terminal
-    event came)."""
+    """The pure accumulator of one streamed response: `process(event)` returns the deltas to show (an event
+    never makes more than one); `result()` the finished message (a `StreamError` if no terminal event
+    came)."""
 
     def __init__(self, names: ToolNames | None = None, *, partial: bool = True) -> None:
         self.calls = ToolCallAccumulator(partial=partial, names=names)
@@ -455,12 +301,17 @@ class _StreamState:
             self.order.append(key)
         return found
 
-    def process(self, event: dict[str, Any]) -> StreamEvent | None:
+    def process(self, event: dict[str, Any]) -> tuple[StreamEvent, ...]:
         kind = event.get("type", "")
         if kind == "response.function_call_arguments.delta":  # the hot path
             item_id = event.get("item_id")
             key = item_id if item_id.__class__ is str and item_id else self._key(event)
-            return self._add_arguments(key, event.get("delta") or "")
+            out = self._add_arguments(key, event.get("delta") or "")
+        else:
+            out = self._event(kind, event)
+        return () if out is None else (out,)
+
+    def _event(self, kind: str, event: dict[str, Any]) -> StreamEvent | None:
         if kind == "response.output_text.delta" or kind == "response.refusal.delta":
             return self._text(event, event.get("delta") or "")
         if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
@@ -487,9 +338,9 @@ class _StreamState:
             self.done = True
         elif kind == "response.failed":
             response = event.get("response") or {}
-            raise _process_error(response.get("error") or {}, "response failed")
+            raise stream_error(PROVIDER, response.get("error") or {}, _ERROR_MAP, what="response failed")
         elif kind == "error":
-            raise _process_error(event, "stream error")
+            raise stream_error(PROVIDER, event, _ERROR_MAP)
         return None
 
     def _text(self, event: dict[str, Any], text: str) -> StreamEvent | None:
@@ -544,12 +395,15 @@ class _StreamState:
             raise StreamError("the openai-responses stream ended before response.completed", provider=PROVIDER)
         text: list[str] = []
         reasoning: list[Reasoning] = []
+        server_items: list[dict[str, Any]] = []
         for key in self.order:
             item = self.items[key]
             if item.type == "message":
                 text.extend(item.text)
             elif item.type == "reasoning":
                 reasoning.append(self._reasoning_of(key, item))
+            elif item.type not in _CLIENT_ITEMS and item.done:
+                server_items.append(item.done)
         calls = self.calls.finish()
         cut_off = self.reason == "max_output_tokens"
         keyed = dict(zip([k for k in self.order if k in self.calls], calls))
@@ -572,16 +426,11 @@ class _StreamState:
             stop = "tool_use" if calls else "end_turn"
         else:
             stop = _FINISH_REASON_MAP.get(self.reason or "", self.reason or self.status or "end_turn")
-        return AssistantMessage(
-            text="".join(text),
-            tool_calls=calls,
-            reasoning=reasoning,
-            usage=usage,
-            stop_reason=stop,
-            model=self.model,
-            provider=PROVIDER,
-            provider_data={"id": self.id} if self.id else {},
-        )
+        data: dict[str, Any] = {"id": self.id} if self.id else {}
+        if server_items:
+            data["server_items"] = server_items
+        # text, tool calls, reasoning, usage, stop reason, model, provider, provider data
+        return AssistantMessage("".join(text), calls, reasoning, usage, stop, self.model, PROVIDER, data)
 
     def _reasoning_of(self, key: str, item: _Item) -> Reasoning:
         done = item.done or {}
@@ -592,3 +441,6 @@ class _StreamState:
             text = "".join("".join(item.summary[i]) for i in sorted(item.summary))
         return Reasoning(text=text, encrypted=done.get("encrypted_content") or None,
                          id=done.get("id") or (key if not key.startswith("#") else None), provider=PROVIDER)
+
+
+OpenAIResponsesModel.state_class = _StreamState  # here: the state is defined after the model

@@ -12,7 +12,7 @@ from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Sequence, U
 from ..errors import ScriptedModelExhausted
 from ..events import TextDelta, ToolCallDelta
 from ..messages import AssistantMessage, Message, ToolCall
-from ..streaming import PartialJSON
+from ..partial_json import PartialJSON
 from ..tools import Tool
 from .base import Model, OnRequest
 

@@ -43,8 +43,10 @@ def model_for(server: FakeServer, policy=None, **options) -> AnthropicModel:
 
 
 def feed(state: _StreamState, events) -> list:
-    """The deltas the accumulator returns for these events (it returns at most one per event)."""
-    return [d for d in map(state.process, events) if d is not None]
+    """The deltas the accumulator returns for these events (at most one per event)."""
+    out = [state.process(e) for e in events]
+    assert all(len(d) <= 1 for d in out)
+    return [d for ds in out for d in ds]
 
 
 def replay(provider: str, name: str) -> tuple[list, AssistantMessage]:

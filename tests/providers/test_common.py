@@ -135,3 +135,16 @@ def test_usage() -> None:
     assert sum_usage([None, Usage(1, 2), Usage(3, 4, 1, 0)]) == Usage(4, 6, 1, 0)
     assert sum_usage([]) is None
     assert usage_from(10, None, "x", 2.0) == Usage(10, 0, 0, 2)
+
+
+def test_live_arguments_are_parsed_only_when_read_and_each_delta_keeps_its_moment() -> None:
+    acc = ToolCallAccumulator(partial=True)
+    acc.add(0, id="c", name="write")
+    deltas = [acc.add_arguments(0, piece) for piece in ['{"path": "a', '.md", "body": "x', 'yz"}']]
+    call = acc._calls[0]
+    assert call.parser is None  # nobody read a snapshot: nothing was parsed
+    assert deltas[2].partial_arguments == {"path": "a.md", "body": "xyz"}
+    assert deltas[0].partial_arguments == {"path": "a"}  # an earlier delta, read later, as it stood then
+    assert deltas[1].partial_arguments == {"path": "a.md", "body": "x"}
+    assert len(call.marks) == 3  # each fragment parsed once
+    assert acc.finish()[0].arguments == {"path": "a.md", "body": "xyz"}

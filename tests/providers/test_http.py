@@ -27,8 +27,8 @@ from nbagent.errors import (
     ServerError,
     StreamError,
 )
+from nbagent.providers._model import HTTPModel
 from nbagent.providers._http import (
-    HTTPModel,
     ProviderHTTP,
     RetryPolicy,
     Secret,

@@ -13,6 +13,7 @@ from nbagent.errors import (
     OverloadedError,
     ProviderConnectionError,
     RateLimitError,
+    ServerError,
     StreamError,
 )
 from nbagent.events import ReasoningDelta, TextDelta, ToolCallDelta
@@ -226,17 +227,30 @@ async def test_body_cut_inside_an_event(fake_server: FakeServer) -> None:
 
 async def test_malformed_event(fake_server: FakeServer) -> None:
     fake_server.add(Reply.sse(b'data: {"choices": [}\n\ndata: [DONE]\n\n'))
-    with pytest.raises(StreamError, match="event 1 is not JSON"):
+    with pytest.raises(StreamError, match="an event is not JSON"):
         await model(fake_server).request([UserMessage("hi")])
 
 
-async def test_error_event_in_stream(fake_server: FakeServer) -> None:
+SERVER_ERROR = json.dumps({"error": {"message": "The server had an error while processing your request.",
+                                     "type": "server_error"}})
+
+
+async def test_error_event_in_stream_before_any_content_is_retried(fake_server: FakeServer, no_wait) -> None:
+    policy, sleeps = no_wait
     first = sse_chunks("final-answer")[0]
-    body = chunks_to_sse([first, json.dumps({"error": {"message": "The server had an error while processing "
-                                                                 "your request.", "type": "server_error"}})], done=None)
-    fake_server.add(Reply.sse(body))
-    with pytest.raises(StreamError, match="error in the stream: The server had an error"):
-        await model(fake_server).request([UserMessage("hi")])
+    fake_server.add(Reply.sse(chunks_to_sse([first, SERVER_ERROR], done=None)),
+                    Reply.sse(load_stream("openai", "final-answer")))
+    message = await model(fake_server, retry=policy).request([UserMessage("hi")])
+    assert message.text and len(fake_server.requests) == 2 and len(sleeps.delays) == 1
+
+
+async def test_error_event_in_stream_after_content_is_typed_and_raised(fake_server: FakeServer, no_wait) -> None:
+    policy, _ = no_wait
+    shown = sse_chunks("final-answer")[:2]  # the role, then the text "POST"
+    fake_server.add(Reply.sse(chunks_to_sse([*shown, SERVER_ERROR], done=None)))
+    with pytest.raises(ServerError, match="stream error \\(server_error\\): The server had an error") as info:
+        await model(fake_server, retry=policy).request([UserMessage("hi")])
+    assert info.value.status is None and len(fake_server.requests) == 1
 
 
 async def test_missing_key_at_request_time_only(fake_server: FakeServer) -> None:

@@ -51,7 +51,7 @@ def model_for(server: FakeServer, name: str = "gpt-5", policy=None, **options) -
 
 def replay(name: str) -> tuple[list, AssistantMessage]:
     state = _StreamState()
-    deltas = [d for d in map(state.process, recorded_events("openai_responses", name)) if d is not None]
+    deltas = [d for e in recorded_events("openai_responses", name) for d in state.process(e)]
     return deltas, state.result()
 
 

@@ -1,0 +1,207 @@
+"""The notebook tools with nbagent's frontend part, in JupyterLab and in Notebook 7, in a real chromium.
+
+A scripted model reads the notebook (and sees a cell the person typed but never ran), inserts a cell after
+Approve (it appears where the diff said), edits a cell (Ctrl+Z in that cell undoes the edit), runs the cell
+it inserted (its output appears in the notebook), has an edit denied (nothing changes) and an edit refused
+because the person changed that cell meanwhile; with python_in_cells, its python code becomes a cell. The extension
+is the built one in nbagent/labextension/, put on the server's JUPYTER_PATH. Screenshots go to
+test-artifacts/ (also on failure)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from .lab import ROOT, LabPage, LabServer, write_notebook
+
+pytestmark = pytest.mark.browser
+
+if shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists():  # pragma: no cover
+    pytest.skip("chromium is not installed (./dev test installs it)", allow_module_level=True)
+
+SETUP = r'''import re
+from nbagent import AssistantMessage, ScriptedModel, ToolCall
+
+
+def said(messages, pattern):
+    """The first group of `pattern` in the most recent text that has it."""
+    for message in reversed(messages):
+        for block in getattr(message, "content", None) or []:
+            found = re.search(pattern, getattr(block, "text", "") or "")
+            if found:
+                return found.group(1)
+    return None
+
+
+def call(name, **arguments):
+    return AssistantMessage(tool_calls=[ToolCall(name=name, arguments=arguments)])
+
+
+model = ScriptedModel([
+    call("read_notebook"),
+    call("insert_cell", source="print('hello from the agent')", after="c2"),
+    call("edit_cell", cell_id="c2", old="x = 1", new="x = 2"),
+    lambda m: call("run_cell", cell_id=said(m, r'Inserted a code cell with id "([^"]+)"')),
+    call("edit_cell", cell_id="c2", old="x = 2", new="x = 3"),
+    call("edit_cell", cell_id="c3", old="40", new="41"),
+    lambda m: AssistantMessage(text="Done. The cell you typed holds: "
+                               + str(said(m, r'id "c3" · code · not run\n(.*)'))),
+], delay=0.02)
+
+model2 = ScriptedModel([call("python", code="21 * 2"), "It is 42; the cell is in the notebook."], delay=0.02)'''
+
+TYPED = "typed = 40 + 2"
+INSERTED = "print('hello from the agent')"
+
+
+def extension_path(root: Path) -> Path:
+    """A JUPYTER_PATH entry whose labextensions/nbagent is this checkout's built frontend part."""
+    jp = root / ".jupyter-path"
+    (jp / "labextensions").mkdir(parents=True, exist_ok=True)
+    link = jp / "labextensions" / "nbagent"
+    if not link.exists():
+        link.symlink_to(ROOT / "nbagent" / "labextension", target_is_directory=True)
+    return jp
+
+
+@pytest.fixture(scope="module", params=["lab", "notebook"])
+def server(request, tmp_path_factory):
+    root = tmp_path_factory.mktemp(request.param)
+    srv = LabServer(root, app=request.param, JUPYTER_PATH=str(extension_path(root)))
+    yield srv
+    srv.stop()
+
+
+def sources(page: LabPage) -> list[str]:
+    return page.page.evaluate("""() => [...document.querySelectorAll(
+        '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell')].map(
+        c => [...c.querySelectorAll('.jp-InputArea .cm-line')].map(l => l.textContent).join('\\n'))""")
+
+
+def wait_sources(page: LabPage, predicate, what: str, timeout: float = 30) -> list[str]:
+    import time
+
+    deadline = time.monotonic() + timeout
+    last: list[str] = []
+    while time.monotonic() < deadline:
+        last = sources(page)
+        if predicate(last):
+            return last
+        time.sleep(0.1)
+    raise AssertionError(f"{what}: the cells are {last!r}")
+
+
+def ask(page: LabPage, tool: str):
+    """The row of the call to `tool` that waits for approval."""
+    row = page.page.locator(f".nba-view .nba-call:has(.nba-tool:text-is('{tool}')):has(button.nba-approve:visible)")
+    row.first.wait_for(state="visible", timeout=30_000)
+    return row.first
+
+
+def press(row, button: str) -> None:
+    """Click a button of a waiting call (again if the click was lost: clicking into the view makes its cell
+    the active one, and the notebook may scroll under the pointer between press and release)."""
+    target = row.locator(f"button.nba-{button}").element_handle()  # this row's button, not the next one's
+    for attempt in range(3):
+        target.click()
+        try:
+            target.wait_for_element_state("hidden", timeout=4000)
+            return
+        except Exception:
+            if attempt == 2:
+                raise
+
+
+def test_the_agent_works_in_the_notebook(server):
+    name = f"cells_{server.app}.ipynb"
+    write_notebook(server.root / name, [
+        "%load_ext nbagent",
+        (SETUP, {"jupyter": {"source_hidden": True}}),
+        "x = 1",
+        "",
+        "run = %agent --model model Tidy up this notebook.",
+        "%config NBAgent.python_in_cells = True\nrun2 = %agent --model model2 --new --mode acceptEdits What is 21 * 2?",
+    ])
+    page = LabPage(server, name, width=1200, height=1400)
+    app = server.app
+    try:
+        if app == "lab":
+            page.hide_sidebar()
+        page.run_cell(0)
+        page.run_cell(1)
+        # the person types into a cell and never runs it (nor saves the notebook)
+        page.code_cells.nth(3).locator(".cm-content").click()
+        page.page.keyboard.type(TYPED)
+        page.run_cell(4)
+        p = page.page
+
+        # 1. insert_cell asks, with a diff saying where; Approve puts the cell there
+        row = ask(page, "insert_cell")
+        text = row.inner_text()
+        assert 'a new code cell, after cell "c2" (x = 1)' in text and "+" + INSERTED in text
+        page.shot(f"notebook-tools-{app}-insert-pending", p.locator(".nba-view"))
+        press(row, "approve")
+        cells = wait_sources(page, lambda s: len(s) == 7, "the inserted cell did not appear")
+        assert cells[2] == "x = 1" and cells[3] == INSERTED and cells[4] == TYPED
+
+        # 2. edit_cell: Approve, the cell changes
+        row = ask(page, "edit_cell")
+        assert "-x = 1" in row.inner_text() and "+x = 2" in row.inner_text()
+        press(row, "approve")
+        wait_sources(page, lambda s: s[2] == "x = 2", "the edit was not applied")
+
+        # 3. run_cell: Approve, the output lands under the inserted cell
+        press(ask(page, "run_cell"), "approve")
+        out = p.locator(".jp-Notebook .jp-Cell").nth(3).locator(".jp-OutputArea-output")
+        out.first.wait_for(state="visible", timeout=30_000)
+        assert "hello from the agent" in out.first.inner_text()
+
+        # 4. a denied edit changes nothing
+        press(ask(page, "edit_cell"), "deny")
+
+        # 5. the person edits the cell the agent wants to change, then approves: the edit is refused
+        row = ask(page, "edit_cell")
+        page.code_cells.nth(4).locator(".cm-content").click()
+        p.keyboard.press("End")
+        p.keyboard.type(" + 1")
+        p.keyboard.press("Escape")
+        press(row, "approve")
+        p.wait_for_selector(".nba-view .nba-head .nba-s-done", timeout=30_000)
+        view = p.locator(".nba-view").inner_text()
+        assert "changed since you last read it" in view
+        assert sources(page)[4] == TYPED + " + 1"
+        assert "denied by you" in view
+        assert f"The cell you typed holds: {TYPED}" in view  # read_notebook saw the unsaved, never-run cell
+        assert sources(page)[2] == "x = 2"
+        p.locator(".jp-Notebook .jp-Cell").nth(2).evaluate("el => el.scrollIntoView({block: 'start'})")
+        page.shot(f"notebook-tools-{app}-done")
+
+        # 6. the view links to the cells the agent wrote: a click scrolls there and selects it
+        link = p.locator(".nba-view a.nba-cell-link").first
+        link.click()
+        p.wait_for_function("() => document.querySelector('.jp-Notebook .jp-Cell.jp-mod-active') !== null")
+
+        # 7. Ctrl+Z in the edited cell undoes the agent's edit, in one step
+        cell = p.locator(".jp-Notebook .jp-Cell").nth(2)
+        cell.locator(".cm-content").click()
+        p.keyboard.press("Control+z")
+        wait_sources(page, lambda s: s[2] == "x = 1", "Ctrl+Z did not undo the edit")
+        assert sources(page)[3] == INSERTED
+        page.shot(f"notebook-tools-{app}-undone")
+
+        # 8. python_in_cells: the python tool's code becomes a cell at the end, run there
+        page.run_cell(6)
+        press(ask(page, "python"), "approve")
+        cells = wait_sources(page, lambda s: len(s) == 8 and s[7] == "21 * 2", "the python cell did not appear")
+        out = p.locator(".jp-Notebook .jp-Cell").nth(7).locator(".jp-OutputArea-output")
+        out.first.wait_for(state="visible", timeout=30_000)
+        assert "42" in out.first.inner_text()
+        p.locator(".nba-view .nba-head .nba-s-done").nth(1).wait_for(timeout=30_000)
+        page.shot(f"notebook-tools-{app}-python-in-cells")
+    except Exception:
+        page.shot(f"notebook-tools-{app}-failure")
+        raise
+    finally:
+        page.close()
