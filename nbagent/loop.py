@@ -42,7 +42,7 @@ from .events import (
 )
 from .execution import CallEnvironment, execute_batch
 from .messages import AssistantMessage, Message, Usage, UserMessage, new_call_id
-from .plan import build_plan
+from .plan import build_plan, prepare_sources
 from .pricing import Spend, format_cost, price_known, request_cost
 from .providers import Model
 from .records import CallRecord
@@ -204,6 +204,7 @@ async def drive(settings: RunSettings, state: RunState) -> None:
                     "continue it with another run, or raise max_turns"
                 )
             state.turns += 1
+            await prepare_sources(settings.sources, settings.handle)  # async set-up of toolsets (MCP servers)
             plan = build_plan(
                 settings.sources,
                 run=settings.handle,

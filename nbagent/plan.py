@@ -12,13 +12,16 @@ resolved on the spot.
 from __future__ import annotations
 
 import fnmatch
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from .tools import Tool, as_tool
 
-__all__ = ["CAPABILITY_MODES", "Toolset", "ToolPlan", "build_plan"]
+__all__ = ["CAPABILITY_MODES", "Toolset", "ToolPlan", "build_plan", "prepare_sources"]
+
+log = logging.getLogger("nbagent.plan")
 
 CAPABILITY_MODES: dict[str, frozenset[str]] = {
     "read-only": frozenset({"read"}),
@@ -38,6 +41,10 @@ class Toolset:
     def __init__(self, fn: Callable[[Any], Iterable[Any]] | None = None, name: str = "") -> None:
         self._fn = fn
         self.name = name or getattr(fn, "__name__", "toolset")
+
+    async def prepare(self, run: Any) -> None:
+        """Awaited before each turn is planned, on the run's loop: do async set-up here (start servers,
+        list their tools) so that `tools(run)` can stay quick and synchronous. A failure is logged, not raised."""
 
     def tools(self, run: Any) -> Iterable[Any]:
         if self._fn is None:
@@ -89,6 +96,16 @@ class ToolPlan:
         names = list(self.by_name)
         names.extend(n for n in self.catalog if n not in self.by_name)
         return names
+
+
+async def prepare_sources(sources: Iterable[Any], run: Any = None) -> None:
+    """Await `prepare(run)` of every `Toolset` among the sources (a failing one is logged and skipped)."""
+    for source in sources:
+        if isinstance(source, Toolset) and type(source).prepare is not Toolset.prepare:
+            try:
+                await source.prepare(run)
+            except Exception:
+                log.exception("preparing the toolset %r failed (its tools may be missing this turn)", source)
 
 
 def _allowed(name: str, patterns: tuple[str, ...] | None) -> bool:

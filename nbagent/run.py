@@ -80,6 +80,9 @@ class Agent:
             (needed for a `ScriptedModel` to compact).
         compaction: when and how the transcript is compacted: True (the defaults: before 80% of the window),
             a threshold such as 0.9, a `CompactionSettings`, or False (never).
+        mcp_servers: MCP servers whose tools the runs get (`SERVER__TOOL`): the `mcpServers` mapping other MCP
+            clients use (`{"time": {"command": "mcp-server-time"}, "web": {"url": "..."}}`), a path to such
+            a JSON file, or an `nbagent.mcp.MCPServers`. See `nbagent.mcp`.
     """
 
     def __init__(
@@ -108,6 +111,7 @@ class Agent:
         max_cost: float | None = None,
         context_window: int | None = None,
         compaction: bool | float | CompactionSettings = True,
+        mcp_servers: Any = None,
     ) -> None:
         if mode not in MODES:
             raise ConfigurationError(f"unknown mode {mode!r}; choose one of: {', '.join(MODES)}")
@@ -147,6 +151,10 @@ class Agent:
         self.max_result_chars = max_result_chars
         self.sandbox = sandbox
         self.tool_resolver = tool_resolver
+        self.mcp_servers = _mcp_toolset(mcp_servers)
+        if self.mcp_servers is not None:
+            self.tools.append(self.mcp_servers)
+            self.tool_resolver = _chain(tool_resolver, self.mcp_servers.resolve)
         self.model_settings = dict(model_settings or {})
         try:
             self.policy = PermissionPolicy(rules=list(rules or []), mode=mode, approver=approver)
@@ -338,6 +346,25 @@ def _is_source(obj: Any) -> bool:
     from .plan import Toolset
 
     return isinstance(obj, (Tool, Toolset))
+
+
+def _mcp_toolset(value: Any) -> Any:
+    """`mcp_servers=` as a toolset (None when there are none); `nbagent.mcp` is imported only if asked for."""
+    if value is None or (isinstance(value, dict) and not value):
+        return None
+    from .mcp import MCPServers, load_config_file
+
+    if isinstance(value, MCPServers):
+        return value
+    if isinstance(value, (str, Path)):
+        return MCPServers(load_config_file(value))
+    return MCPServers(value)
+
+
+def _chain(first: Callable[[str], Any] | None, second: Callable[[str], Any]) -> Callable[[str], Any]:
+    if first is None:
+        return second
+    return lambda name: first(name) or second(name)
 
 
 def _check_unique(tools: list[Tool]) -> None:

@@ -115,6 +115,15 @@ class NBAgent(Configurable):
         "read-only always run read-only. Needs bubblewrap on Linux; the view's header says what is in force.",
     ).tag(config=True)
 
+    mcp_servers = Dict(
+        {},
+        help="MCP servers whose tools %agent runs get (named SERVER__TOOL), in the mcpServers format other MCP "
+        "clients use: {'time': {'command': 'mcp-server-time', 'args': [], 'env': {}}, 'web': {'url': '...', "
+        "'headers': {}}}; add 'trusted': True to believe a server's read-only hints. Servers in the workspace's "
+        ".mcp.json (or .nbagent/mcp.json) are added; these win. %agent --mcp NAME,... picks some for one run; "
+        "%agent --mcp-list shows them.",
+    ).tag(config=True)
+
     workspace = Unicode(
         None, allow_none=True, help="The directory file tools are confined to (default: the working directory)."
     ).tag(config=True)
@@ -180,6 +189,17 @@ class NBAgent(Configurable):
                 parse_rule(rule)
             except ValueError as exc:
                 raise TraitError(str(exc)) from None
+        return proposal["value"]
+
+    @validate("mcp_servers")
+    def _check_mcp_servers(self, proposal: dict[str, Any]) -> Any:
+        from ..errors import ConfigurationError
+        from ..mcp import parse_servers
+
+        try:
+            parse_servers(proposal["value"], source="NBAgent.mcp_servers")
+        except ConfigurationError as exc:
+            raise TraitError(str(exc)) from None
         return proposal["value"]
 
     @validate("max_turns")

@@ -126,6 +126,11 @@ class AgentMagics(Magics):
               help="compact the conversation now, without a prompt: older tool results become short stubs and "
                    "older turns one summary by the model; the next %%agent continues from it.")
     @argument("--max-turns", type=int, metavar="N", help="the most model requests this run makes.")
+    @argument("--mcp", metavar="NAME,...",
+              help="the MCP servers whose tools this run gets, comma-separated (default: every configured one, "
+                   "from NBAgent.mcp_servers and the workspace's .mcp.json); --mcp none: no MCP tools.")
+    @argument("--mcp-list", action="store_true",
+              help="show the MCP servers: their state and their tools (starting those not started); no prompt.")
     @argument("--instructions", metavar="TEXT_OR_NAME",
               help="instructions replacing the default ones: quoted text, or the name of a string variable.")
     @line_cell_magic
@@ -165,6 +170,9 @@ class AgentMagics(Magics):
             from . import runs
 
             return runs()
+        mcp = None if args.mcp is None else [n.strip() for n in args.mcp.split(",") if n.strip() not in ("", "none")]
+        if args.mcp_list:
+            return self.session.mcp_list(mcp)
         if args.sessions:
             return self.session.sessions()
         if args.delete_session:
@@ -208,7 +216,7 @@ class AgentMagics(Magics):
                 instructions = value
         options = RunOptions(model=args.model, mode=args.mode, tools=tools, new=args.new,
                              max_turns=args.max_turns, instructions=instructions,
-                             only_tools=args.only_tools is not None)
+                             only_tools=args.only_tools is not None, mcp=mcp)
         return self.session.start(prompt, options)
 
 

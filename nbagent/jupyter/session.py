@@ -51,6 +51,8 @@ class RunOptions:
     """Only compact the conversation (`%agent --compact`)."""
     only_tools: bool = False
     """Offer only the tools named (notebook functions or built-in tools), not the whole toolbox."""
+    mcp: list[str] | None = None
+    """The MCP servers for this run (None: every configured one)."""
 
 
 def no_model_message() -> str:
@@ -202,6 +204,40 @@ class NotebookSession:
             f"function works; @tool adds an activity label and permissions), or check the spelling.{known}"
         )
 
+    def mcp_servers(self, names: list[str] | None = None) -> Any:
+        """The MCP servers of a run: the workspace's `.mcp.json`, then `NBAgent.mcp_servers` (these win),
+        narrowed to `names` when given. None when there are none."""
+        from ..mcp import MCPServers, parse_servers, workspace_servers
+
+        try:
+            servers = {**workspace_servers(self.workspace),
+                       **parse_servers(self.config.mcp_servers, source="NBAgent.mcp_servers")}
+            if names is not None and not names:
+                return None
+            toolset = MCPServers(servers)
+            if names is not None:
+                toolset = toolset.select(names)
+        except ConfigurationError as exc:
+            raise UsageError(str(exc)) from None
+        if not toolset.active:
+            return None
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:  # the kernel's loop lives as long as the kernel: its servers live there (no thread hop per call)
+            from ..mcp import use_loop
+
+            use_loop(loop)
+        return toolset
+
+    def mcp_list(self, names: list[str] | None = None) -> Any:
+        """`%agent --mcp-list`: the servers, their state and tools (those not started are started)."""
+        from .mcp import ServerList
+
+        toolset = self.mcp_servers(names)
+        return ServerList(toolset)
+
     @property
     def workspace(self) -> Path:
         return Path(self.config.workspace or os.getcwd()).resolve()
@@ -241,6 +277,8 @@ class NotebookSession:
                 max_turns=options.max_turns or cfg.max_turns,
                 workspace=self.workspace,
                 sandbox=cfg.sandbox,
+                # --only-tools: only what is named, MCP servers included (--mcp NAME names them)
+                mcp_servers=None if options.only_tools and options.mcp is None else self.mcp_servers(options.mcp),
                 name="notebook",
                 max_cost=cfg.max_cost,
                 context_window=cfg.context_window or None,

@@ -1,0 +1,60 @@
+"""`%agent --mcp-list`: the MCP servers of the notebook, their state and their tools."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+__all__ = ["ServerList"]
+
+
+class ServerList:
+    """What `%agent --mcp-list` returns: shown as a table, `.servers` as data (one dict per server)."""
+
+    def __init__(self, toolset: Any) -> None:
+        self.servers: list[dict[str, Any]] = []
+        if toolset is None:
+            return
+        from ..mcp import _connection
+
+        names = {c.name: c for c in toolset.active}
+        toolset.tools(None)  # starts those not started yet, bounded by their startup timeouts
+        for entry in toolset.status():
+            config = names.get(entry["name"])
+            if config is not None:
+                entry["tools"] = [t.name for t in toolset._server_tools(config, _connection.connection(config))]
+            self.servers.append(entry)
+
+    def __str__(self) -> str:
+        if not self.servers:
+            return ("No MCP servers are configured: %config NBAgent.mcp_servers = {'time': {'command': "
+                    "'mcp-server-time'}}, or an .mcp.json in the workspace.")
+        lines = []
+        for s in self.servers:
+            trust = ", trusted" if s["trusted"] else ""
+            state = "not started (the first run that uses it starts it)" if s["state"] == "idle" else s["state"]
+            lines.append(f"{s['name']}: {state}{trust} ({s['transport']}: {s['target']})")
+            if s["tools"]:
+                lines.append("  tools: " + ", ".join(s["tools"]))
+            if s["error"]:
+                lines.extend("  " + line for line in s["error"].splitlines())
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
+
+    def _repr_html_(self) -> str:
+        if not self.servers:
+            return f"<p>{html.escape(str(self))}</p>"
+        rows = []
+        for s in self.servers:
+            error = f"<pre>{html.escape(s['error'])}</pre>" if s["error"] else ""
+            rows.append(
+                f"<tr><td><b>{html.escape(s['name'])}</b></td><td>{html.escape(s['state'])}"
+                f"{' (trusted)' if s['trusted'] else ''}</td><td><code>{html.escape(s['target'])}</code></td>"
+                f"<td>{html.escape(', '.join(s['tools']))}{error}</td></tr>")
+        return ("<table><tr><th>server</th><th>state</th><th>transport</th><th>tools</th></tr>"
+                + "".join(rows) + "</table>")
