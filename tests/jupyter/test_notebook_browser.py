@@ -168,8 +168,9 @@ def test_the_agent_works_in_the_notebook(server):
         p.keyboard.type(" + 1")
         p.keyboard.press("Escape")
         press(row, "approve")
-        p.wait_for_selector(".nba-view .nba-head .nba-s-done", timeout=30_000)
-        view = p.locator(".nba-view").inner_text()
+        # the run ended: its live view was replaced by the run's static rendering (a div.nba)
+        p.wait_for_selector(".nba-head .nba-pill.nba-s-done", timeout=30_000)
+        view = p.locator(":is(.nba-view, div.nba)").first.inner_text()
         assert "changed since you last read it" in view
         assert sources(page)[4] == TYPED + " + 1"
         assert "denied by you" in view
@@ -179,7 +180,7 @@ def test_the_agent_works_in_the_notebook(server):
         page.shot(f"notebook-tools-{app}-done")
 
         # 6. the view links to the cells the agent wrote: a click scrolls there and selects it
-        link = p.locator(".nba-view a.nba-cell-link").first
+        link = p.locator(":is(.nba-view, div.nba) a.nba-cell-link").first
         link.click()
         p.wait_for_function("() => document.querySelector('.jp-Notebook .jp-Cell.jp-mod-active') !== null")
 
@@ -198,7 +199,7 @@ def test_the_agent_works_in_the_notebook(server):
         out = p.locator(".jp-Notebook .jp-Cell").nth(7).locator(".jp-OutputArea-output")
         out.first.wait_for(state="visible", timeout=30_000)
         assert "42" in out.first.inner_text()
-        p.locator(".nba-view .nba-head .nba-s-done").nth(1).wait_for(timeout=30_000)
+        p.locator(".nba-head .nba-pill.nba-s-done").nth(1).wait_for(timeout=30_000)
         page.shot(f"notebook-tools-{app}-python-in-cells")
     except Exception:
         page.shot(f"notebook-tools-{app}-failure")
