@@ -174,20 +174,15 @@ class Agent:
         """Continue a stored conversation (None: the workspace's latest): the next runs start from its
         messages and are written to it. Calls that were in flight when it was last written get an
         "interrupted" result, so the transcript is valid. `new=True` starts a new stored conversation."""
-        from .sessions import SessionError, SessionWriter, list_sessions, load_session
+        from .sessions import SessionError, SessionWriter, find_session
 
         if new:
             writer = SessionWriter(self.workspace, model=getattr(self.model, "spec", None))
             self.session_id, self.conversation = writer.id, []
             self.conversation_spend = Spend()
             return self
-        if session_id is None:
-            found = list_sessions(self.workspace)
-            if not found:
-                raise ConfigurationError(f"no stored conversation in {self.workspace} to resume")
-            session_id = found[-1].id
         try:
-            stored = load_session(self.workspace, session_id)
+            stored = find_session(self.workspace, session_id)
         except SessionError as exc:
             raise ConfigurationError(str(exc)) from None
         self.session_id, self.conversation = stored.info.id, stored.messages

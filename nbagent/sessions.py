@@ -44,7 +44,7 @@ from .secrets import redact, redact_value
 from .transcript import message_from_neutral, neutral_message
 
 __all__ = ["FORMAT", "SIDE_FILE_CHARS", "SessionError", "SessionInfo", "SessionWriter", "StoredSession",
-           "SessionRecorder", "delete_session", "list_sessions", "rolled_back", "load_session", "new_session_id", "repair_transcript",
+           "SessionRecorder", "delete_session", "find_session", "list_sessions", "rolled_back", "load_session", "new_session_id", "repair_transcript",
            "sessions_dir"]
 
 FORMAT = 1
@@ -433,6 +433,18 @@ def _whole_body(body: Any, previous: Any) -> Any:
                 raise ValueError(f"request field {key!r} continues a request that is missing")
             whole[key] = before[: value["$prefix"]] + list(value["rest"])
     return whole
+
+
+def find_session(workspace: str | os.PathLike[str], session_id: str | None = None, *,
+                 notebook: str | None = None) -> StoredSession:
+    """`load_session(session_id)`, or with None the latest conversation of `notebook` (when given and it
+    has one), else the workspace's latest; `SessionError` saying so when there is none."""
+    if session_id is None:
+        found = (list_sessions(workspace, notebook=notebook) if notebook else []) or list_sessions(workspace)
+        if not found:
+            raise SessionError(f"no stored conversation in {workspace} to resume")
+        session_id = found[-1].id
+    return load_session(workspace, session_id)
 
 
 def _restore(data: dict[str, Any], side: Path) -> dict[str, Any]:

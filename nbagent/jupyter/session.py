@@ -416,18 +416,12 @@ class NotebookSession:
     def resume(self, session_id: str | None = None) -> Any:
         """`%agent --resume [ID]`: the next %agent continues a stored conversation (default: this notebook's
         latest, else the workspace's latest)."""
-        from ..sessions import SessionError, list_sessions, load_session
+        from ..sessions import SessionError, find_session
 
-        if session_id is None:
-            notebook = self.notebook_path()
-            found = (list_sessions(self.workspace, notebook=notebook) if notebook else []) or list_sessions(self.workspace)
-            if not found:
-                raise UsageError(f"no stored conversation in {self.workspace} to resume (%agent --sessions lists them)")
-            session_id = found[-1].id
         try:
-            stored = load_session(self.workspace, session_id)
+            stored = find_session(self.workspace, session_id, notebook=self.notebook_path())
         except SessionError as exc:
-            raise UsageError(str(exc)) from None
+            raise UsageError(f"{exc} (%agent --sessions lists them)") from None
         self.resumed = stored.messages
         self.session_id = stored.info.id
         self.conversation = None
