@@ -35,7 +35,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "stages": ("hooks", "permissions", "interrupt", "execution", "compaction"),
     "providers": ("providers",),
     "render": ("render", "render_usage"),
-    "toolbox": ("toolbox",),
+    "toolbox": ("toolbox", "mcp"),
     "loop": ("loop", "run"),
     "api": ("__init__", "demo"),
 }
@@ -46,7 +46,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "providers": {"data", "tools", "providers"},
     "render": {"data", "render"},
     "toolbox": {"data", "tools", "toolbox"},
-    "loop": {"data", "tools", "stages", "providers", "render", "loop"},
+    "loop": {"data", "tools", "stages", "providers", "render", "toolbox", "loop"},  # Agent(mcp_servers=...)
     "api": set(LAYERS),
 }
 

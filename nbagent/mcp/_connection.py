@@ -15,7 +15,10 @@ has closed is started again on the next use.
                          a server that does not answer a ping afterwards is restarted on next use
     close_all()          at exit, or `nbagent.mcp.close()`
 
-This module imports the `mcp` SDK; nothing imports it before a server is used.
+This module imports the `mcp` SDK; nothing imports it before a server is used. It is one module because
+the lifecycle above (start, the home loop, the stdio transport that keeps the pid and stderr, call,
+restart, close) is one state machine over one connection object; split, each part would reach into the
+others' state.
 """
 
 from __future__ import annotations
@@ -668,9 +671,10 @@ def _json(value: Any) -> str:
 
 
 def _version() -> str:
-    try:
-        from .. import __version__
+    """nbagent's version, as the installed package says (the package root is above this layer)."""
+    from importlib.metadata import PackageNotFoundError, version
 
-        return __version__
-    except Exception:  # pragma: no cover
+    try:
+        return version("nbagent")
+    except PackageNotFoundError:  # pragma: no cover - run from a checkout that is not installed
         return "0"
