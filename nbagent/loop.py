@@ -48,7 +48,7 @@ from .providers import Model
 from .records import CallRecord
 from .structured import SUBMIT_TOOL_NAME
 from .tools import Tool
-from .window import estimate_prompt_extra, measure
+from .window import Estimates, estimate_prompt_extra, measure
 
 __all__ = ["RunSettings", "RunState", "drive"]
 
@@ -104,7 +104,7 @@ class RunState:
 
     __slots__ = (
         "messages", "history_length", "calls", "requests", "events", "listeners", "spend", "before", "turns", "output",
-        "context_tokens", "context_measured", "context_anchor", "compactions",
+        "context_tokens", "context_measured", "context_anchor", "compactions", "estimates",
         "error", "stop_reason", "outcome", "in_flight", "partial_text", "call_ids", "loaded_tools",
         "cancellation", "started_at", "t0", "finished_at", "elapsed",
     )
@@ -129,6 +129,8 @@ class RunState:
         self.context_measured = False
         """Whether `context_tokens` rests on the provider's count (else it is an estimate)."""
         self.context_anchor = context_anchor
+        self.estimates = Estimates()
+        """Running token estimates of the transcript (`window.Estimates`)."""
         """(index, tokens) after a compaction: responses before index were counted on a longer transcript."""
         self.compactions: list[Any] = []
         """The `Compaction`s this run made, in order."""
@@ -290,7 +292,7 @@ def _last_text(messages: list[Message]) -> str:
 
 def _measure(settings: RunSettings, state: RunState, tools: Sequence[Tool]) -> int:
     extra = estimate_prompt_extra(settings.instructions, tools)
-    tokens, measured = measure(state.messages, state.context_anchor, extra)
+    tokens, measured = measure(state.messages, state.context_anchor, extra, state.estimates)
     state.context_tokens, state.context_measured = tokens, measured
     return tokens
 

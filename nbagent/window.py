@@ -108,22 +108,60 @@ def estimate_tokens(messages: Sequence[Message]) -> int:
     return sum(estimate_message(m) for m in messages)
 
 
+class Estimates:
+    """Running sums of `estimate_message` over a transcript that grows at its end, so measuring before each
+    request costs what was added, not the whole conversation (a run of a thousand turns would otherwise
+    spend its time re-estimating). A transcript changed anywhere but its end (a compaction) is re-read."""
+
+    __slots__ = ("seen", "sums", "unmeasured")
+
+    def __init__(self) -> None:
+        self.seen: list[Message] = []
+        self.sums: list[int] = [0]
+        self.unmeasured = 0
+        """`messages[:unmeasured]` hold no response with a provider's count (looked at already)."""
+
+    def upto(self, messages: Sequence[Message], n: int) -> int:
+        """The estimate of `messages[:n]`."""
+        seen = self.seen
+        k = min(len(seen), len(messages))
+        if k and (seen[k - 1] is not messages[k - 1] or seen[0] is not messages[0]):
+            j = 0
+            while j < k and seen[j] is messages[j]:
+                j += 1
+            del seen[j:]
+            del self.sums[j + 1:]
+            self.unmeasured = min(self.unmeasured, j)
+        sums = self.sums
+        for m in messages[len(seen):n]:
+            seen.append(m)
+            sums.append(sums[-1] + estimate_message(m))
+        return sums[n] if n < len(sums) else sums[-1]
+
+    def between(self, messages: Sequence[Message], start: int, end: int | None = None) -> int:
+        end = len(messages) if end is None else end
+        return self.upto(messages, end) - self.upto(messages, start)
+
+
 def measure(messages: Sequence[Message], anchor: tuple[int, int] | None = None,
-            extra: int = 0) -> tuple[int, bool]:
+            extra: int = 0, cache: Estimates | None = None) -> tuple[int, bool]:
     """How many tokens `messages` take now, and whether that rests on a provider's count.
 
     `anchor` (index, tokens) says `messages[:index]` took `tokens` (set after a compaction: responses before
     it were measured on the longer transcript). `extra` is added when nothing was measured: the estimate
     of the instructions and tool schemas, which a provider's count already includes.
     """
+    cache = cache if cache is not None else Estimates()
     start = anchor[0] if anchor is not None else 0
-    for i in range(len(messages) - 1, start - 1, -1):
+    cache.upto(messages, len(messages))  # re-reads a changed transcript, and with it what was looked at
+    for i in range(len(messages) - 1, max(start, cache.unmeasured) - 1, -1):
         m = messages[i]
         if isinstance(m, AssistantMessage) and m.usage is not None and m.usage.input_tokens:
-            return m.usage.input_tokens + m.usage.output_tokens + estimate_tokens(messages[i + 1:]), True
+            return m.usage.input_tokens + m.usage.output_tokens + cache.between(messages, i + 1), True
+    cache.unmeasured = max(cache.unmeasured, len(messages))
     if anchor is not None:
-        return anchor[1] + estimate_tokens(messages[start:]), False
-    return estimate_tokens(messages) + extra, False
+        return anchor[1] + cache.between(messages, start), False
+    return cache.upto(messages, len(messages)) + extra, False
 
 
 def estimate_prompt_extra(instructions: str | None, tools: Sequence[Any]) -> int:
