@@ -61,7 +61,7 @@ def context_text(run: AgentRun) -> tuple[str, str, float | None]:
     window = getattr(run, "context_window", None)
     how = "as the provider counted it" if getattr(run, "context_measured", False) else "estimated"
     if not window:
-        return (f"{short_tokens(tokens)} context" if tokens else "",
+        return (f"{short_tokens(tokens)} tokens" if tokens else "",
                 f"the conversation takes {tokens:,} tokens ({how}); the model's context window is unknown "
                 "(set Agent(context_window=N))", None)
     fraction = tokens / window
