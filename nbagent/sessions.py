@@ -546,7 +546,7 @@ class SessionRecorder:
                 # batch, resuming answers them "interrupted" (flushed, not fsynced: the batch's end is)
                 message = getattr(event, "message", None)
                 if message is not None:
-                    self.flush(fsync=False)
+                    self.flush(commit=False)
                     self.writer.messages([message])
                     self._early = message
                     self.writer.commit(fsync=False)
@@ -562,7 +562,7 @@ class SessionRecorder:
         except Exception as exc:  # a full disk must not stop the run; the error is kept
             self.error = exc
 
-    def flush(self, *, end: bool = False, fsync: bool = True) -> None:
+    def flush(self, *, end: bool = False, fsync: bool = True, commit: bool = True) -> None:
         run = self.run
         messages = run.messages
         new = messages[self._messages:]
@@ -590,7 +590,8 @@ class SessionRecorder:
                                   output=run.output if isinstance(getattr(run, "output", None), str) else None)
             self.writer.close()
             return
-        self.writer.commit(fsync=fsync)
+        if commit:
+            self.writer.commit(fsync=fsync)
 
 
 def _same_response(a: Any, b: Any) -> bool:
