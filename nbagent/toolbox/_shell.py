@@ -86,11 +86,19 @@ class ShellResult:
         return self.output
 
 
+def _agent_policy(ctx: Any) -> SandboxPolicy:
+    return sandbox_policy(getattr(getattr(ctx, "constraints", None), "sandbox", None))
+
+
+def _sandboxed(policy: SandboxPolicy) -> bool:
+    """Whether commands under `policy` run inside an OS sandbox on this machine."""
+    return policy.name != "danger-full-access" and sandbox_backend().available
+
+
 def call_policy(ctx: Any) -> SandboxPolicy:
     """The sandbox a call runs in: `read-only` when it was auto-allowed as a read-only command (whatever
     the agent's policy, unless that is danger-full-access), else the agent's policy."""
-    constraints = getattr(ctx, "constraints", None)
-    policy = sandbox_policy(getattr(constraints, "sandbox", None))
+    policy = _agent_policy(ctx)
     decision = getattr(ctx, "decision", None)
     if getattr(decision, "source", None) == "read_only" and policy.name != "danger-full-access":
         return SandboxPolicy("read-only")
@@ -225,15 +233,13 @@ def make_shell_tool(binding: Binding) -> Tool:
             return ToolResult([TextBlock("the command is empty")], is_error=True)
         if "\x00" in command:
             return ToolResult([TextBlock("the command contains a NUL byte")], is_error=True)
-        revealing = reveals_denied(command, ws, read_denied_check(ctx))
+        denied = read_denied_check(ctx)
+        revealing = reveals_denied(command, ws, denied)
         if revealing:  # a deny rule on reading holds here too, whatever was approved
             return ToolResult([TextBlock(f"not run: {revealing}")], is_error=True)
         policy = call_policy(ctx)
-        sandboxed = policy.name != "danger-full-access" and sandbox_backend().available
-        hidden: tuple = ()
-        if sandboxed:
-            check = read_denied_check(ctx)
-            hidden = hidden_paths(ws.root, check) if check is not None else ()
+        sandboxed = _sandboxed(policy)
+        hidden = hidden_paths(ws.root, denied) if sandboxed and denied is not None else ()
         try:
             prepared = prepare([_bash(), "-c", command], workspace=ws.root, policy=policy, hidden=hidden)
         except OSError as exc:
@@ -331,8 +337,7 @@ def _read_only_call(binding: Binding):
             return False
         denied = read_denied_check(ctx)
         # without a sandbox to catch its mistakes, the classifier trusts only commands it knows fully
-        policy = sandbox_policy(getattr(getattr(ctx, "constraints", None), "sandbox", None))
-        sandboxed = policy.name != "danger-full-access" and sandbox_backend().available
+        sandboxed = _sandboxed(_agent_policy(ctx))
         return (read_only_problem(command, ws, denied, sandboxed=sandboxed) is None
                 and reveals_denied(command, ws, denied) is None)
 
