@@ -13,6 +13,8 @@ import pytest
 
 from nbagent import Agent, toolbox
 
+from tests.toolbox.test_shell_tool import _running
+
 from .conftest import Recorder, run_agent, script, sh, text_of
 
 pytestmark = pytest.mark.timeout(60)
@@ -40,30 +42,12 @@ def test_background_process_outlives_the_call(ws, name):
     assert not (ws / "late.txt").exists()
 
 
-def _host_pids(marker: str) -> list[int]:
-    """Live processes on this machine whose command line holds `marker` (a pid a command prints is
-    its pid inside the sandbox's PID namespace, meaningless out here)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    if marker.encode() not in f.read():
-                        continue
-                with open(f"/proc/{entry}/stat") as f:
-                    if f.read().rsplit(") ", 1)[1][0] != "Z":
-                        found.append(int(entry))
-            except (OSError, IndexError):
-                pass
-    return found
-
-
 def test_daemon_pid_is_not_alive_after_the_call(ws):
     marker = f"60.{os.getpid() % 1000:03}{time.time_ns() % 1_000_000:06}"
     cmd = f"setsid sleep {marker} >/dev/null 2>&1 </dev/null & echo started"
     run_agent(ws, sh(cmd, timeout=10), approver=Recorder(True))
     time.sleep(0.5)
-    alive = _host_pids(marker)
+    alive = _running(marker)  # by command line: a pid printed inside the sandbox names another process here
     for pid in alive:
         os.kill(pid, 9)
     assert not alive
