@@ -248,7 +248,8 @@ class Agent:
         return run
 
     def _record(self, run: AgentRun) -> None:
-        from .sessions import SessionRecorder, SessionWriter, rolled_back
+        from .recording import SessionRecorder, rolled_back
+        from .sessions import SessionWriter
 
         writer = SessionWriter(self.workspace, self.session_id, resume=True)
         SessionRecorder(writer, run).attach()

@@ -400,7 +400,8 @@ class NotebookSession:
         """Write the run into this conversation's stored session (a new one for a new conversation)."""
         if not self.config.store_sessions or getattr(run.model, "provider", None) == "replay":
             return
-        from ..sessions import SessionRecorder, SessionWriter
+        from ..recording import SessionRecorder
+        from ..sessions import SessionWriter
 
         try:
             if self.session_id is None:
@@ -488,7 +489,7 @@ class NotebookSession:
         would make two user messages in a row. Running again the cell whose run failed retries it: the
         conversation is then what came before that run.
         """
-        from ..sessions import rolled_back
+        from ..recording import rolled_back
 
         if last.status in ("failed", "cancelled") and cell is not None and self._cell_of(last) == cell:
             return last.messages[: len(last.messages) - len(last.new_messages)]
