@@ -139,7 +139,8 @@ export class CellDecorator {
 
   private mark(cell: Cell): void {
     const mark = cell.model.getMetadata('nbagent') as JSONDict | undefined;
-    let badge = cell.node.querySelector(':scope > .nba-cell-badge') as HTMLElement | null;
+    const host = (cell.node.querySelector('.jp-Cell-inputWrapper') as HTMLElement | null) ?? cell.node;
+    let badge = host.querySelector(':scope > .nba-cell-badge') as HTMLElement | null;
     const valid = mark && typeof mark === 'object' && typeof mark.action === 'string';
     cell.node.classList.toggle('nba-agent-cell', !!valid);
     if (!valid) {
@@ -151,7 +152,7 @@ export class CellDecorator {
     const text = `nbagent · ${mark.action}`;
     if (!badge) {
       badge = div('nba-cell-badge');
-      cell.node.prepend(badge);
+      host.append(badge);
       badge.addEventListener('click', event => {
         event.stopPropagation();
         const m = cell.model.getMetadata('nbagent') as JSONDict | undefined;

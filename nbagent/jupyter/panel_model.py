@@ -127,7 +127,7 @@ def stored_summary(stored: Any) -> dict[str, Any]:
         text = str(getattr(message, "text", "") or "")
         calls = [c.name for c in getattr(message, "tool_calls", None) or []]
         if role == "user" and text:
-            items.append({"role": "you", "text": render.one_line(text, 400)})
+            items.append({"role": "you", "text": render.one_line(text, 160)})
         elif role == "assistant" and (text or calls):
             line = text.strip()
             if calls:

@@ -177,7 +177,7 @@ def test_the_panel_works_in_the_notebook(server):
         undo.click()
         wait_sources(page, lambda s: s[2] == BROKEN, "Undo did not put the cell back")
         wait_for(page, "the change was not marked undone",
-                 "() => /undone/.test(document.querySelector('#nbagent-panel .nba-panel-changes').innerText)")
+                 "() => [...document.querySelectorAll('#nbagent-panel .nba-panel-change')].some(e => /undone/.test(e.innerText))")
 
         # 5. a page reload: the panel shows the conversation again
         p.reload()
