@@ -77,8 +77,8 @@ export class PanelClient {
     session.statusChanged.connect((_s, status) => {
       if (status === 'restarting' || status === 'autorestarting') {
         this.onRestart();
-      } else if (status === 'idle' && this.state !== 'ready') {
-        this.retrySoon(); // nbagent may have been loaded by the cell that just ran
+      } else if (status === 'idle') {
+        this.retrySoon(); // the cell that just ran may have loaded nbagent, or changed its settings
       }
     });
     void session.ready.then(() => this.reconnect());
@@ -108,7 +108,11 @@ export class PanelClient {
   private retrySoon(): void {
     window.clearTimeout(this.retryTimer);
     this.retryTimer = window.setTimeout(() => {
-      if (this.state !== 'ready') {
+      if (this.state === 'ready') {
+        if (this.runs.size === 0) {
+          void this.refresh(); // the settings shown before the first run (a later cell may set the model)
+        }
+      } else if (this.state !== 'connecting' || !this.comm) {
         this.reconnect();
       }
     }, 300);
