@@ -40,7 +40,7 @@ model = ScriptedModel([
     "Fixed: count is 0, so the division now uses at least 1.",
     # 3. Fix with nbagent on cell c3, rejected on the cell
     call("read_notebook", cell_id="c3"),
-    call("edit_cell", cell_id="c3", old="undefined_name", new="'replaced'"),
+    call("edit_cell", cell_id="c3", old="undefined_name", new="'<img src=x onerror=window.__nba_pwned=1>'"),
     "Understood, I left it as it was.",
 ], delay=0.02)'''
 
@@ -164,6 +164,9 @@ def test_the_panel_works_in_the_notebook(server):
         fix.click()
         review = page.code_cells.nth(3).locator(".nba-review")
         review.wait_for(state="visible", timeout=30_000)
+        # the model's text is shown as text: the markup in it is visible, and inert
+        assert "+ print('<img src=x onerror=window.__nba_pwned=1>')" in review.inner_text()
+        assert review.locator("img").count() == 0 and p.evaluate("() => window.__nba_pwned") is None
         click_until_gone(page, review.locator("button.nba-reject"))
         wait_for(page, "the rejected run did not end",
                  "() => /left it as it was/.test(document.querySelector('#nbagent-panel .nba-panel-runs').innerText)")
@@ -173,6 +176,7 @@ def test_the_panel_works_in_the_notebook(server):
         # 4. the changes list: Undo puts the fixed cell back
         undo = p.locator("#nbagent-panel .nba-panel-change:has-text('edited cell c2') button.nba-panel-undo")
         undo.wait_for(state="visible", timeout=15_000)
+        undo.scroll_into_view_if_needed()
         page.shot(f"panel-{app}-changes", p.locator("#nbagent-panel"))
         undo.click()
         wait_sources(page, lambda s: s[2] == BROKEN, "Undo did not put the cell back")
