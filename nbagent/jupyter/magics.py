@@ -167,9 +167,10 @@ class AgentMagics(Magics):
         if cell is not None and cell.strip():
             prompt = f"{prompt}\n{cell.strip()}" if prompt else cell.strip()
         if args.runs:
-            from . import runs
+            from .notebook_runs import RunList
 
-            return runs()
+            kept = self.session.notebook_runs
+            return RunList(kept, kept.live_runs())
         mcp = None if args.mcp is None else [n.strip() for n in args.mcp.split(",") if n.strip() not in ("", "none")]
         if args.mcp_list:
             return self.session.agents.mcp_list(mcp)
