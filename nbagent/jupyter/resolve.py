@@ -3,7 +3,8 @@ the instructions and the compaction settings of one run.
 
 A user mistake (a model that is no model, a tool that is no function, a bad MCP config) becomes a
 `UsageError` that says what to do. Nothing here shows or stores a run: `session.py` starts it, with the
-agent made here.
+agent made here. The workspace's `.mcp.json` (anyone who can write the workspace could have written it) is
+read by `nbagent.mcp`, not here: its rules for what such a file may do are there.
 """
 
 from __future__ import annotations
