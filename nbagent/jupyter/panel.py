@@ -179,15 +179,15 @@ class PanelHub:
         stored = None
         if not session.runs:
             stored = self._stored()
-        conversation = session.conversation
-        return {"runs": runs, "stored": stored, "css": render.css(), "session_id": session.session_id,
-                "kernel": session.origin, "conversation": conversation.id if conversation is not None else None,
+        conversation = session.stored.last
+        return {"runs": runs, "stored": stored, "css": render.css(), "session_id": session.stored.session_id,
+                "kernel": session.stored.origin, "conversation": conversation.id if conversation is not None else None,
                 "config": {"model": _spec(session.config.model), "mode": str(session.config.mode)}}
 
     def _stored(self) -> dict[str, Any] | None:
         from ..sessions import SessionError, list_sessions, load_session
 
-        notebook = self.session.notebook_path()
+        notebook = self.session.stored.notebook_path()
         try:
             found = list_sessions(self.session.workspace, notebook=notebook) if notebook else []
             if not found:
@@ -210,8 +210,9 @@ class PanelHub:
         elif not prompt.strip():
             raise UsageError("type what nbagent should do first")
         resume = data.get("resume")
-        if resume and session.conversation is None and session.resumed is None and not data.get("new"):
-            session.resume(resume)  # the stored conversation the panel showed: the run continues it
+        stored = session.stored
+        if resume and stored.last is None and stored.resumed is None and not data.get("new"):
+            stored.resume(resume)  # the stored conversation the panel showed: the run continues it
         options = RunOptions(model=data.get("model") or None, new=bool(data.get("new")))
         displays = session.displays
         before, displays.cell_id = displays.cell_id, None  # not started by a cell: no cell's run to show again

@@ -114,7 +114,7 @@ def test_a_panel_run_is_the_same_run_and_its_decision_binds(kernel):
     assert review["tool"] == "python"
     # the same AgentRun: nbagent.jupyter.runs() lists it, the store keeps it
     assert kernel.value("[r.id for r in __import__('nbagent.jupyter').jupyter.runs()]") == [run["id"]]
-    assert kernel.value("__import__('nbagent.jupyter').jupyter.get_session().session_id is not None")
+    assert kernel.value("__import__('nbagent.jupyter').jupyter.get_session().stored.session_id is not None")
     # a digest other than the one shown is refused, and the call still waits
     wrong = page.ask("decide", run=run["id"], call=review["call"], digest="0" * 64, choice="approve")
     assert wrong["ok"] is False and "differs from the one shown" in wrong["error"]
