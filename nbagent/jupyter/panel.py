@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 
 from .. import render
-from .panel_model import digest, run_summary, stored_summary
+from .panel_model import EDIT_TOOLS, digest, run_summary, stored_summary
 from .panel_prompts import KINDS, cell_prompt
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -59,6 +59,10 @@ MAX_ID = 200
 PUSHED = frozenset({"run_started", "turn_started", "approval_requested", "approval_decided", "tool_call_started",
                     "tool_call_finished", "model_response", "compacted", "run_finished"})
 """The events after which the page is told (never the text deltas: the live view streams those itself)."""
+HEAD_CHANGES = frozenset({"run_started", "model_response", "compacted", "run_finished"})
+"""The events after which the run's model, cost and context gauge are measured again."""
+PUSH_DELAY = 0.1
+"""Seconds the page's news waits, so that however many events come meanwhile it is told once."""
 
 _S, _B, _D, _L = (str,), (bool,), (dict,), (list,)
 SHAPES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
@@ -126,7 +130,10 @@ class PanelHub:
         """Per run id: where it was started (panel or cell), the button, its short label, its cell."""
         self.undone: dict[str, set[str]] = {}
         self._followed: set[str] = set()
-        self._dirty: set[str] = set()
+        self._dirty: dict[str, set[str]] = {}
+        """Per run to tell the page about: which parts of its summary must be made again."""
+        self._parts: dict[str, dict[str, Any]] = {}
+        """Per run: the parts of its last summary (reused while nothing changed them)."""
         self._scheduled = False
         self._closed = False
 
@@ -259,12 +266,13 @@ class PanelHub:
         if not any(c.id == data["call"] for c in run.calls):
             raise UsageError(f"the run has no call {data['call']!r}")
         self.undone.setdefault(run.id, set()).add(data["call"])
-        self.mark(run.id)
+        self.mark(run.id, "changes")
         return {"ok": True}
 
     # -- following runs ---------------------------------------------------------------------------------------
-    def summary(self, run: Any) -> dict[str, Any]:
-        return run_summary(run, self.session.view(run), self.meta.get(run.id, {}), self.undone.get(run.id, set()))
+    def summary(self, run: Any, fresh: set[str] | frozenset[str] = frozenset({"head", "changes"})) -> dict[str, Any]:
+        return run_summary(run, self.session.view(run), self.meta.get(run.id, {}), self.undone.get(run.id, set()),
+                           cached=self._parts.setdefault(run.id, {}), fresh=fresh)
 
     def follow(self, run: Any) -> None:
         if run.id in self._followed:
@@ -275,8 +283,14 @@ class PanelHub:
         run_id = run.id
 
         def listen(event: Any) -> None:
-            if event.kind in PUSHED:
-                self.mark(run_id)
+            kind = event.kind
+            if kind in PUSHED:
+                if kind in HEAD_CHANGES:
+                    self.mark(run_id, "head")
+                elif kind == "tool_call_finished" and event.call.name in EDIT_TOOLS:
+                    self.mark(run_id, "changes")
+                else:
+                    self.mark(run_id)
 
         run.subscribe(listen)
 
@@ -285,28 +299,29 @@ class PanelHub:
         for run in list(self.session.runs):
             if run.id not in self._followed:
                 self.follow(run)
-                self.mark(run.id)
+                self.mark(run.id, "head", "changes")
 
-    def mark(self, run_id: str) -> None:
-        """Tell the page about this run soon (once, however many events came meanwhile)."""
+    def mark(self, run_id: str, *fresh: str) -> None:
+        """Tell the page about this run soon (once, however many events came meanwhile); `fresh`: the parts
+        of its summary to make again."""
         if self._closed or not self.comms:
             return
-        self._dirty.add(run_id)
+        self._dirty.setdefault(run_id, set()).update(fresh)
         if not self._scheduled:
             self._scheduled = True
             try:
-                self.loop.call_soon_threadsafe(self._push)
+                self.loop.call_soon_threadsafe(self.loop.call_later, PUSH_DELAY, self._push)
             except RuntimeError:
                 self._scheduled = False
 
     def _push(self) -> None:
         self._scheduled = False
-        dirty, self._dirty = self._dirty, set()
+        dirty, self._dirty = self._dirty, {}
         if not self.comms:
             return
         for run in list(self.session.runs):
             if run.id in dirty:
-                message = {"event": "run", "run": self.summary(run)}
+                message = {"event": "run", "run": self.summary(run, dirty[run.id])}
                 for comm in list(self.comms):
                     try:
                         comm.send(message)

@@ -101,8 +101,20 @@ def changes(run: Any, undone: set[str]) -> list[dict[str, Any]]:
     return out
 
 
-def run_summary(run: Any, view: Any, meta: dict[str, Any], undone: set[str]) -> dict[str, Any]:
+def run_summary(run: Any, view: Any, meta: dict[str, Any], undone: set[str], *, cached: dict[str, Any] | None = None,
+                fresh: frozenset[str] | set[str] = frozenset({"head", "changes"})) -> dict[str, Any]:
+    """The run's summary. `cached` (the previous summary's parts) is reused for what `fresh` does not name:
+    "head" (model, cost, context: it changes with a model response) and "changes" (with an edit's end)."""
     live = not run.done
+    cached = cached if cached is not None else {}
+    if live and "head" not in fresh and "head" in cached:
+        head_part = cached["head"]
+    else:
+        head_part = cached["head"] = head(run)
+    if live and "changes" not in fresh and "changes" in cached:
+        change_list = cached["changes"]
+    else:
+        change_list = cached["changes"] = changes(run, undone)
     widget = getattr(view, "widget", None)
     widget_id = None
     if live and widget is not None and not getattr(view, "ended", False) and getattr(view, "stopped", None) is None:
@@ -115,8 +127,8 @@ def run_summary(run: Any, view: Any, meta: dict[str, Any], undone: set[str]) -> 
             html = render.run_html(run)
     return {"id": run.id, "status": run.status, "label": meta.get("label") or render.one_line(str(run.prompt or ""), 120),
             "source": meta.get("source", "cell"), "kind": meta.get("kind", "ask"), "cell": meta.get("cell"),
-            "head": head(run), "widget": widget_id, "html": html,
-            "reviews": reviews(view) if live and view is not None else [], "changes": changes(run, undone)}
+            "head": head_part, "widget": widget_id, "html": html,
+            "reviews": reviews(view) if live and view is not None else [], "changes": change_list}
 
 
 def stored_summary(stored: Any) -> dict[str, Any]:
