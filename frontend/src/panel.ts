@@ -179,10 +179,13 @@ export class AgentPanel extends Widget {
     if (this.styleEl.textContent !== client.css) {
       this.styleEl.textContent = client.css; // nbagent's own stylesheet, as text (never parsed as HTML)
     }
+    const storedShown = !!client.stored && ![...client.runs.values()].some(r => !r.before_restart);
     if (client.restarted) {
-      this.statusEl.append(el('div', 'nba-panel-restarted',
-        'The kernel restarted: live objects and runs that were going are gone. What the panel showed is kept below; ' +
-        'the stored conversation continues with the next prompt.'));
+      this.statusEl.append(el('div', 'nba-panel-restarted', storedShown && client.runs.size === 0
+        ? 'The kernel restarted: its variables and the runs that were going are gone. Below is the stored ' +
+          'conversation; the next prompt continues it.'
+        : 'The kernel restarted: its variables and the runs that were going are gone. What the panel showed ' +
+          'is kept below.'));
     }
     if (client.state === 'connecting') {
       this.statusEl.append(el('div', 'nba-panel-note', 'Connecting to the kernel…'));
@@ -200,8 +203,8 @@ export class AgentPanel extends Widget {
     }
     this.renderConversation(client);
     this.renderRuns(client, nb);
-    if (client.stored && client.runs.size === 0) {
-      this.renderStored(client.stored);
+    if (storedShown) {
+      this.renderStored(client.stored!);
     }
     if (this.about && !this.about.isDisposed) {
       const chip = el('span', 'nba-panel-chip', `About cell ${this.about.model.id}`);

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import io
 import re
+import reprlib
 import tokenize
 from typing import Any
 
@@ -60,7 +61,10 @@ def relevant_variables(source: str, namespace: dict[str, Any], hidden: Any = ())
         if type(value).__name__ == "module":
             continue
         try:
-            text = describe_object(value)
+            if isinstance(value, (bool, int, float, complex, str, bytes, type(None))):  # the value itself helps most
+                text = f"{type(value).__name__} = {reprlib.repr(value)}"
+            else:
+                text = describe_object(value)
         except Exception as exc:  # a repr that raises says so, and the prompt goes on
             text = f"{type(value).__name__} (its description failed: {type(exc).__name__})"
         found.append((name, _clip(" ".join(str(text).split()), MAX_VALUE)))

@@ -88,4 +88,4 @@ def test_relevant_variables_reads_broken_code_and_survives_a_bad_repr():
             raise RuntimeError("no")
 
     found = dict(relevant_variables("print(a, b) +* (", {"a": 1, "b": Bad()}))
-    assert set(found) == {"a", "b"}
+    assert set(found) == {"a", "b"} and found["a"] == "int = 1"
