@@ -164,6 +164,18 @@ export class AgentPanel extends Widget {
     this.render();
   }
 
+  /** A hidden panel draws no live views (each is a second view of the run's widgets): they come back on show. */
+  protected onAfterHide(): void {
+    const cards = this.client ? this.cards.get(this.client) : undefined;
+    for (const card of cards?.values() ?? []) {
+      if (card.shown.startsWith('w:')) {
+        this.dropRenderer(card);
+        card.body.textContent = '';
+        card.shown = '';
+      }
+    }
+  }
+
   private render(): void {
     const client = this.client;
     const nb = this.notebook;
@@ -305,7 +317,9 @@ export class AgentPanel extends Widget {
     const from = run.source === 'panel' ? 'from the panel' : 'from a cell';
     card.title.append(el('span', 'nba-panel-run-label', run.label), el('span', 'nba-panel-run-meta', ` · ${run.status} · ${from}`));
     let want: string;
-    if (run.widget) {
+    if (run.widget && !this.isVisible) {
+      want = 'n:hidden';
+    } else if (run.widget) {
       want = `w:${run.widget}`;
     } else if (run.html) {
       want = `h:${run.html}`;
@@ -316,8 +330,8 @@ export class AgentPanel extends Widget {
       this.dropRenderer(card);
       card.body.textContent = '';
       card.shown = want;
-      if (run.widget) {
-        this.renderWidget(card, run.widget, nb);
+      if (want.startsWith('w:')) {
+        this.renderWidget(card, run.widget!, nb);
       } else if (run.html) {
         const holder = el('div', 'nba-panel-static');
         // HTML from the kernel: through JupyterLab's sanitizer (no script, no handlers, no remote loads)
@@ -326,7 +340,7 @@ export class AgentPanel extends Widget {
       } else {
         card.body.append(el('div', 'nba-panel-note', run.before_restart
           ? 'This run was going when the kernel restarted; it was stopped. Its record is in the stored conversation.'
-          : 'Starting…'));
+          : run.widget ? 'Going on (its live view shows while the panel is open).' : 'Starting…'));
       }
     }
     this.renderChanges(card, run, client, nb);
