@@ -173,6 +173,14 @@ def test_the_panel_works_in_the_notebook(server):
         assert sources(page)[3] == OTHER
         assert page.code_cells.nth(3).locator(".nba-review").count() == 0
 
+        # the keyboard shortcut: Ctrl+Alt+A on a selected cell makes the next prompt about it
+        page.code_cells.nth(3).locator(".jp-InputPrompt").click()
+        p.keyboard.press("Escape")
+        p.keyboard.press("Control+Alt+a")
+        wait_for(page, "Ctrl+Alt+A did not make the prompt about the selected cell",
+                 "() => /About cell c3/.test(document.querySelector('#nbagent-panel .nba-panel-about').innerText)")
+        p.locator("#nbagent-panel .nba-panel-chip-x").click()
+
         # 4. the changes list: Undo puts the fixed cell back
         undo = p.locator("#nbagent-panel .nba-panel-change:has-text('edited cell c2') button.nba-panel-undo")
         undo.wait_for(state="visible", timeout=15_000)
