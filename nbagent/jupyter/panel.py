@@ -348,13 +348,18 @@ def attach_panel(shell: Any, session: NotebookSession) -> PanelHub | None:
     """`%load_ext nbagent` in a kernel: answer the panel's comm (None where there is no kernel or loop)."""
     if getattr(shell, "kernel", None) is None:
         return None
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        return None
     found = getattr(session, "_panel_hub", None)
     if isinstance(found, PanelHub):
         return found
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # loaded at the kernel's start-up (an IPython config): attach when the first cell runs
+        def first_cell(_info: Any = None) -> None:
+            shell.events.unregister("pre_run_cell", first_cell)
+            attach_panel(shell, session)
+
+        shell.events.register("pre_run_cell", first_cell)
+        return None
     from comm import get_comm_manager
 
     hub = PanelHub(session, loop)

@@ -180,3 +180,17 @@ def test_a_stopped_run(kernel):
     page.pushed(lambda r: r["reviews"])
     assert page.ask("stop", run=run["id"])["result"]["stopped"] is True
     assert page.pushed(lambda r: r["status"] == "cancelled")["html"]
+
+
+def test_nbagent_loaded_at_start_up_answers_after_the_first_cell(tmp_path):
+    profile = tmp_path / ".ipython" / "profile_default"
+    profile.mkdir(parents=True)
+    (profile / "ipython_config.py").write_text("c.InteractiveShellApp.extensions = ['nbagent']\n")
+    k = KernelSession(tmp_path)
+    try:
+        k.execute("x = 1")  # the first cell: the panel attaches on the kernel's loop
+        page = Page(k)
+        reply = page.ask("state")
+        assert reply["ok"] and reply["result"]["runs"] == []
+    finally:
+        k.shutdown()
