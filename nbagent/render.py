@@ -85,8 +85,8 @@ def _esc(text: Any) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _clip(text: str, limit: int = MAX_TEXT) -> str:
-    return text if len(text) <= limit else text[:limit] + f"\n… ({len(text) - limit:,} more characters)"
+def _clip(text: str, limit: int | None = MAX_TEXT) -> str:
+    return text if limit is None or len(text) <= limit else text[:limit] + f"\n… ({len(text) - limit:,} more characters)"
 
 
 def one_line(text: str, limit: int = 110) -> str:
@@ -168,7 +168,7 @@ def markdown_html(text: str) -> str:
 # --------------------------------------------------------------------------------------------------
 # Arguments
 # --------------------------------------------------------------------------------------------------
-def _value_html(value: Any, limit: int) -> str:
+def _value_html(value: Any, limit: int | None) -> str:
     if isinstance(value, str):
         if "\n" in value or len(value) > 80:
             return f'<div class="nba-pre">{_esc(_clip(value, limit))}</div>'
@@ -189,8 +189,9 @@ def _value_html(value: Any, limit: int) -> str:
     return _esc(text)
 
 
-def args_html(args: Any, *, limit: int = 600, streaming: bool = False) -> str:
-    """Arguments as labelled rows (a block of text when they are not an object); `limit` characters per value.
+def args_html(args: Any, *, limit: int | None = 600, streaming: bool = False) -> str:
+    """Arguments as labelled rows (a block of text when they are not an object); `limit` characters per value
+    (None: every character, as an approval shows them: a long value scrolls, it is never clipped).
 
     Plain `div`s in a grid, not a `<table>`: a notebook's own table and `<pre>` styles do not reach them.
     """
@@ -403,7 +404,7 @@ def call_inner_html(
         args = dict(rec.arguments)
     else:
         args = rec.raw_arguments
-    limit = 20_000 if waiting else 600
+    limit = None if waiting else 600  # what is being approved is shown whole (it scrolls), never clipped
     args_part = args_html(args, limit=limit, streaming=rec is None)
     if args_part:
         parts.append(f'<div class="nba-sub">{args_part}</div>')

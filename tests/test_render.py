@@ -95,3 +95,15 @@ def test_small_pieces():
     assert render.describe_object(pd.DataFrame({"a": [1, 2]})) == "DataFrame, 2 rows × 1 columns"
     assert render.describe_object("abc") == "str of 3 characters" and render.describe_object(3) == "int"
     assert render.status_word("waiting_for_approval") == "needs approval"
+
+
+def test_arguments_being_approved_are_shown_whole_however_long():
+    from nbagent.records import CallRecord
+
+    code = "\n".join(f"step_{i} = {i}" for i in range(4000)) + "\nimport os; os.system('the end')"
+    rec = CallRecord(ToolCall(name="python", arguments={"code": code}))
+    rec.arguments = {"code": code}
+    rec.status = "waiting_for_approval"
+    shown = render.call_inner_html(rec, waiting=True)
+    assert "os.system(&#x27;the end&#x27;)" in shown and "more characters" not in shown  # every byte that will run
+    assert "more characters" in render.call_inner_html(rec)  # a row that is not being approved stays short

@@ -335,14 +335,17 @@ def cells_of(run: Any) -> list[CellChange | CellRun]:
 # --------------------------------------------------------------------------------------------------
 # Running a cell through the notebook
 # --------------------------------------------------------------------------------------------------
-async def run_cell_in_notebook(state: NotebookState, cell_id: str, ctx: ToolContext | None, *, inserted: bool = False) -> ToolResult:
+async def run_cell_in_notebook(state: NotebookState, cell_id: str, ctx: ToolContext | None, *, inserted: bool = False,
+                               expected: str | None = None) -> ToolResult:
+    """Run a cell through the notebook; with `expected`, only while the cell holds exactly that code (the
+    page checks it as it starts the cell, so nothing can change it in between)."""
     if not await cells_idle(state):
         return error_result(
             f'Cell "{cell_id}" was not run: a cell of this notebook is running right now (probably the one that '
             "waits for this run, with --wait or `await run`), and the notebook runs one cell at a time. Use the "
             "python tool instead, or start the run without waiting for it.")
     try:
-        result = await _await_run(state, cell_id)
+        result = await _await_run(state, cell_id, expected)
     except (NoFrontend, FrontendError) as exc:
         if isinstance(exc, NoFrontend):
             return error_result(f'Cell "{cell_id}" was not run: {exc}. Cells can only be run through nbagent\'s '
@@ -360,13 +363,13 @@ async def run_cell_in_notebook(state: NotebookState, cell_id: str, ctx: ToolCont
     return ToolResult([TextBlock(f"{head}\n{summary}")], details=details, is_error=status == "error")
 
 
-async def _await_run(state: NotebookState, cell_id: str) -> Any:
+async def _await_run(state: NotebookState, cell_id: str, expected: str | None = None) -> Any:
     """Ask the notebook to run a cell and wait for its output, for as long as the cell runs in the kernel,
     but not forever when the notebook went silent: the cell must start within RUN_START_TIMEOUT, and the
     answer must come within RUN_REPORT_TIMEOUT of the kernel finishing it."""
     loop = asyncio.get_running_loop()
     started, finished = state.started, state.finished
-    task = asyncio.ensure_future(state.frontend.request("run", timeout=None, cell_id=cell_id))
+    task = asyncio.ensure_future(state.frontend.request("run", timeout=None, cell_id=cell_id, expected=expected))
     t0 = loop.time()
     idle_since: float | None = None
     try:

@@ -245,14 +245,19 @@ def notebook_tools(shell: Any) -> list[Tool]:
                           details=CellChange("deleted", cell_id, number, "", before, diff, state.run_id(ctx),
                                              getattr(ctx, "call_id", None)))
 
-    async def run_cell(cell_id: str, ctx: ToolContext = None) -> ToolResult:  # type: ignore[assignment]
+    async def run_cell(cell_id: str, code: str | None = None,
+                       ctx: ToolContext = None) -> ToolResult:  # type: ignore[assignment]
         """Run one cell in the notebook, as the user would: its output appears under it, and you get that
-        output back (the value of its last expression stays a live object).
+        output back (the value of its last expression stays a live object). The cell runs only while it
+        holds exactly the code shown for approval: what you last read of it (or `code`).
 
         Args:
             cell_id: the cell's id (from read_notebook or insert_cell).
+            code: the exact source you expect the cell to hold; left out: what you last read of it.
         """
-        return await run_cell_in_notebook(state, cell_id, ctx)
+        if code is None:  # never read: read it now, and let the model ask again for exactly that code
+            return await _unread_cell(state, cell_id)
+        return await run_cell_in_notebook(state, cell_id, ctx, expected=code)
 
     tools = [
         Tool(read_notebook, read_only=True, describe_activity=_read_label,
@@ -269,6 +274,7 @@ def notebook_tools(shell: Any) -> list[Tool]:
              describe_activity=lambda a: f"Deleting cell {a.get('cell_id')}",
              describe_completed_activity=_done_label("delete")),
         Tool(run_cell, destructive=True, capability="execute", execution_mode="sequential",
+             prepare_arguments=lambda a: _pin_code(state, a),
              describe_activity=lambda a: f"Running cell {a.get('cell_id')}",
              describe_completed_activity=lambda a, r: (f"Ran cell {a.get('cell_id')}" if isinstance(r, CellRun)
                                                        else f"Did not run cell {a.get('cell_id')}")),
@@ -276,11 +282,45 @@ def notebook_tools(shell: Any) -> list[Tool]:
     previews = {"insert_cell": lambda a: _insert_diff(state, a.get("source", ""), a.get("cell_type", "code"),
                                                       a.get("after")),
                 "edit_cell": lambda a: _edit_preview(state, a),
-                "delete_cell": lambda a: _delete_preview(state, a)}
+                "delete_cell": lambda a: _delete_preview(state, a),
+                "run_cell": _run_preview}
     for t in tools:
         if t.name in previews:
             t.preview = previews[t.name]  # the view shows this diff with the Approve / Deny buttons
     return tools
+
+
+def _pin_code(state: NotebookState, a: Any) -> Any:
+    """run_cell's arguments with the code it will run filled in from what the agent last read of the
+    cell: that code is what the approval shows and binds to, and the notebook runs the cell only while
+    it holds exactly that code (an edit made in between makes the run refuse, not run something else)."""
+    if isinstance(a, dict) and a.get("code") is None and isinstance(a.get("cell_id"), str):
+        seen = state.seen.get(a["cell_id"])
+        if seen is not None:
+            a = {**a, "code": seen}
+    return a
+
+
+def _run_preview(a: Any) -> str:
+    code = a.get("code")
+    if code is None:
+        return ""
+    head = f'# run cell "{a.get("cell_id")}": exactly this code'
+    return head + "\n" + "\n".join(" " + line for line in (code.splitlines() or [""]))
+
+
+async def _unread_cell(state: NotebookState, cell_id: str) -> ToolResult:
+    try:
+        _, cells = await state.read_live()
+    except (NoFrontend, FrontendError) as exc:
+        return error_result(f'Cell "{cell_id}" was not run: {exc}. Cells can only be run through nbagent\'s '
+                            "frontend part in JupyterLab or Notebook 7; the python tool runs code without it.")
+    cell = next((c for c in cells if c.id == cell_id), None)
+    if cell is None:
+        return error_result(f'There is no cell with id "{cell_id}" in the notebook. Nothing was run.')
+    return error_result(f'Cell "{cell_id}" was not run: a cell runs only as the code you have seen of it, and '
+                        f"you had not read it. It holds:\n{cut_text(cell.source, 3000)}\nCall run_cell again "
+                        "to run exactly this code.")
 
 
 def _read_label(a: Any) -> str:
@@ -359,7 +399,7 @@ def cell_python(shell: Any, original: Tool) -> Tool:
         state.seen[new_id] = code
         if rid:
             state.last_written[rid] = new_id
-        return await run_cell_in_notebook(state, new_id, ctx, inserted=True)
+        return await run_cell_in_notebook(state, new_id, ctx, inserted=True, expected=code)
 
     async def _fallback(code: str, ctx: ToolContext | None, why: str) -> Any:
         result = await asyncio.to_thread(original.fn, code=code, ctx=ctx)
