@@ -336,10 +336,33 @@ def tool_result_html(result: ToolResult) -> str:
 # --------------------------------------------------------------------------------------------------
 # Tool calls
 # --------------------------------------------------------------------------------------------------
-def decision_note(decision: Decision | None) -> str:
-    """Who allowed or denied a call, in words ('' for read-only calls, which are allowed silently)."""
-    if decision is None or decision.source == "read_only":
+def _badge(tool: Any, decision: Decision | None) -> str:
+    """What kind of call this is, honestly: `read-only` when it ran as one (a shell command that only
+    reads is not 'destructive'), else the tool's own word (`tool.badge`: the python and shell tools say
+    "runs code"), else destructive, or writes."""
+    if tool is None:
         return ""
+    own = getattr(tool, "badge", None)
+    if decision is not None and decision.allow and decision.source == "read_only":
+        word, title, cls = "read-only", "It was judged to only read, so it ran without asking", "nba-flag nba-flag-ro"
+    elif own:
+        word, title, cls = own, "What it does depends on its arguments: read them", "nba-flag"
+    elif tool.destructive:
+        word, title, cls = "destructive", "Its tool can delete or overwrite things", "nba-flag"
+    elif getattr(tool, "capability", None) == "write":
+        word, title, cls = "writes", "It changes files or cells", "nba-flag"
+    else:
+        return ""
+    return f'<span class="{cls}" title="{_esc(title)}">{_esc(word)}</span>'
+
+
+def decision_note(decision: Decision | None) -> str:
+    """Who allowed or denied a call and why, in words (a call that ran without asking says why too)."""
+    if decision is None:
+        return ""
+    if decision.source == "read_only":
+        return "ran without asking: " + _esc(decision.reason if decision.reason != "read-only calls are allowed"
+                                              else "it only reads")
     verdict = "allowed" if decision.allow else "denied"
     if decision.source == "user":
         if decision.allow:
@@ -352,7 +375,10 @@ def decision_note(decision: Decision | None) -> str:
         return f"<b>allowed</b>: {_esc(decision.reason)}"
     if decision.source == "hook":
         return f"<b>blocked by a hook</b>: {_esc(decision.reason)}"
-    return f"<b>{verdict}</b>: {_esc(decision.reason)}"
+    reason = decision.reason or ""
+    if reason.startswith(verdict + " "):  # "allowed by rule 'allow: x'" reads as one phrase
+        return f"<b>{verdict}</b> {_esc(reason[len(verdict) + 1:])}"
+    return f"<b>{verdict}</b>: {_esc(reason)}"
 
 
 def call_label(rec: CallRecord) -> str:
@@ -389,9 +415,7 @@ def call_inner_html(
         elapsed = rec.elapsed
     if frozen and status in _LIVE_STATUSES:
         status = "unfinished"
-    flags = ""
-    if tool is not None and tool.destructive:
-        flags = '<span class="nba-flag">destructive</span>'
+    flags = _badge(tool, rec.decision if rec is not None else None)
     head = (f'<div class="nba-call-head"><span class="nba-icon">{_icon(status)}</span>'
             f'<span class="nba-label" title="{_esc(label)}">{_esc(label)}</span>'
             f'<span class="nba-tool">{_esc(tool_name)}</span>{flags}<span class="nba-grow"></span>'

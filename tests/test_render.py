@@ -107,3 +107,20 @@ def test_arguments_being_approved_are_shown_whole_however_long():
     shown = render.call_inner_html(rec, waiting=True)
     assert "os.system(&#x27;the end&#x27;)" in shown and "more characters" not in shown  # every byte that will run
     assert "more characters" in render.call_inner_html(rec)  # a row that is not being approved stays short
+
+
+def test_badges_say_what_a_call_is_and_each_row_why_it_ran(tmp_path):
+    from nbagent import toolbox
+
+    tools = toolbox.all(workspace=tmp_path)
+    model = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={"command": "ls"}),
+                                                        ToolCall(name="python", arguments={"code": "1 + 1"}),
+                                                        ToolCall(name="read_file", arguments={"path": "a.txt"})]),
+                           "done"])
+    (tmp_path / "a.txt").write_text("hello")
+    run = Agent(model=model, tools=tools, rules=["allow: python"]).run_sync("go")
+    shell, python, read = (render.call_inner_html(rec) for rec in run.calls)
+    assert "destructive" not in shell + python + read  # a command that only lists is not destructive
+    assert ">read-only<" in shell and "ran without asking" in shell
+    assert ">runs code<" in python and "<b>allowed</b> by rule" in python
+    assert ">read-only<" in read and "ran without asking: it only reads" in read

@@ -284,6 +284,7 @@ def notebook_tools(shell: Any) -> list[Tool]:
                 "edit_cell": lambda a: _edit_preview(state, a),
                 "delete_cell": lambda a: _delete_preview(state, a),
                 "run_cell": _run_preview}
+    tools[-1].badge = "runs code"
     for t in tools:
         if t.name in previews:
             t.preview = previews[t.name]  # the view shows this diff with the Approve / Deny buttons
