@@ -31,9 +31,10 @@ from __future__ import annotations
 import asyncio
 import copy
 import difflib
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from ..context import ToolContext
+from ..hooks import Block
 from ..messages import TextBlock
 from ..results import ToolResult, error_result
 from ..tools import Tool
@@ -44,6 +45,7 @@ from .notebook_cells import (  # noqa: F401 - CellRun ... summarize_output: also
     NotebookSnapshot,
     NotebookState,
     cells_idle,
+    cell_name,
     cells_of,
     cut_text,
     notebook_state,
@@ -54,7 +56,7 @@ from .notebook_cells import (  # noqa: F401 - CellRun ... summarize_output: also
 from .notebook_comm import FrontendError, NoFrontend
 
 __all__ = ["CellChange", "CellRun", "NotebookCell", "NotebookSnapshot", "cells_of", "notebook_tools",
-           "summarize_output", "TOOL_NAMES"]
+           "stale_guard", "summarize_output", "TOOL_NAMES"]
 
 TOOL_NAMES = ("read_notebook", "insert_cell", "edit_cell", "delete_cell", "run_cell")
 MAX_SOURCE = 6000
@@ -83,11 +85,6 @@ def _diff(before: str, after: str, label: str) -> str:
     lines = difflib.unified_diff(before.splitlines(), after.splitlines(), f"{label} (before)", f"{label} (after)",
                                  lineterm="", n=3)
     return "\n".join(lines)
-
-
-def _short(text: str, n: int = 40) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= n else line[: n - 1] + "…"
 
 
 _CANNOT_EDIT = ("{what}: {why}. The notebook can only be changed through nbagent's frontend part in JupyterLab "
@@ -175,6 +172,7 @@ def notebook_tools(shell: Any) -> list[Tool]:
         new_id = str(result.get("cell_id"))
         number = int(result.get("index", 0)) + 1
         state.seen[new_id] = source
+        state.names[new_id] = cell_name(NotebookCell(new_id, number, cell_type, source, None, [], None))
         rid = state.run_id(ctx)
         if rid:
             state.last_written[rid] = new_id
@@ -183,7 +181,7 @@ def notebook_tools(shell: Any) -> list[Tool]:
         return ToolResult([TextBlock(f'Inserted a {cell_type} cell with id "{new_id}" {place} (cell {number} of '
                                      f'{result.get("count", "?")}). It has not been run.')],
                           details=CellChange("inserted", new_id, number, cell_type, source, diff, rid,
-                                             getattr(ctx, "call_id", None)))
+                                             getattr(ctx, "call_id", None), state.name(new_id)))
 
     async def edit_cell(cell_id: str, old: str, new: str, ctx: ToolContext = None) -> ToolResult:  # type: ignore[assignment]
         """Replace an exact piece of text in one cell. `old` must occur exactly once in the cell (include
@@ -218,10 +216,10 @@ def notebook_tools(shell: Any) -> list[Tool]:
         after = str(result.get("source", before.replace(old, new, 1)))
         state.seen[cell_id] = after
         number = int(result.get("index", 0)) + 1
-        diff = _diff(before, after, f"cell {cell_id}")
+        diff = _diff(before, after, state.name(cell_id))
         return ToolResult([TextBlock(f'Edited cell "{cell_id}" (cell {number}); it has not been run again.\n{diff}')],
                           details=CellChange("edited", cell_id, number, "", after, diff, state.run_id(ctx),
-                                             getattr(ctx, "call_id", None)))
+                                             getattr(ctx, "call_id", None), state.name(cell_id)))
 
     async def delete_cell(cell_id: str, ctx: ToolContext = None) -> ToolResult:  # type: ignore[assignment]
         """Delete one cell from the notebook (the user can undo it with Ctrl+Z / z). Read it first: a cell
@@ -240,10 +238,10 @@ def notebook_tools(shell: Any) -> list[Tool]:
             return _refusal("The cell was not deleted", exc)
         state.seen.pop(cell_id, None)
         number = int(result.get("index", 0)) + 1
-        diff = _diff(before, "", f"cell {cell_id}")
+        diff = _diff(before, "", state.name(cell_id))
         return ToolResult([TextBlock(f'Deleted cell "{cell_id}" (it was cell {number}).')],
                           details=CellChange("deleted", cell_id, number, "", before, diff, state.run_id(ctx),
-                                             getattr(ctx, "call_id", None)))
+                                             getattr(ctx, "call_id", None), state.name(cell_id)))
 
     async def run_cell(cell_id: str, code: str | None = None,
                        ctx: ToolContext = None) -> ToolResult:  # type: ignore[assignment]
@@ -260,30 +258,32 @@ def notebook_tools(shell: Any) -> list[Tool]:
         return await run_cell_in_notebook(state, cell_id, ctx, expected=code)
 
     tools = [
-        Tool(read_notebook, read_only=True, describe_activity=_read_label,
+        Tool(read_notebook, read_only=True,
+             describe_activity=lambda a: f"Reading {state.name(a.get('cell_id'))}" if a.get("cell_id")
+             else "Reading the notebook",
              describe_completed_activity=lambda a, r: "Read the notebook" if a.get("cell_id") is None
-             else f"Read cell {a.get('cell_id')}"),
+             else f"Read {state.name(a.get('cell_id'))}"),
         Tool(insert_cell, edits_files=True, capability="write", execution_mode="sequential",
              describe_activity=lambda a: f"Inserting a {a.get('cell_type', 'code')} cell" + (
-                 f" after cell {a.get('after')}" if a.get("after") else " at the end"),
-             describe_completed_activity=_done_label("insert")),
+                 f" after {state.name(a.get('after'))}" if a.get("after") else " at the end"),
+             describe_completed_activity=_done_label(state, "insert")),
         Tool(edit_cell, edits_files=True, capability="write", execution_mode="sequential",
-             describe_activity=lambda a: f"Editing cell {a.get('cell_id')}",
-             describe_completed_activity=_done_label("edit")),
+             describe_activity=lambda a: f"Editing {state.name(a.get('cell_id'))}",
+             describe_completed_activity=_done_label(state, "edit")),
         Tool(delete_cell, edits_files=True, capability="write", execution_mode="sequential",
-             describe_activity=lambda a: f"Deleting cell {a.get('cell_id')}",
-             describe_completed_activity=_done_label("delete")),
+             describe_activity=lambda a: f"Deleting {state.name(a.get('cell_id'))}",
+             describe_completed_activity=_done_label(state, "delete")),
         Tool(run_cell, destructive=True, capability="execute", execution_mode="sequential",
              prepare_arguments=lambda a: _pin_code(state, a),
-             describe_activity=lambda a: f"Running cell {a.get('cell_id')}",
-             describe_completed_activity=lambda a, r: (f"Ran cell {a.get('cell_id')}" if isinstance(r, CellRun)
-                                                       else f"Did not run cell {a.get('cell_id')}")),
+             describe_activity=lambda a: f"Running {state.name(a.get('cell_id'))}",
+             describe_completed_activity=lambda a, r: (f"Ran {state.name(a.get('cell_id'))}" if isinstance(r, CellRun)
+                                                       else f"Did not run {state.name(a.get('cell_id'))}")),
     ]
     previews = {"insert_cell": lambda a: _insert_diff(state, a.get("source", ""), a.get("cell_type", "code"),
                                                       a.get("after")),
                 "edit_cell": lambda a: _edit_preview(state, a),
                 "delete_cell": lambda a: _delete_preview(state, a),
-                "run_cell": _run_preview}
+                "run_cell": lambda a: _run_preview(state, a)}
     tools[-1].badge = "runs code"
     for t in tools:
         if t.name in previews:
@@ -302,11 +302,11 @@ def _pin_code(state: NotebookState, a: Any) -> Any:
     return a
 
 
-def _run_preview(a: Any) -> str:
+def _run_preview(state: NotebookState, a: Any) -> str:
     code = a.get("code")
     if code is None:
         return ""
-    head = f'# run cell "{a.get("cell_id")}": exactly this code'
+    head = f"# run {state.name(a.get('cell_id'))}: exactly this code"
     return head + "\n" + "\n".join(" " + line for line in (code.splitlines() or [""]))
 
 
@@ -324,17 +324,41 @@ async def _unread_cell(state: NotebookState, cell_id: str) -> ToolResult:
                         "to run exactly this code.")
 
 
-def _read_label(a: Any) -> str:
-    if a.get("cell_id"):
-        return f"Reading cell {a.get('cell_id')}"
-    return "Reading the notebook"
+def stale_guard(shell: Any) -> Callable[..., Any]:
+    """A `before_tool_call` hook: an edit, deletion or run of a cell that changed since the agent read it
+    (the person typed in it meanwhile) is refused before anyone is asked to approve it, not after the
+    click (the page still checks again as it applies the change)."""
+    state = notebook_state(shell)
+
+    async def refuse_stale(call: Any, ctx: Any) -> Block | None:
+        if call.name not in ("edit_cell", "delete_cell", "run_cell"):
+            return None
+        args = call.arguments or {}
+        cell_id = args.get("cell_id")
+        expected = args.get("code") if call.name == "run_cell" else None
+        if not isinstance(cell_id, str):
+            return None
+        expected = expected if isinstance(expected, str) else state.seen.get(cell_id)
+        if expected is None:
+            return None  # never read: the tool itself says so
+        try:
+            now = await state.live_source(cell_id)
+        except (NoFrontend, FrontendError):
+            return None  # no live notebook: the tool itself says why it cannot act
+        if now is None or now == expected:
+            return None
+        return Block(f"{state.name(cell_id)} changed since you last read it (someone edited it meanwhile), so "
+                     "nothing was asked or done. Read it again with read_notebook and base the change on what "
+                     "it holds now")
+
+    return refuse_stale
 
 
-def _done_label(verb: str):
+def _done_label(state: NotebookState, verb: str):
     def label(a: Any, r: Any) -> str:
         if isinstance(r, CellChange):
-            return f"{r.action.capitalize()} cell {r.cell_id}"
-        target = f"cell {a.get('cell_id')}" if a.get("cell_id") else "a cell"
+            return f"{r.action.capitalize()} {r.name or state.name(r.cell_id)}"
+        target = state.name(a.get("cell_id")) if a.get("cell_id") else "a cell"
         return f"Did not {verb} {target}"
 
     return label
@@ -342,8 +366,7 @@ def _done_label(verb: str):
 
 def _insert_diff(state: NotebookState, source: str, cell_type: str, after: str | None) -> str:
     if after:
-        near = state.seen.get(after)
-        where = f'# a new {cell_type} cell, after cell "{after}"' + (f" ({_short(near)})" if near else "")
+        where = f"# a new {cell_type} cell, after {state.name(after)}"
     else:
         where = f"# a new {cell_type} cell, at the end of the notebook"
     return where + "\n" + "\n".join("+" + line for line in (source.splitlines() or [""]))
@@ -353,15 +376,15 @@ def _edit_preview(state: NotebookState, a: Any) -> str:
     cell_id, old, new = a.get("cell_id"), a.get("old") or "", a.get("new") or ""
     before = state.seen.get(cell_id)
     if before is not None and before.count(old) == 1 and old:
-        return _diff(before, before.replace(old, new, 1), f"cell {cell_id}")
-    return (f'# cell "{cell_id}"\n' + "\n".join("-" + line for line in old.splitlines())
+        return _diff(before, before.replace(old, new, 1), state.name(cell_id))
+    return (f"# {state.name(cell_id)}\n" + "\n".join("-" + line for line in old.splitlines())
             + "\n" + "\n".join("+" + line for line in new.splitlines()))
 
 
 def _delete_preview(state: NotebookState, a: Any) -> str:
     cell_id = a.get("cell_id")
     before = state.seen.get(cell_id)
-    return f'# delete cell "{cell_id}"\n' + "\n".join("-" + line for line in (before or "(not read yet)").splitlines())
+    return f"# delete {state.name(cell_id)}\n" + "\n".join("-" + line for line in (before or "(not read yet)").splitlines())
 
 
 # --------------------------------------------------------------------------------------------------

@@ -117,7 +117,7 @@ async def test_insert_asks_in_default_mode_and_shows_where(shell) -> None:
     def approver(request):
         asked.append(request)
         html = render.call_inner_html(request.call, waiting=True)
-        assert "nba-diff" in html and "+print(df.shape)" in html and 'after cell &quot;load&quot;' in html
+        assert "nba-diff" in html and "+print(df.shape)" in html and "after [1] df = load()" in html
         return True
 
     run = await agent_run(shell, ToolCall(name="read_notebook", arguments={}),
@@ -383,3 +383,58 @@ async def test_run_cell_pinning_is_what_stops_a_changed_cell(shell, monkeypatch)
                           ToolCall(name="run_cell", arguments={"cell_id": "typed"}), mode="default",
                           approver=approver)
     assert run.calls[1].status == "ok" and nb.cell("typed")["execution_count"] == 1
+
+
+# -- cells named as the person sees them; stale edits refused before anyone is asked ---------------------------------
+async def test_rows_and_diffs_name_cells_as_the_person_sees_them(shell) -> None:
+    nb = FakeNotebook(cells())
+    connect(shell, nb)
+    run = await agent_run(shell, ToolCall(name="read_notebook", arguments={}),
+                          ToolCall(name="edit_cell", arguments={"cell_id": "broken", "old": "1/0", "new": "1/1"}),
+                          ToolCall(name="edit_cell", arguments={"cell_id": "typed", "old": "revenue", "new": "sales"}))
+    broken, typed = run.calls[1], run.calls[2]
+    assert broken.label == "Edited [3] 1/0" and "[3] 1/0 (before)" in broken.details.diff
+    assert typed.label.startswith("Edited cell 5 total = df.revenue.sum()")  # never run: its place
+    page = render.call_inner_html(broken, index=1)
+    assert "[3] 1/0 ↗" in page and '"broken"' not in page  # no id in what the person reads
+
+
+@pytest.mark.parametrize("guarded", [True, False])
+async def test_an_edit_of_a_cell_changed_meanwhile_is_refused_before_the_approval(shell, guarded) -> None:
+    from nbagent import Hooks
+    from nbagent.jupyter.notebook_tools import stale_guard
+
+    nb = FakeNotebook(cells())
+    connect(shell, nb)
+    asked = []
+
+    def read_then_type(call, ctx):  # the person types in the cell after the agent read it
+        if call.name == "edit_cell":
+            nb.cell("typed")["source"] = "total = my_own_work()"
+
+    model = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name="read_notebook", arguments={})]),
+                           AssistantMessage(tool_calls=[ToolCall(name="edit_cell", arguments={
+                               "cell_id": "typed", "old": "revenue", "new": "sales"})]), "done"])
+    agent = Agent(model=model, tools=tools_of(shell), mode="default", approver=lambda r: asked.append(r) or True,
+                  hooks=Hooks(before_tool_call=[read_then_type] + ([stale_guard(shell)] if guarded else [])))
+    run = await agent.run("go")
+    rec = run.calls[1]
+    if not guarded:  # the defence off: the person is asked, and the page refuses only after the click
+        assert len(asked) == 1 and rec.status == "error" and "changed since you last read it" in rec.result.text
+        return
+    assert asked == [] and rec.status == "blocked"  # nobody was asked to approve a stale edit
+    assert "changed since you last read it" in rec.result.text
+    assert nb.cell("typed")["source"] == "total = my_own_work()"
+    assert not [r for r in nb.requests if r["op"] == "edit"]
+
+
+async def test_the_notebook_front_guards_its_agents_against_stale_edits(shell) -> None:
+    from nbagent.jupyter.resolve import RunOptions
+
+    shell.run_line_magic("load_ext", "nbagent")
+    try:
+        shell.user_ns["m"] = ScriptedModel(["done"])
+        agent = shell._nbagent_session.agents.agent(RunOptions(model="m"))
+        assert [h.__name__ for h in agent.hooks.before_tool_call] == ["refuse_stale"]
+    finally:
+        shell.run_line_magic("unload_ext", "nbagent")
