@@ -1,0 +1,191 @@
+"""Sandbox edges (SECURITY.md invariant 6): what an approved shell command (workspace-write, network off)
+can still reach. The approver approves, as a person would approve `python3 tool.py`: the sandbox is the
+wall for what the program then does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from nbagent import Agent, toolbox
+from nbagent.sandbox import sandbox_backend
+
+from .conftest import Recorder, sh, ws  # noqa: F401 - fixtures
+from .redteam3_util import UDPRecorder, UnixRecorder, turns
+
+pytestmark = pytest.mark.skipif(not sandbox_backend().available, reason="no OS sandbox on this machine")
+PY = shutil.which("python3") or "python3"
+
+
+def _approved(ws: Path, command: str, **kw):
+    agent = Agent(model=turns(sh(command, timeout=30)), tools=toolbox.all(workspace=ws), approver=Recorder(True),
+                  workspace=ws, **kw)
+    run = agent.run_sync("go")
+    return run, (run.calls[0].result.text if run.calls[0].result else "")
+
+
+def _py(code: str) -> str:
+    return f"{PY} -c {json.dumps(code)}"
+
+
+def test_network_off_blocks_udp(ws):
+    udp = UDPRecorder()
+    try:
+        _approved(ws, _py(f"import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+                          f"s.sendto(b'leak', ('127.0.0.1', {udp.port}))"))
+        got = udp.received()
+    finally:
+        udp.close()
+    assert got == b"", "network off, yet a UDP datagram left the sandbox"
+
+
+def test_network_off_blocks_named_unix_sockets_outside_the_workspace(ws, tmp_path):
+    server = UnixRecorder(tmp_path / "agent.sock")  # an ssh-agent, a docker or D-Bus socket stands here
+    try:
+        _approved(ws, _py(f"import socket; s=socket.socket(socket.AF_UNIX); s.connect({str(server.path)!r}); "
+                          "s.send(b'leak')"))
+        time.sleep(0.3)
+    finally:
+        server.close()
+    assert server.got == [], "network off, yet the command talked to a unix socket outside the workspace"
+
+
+def test_network_off_blocks_abstract_unix_sockets(ws):
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    name = f"\0rt3-{os.getpid()}"
+    srv.bind(name)
+    srv.listen(1)
+    srv.settimeout(1.5)
+    try:
+        _approved(ws, _py(f"import socket; s=socket.socket(socket.AF_UNIX); s.connect({name!r}); s.send(b'x')"))
+        try:
+            conn, _ = srv.accept()
+            conn.close()
+            connected = True
+        except OSError:
+            connected = False
+    finally:
+        srv.close()
+    assert not connected
+
+
+def test_network_off_blocks_tcp_and_control_network_on_allows_it(ws):
+    """Control: with network=True the same TCP connect works; off, it does not."""
+    from nbagent.sandbox import SandboxPolicy
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    srv.settimeout(1.5)
+    port = srv.getsockname()[1]
+    code = _py(f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2).send(b'x')")
+
+    def accepted() -> bool:
+        try:
+            srv.accept()[0].close()
+            return True
+        except OSError:
+            return False
+
+    try:
+        _approved(ws, code)
+        off = accepted()
+        _approved(ws, code, sandbox=SandboxPolicy("workspace-write", network=True))
+        on = accepted()
+    finally:
+        srv.close()
+    assert not off and on
+
+
+@pytest.fixture
+def fake_home(monkeypatch):
+    """A home outside /tmp whose ~/.local/bin is on PATH (as pip --user puts it), with a Jupyter kernel file."""
+    home = Path(tempfile.mkdtemp(prefix="rt3-home-", dir="/var/tmp"))
+    (home / ".local" / "bin").mkdir(parents=True)
+    runtime = home / ".local" / "share" / "jupyter" / "runtime"
+    runtime.mkdir(parents=True)
+    (runtime / "kernel-1.json").write_text(json.dumps({"key": "rt3-kernel-hmac-5a8e2c", "shell_port": 1}))
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_ed25519").write_text("rt3-ssh-private-key-9d3f\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PATH", f"{home}/.local/bin:{os.environ['PATH']}")
+    sandbox_backend.cache_clear()
+    yield home
+    sandbox_backend.cache_clear()
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def test_path_entry_in_home_does_not_expose_jupyter_runtime(ws, fake_home):
+    _, text = _approved(ws, f"cat {fake_home}/.local/share/jupyter/runtime/kernel-1.json")
+    assert "rt3-kernel-hmac" not in text, "~/.local on PATH exposed the Jupyter runtime folder (kernel keys)"
+
+
+def test_control_home_credentials_are_hidden(ws, fake_home):
+    """Control: the rest of the home stays unreadable, and a command in ~/.local/bin still runs."""
+    tool = fake_home / ".local" / "bin" / "rt3tool"
+    tool.write_text("#!/bin/sh\necho rt3tool-ran\n")
+    tool.chmod(0o755)
+    _, text = _approved(ws, f"cat {fake_home}/.ssh/id_ed25519; rt3tool")
+    assert "rt3-ssh-private-key" not in text and "rt3tool-ran" in text
+
+
+def _repo(ws: Path) -> None:
+    (ws / ".git" / "hooks").mkdir(parents=True)
+    (ws / ".git" / "config").write_text("[core]\n\trepositoryformatversion = 0\n")
+    (ws / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+
+
+def test_workspace_write_keeps_git_hooks_read_only(ws):
+    _repo(ws)
+    _approved(ws, "printf '#!/bin/sh\\ntouch PWNED\\n' > .git/hooks/pre-commit")
+    assert not (ws / ".git" / "hooks" / "pre-commit").exists()
+
+
+def test_workspace_write_keeps_git_config_from_being_renamed_away(ws):
+    _repo(ws)
+    _approved(ws, "mv .git .git-old && mkdir -p .git && cp -r .git-old/. .git/ && "
+                  "printf '[core]\\n\\tfsmonitor = ./x\\n' > .git/config")
+    assert "fsmonitor" not in (ws / ".git" / "config").read_text()
+
+
+def test_workspace_write_keeps_nbagent_folder_read_only(ws):
+    _approved(ws, "mkdir -p .nbagent && echo '{}' > .nbagent/mcp.json")
+    assert not (ws / ".nbagent" / "mcp.json").exists()
+
+
+def test_control_workspace_write_writes_the_workspace(ws):
+    run, _ = _approved(ws, "echo made > made.txt")
+    assert (ws / "made.txt").read_text() == "made\n" and run.calls[0].status == "ok"
+
+
+def test_no_process_outlives_the_call(ws):
+    """A program that clears its environment and leaves a child behind: it must be gone when the call ends."""
+    _approved(ws, "setsid env -i /bin/sh -c 'sleep 2; echo late > late.txt' > /dev/null 2>&1 &")
+    time.sleep(3.5)
+    assert not (ws / "late.txt").exists(), "a process the command started went on after the call ended"
+
+
+def test_read_deny_holds_in_skipped_folders(ws):
+    """deny: read_file(.env): a .env inside node_modules (a folder the scan skips) read by an approved tar."""
+    (ws / "node_modules" / "pkg").mkdir(parents=True)
+    (ws / "node_modules" / "pkg" / ".env").write_text("TOKEN=rt3-deny-hidden-4b7c\n")
+    agent = Agent(model=turns(sh("tar -cf - node_modules | tar -xOf -")), tools=toolbox.all(workspace=ws),
+                  approver=Recorder(True), workspace=ws, rules=["deny: read_file(.env)"])
+    run = agent.run_sync("go")
+    assert "rt3-deny-hidden" not in (run.calls[0].result.text if run.calls[0].result else "")
+
+
+def test_control_read_deny_named_file_refused(ws):
+    (ws / ".env").write_text("TOKEN=rt3-deny-hidden-4b7c\n")
+    agent = Agent(model=turns(sh("cat .env"), sh("cat notes.md")), tools=toolbox.all(workspace=ws),
+                  approver=Recorder(True), workspace=ws, rules=["deny: read_file(.env)"])
+    run = agent.run_sync("go")
+    assert "rt3-deny-hidden" not in run.calls[0].result.text and "hello notes" in run.calls[1].result.text
