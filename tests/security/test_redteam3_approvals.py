@@ -125,3 +125,55 @@ def test_always_allow_on_python_is_exactly_that_code(ws):
     _run(ws, call("python", code="n = 1"), call("python", code="n = 1\nopen('pwned.txt','w')"), approver=approver,
          namespace=ns)
     assert not (ws / "pwned.txt").exists() and ns.get("n") == 1
+
+
+# -- notebook tools: run_cell approvals -------------------------------------------------------------------
+
+@pytest.fixture
+def notebook(tmp_path, monkeypatch):
+    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("IPython")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('hello')", id="c1"),
+                                         nbformat.v4.new_code_cell("import shutil; shutil.rmtree('/data')", id="c2")])
+    path = tmp_path / "work.ipynb"
+    nbformat.write(nb, path)
+    monkeypatch.setenv("NBAGENT_NOTEBOOK", str(path))
+    from IPython.core.interactiveshell import InteractiveShell
+    from nbagent.jupyter.kernel_tools import kernel_toolbox
+
+    return kernel_toolbox(InteractiveShell.instance(), workspace=tmp_path), tmp_path
+
+
+def _notebook_run(notebook, *calls, approver):
+    tools, where = notebook
+    return Agent(model=turns(call("read_notebook"), *calls), tools=tools, approver=approver,
+                 workspace=where).run_sync("go")
+
+
+def test_run_cell_approval_shows_the_code_it_runs(notebook):
+    approver = Shown(False)
+    _notebook_run(notebook, call("run_cell", cell_id="c2"), approver=approver)
+    assert approver.pages, "run_cell did not ask"
+    assert "shutil.rmtree" in approver.text(), "the run_cell approval shows a cell id, not the code that will run"
+
+
+def test_always_allow_run_cell_is_not_the_whole_tool(notebook):
+    class Once:
+        def __init__(self):
+            self.asked = []
+
+        def __call__(self, request):
+            self.asked.append(request)
+            return Decision(True, remember=True)
+
+    approver = Once()
+    run = _notebook_run(notebook, call("run_cell", cell_id="c1"), call("run_cell", cell_id="c2"), approver=approver)
+    second = run.calls[2]
+    assert second.decision is None or second.decision.source != "grant", (
+        "Always allow on run_cell of one cell allowed running any other cell without asking")
+
+
+def test_control_insert_cell_approval_shows_its_source(notebook):
+    approver = Shown(False)
+    _notebook_run(notebook, call("insert_cell", source="total = 1 + 1"), approver=approver)
+    assert "total = 1 + 1" in approver.text()

@@ -51,6 +51,8 @@ ATTACKS = [
     ("git-grep-open-files-in-pager", "git", "git", "git grep --open-files-in-pager='rm victim.txt' hello"),
     ("git-alias-from-env-config", "git", "git",
      "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.st GIT_CONFIG_VALUE_0='!rm victim.txt' git st"),
+    ("git-fetch-upload-pack", "git", "git", "git fetch --upload-pack='rm victim.txt; false' ."),
+    ("git-ssh-command-from-env", "git", "git", "GIT_SSH_COMMAND='rm victim.txt; false' git ls-remote ssh://somehost/repo"),
     ("bash-env-startup-file", "bash", "bashenv", "BASH_ENV=./evil.sh bash -c true"),
     ("lessopen-preprocessor", "less", "", "LESSOPEN='|rm victim.txt' less data.txt"),
 ]

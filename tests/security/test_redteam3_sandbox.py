@@ -189,3 +189,33 @@ def test_control_read_deny_named_file_refused(ws):
                   approver=Recorder(True), workspace=ws, rules=["deny: read_file(.env)"])
     run = agent.run_sync("go")
     assert "rt3-deny-hidden" not in run.calls[0].result.text and "hello notes" in run.calls[1].result.text
+
+
+def _sibling(*argv: str):
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", *argv])
+
+
+def test_other_processes_command_lines_are_not_readable(ws):
+    """A Jupyter server started with --IdentityProvider.token=...: its command line in /proc."""
+    proc = _sibling("--IdentityProvider.token=rt3-jupyter-token-83c1")
+    try:
+        _, text = _approved(ws, f"tr '\\0' ' ' < /proc/{proc.pid}/cmdline; echo; tr '\\0' ' ' < /proc/{os.getpid()}/cmdline")
+    finally:
+        proc.kill()
+        proc.wait()
+    assert "rt3-jupyter-token" not in text, "the sandbox shows other processes' /proc (their command lines)"
+
+
+def test_control_signals_to_processes_outside_are_refused(ws):
+    proc = _sibling()
+    try:
+        _approved(ws, f"kill -9 {proc.pid}")
+        time.sleep(0.3)
+        alive = proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+    assert alive

@@ -118,3 +118,13 @@ def test_auto_allowed_shell_environment_has_no_key(keyed):
                 workspace=keyed).run_sync("go")
     assert run.calls[0].status == "ok"
     assert not _pieces(everything_model_saw(run))
+
+
+def test_list_variables_preview_does_not_leave_a_key_piece(keyed):
+    """list_variables (auto-allowed, no arguments) previews the first 80 characters of each string: a key
+    that crosses the 80th character is shown in part, so whole-value redaction misses it."""
+    line = "curl -s -H 'Accept: application/json' -H 'Authorization: Bearer " + KEY + "' https://api"
+    run, _ = _auto(keyed, call("list_variables"), namespace={"cmd": line})
+    seen = everything_model_saw(run)
+    assert "cmd" in seen
+    assert not _pieces(seen), f"list_variables showed {_pieces(seen)}"

@@ -178,3 +178,20 @@ def test_headless_runner_without_a_policy_denies(ws, monkeypatch):
         pass
     assert (ws / "out.ipynb").exists(), "the notebook did not execute"
     assert not marker.exists(), "headless with no policy approved the model's python call by itself"
+
+
+def test_session_listing_strips_terminal_escapes_from_stored_prompts(ws):
+    """`%agent --sessions` prints each session's last prompt: a forged one carries terminal escapes."""
+    from nbagent.sessions import list_sessions
+
+    d = ws / ".nbagent" / "sessions"
+    d.mkdir(parents=True)
+    evil = "fix tests\x1b]52;c;cm0gLXJmIH4K\x07\x1b[2K\x1b[1A\rlooks harmless"
+    _write(d / "20200101-000000-abcdef.jsonl", [
+        {"kind": "session", "format": 1, "id": "20200101-000000-abcdef", "created": 1.0, "notebook": "x\x1b[31m",
+         "workspace": str(ws), "model": "scripted", "origin": None},
+        {"kind": "run", "time": 1.0, "prompt": evil, "model": "scripted", "mode": "default"},
+    ])
+    text = "\n".join(str(i) for i in list_sessions(ws))
+    assert "looks harmless" in text or "fix tests" in text
+    assert "\x1b" not in text and "\x07" not in text, repr(text)
