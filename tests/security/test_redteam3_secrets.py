@@ -128,3 +128,27 @@ def test_list_variables_preview_does_not_leave_a_key_piece(keyed):
     seen = everything_model_saw(run)
     assert "cmd" in seen
     assert not _pieces(seen), f"list_variables showed {_pieces(seen)}"
+
+
+def test_inspect_variable_cannot_reach_mcp_header_secrets_through_the_shell(ws):
+    """In a notebook the namespace holds IPython's `exit`, whose `_ip` is the shell: its config carries the
+    person's MCP headers (a literal token). inspect_variable is read-only and auto-allowed."""
+    pytest.importorskip("IPython")
+    from IPython.core.interactiveshell import InteractiveShell
+    from nbagent.jupyter.kernel_tools import kernel_toolbox
+
+    token = "rt3-literal-header-token-40d2ab"
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "nbagent")
+    shell.run_line_magic("config", "NBAgent.mcp_servers = " + repr(
+        {"web": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": f"Bearer {token}"}}}))
+    try:
+        tools = kernel_toolbox(shell, workspace=ws)
+        agent = Agent(model=turns(call("inspect_variable", name="exit._ip.config"), call("list_variables")),
+                      tools=tools, approver=Recorder(False), workspace=ws)
+        run = agent.run_sync("go")
+    finally:
+        shell.run_line_magic("config", "NBAgent.mcp_servers = {}")
+    assert run.calls[1].status == "ok"  # control: the tools work
+    seen = everything_model_saw(run)
+    assert token[:10] not in seen, "an MCP header secret reached the model through inspect_variable"
