@@ -21,8 +21,22 @@ from nbagent.sandbox import sandbox_backend
 from .conftest import Recorder, sh, ws  # noqa: F401 - fixtures
 from .redteam3_util import UDPRecorder, UnixRecorder, turns
 
-pytestmark = pytest.mark.skipif(not sandbox_backend().available, reason="no OS sandbox on this machine")
 PY = shutil.which("python3") or "python3"
+
+
+@pytest.fixture(autouse=True, params=["bubblewrap", "landlock"])
+def backend(request, monkeypatch):
+    """Every attack against each backend this machine has (Landlock is what containers without user
+    namespaces get)."""
+    monkeypatch.setenv("NBAGENT_SANDBOX", request.param)
+    sandbox_backend.cache_clear()
+    found = sandbox_backend()
+    if found.name != request.param:
+        sandbox_backend.cache_clear()
+        pytest.skip(f"{request.param} is not available here ({found.reason})")
+    yield request.param
+    monkeypatch.delenv("NBAGENT_SANDBOX")
+    sandbox_backend.cache_clear()
 
 
 def _approved(ws: Path, command: str, **kw):
@@ -106,7 +120,7 @@ def test_network_off_blocks_tcp_and_control_network_on_allows_it(ws):
 
 
 @pytest.fixture
-def fake_home(monkeypatch):
+def fake_home(backend, monkeypatch):
     """A home outside /tmp whose ~/.local/bin is on PATH (as pip --user puts it), with a Jupyter kernel file."""
     home = Path(tempfile.mkdtemp(prefix="rt3-home-", dir="/var/tmp"))
     (home / ".local" / "bin").mkdir(parents=True)
@@ -168,7 +182,7 @@ def test_control_workspace_write_writes_the_workspace(ws):
 
 def test_no_process_outlives_the_call(ws):
     """A program that clears its environment and leaves a child behind: it must be gone when the call ends."""
-    _approved(ws, "setsid env -i /bin/sh -c 'sleep 2; echo late > late.txt' > /dev/null 2>&1 &")
+    _approved(ws, "setsid env -i /bin/sh -c 'sleep 2; echo late > late.txt' > /dev/null 2>&1 & sleep 0.5")
     time.sleep(3.5)
     assert not (ws / "late.txt").exists(), "a process the command started went on after the call ended"
 
@@ -219,3 +233,44 @@ def test_control_signals_to_processes_outside_are_refused(ws):
         proc.kill()
         proc.wait()
     assert alive
+
+
+def _deny_env_make(ws: Path, where: str):
+    target = ws / where / ".env"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("TOKEN=rt3-deny-hidden-4b7c\n")
+    (ws / "Makefile").write_text(f"all:\n\tcat {where}/.env\n")
+    agent = Agent(model=turns(sh("make")), tools=toolbox.all(workspace=ws), approver=Recorder(True),
+                  workspace=ws, rules=["deny: read_file(.env)"])
+    run = agent.run_sync("go")
+    return run.calls[0].result.text if run.calls[0].result else ""
+
+
+def test_read_deny_hides_files_in_folders_the_scan_skips(ws):
+    """An approved `make` (a program the person knows) whose Makefile reads node_modules/pkg/.env."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    text = _deny_env_make(ws, "node_modules/pkg")
+    assert "rt3-deny-hidden" not in text, "a .env in a folder the hiding scan skips was readable"
+
+
+def test_read_deny_fails_closed_past_the_scan_limit(ws):
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    from nbagent.sandbox import HIDDEN_SCAN_LIMIT
+
+    big = ws / "data"
+    big.mkdir()
+    for i in range(HIDDEN_SCAN_LIMIT + 100):
+        (big / f"f{i:06d}").touch()
+    text = _deny_env_make(ws, "data/zz")
+    assert "rt3-deny-hidden" not in text, "past the scan limit the .env was not hidden, and the command still ran"
+
+
+def test_control_read_deny_hides_a_top_level_file_from_make(ws, backend):
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    if backend == "landlock":
+        pytest.skip("Landlock cannot hide single files (README); the classifier must refuse instead")
+    text = _deny_env_make(ws, "config")
+    assert "rt3-deny-hidden" not in text and "cat config/.env" in text  # make ran; the file looked empty
