@@ -274,3 +274,14 @@ def test_control_read_deny_hides_a_top_level_file_from_make(ws, backend):
         pytest.skip("Landlock cannot hide single files (README); the classifier must refuse instead")
     text = _deny_env_make(ws, "config")
     assert "rt3-deny-hidden" not in text and "cat config/.env" in text  # make ran; the file looked empty
+
+
+def test_network_off_blocks_unix_sockets_inside_the_workspace(ws):
+    """A dev server's or a kernel's (ipc transport) socket file in the workspace: reachable with network off."""
+    server = UnixRecorder(ws / "dev.sock")
+    try:
+        _approved(ws, _py("import socket; s=socket.socket(socket.AF_UNIX); s.connect('dev.sock'); s.send(b'leak')"))
+        time.sleep(0.3)
+    finally:
+        server.close()
+    assert server.got == [], "network off, yet the command talked to a unix socket"

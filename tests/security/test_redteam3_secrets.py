@@ -152,3 +152,20 @@ def test_inspect_variable_cannot_reach_mcp_header_secrets_through_the_shell(ws):
     assert run.calls[1].status == "ok"  # control: the tools work
     seen = everything_model_saw(run)
     assert token[:10] not in seen, "an MCP header secret reached the model through inspect_variable"
+
+
+@pytest.mark.parametrize("variable", ["AZURE_OPENAI_KEY", "DEEPL_AUTH_KEY", "PGPASSWORD"])
+def test_credential_variables_outside_the_name_pattern_stay_secret(ws, monkeypatch, variable):
+    """Well-known credential variables whose names the secret pattern does not know: inspect_variable
+    (auto-allowed) on os.environ shows them whole."""
+    value = "c0ffee5e" + KEY
+    monkeypatch.setenv(variable, value)
+    run, _ = _auto(ws, call("inspect_variable", name="os.environ"), namespace={"os": os})
+    assert run.calls[0].status == "ok"
+    assert value[:12] not in everything_model_saw(run), f"{variable} reached the model through inspect_variable"
+
+
+def test_control_known_credential_variable_is_redacted_in_environ(keyed):
+    run, _ = _auto(keyed, call("inspect_variable", name="os.environ"), namespace={"os": os})
+    seen = everything_model_saw(run)
+    assert "MYSVC_API_KEY" in seen and KEY not in seen
