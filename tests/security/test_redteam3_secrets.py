@@ -169,3 +169,28 @@ def test_control_known_credential_variable_is_redacted_in_environ(keyed):
     run, _ = _auto(keyed, call("inspect_variable", name="os.environ"), namespace={"os": os})
     seen = everything_model_saw(run)
     assert "MYSVC_API_KEY" in seen and KEY not in seen
+
+
+def test_notebook_instructions_do_not_send_a_piece_of_a_long_key(ws, monkeypatch):
+    """%agent's default instructions summarise the notebook's variables, a string as its first 60
+    characters: a long credential (a JWT, say) copied into a variable goes to the provider in part, on
+    every run, with no tool call at all."""
+    pytest.importorskip("IPython")
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from nbagent import AssistantMessage, ScriptedModel
+
+    jwt = "eyJhbGciOiJIUzI1NiJ9." + KEY * 3 + ".sig"
+    monkeypatch.setenv("MYSVC_TOKEN", jwt)
+    monkeypatch.chdir(ws)
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "nbagent")
+    shell.user_ns["service_token"] = os.environ["MYSVC_TOKEN"]
+    shell.user_ns["rt3_model"] = ScriptedModel([AssistantMessage(text="hi")])
+    try:
+        run = shell.run_line_magic("agent", "--new --model rt3_model --wait go")
+    finally:
+        shell.user_ns.pop("service_token", None)
+    sent = repr(run.requests)
+    assert "service_token" in sent  # control: the summary is there
+    assert not _pieces(sent), f"the instructions sent pieces of MYSVC_TOKEN to the provider: {_pieces(sent)[:3]}"
