@@ -294,6 +294,9 @@ class NotebookState:
                 id=str(c.get("id") or f"#{i}"), number=i, cell_type=c.get("cell_type", "code"),
                 source=_text(c.get("source")), execution_count=c.get("execution_count"),
                 outputs=list(c.get("outputs") or []), nbagent=(c.get("metadata") or {}).get("nbagent")))
+        for c in cells:  # what the agent read: a run_cell asks about exactly this code (it cannot run here)
+            self.seen.setdefault(c.id, c.source)
+            self.names.setdefault(c.id, cell_name(c))
         return str(path), cells
 
     # -- the live notebook ----------------------------------------------------------------------------------------

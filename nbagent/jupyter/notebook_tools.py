@@ -37,6 +37,7 @@ from ..context import ToolContext
 from ..hooks import Block
 from ..messages import TextBlock
 from ..results import ToolResult, error_result
+from ..toolbox._python import _code_matcher as code_matcher
 from ..tools import Tool
 from .notebook_cells import (  # noqa: F401 - CellRun ... summarize_output: also imported from here
     CellChange,
@@ -275,6 +276,8 @@ def notebook_tools(shell: Any) -> list[Tool]:
              describe_completed_activity=_done_label(state, "delete")),
         Tool(run_cell, destructive=True, capability="execute", execution_mode="sequential",
              prepare_arguments=lambda a: _pin_code(state, a),
+             rule_matcher=code_matcher,  # a grant or allow rule covers exactly the code it spells
+             suggest_grant=lambda a: a.get("code") if isinstance(a.get("code"), str) else None,
              describe_activity=lambda a: f"Running {state.name(a.get('cell_id'))}",
              describe_completed_activity=lambda a, r: (f"Ran {state.name(a.get('cell_id'))}" if isinstance(r, CellRun)
                                                        else f"Did not run {state.name(a.get('cell_id'))}")),
@@ -340,7 +343,16 @@ def stale_guard(shell: Any) -> Callable[..., Any]:
             return None
         expected = expected if isinstance(expected, str) else state.seen.get(cell_id)
         if expected is None:
-            return None  # never read: the tool itself says so
+            if call.name != "run_cell":
+                return None  # never read: the tool itself says so
+            try:  # a run of a cell the agent has not read: pin what it holds now, so the approval shows it
+                now = await state.live_source(cell_id)
+            except (NoFrontend, FrontendError):
+                return None
+            if now is None:
+                return None
+            state.seen[cell_id] = now
+            return {"code": now}
         try:
             now = await state.live_source(cell_id)
         except (NoFrontend, FrontendError):

@@ -438,3 +438,19 @@ async def test_the_notebook_front_guards_its_agents_against_stale_edits(shell) -
         assert [h.__name__ for h in agent.hooks.before_tool_call] == ["refuse_stale"]
     finally:
         shell.run_line_magic("unload_ext", "nbagent")
+
+
+async def test_the_front_pins_the_code_of_a_cell_never_read_and_asks_about_it(shell) -> None:
+    from nbagent import Hooks
+    from nbagent.jupyter.notebook_tools import stale_guard
+
+    nb = FakeNotebook(cells())
+    connect(shell, nb)
+    shown = []
+    model = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name="run_cell", arguments={"cell_id": "typed"})]),
+                           "done"])
+    agent = Agent(model=model, tools=tools_of(shell), mode="default",
+                  approver=lambda r: shown.append(r.arguments["code"]) or True,
+                  hooks=Hooks(before_tool_call=[stale_guard(shell)]))
+    run = await agent.run("go")
+    assert shown == [cells()[4]["source"]] and run.calls[0].status == "ok", run.calls[0].result.text
