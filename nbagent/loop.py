@@ -192,6 +192,8 @@ async def drive(settings: RunSettings, state: RunState) -> None:
     state.emit(RunStarted(settings.max_turns))
     reminded = False
     status, error = "done", None
+    offered: Sequence[Tool] = ()
+    """The tools of the last request: the context measured at the end counts their schemas too."""
     try:
         if settings.compact_only:
             await _compact(settings, state, (), reason="manual", force=True)
@@ -217,6 +219,7 @@ async def drive(settings: RunSettings, state: RunState) -> None:
                 resolver=settings.resolver,
             )
             state.emit(TurnStarted(state.turns, plan.names))
+            offered = plan.tools
             over = await _before_request(settings, state, plan.tools)
             if over is not None:
                 state.stop_reason = over
@@ -278,7 +281,7 @@ async def drive(settings: RunSettings, state: RunState) -> None:
         if not isinstance(exc, (ModelError, MaxTurnsExceeded, OutputError)):
             log.exception("run failed")
     finally:
-        _measure(settings, state, ())  # what the conversation takes now, its last response included
+        _measure(settings, state, offered)  # what the conversation takes now, its last response and tools included
         state.finish(status, error)
         state.emit(RunFinished(status, error))
 
