@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import html
 import json
+import re
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -441,7 +442,8 @@ def call_inner_html(
         if shown:
             parts.append(f'<div class="nba-sub">{diff_html(str(shown))}</div>')
     if rec is not None and status == "running" and rec.progress_count:
-        last = rec.progress[-1] if rec.progress else None
+        # the latest update that says something: output lines a tool prints do not hide its message
+        last = next((u for u in reversed(rec.progress) if u.message), None)
         words = []
         if rec.fraction is not None:
             words.append(f"{rec.fraction:.0%}")
@@ -616,13 +618,24 @@ def _answer(run: AgentRun) -> str:
     return ""
 
 
+_MD_MARKS = re.compile(r"(\*\*|__|(?<![\w*])\*(?=\S)|(?<=\S)\*(?![\w*])|`+)")
+_MD_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+
+
+def plain_answer(text: str, limit: int = 200) -> str:
+    """A Markdown answer as one line of plain words (`**done**` reads `done`, a link its text, no `#`)."""
+    text = _MD_LINK.sub(r"\1", text)
+    text = re.sub(r"^\s{0,3}(#{1,6}|[-*+]|>)\s+", "", text, flags=re.M)
+    return one_line(_MD_MARKS.sub("", text), limit)
+
+
 def run_line_text(run: AgentRun, where: str) -> str:
     """A run in one line (and its answer's first line), saying where it is shown whole."""
     stats = [status_word(run.status), plural(run.turns, "turn"), plural(len(run.calls), "call"), seconds(run.elapsed)]
     icon = _ICONS.get(run.status, "•")
     out = f"{icon} nbagent run {' · '.join(stats)}: shown whole in the cell that started it ({where})"
     if _answer(run):
-        out += "\n  answer: " + one_line(_answer(run), 200)
+        out += "\n  answer: " + plain_answer(_answer(run))
     if run.error is not None:
         out += f"\n  {type(run.error).__name__}: {one_line(str(run.error), 200)}"
     return out
@@ -633,7 +646,7 @@ def run_line_html(run: AgentRun, where: str) -> str:
     stats = [plural(run.turns, "turn"), plural(len(run.calls), "call"), seconds(run.elapsed)]
     extra = ""
     if _answer(run):
-        extra = f'<div class="nba-line-answer">{_esc(one_line(_answer(run), 200))}</div>'
+        extra = f'<div class="nba-line-answer">{_esc(plain_answer(_answer(run)))}</div>'
     if run.error is not None:
         extra += f'<div class="nba-line-answer nba-errtext">{_esc(type(run.error).__name__)}: {_esc(one_line(str(run.error), 200))}</div>'
     return (f'{_style()}<div class="nba nba-line"><div class="nba-headinfo">{_pill(run.status)}'

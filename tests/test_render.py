@@ -124,3 +124,19 @@ def test_badges_say_what_a_call_is_and_each_row_why_it_ran(tmp_path):
     assert ">read-only<" in shell and "ran without asking" in shell
     assert ">runs code<" in python and "<b>allowed</b> by rule" in python
     assert ">read-only<" in read and "ran without asking: it only reads" in read
+
+
+def test_the_progress_message_stays_while_the_tool_prints_and_the_answer_line_reads_plain():
+    from nbagent.context import ProgressUpdate
+    from nbagent.records import CallRecord
+
+    rec = CallRecord(ToolCall(name="load", arguments={}))
+    rec.arguments, rec.status = {}, "running"
+    for update in (ProgressUpdate("Loading March", fraction=0.2), ProgressUpdate(None, output="row 1\n")):
+        rec.progress.append(update)
+        rec.progress_count += 1
+    rec.fraction = 0.2
+    shown = render.call_inner_html(rec)
+    assert "20% · Loading March" in shown
+    assert render.plain_answer("**Revenue** is up by *3%* in `march`, see [the chart](http://x)") == (
+        "Revenue is up by 3% in march, see the chart")
