@@ -681,11 +681,10 @@ def run_html(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
     waits = waits or {}
     parts = [prompt_html(run.prompt, len(run.messages) - len(run.new_messages))]
     by_id = {c.id: (i, c) for i, c in enumerate(run.calls)}
-    messages = run.new_messages
-    if run.prompt is not None:
-        messages = messages[1:]
-    for msg in messages:
-        if isinstance(msg, AssistantMessage):
+    for msg in shown_items(run):
+        if not isinstance(msg, (AssistantMessage, UserMessage)):
+            parts.append(compaction_html(msg))
+        elif isinstance(msg, AssistantMessage):
             if msg.text:
                 parts.append(f'<div class="nba-md">{markdown_html(msg.text)}</div>')
             for call in msg.tool_calls:
@@ -695,14 +694,24 @@ def run_html(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
                     parts.append(_call_div(rec, i, frozen, waits.get(rec.id)))
         elif isinstance(msg, UserMessage):
             parts.append(f'<div class="nba-history">{_esc(one_line(msg.text, 200))}</div>')
-    committed = {c.id for m in run.new_messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    committed = {c.id for m in shown_items(run) if isinstance(m, AssistantMessage) for c in m.tool_calls}
     for i, rec in enumerate(run.calls):  # calls of a response still in flight
         if rec.id not in committed:
             parts.append(_call_div(rec, i, frozen, waits.get(rec.id)))
-    parts[1:1] = [compaction_html(c) for c in getattr(run, "compactions", ())]
     head = f'<div class="nba-head">{header_html(run, stopped=stopped)}</div>'
     foot = footer_html(run, stopped=stopped)
     return f'{_style()}<div class="nba">{head}<div class="nba-body">{"".join(parts)}</div>{foot}</div>'
+
+
+def shown_items(run: Any) -> list[Any]:
+    """What a run shows, in order: its timeline (responses, messages it added, compactions where they
+    happened), which a later compaction of the transcript does not rewrite; for a run without one (a
+    stand-in), the messages it added, with its compactions first."""
+    timeline = getattr(run, "timeline", None)
+    if timeline:
+        return list(timeline)
+    messages = run.new_messages[1:] if run.prompt is not None else run.new_messages
+    return [*getattr(run, "compactions", ()), *messages]
 
 
 def _call_div(rec: CallRecord, index: int, frozen: bool, waited: float | None = None) -> str:
