@@ -226,6 +226,8 @@ class NotebookState:
         self.frontend = frontend or frontend_for(shell)
         self.seen: dict[str, str] = {}
         """cell id -> the source the agent last read or wrote: an edit applies only while the cell holds it."""
+        self.saved_seen: dict[str, str] = {}
+        """cell id -> its source in the saved file, as the agent read it there (no basis for an edit)."""
         self.names: dict[str, str] = {}
         """cell id -> how the person sees the cell: `[3] first line` (its In [3]), or `cell 5 · first line`."""
         self.running_cells = 0
@@ -294,8 +296,8 @@ class NotebookState:
                 id=str(c.get("id") or f"#{i}"), number=i, cell_type=c.get("cell_type", "code"),
                 source=_text(c.get("source")), execution_count=c.get("execution_count"),
                 outputs=list(c.get("outputs") or []), nbagent=(c.get("metadata") or {}).get("nbagent")))
-        for c in cells:  # what the agent read: a run_cell asks about exactly this code (it cannot run here)
-            self.seen.setdefault(c.id, c.source)
+        for c in cells:  # no basis for an edit, but a run_cell asks about exactly this code (then cannot run)
+            self.saved_seen[c.id] = c.source
             self.names.setdefault(c.id, cell_name(c))
         return str(path), cells
 

@@ -299,7 +299,7 @@ def _pin_code(state: NotebookState, a: Any) -> Any:
     cell: that code is what the approval shows and binds to, and the notebook runs the cell only while
     it holds exactly that code (an edit made in between makes the run refuse, not run something else)."""
     if isinstance(a, dict) and a.get("code") is None and isinstance(a.get("cell_id"), str):
-        seen = state.seen.get(a["cell_id"])
+        seen = state.seen.get(a["cell_id"], state.saved_seen.get(a["cell_id"]))
         if seen is not None:
             a = {**a, "code": seen}
     return a
