@@ -641,15 +641,15 @@ def run_line_text(run: AgentRun, where: str) -> str:
     return out
 
 
-def run_line_html(run: AgentRun, where: str) -> str:
-    """`run_line_text` as HTML."""
+def run_line_html(run: AgentRun, where: str, *, style: bool = True) -> str:
+    """`run_line_text` as HTML (`style=False`: without the stylesheet, which another output carries)."""
     stats = [plural(run.turns, "turn"), plural(len(run.calls), "call"), seconds(run.elapsed)]
     extra = ""
     if _answer(run):
         extra = f'<div class="nba-line-answer">{_esc(plain_answer(_answer(run)))}</div>'
     if run.error is not None:
         extra += f'<div class="nba-line-answer nba-errtext">{_esc(type(run.error).__name__)}: {_esc(one_line(str(run.error), 200))}</div>'
-    return (f'{_style()}<div class="nba nba-line"><div class="nba-headinfo">{_pill(run.status)}'
+    return (f'{_style() if style else ""}<div class="nba nba-line"><div class="nba-headinfo">{_pill(run.status)}'
             f'<span class="nba-stats">{_esc(" · ".join(stats))}</span><span class="nba-where">shown whole in the '
             f'cell that started it ({_esc(where)}); <span class="nba-code">view(run)</span> shows it here</span>'
             f"</div>{extra}</div>")
@@ -671,7 +671,8 @@ def footer_html(run: AgentRun, *, stopped: str | None = None) -> str:
     return ""
 
 
-def run_html(run: AgentRun, *, stopped: str | None = None, waits: dict[str, float] | None = None) -> str:
+def run_html(run: AgentRun, *, stopped: str | None = None, waits: dict[str, float] | None = None,
+             style: bool = True) -> str:
     """`AgentRun._repr_html_`: the whole run as it stands, the same as its live view.
 
     `stopped`: why a run that was still going can no longer go on (its calls in flight show as unfinished);
@@ -700,7 +701,7 @@ def run_html(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
             parts.append(_call_div(rec, i, frozen, waits.get(rec.id)))
     head = f'<div class="nba-head">{header_html(run, stopped=stopped)}</div>'
     foot = footer_html(run, stopped=stopped)
-    return f'{_style()}<div class="nba">{head}<div class="nba-body">{"".join(parts)}</div>{foot}</div>'
+    return f'{_style() if style else ""}<div class="nba">{head}<div class="nba-body">{"".join(parts)}</div>{foot}</div>'
 
 
 def shown_items(run: Any) -> list[Any]:

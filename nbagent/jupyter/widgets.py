@@ -355,10 +355,11 @@ class RunView:
         self.ended = True
 
     # -- display --------------------------------------------------------------------------------------------
-    def static_bundle(self) -> dict[str, str]:
-        """The run as HTML and plain text: what the displays hold once it ended (or the kernel stopped)."""
+    def static_bundle(self, *, style: bool = True) -> dict[str, str]:
+        """The run as HTML and plain text: what the displays hold once it ended (or the kernel stopped);
+        `style=False` leaves the stylesheet out (another output of the notebook carries it)."""
         waits = self.waits
-        return {"text/html": render.run_html(self.run, stopped=self.stopped, waits=waits),
+        return {"text/html": render.run_html(self.run, stopped=self.stopped, waits=waits, style=style),
                 "text/plain": render.run_text(self.run, stopped=self.stopped, waits=waits)}
 
     @property
