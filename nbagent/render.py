@@ -471,9 +471,10 @@ def call_inner_html(
             cut += len(text) - 2400
             text = text[-2400:]
         head = f"… {cut:,} earlier characters\n" if cut > 0 else ""
-        parts.append(f'<div class="nba-sub"><details class="nba-result"><summary>output · '
-                     f'{rec.output_tail.total:,} characters</summary><pre class="nba-tail">{_esc(head + text)}</pre>'
-                     "</details></div>")
+        notice = next((u.data["keep_open"] for u in rec.progress if u.data.get("keep_open")), None)
+        label = _esc(notice) if notice else f"output · {rec.output_tail.total:,} characters"
+        parts.append(f'<div class="nba-sub"><details class="nba-result"{" open" if notice else ""}><summary>{label}'
+                     f'</summary><pre class="nba-tail">{_esc(head + text)}</pre></details></div>')
     if rec is not None and rec.done and rec.result is not None:
         if status in ("error", "not_found", "invalid_arguments", "timeout"):
             parts.append(f'<div class="nba-sub"><div class="nba-pre nba-errtext">{_esc(_clip(rec.result.text, 1500))}'
