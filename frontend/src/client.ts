@@ -58,7 +58,6 @@ export class PanelClient {
   state: ClientState = 'connecting';
   runs = new Map<string, IRunSummary>();
   stored: JSONDict | null = null;
-  css = '';
   config: JSONDict = {};
   sessionId: string | null = null;
   kernelOrigin: string | null = null;
@@ -175,7 +174,6 @@ export class PanelClient {
       const state = await this.request('state', {});
       this.state = 'ready';
       this.error = '';
-      this.css = String(state.css ?? '');
       this.config = state.config ?? {};
       this.stored = state.stored ?? null;
       this.sessionId = state.session_id ?? null;

@@ -50,7 +50,6 @@ export class AgentPanel extends Widget {
   private readonly fresh = document.createElement('input');
   private readonly send = el('button', 'nba-panel-send jp-Button', 'Send') as HTMLButtonElement;
   private readonly errorEl = el('div', 'nba-panel-error');
-  private readonly styleEl = document.createElement('style');
   private readonly pathEl = el('div', 'nba-panel-path');
 
   constructor(private readonly clientOf: (nb: NotebookPanel) => PanelClient) {
@@ -73,7 +72,7 @@ export class AgentPanel extends Widget {
     row.append(this.model, freshLabel, this.send);
     const ask = el('div', 'nba-panel-ask');
     ask.append(this.aboutEl, this.prompt, row, this.errorEl);
-    this.node.append(this.styleEl, top, this.statusEl, this.convEl, this.runsEl, this.storedEl, ask);
+    this.node.append(top, this.statusEl, this.convEl, this.runsEl, this.storedEl, ask);
     this.send.onclick = () => void this.submit();
     this.prompt.addEventListener('keydown', event => {
       if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) {
@@ -187,9 +186,6 @@ export class AgentPanel extends Widget {
     if (!client || !nb) {
       this.statusEl.append(el('div', 'nba-panel-note', 'Open a notebook: the panel shows its conversation with nbagent.'));
       return;
-    }
-    if (this.styleEl.textContent !== client.css) {
-      this.styleEl.textContent = client.css; // nbagent's own stylesheet, as text (never parsed as HTML)
     }
     const storedShown = !!client.stored && ![...client.runs.values()].some(r => !r.before_restart);
     if (client.restarted) {

@@ -187,7 +187,7 @@ class PanelHub:
         if not session.runs:
             stored = self._stored()
         conversation = session.stored.last
-        return {"runs": runs, "stored": stored, "css": render.css(), "session_id": session.stored.session_id,
+        return {"runs": runs, "stored": stored, "session_id": session.stored.session_id,
                 "kernel": session.stored.origin, "conversation": conversation.id if conversation is not None else None,
                 "config": {"model": _spec(session.config.model), "mode": str(session.config.mode)}}
 
