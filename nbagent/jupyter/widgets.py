@@ -31,6 +31,7 @@ from .. import render
 from ..decisions import Decision
 from ..messages import AssistantMessage
 from ..records import ApprovalRequest
+from ..sanitize import terminal_safe
 from .approval import PendingApproval
 from .capture import close_figure, is_figure
 from .throttle import Throttle
@@ -231,7 +232,7 @@ class CallRow:
             cut += len(shown) - TAIL_CHARS
             shown = shown[-TAIL_CHARS:]
         head = f"… {cut:,} earlier characters\n" if cut > 0 else ""
-        value = f'<pre class="nba-tail">{html.escape(head + shown)}</pre>'
+        value = f'<pre class="nba-tail">{html.escape(terminal_safe(head + shown))}</pre>'
         fold = rec.done and rec.status == "ok"  # a call that went well folds its output away when it ends
         if fold:
             label = f"output · {rec.output_tail.total:,} characters"
@@ -256,7 +257,9 @@ class CallRow:
         if not waiting:
             return 0 if self._ask is None else _set(self._ask, layout=s.hidden)
         request = self.pending.request
-        scope = _grant_label(request)
+        grant = _grant_label(request)
+        scope = grant.short if grant is not None else ""
+        always_layout = s.plain if grant is not None else s.hidden
         question = (f'<div class="nba-ask-q"><b>Needs your approval</b> · {html.escape(request.reason)}. '
                     "The arguments above are exactly what will run.</div>")
         if self._ask is None:
@@ -264,8 +267,9 @@ class CallRow:
             deny = _button("Deny", "times", "Do not run it; the model is told, with your reason if you give one",
                            "nba-deny")
             self._always = _button(f"Always allow {scope}", "check-circle",
-                                   f"Run it, and allow {scope} without asking for the rest of this session",
-                                   "nba-always")
+                                   f"Run it, and allow {grant.full if grant else scope} without asking for the "
+                                   "rest of this session", "nba-always")
+            self._always.layout = always_layout
             self._reason = W.Text(placeholder="Reason for denying (optional; the model reads it)",
                                   layout=s.plain, style=s.text)
             self.buttons = {"approve": approve, "deny": deny, "always": self._always, "reason": self._reason}
@@ -279,23 +283,16 @@ class CallRow:
             self.box.children = self.box.children + (self._ask,)
             return 8
         sent = _set(self._ask_text, value=question)
-        sent += _set(self._always, description=f"Always allow {scope}")
+        sent += _set(self._always, description=f"Always allow {scope}", layout=always_layout)
         sent += _set(self._ask, layout=s.plain)
         return sent
 
 
-def _grant_label(request: Any) -> str:
-    """What "Always allow" would grant, exactly: `git config --get x` for a command, `write_file ./a.txt`
-    for a file, the tool's name when it is the whole tool."""
-    from ..toolbox._shellwords import literal_pattern
+def _grant_label(request: Any) -> Any:
+    """What "Always allow" would grant, exactly (`nbagent.grants.grant_label`; None: no such button)."""
+    from ..grants import grant_label
 
-    scope = request.suggested_scope
-    if not scope:
-        return request.name
-    literal = literal_pattern(scope)
-    if literal is None:
-        return f"{request.name}({scope})"
-    return f"`{literal}`" if request.name == "shell" else f"{request.name} `{literal}`"
+    return grant_label(request)
 
 
 class RunView:
