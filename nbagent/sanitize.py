@@ -38,6 +38,7 @@ No IPython here, and nothing from nbagent: every layer may use this module.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 import zlib
@@ -97,6 +98,7 @@ _PAGE_CLASSES = ("nba", "jp-", "lm-", "p-", "widget-", "jupyter-", "jupyter_", "
 _IMAGE_URL = re.compile(r"^data:image/(?:png|jpeg|jpg|gif|webp|bmp);base64,[A-Za-z0-9+/=\s]*$", re.I)
 _HREF = re.compile(r"^(?:https?://|mailto:|#)", re.I)
 _STYLE_ELEMENT = re.compile(r"<style>(.*?)</style>", re.S)
+_TABLE_GAPS = re.compile(r">\s+(?=</?(?:table|thead|tbody|tfoot|tr|td|th)[\s>])")
 
 CSS_PROPERTIES = frozenset({
     "color", "background-color", "background", "background-image", "opacity",
@@ -245,10 +247,25 @@ def sanitize_html(markup: str, *, wrap: bool = True, scope: str | None = None) -
     from the markup (the same markup gives the same HTML: a saved notebook does not change on a re-render).
     `wrap=False` (for a piece that goes inline: a link, Markdown) leaves the wrapper out, and with it every
     style sheet. Never raises for odd input: what cannot be read plainly is dropped.
+
+    The last 64 results (of markup up to `CACHED_CHARS`) are kept: a view draws the same result several
+    times (its row when the call ends, the whole view when the run ends, the static form a notebook saves).
     """
     if not isinstance(markup, str):
         markup = str(markup)
-    cleaned = _nh3().clean(markup)
+    if len(markup) > CACHED_CHARS:
+        return _sanitize(markup, wrap, scope)
+    return _cached(markup, wrap, scope)
+
+
+CACHED_CHARS = 100_000
+"""Markup longer than this is sanitized anew each time."""
+
+
+def _sanitize(markup: str, wrap: bool = True, scope: str | None = None) -> str:
+    # the indentation between a table's own tags shows nothing, and is a quarter of a DataFrame's repr: nh3
+    # reads it faster without (measured: 0.58 -> 0.41 ms for a 30x6 DataFrame)
+    cleaned = _nh3().clean(_TABLE_GAPS.sub(">", markup))
     if not wrap:
         return _STYLE_ELEMENT.sub("", cleaned) if "<style>" in cleaned else cleaned
     if "<style>" in cleaned:  # nh3's output escapes `<` in attribute values: each `<style>` is an element
@@ -261,6 +278,9 @@ def sanitize_html(markup: str, *, wrap: bool = True, scope: str | None = None) -
         cleaned = _STYLE_ELEMENT.sub(sheet, cleaned)
     cls = f"nba-safe {scope}" if scope else "nba-safe"
     return f'<div class="{cls}">{cleaned}</div>'
+
+
+_cached = functools.lru_cache(maxsize=64)(_sanitize)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -352,3 +372,4 @@ def terminal_safe(text: Any) -> str:
     text = _ESCAPE_SEQUENCE.sub("", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     return _HIDDEN.sub(lambda m: f"⟨{_code(m.group(0))}⟩", text)
+
