@@ -91,8 +91,10 @@ ATTRIBUTES = {
 }
 ID_PREFIX = "nba-u-"
 """Put before every `id` of sanitized HTML (and before `#id` in its style sheets): no clobbering of the page."""
-_KEPT_CLASSES = frozenset({"nba-cell-link", "nba-md-image"})
-"""Classes of the page's own kept all the same: they only style a link."""
+_KEPT_CLASSES = frozenset({"nba-cell-link", "nba-md-image", "nba-pre", "nba-code", "nba-diff", "nba-diff-add",
+                           "nba-diff-del", "nba-diff-at"})
+"""Classes of the page's own kept all the same: they only style text (a link, a block of code, a diff's
+lines), so the notebook tools' results (cell diffs) look as the rest of the view does."""
 _PAGE_CLASSES = ("nba", "jp-", "lm-", "p-", "widget-", "jupyter-", "jupyter_", "mathjax", "tex2jax")
 
 _IMAGE_URL = re.compile(r"^data:image/(?:png|jpeg|jpg|gif|webp|bmp);base64,[A-Za-z0-9+/=\s]*$", re.I)
