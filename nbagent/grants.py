@@ -21,6 +21,11 @@ does, and only an approver that asks for it (`Decision(scope="DIR/**")`) makes o
 
 An approver's own `Decision(scope=...)` is the approver's choice (code the person wrote) and is kept as
 written; a `once` tool is never remembered whatever the decision says.
+
+Reads what the model wrote: a call's arguments become the grant's pattern and the label's text. The label
+shows that text through `nbagent.sanitize.visible` (controls, bidi and invisible characters as
+`⟨U+XXXX NAME⟩`, with a warning in `full`), and the pattern is the tool's own exact form of the call
+(escaped globs, an anchored path), so what the model wrote cannot widen the grant beyond what is shown.
 """
 
 from __future__ import annotations

@@ -292,9 +292,10 @@ _BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u206
 _INVISIBLE = ("\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b\u200c\u2060-\u2064\u206a-\u206f"
               "\u3164\ufeff\uffa0\ufff9-\ufffb\U000e0000-\U000e007f")
 _EMOJI_PARTS = "\u200d\ufe00-\ufe0f"  # the joiner and the variation selectors: invisible, and inside emoji
-_CONTROL = "\x00-\x08\x0b-\x1f\x7f-\x9f"  # every C0 but tab and newline, DEL, every C1
-_HIDDEN = re.compile(f"[{_CONTROL}{_BIDI}{_INVISIBLE}{_EMOJI_PARTS}\u2028\u2029]")
-_HIDDEN_PROSE = re.compile(f"[{_CONTROL}{_BIDI}{_INVISIBLE}\u2028\u2029]")
+_CONTROL = "\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"  # every C0 but tab, newline and CR, DEL, every C1
+# a carriage return counts only alone: before a newline it is a Windows line end, and hides nothing
+_HIDDEN = re.compile(f"\r(?!\n)|[{_CONTROL}{_BIDI}{_INVISIBLE}{_EMOJI_PARTS}\u2028\u2029]")
+_HIDDEN_PROSE = re.compile(f"\r(?!\n)|[{_CONTROL}{_BIDI}{_INVISIBLE}\u2028\u2029]")
 _ESCAPE_SEQUENCE = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"              # CSI: colours, cursor moves, clearing
     r"|\x1b[\]PX^_][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"  # OSC (title, hyperlinks, clipboard), DCS, SOS, PM, APC
@@ -329,7 +330,7 @@ def _kind(ch: str) -> str:
         return "terminal escape sequences (they can rewrite what a terminal shows)"
     if ch in "\u2028\u2029":
         return "line or paragraph separators (a line break that some programs do not count as one)"
-    if re.match(f"[{_CONTROL}]", ch):
+    if ch == "\r" or re.match(f"[{_CONTROL}]", ch):
         return "control characters"
     return "invisible characters (zero-width and the like: text that looks the same can differ)"
 
@@ -337,7 +338,7 @@ def _kind(ch: str) -> str:
 def visible(text: str, *, prose: bool = False) -> tuple[str, list[str]]:
     """Text a person is about to approve, with nothing hidden: `(shown, warnings)`.
 
-    Every control character (C0 but newline and tab, DEL, C1), bidi control (U+202A-202E, U+2066-2069,
+    Every control character (C0 but newline and tab, a carriage return not before a newline, DEL, C1), bidi control (U+202A-202E, U+2066-2069,
     U+200E/200F, U+061C), invisible character (U+200B-200D, U+2060-2064, U+FEFF, soft hyphen, variation
     selectors, tags) and line/paragraph separator is shown as `⟨U+202E RIGHT-TO-LEFT OVERRIDE⟩`; nothing is
     removed, so every character that will run is there to see. `warnings` has one sentence per kind found

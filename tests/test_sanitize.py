@@ -136,6 +136,8 @@ def test_visible_shows_bidi_invisible_and_control_characters_and_warns():
 
 def test_visible_leaves_ordinary_text_alone_and_prose_keeps_its_emoji():
     assert visible("print('héllo')\n\tx = 1 ✓") == ("print('héllo')\n\tx = 1 ✓", [])
+    assert visible("a\r\nb") == ("a\r\nb", [])  # a Windows line end hides nothing
+    assert visible("paid\rfree")[0] == "paid⟨U+000D CR⟩free"  # a lone carriage return does (in a terminal)
     family = "👨\u200d👩\u200d👧 ❤\ufe0f"
     assert visible(family, prose=True) == (family, [])
     assert visible(family)[1], "approved text shows the joiner too"

@@ -1,4 +1,9 @@
-"""A run shown as printed lines: for terminal IPython (no widgets there) or `NBAgent.view = "text"`."""
+"""A run shown as printed lines: for terminal IPython (no widgets there) or `NBAgent.view = "text"`.
+
+Prints what the model and tools wrote (streamed text, results, arguments to approve): all of it passes
+`nbagent.sanitize` (`terminal_safe`, or `visible` with its warnings for what is approved) first, so no
+escape sequence reaches the terminal and no bidi control hides what is approved.
+"""
 
 from __future__ import annotations
 
