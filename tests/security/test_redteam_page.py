@@ -273,3 +273,37 @@ model = ScriptedModel([AssistantMessage(text="![x]({EVIL}/p.png) <script>alert(1
         assert "Done." in page and "<td" in page and "evil.example/p.png" in page  # control: it is all there
         assert active(page) == [], active(page)
         assert "<script" not in page and not re.search(r"<[^>]+\son\w+=", page)
+
+
+# --------------------------------------------------------------------------------------------------
+# Other members of the class: other ways a library's repr carries markup
+# --------------------------------------------------------------------------------------------------
+def _styler_with_hostile_parts():
+    df = pd.DataFrame({'<img src=x onerror="alert(1)">': [1, 2]}, index=["<script>alert(2)</script>", "b"])
+    return (df.style.set_caption(f'<iframe src="{EVIL}/"></iframe>caption')
+            .set_table_attributes('onmouseover="alert(3)" style="position:fixed;z-index:9999"')
+            .set_table_styles([{"selector": "td", "props": f"background-image: url({EVIL}/t.png); color: red"}]))
+
+
+class TupleRepr:
+    """`_repr_html_` may return (html, metadata)."""
+
+    def _repr_html_(self):
+        return (f'<img src="{EVIL}/a.png" onerror="alert(1)">tuple', {"isolated": False})
+
+
+class UnescapedFrame:
+    """A repr built with `to_html(escape=False)` over untrusted strings."""
+
+    def _repr_html_(self):
+        return pd.DataFrame({"v": ['<a href="javascript:alert(1)">go</a>', "<b>bold</b>"]}).to_html(escape=False)
+
+
+@pytest.mark.parametrize("details", [_styler_with_hostile_parts, TupleRepr, UnescapedFrame],
+                         ids=["styler caption, attributes and styles", "tuple repr", "to_html(escape=False)"])
+def test_other_reprs_that_carry_markup_are_inert(details, monkeypatch):
+    page = _page(_run_with(details()))
+    assert active(page) == [], active(page)
+    assert "caption" in page or "tuple" in page or "<b>bold</b>" in page  # control: the content is there
+    monkeypatch.setattr(sanitize, "sanitize_html", lambda markup, **_: markup)
+    assert active(_page(_run_with(details()))), "without the sanitizer this repr is an attack"
