@@ -208,6 +208,35 @@ def test_decision_for_call_not_waiting(ks: KernelSession, panel: Panel) -> None:
     assert not (ks.work / "nowait_ran").exists()  # type: ignore[attr-defined]
 
 
+def test_decision_refused_when_arguments_changed_after_shown(ks: KernelSession, panel: Panel) -> None:
+    run_id = start_script(ks, panel, "m_swap", shell_turn("touch swap_shown"))
+    review = panel.wait_review(ks, run_id)
+    # other code in the kernel swaps the waiting call's arguments after the page drew the review
+    ks.execute(f"_v = _nj.get_session().view(_run('{run_id}'))\n"
+               "_v.pending[0].pending.request.arguments['command'] = 'touch swap_evil'")
+    reply = panel.req("decide", run=run_id, call=review["call"], digest=review["digest"], choice="approve")
+    assert reply["ok"] is False and "differs" in reply["error"]
+    assert not (ks.work / "swap_evil").exists()  # type: ignore[attr-defined]
+    fresh = panel.run(run_id)["reviews"][0]  # control: the page, shown the new arguments, can decide them
+    assert fresh["digest"] != review["digest"]
+    assert panel.ok("decide", run=run_id, call=fresh["call"], digest=fresh["digest"], choice="deny")["taken"]
+    wait_done(ks, run_id)
+
+
+def test_start_while_a_run_waits_is_refused_without_new(ks: KernelSession, panel: Panel) -> None:
+    run_id = start_script(ks, panel, "m_busy", shell_turn("touch busy_ran"))
+    panel.wait_review(ks, run_id)
+    before = ks.value("len(_nj.get_session().runs)")
+    ks.execute("m_busy2 = _script()")
+    reply = panel.req("start", prompt="again", model="m_busy2")
+    assert reply["ok"] is False and "still going" in reply["error"]
+    assert ks.value("len(_nj.get_session().runs)") == before
+    ok = panel.ok("start", prompt="alongside", model="m_busy2", new=True)  # control: --new's path
+    wait_done(ks, ok["id"])
+    panel.ok("stop", run=run_id)
+    wait_done(ks, run_id)
+
+
 # -- the panel's run goes through the same gates as %agent ------------------------------------------------------
 def test_panel_run_obeys_deny_rules_and_asks_by_default(ks: KernelSession, panel: Panel) -> None:
     ks.execute('%config NBAgent.rules = ["deny: shell"]')
@@ -391,5 +420,8 @@ def test_resume_id_cannot_walk_out_of_the_store(bare: KernelSession) -> None:
         reply = p.req("start", prompt="hi", model="m_res", resume=bad)
         assert reply["ok"] is False, bad
     assert bare.value("_nj.get_session().stored.resumed") is None
+    for bad in ("replay:../../outside", "replay:/etc/passwd"):
+        reply = p.req("start", prompt="hi", model=bad, new=True)
+        assert reply["ok"] is False, bad
     result = p.ok("start", prompt="hi", model="m_res")  # control: a plain start works
     bare.wait_for(f"_run('{result['id']}').done")
