@@ -46,9 +46,9 @@ __all__ = ["HIDDEN_SCAN_LIMIT", "MARKER_VARIABLE", "PROTECTED_PATHS", "Prepared"
            "landlock_abi", "prepare", "SandboxPolicy", "sandbox_backend", "sandbox_command",
            "sandbox_policy"]
 
-PROTECTED_PATHS = (".git/config", ".git/hooks", ".git/modules", ".git/info", ".nbagent")
-"""Paths inside the workspace that `workspace-write` keeps read-only: what could make a later git
-(yours, outside nbagent) run a program, and nbagent's own records."""
+from .protected import PROTECTED_PATHS  # noqa: E402 - the one list: configuration that can run programs
+"""Paths inside the workspace that `workspace-write` keeps read-only: configuration that can run programs
+(`.git`, `.mcp.json`, `.nbagent/`, editor and Jupyter settings; see `nbagent.protected`)."""
 
 _SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix", "/snap")
 _HOME_FILES_SHOWN = (".gitconfig", ".config/git")
