@@ -6,8 +6,8 @@ The graph is read with `ast` from the source, so an import that only a type chec
 Layers, from the bottom (a module may import its own layer, without a cycle, and the layers it lists):
 
     data       messages, errors, secrets, context, decisions, records, events, transcript, reprs, sandbox,
-               sessions (the store of transcripts), protected, trust (configuration that runs code, and
-               the person's trust in it)
+               sessions (the store of transcripts), protected, trust, signing (configuration that runs
+               code, the person's trust in it, signed session lines)
     tools      tools, docstrings, schemas, arguments, results, images, paths, plan, structured, partial_json
     stages     hooks, permissions, interrupt, execution        (one call's path)
     providers  providers/*                                      (beside the stages: data and tools only)
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1] / "nbagent"
 
 LAYERS: dict[str, tuple[str, ...]] = {
     "data": ("messages", "errors", "secrets", "context", "decisions", "records", "events", "transcript",
-             "reprs", "sandbox", "sessions", "recording", "pricing", "window", "protected", "trust"),
+             "reprs", "sandbox", "sessions", "recording", "pricing", "window", "protected", "trust", "signing"),
     "tools": ("tools", "docstrings", "schemas", "arguments", "results", "images", "paths", "plan",
               "structured", "partial_json"),
     "stages": ("hooks", "permissions", "interrupt", "execution", "compaction"),

@@ -33,6 +33,8 @@ class ServerList:
         for s in self.servers:
             trust = ", trusted" if s["trusted"] else ""
             state = "not started (the first run that uses it starts it)" if s["state"] == "idle" else s["state"]
+            if s["state"] == "not trusted yet":
+                state, trust = "not trusted yet, not started", ""
             lines.append(f"{s['name']}: {state}{trust} ({s['transport']}: {s['target']})")
             if s["tools"]:
                 lines.append("  tools: " + ", ".join(s["tools"]))

@@ -8,6 +8,7 @@ on the kernel's loop, shows its view and returns the run at once.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 import weakref
@@ -96,6 +97,9 @@ class NotebookSession:
         """The stored conversation the runs are written to (`<workspace>/.nbagent/sessions/`)."""
         self.resumed: list[Message] | None = None
         """A stored conversation resumed with `--resume`, until the next %agent continues it."""
+        self.consent_prompts: list[Any] = []
+        """The MCP trust prompts shown (`nbagent.jupyter.consent.TrustPrompt`), oldest first."""
+        self._consent_asked: set[tuple[str, str]] = set()
         self.origin = f"{os.getpid()}-{int(time.time())}"
         """This kernel's mark on the sessions it writes (replay finds a notebook's last execution by it)."""
         self._conversations = 0
@@ -206,12 +210,19 @@ class NotebookSession:
 
     def mcp_servers(self, names: list[str] | None = None) -> Any:
         """The MCP servers of a run: the workspace's `.mcp.json`, then `NBAgent.mcp_servers` (these win),
-        narrowed to `names` when given. None when there are none."""
-        from ..mcp import MCPServers, parse_servers, workspace_servers
+        narrowed to `names` when given. None when there are none.
 
+        A workspace file's servers start only once the person trusted its exact content
+        (`NBAgent.workspace_mcp`): until then the prompt shows what they would run, and runs go on
+        without them."""
+        from ..mcp import MCPServers, parse_servers, workspace_configs
+
+        setting = "trust" if os.environ.get("NBAGENT_TRUST_WORKSPACE_MCP") == "1" else self.config.workspace_mcp
         try:
-            servers = {**workspace_servers(self.workspace),
-                       **parse_servers(self.config.mcp_servers, source="NBAgent.mcp_servers")}
+            configs = workspace_configs(self.workspace) if setting != "off" else []
+            servers = {name: dataclasses.replace(s, approved=True) if setting == "trust" else s
+                       for c in configs for name, s in c.servers.items()}
+            servers.update(parse_servers(self.config.mcp_servers, source="NBAgent.mcp_servers"))
             if names is not None and not names:
                 return None
             toolset = MCPServers(servers)
@@ -219,7 +230,10 @@ class NotebookSession:
                 toolset = toolset.select(names)
         except ConfigurationError as exc:
             raise UsageError(str(exc)) from None
-        if not toolset.active:
+        if setting == "ask":
+            self._ask_trust([c for c in configs if c.servers and not c.trusted
+                             and any(toolset.servers.get(n) is s for n, s in c.servers.items())])
+        if not toolset.active and not toolset.waiting:
             return None
         try:
             loop = asyncio.get_running_loop()
@@ -230,6 +244,25 @@ class NotebookSession:
 
             use_loop(loop)
         return toolset
+
+    def _ask_trust(self, configs: list[Any]) -> None:
+        """Show the consent prompt of each untrusted workspace configuration (once per content a session)."""
+        if not configs:
+            return
+        from .consent import TrustPrompt
+
+        try:
+            loop: Any = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        for config in configs:
+            key = (config.real, config.digest)
+            if key in self._consent_asked:
+                continue
+            self._consent_asked.add(key)
+            prompt = TrustPrompt(config, loop)
+            self.consent_prompts.append(prompt)
+            display(prompt.widget)
 
     def mcp_list(self, names: list[str] | None = None) -> Any:
         """`%agent --mcp-list`: the servers, their state and tools (those not started are started)."""

@@ -43,7 +43,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
-from ._config import ServerConfig, expand, server_environment
+from ._config import ServerConfig, expand_trusted, server_environment, untrusted
 
 __all__ = ["Connection", "ServerError", "close_all", "connection", "connections", "on_home", "run_blocking",
            "set_loop"]
@@ -503,9 +503,10 @@ class Connection:
     async def _stdio(self):
         """Spawn the server with exactly the environment it is given; yield the SDK's stream pair."""
         config = self.config
+        self._check_trusted()
         env = server_environment(config)
-        command = expand(config.command or "")
-        args = [expand(a) for a in config.args]
+        command = expand_trusted(config, config.command or "")
+        args = [expand_trusted(config, a) for a in config.args]
         exe = shutil.which(command, path=env.get("PATH")) or command
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -587,6 +588,12 @@ class Connection:
                 with contextlib.suppress(Exception):
                     transport.close()
 
+    def _check_trusted(self) -> None:
+        """Nothing from a workspace file the person has not trusted starts or connects (see `_workspace`)."""
+        why = untrusted(self.config)
+        if why is not None:
+            raise ServerError(why)
+
     def _on_stderr(self, chunk: bytes) -> None:
         data = self._stderr_tail + chunk
         *lines, self._stderr_tail = data.split(b"\n")
@@ -618,8 +625,9 @@ class Connection:
         from mcp.shared._httpx_utils import create_mcp_http_client
 
         config = self.config
-        url = expand(config.url or "")
-        headers = {k: expand(v) for k, v in config.headers.items()}
+        self._check_trusted()
+        url = expand_trusted(config, config.url or "")
+        headers = {k: expand_trusted(config, v) for k, v in config.headers.items()}
         client = create_mcp_http_client(headers=headers, timeout=httpx2.Timeout(config.startup_timeout, read=300.0))
         async with client:
             async with streamable_http_client(url, http_client=client) as streams:
