@@ -6,6 +6,8 @@
    ScriptedModel) run without a store and with `Agent(session=True)` whose writer does not fsync;
    rounds alternate the two; the difference per call is the store's own work (serialising, redacting,
    writing). Goal: under 25 µs per call, reported next to the loop's own per-call cost.
+   Beside it, the same store with signing off (`unsigned`): the difference is what signing each line
+   (HMAC-SHA256, `nbagent.signing`) costs.
 2. The fsync: the same with fsync on; the difference to (1) per batch is the disk's price.
 3. Resuming: a session of 10,000 messages loaded and repaired (`Agent.resume`). Goal: under 0.5 s.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -41,14 +44,18 @@ async def one_run(n: int, workspace: Path, store: str) -> float:
     agent = Agent(model=ScriptedModel(script), tools=[add], max_turns=n + 1, workspace=workspace,
                   session=store != "none")
     commit = sessions.SessionWriter.commit
-    if store == "no-fsync":
+    key = sessions._writing_key
+    if store in ("no-fsync", "unsigned"):
         sessions.SessionWriter.commit = lambda self, fsync=True: commit(self, fsync=False)  # type: ignore[method-assign]
+    if store == "unsigned":
+        sessions._writing_key = lambda: None  # type: ignore[assignment]
     try:
         t0 = time.perf_counter()
         run = await agent.run("add them")
         elapsed = time.perf_counter() - t0
     finally:
         sessions.SessionWriter.commit = commit  # type: ignore[method-assign]
+        sessions._writing_key = key  # type: ignore[assignment]
     assert run.status == "done" and len(run.calls) == n
     return elapsed
 
@@ -74,8 +81,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--n", type=int, default=500)
     opts = parser.parse_args()
-    results: dict[str, list[float]] = {"none": [], "no-fsync": [], "fsync": []}
+    results: dict[str, list[float]] = {"none": [], "unsigned": [], "no-fsync": [], "fsync": []}
     with tempfile.TemporaryDirectory() as tmp:
+        os.environ.setdefault("NBAGENT_CONFIG_DIR", os.path.join(tmp, "config"))  # the session key, not yours
         for _ in range(opts.rounds):
             for store in results:
                 results[store].append(asyncio.run(one_run(opts.n, Path(tmp), store)) / opts.n * 1e6)
@@ -85,6 +93,8 @@ def main() -> None:
     print(f"  the loop alone (no store)           {med['none']:8.1f}")
     print(f"  with the store, no fsync            {med['no-fsync']:8.1f}   the store adds {med['no-fsync'] - med['none']:+.1f} "
           f"µs per call (goal: under 25)")
+    print(f"  the same store, lines not signed    {med['unsigned']:8.1f}   signing adds {med['no-fsync'] - med['unsigned']:+.1f} "
+          f"µs per call")
     print(f"  with the store and its fsyncs       {med['fsync']:8.1f}   the fsync costs {med['fsync'] - med['no-fsync']:+.1f} "
           f"µs per batch (one batch per call here)")
     print(f"resuming a 10,000-message session: {min(resume) * 1000:.0f} ms best of 3 (goal: under 500 ms)")

@@ -53,7 +53,7 @@ from typing import Any, Iterable
 
 from .messages import AssistantMessage, Message, TextBlock, ToolResultMessage, UserMessage
 from .secrets import redact, redact_value
-from .signing import START, has_mac, key_id, seal, unseal
+from .signing import START, has_mac, key_id, seal, signer, unseal
 from .transcript import message_from_neutral, neutral_message
 from .trust import config_dir, session_key
 
@@ -108,6 +108,7 @@ class SessionWriter:
         self._last_body: Any = None
         self._fd = -1
         self._newline = False
+        self._signer: Any = None
         self.dir.mkdir(parents=True, exist_ok=True)
         if not resume or not self.path.exists():
             if self.path.exists():
@@ -243,7 +244,9 @@ class SessionWriter:
         if self._key is None:
             data, chain = data + b"\n", self._chain
         else:
-            data, chain = seal(self._key, self._chain, data.split(b"\n"))
+            if self._signer is None:
+                self._signer = signer(self._key)
+            data, chain = seal(self._signer, self._chain, data.split(b"\n"))
         if self._newline:  # the file ended in a line cut short (a killed kernel): start a line of our own
             data, self._newline = b"\n" + data, False
         return data, chain

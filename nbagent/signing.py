@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from typing import Any
 
-__all__ = ["MAC_SUFFIX_BYTES", "START", "key_id", "seal", "unseal"]
+__all__ = ["MAC_SUFFIX_BYTES", "START", "has_mac", "key_id", "seal", "signer", "unseal"]
 
 START = bytes(32)
 """The chain value before a file's first line."""
@@ -31,14 +32,21 @@ def key_id(key: bytes) -> str:
     return hashlib.sha256(b"nbagent-session-key-id\0" + key).hexdigest()[:16]
 
 
-def seal(key: bytes, previous: bytes, lines: list[bytes]) -> tuple[bytes, bytes]:
-    """The lines (each one JSON object, no newline inside) signed and joined with newlines (and one at the
-    end); returns them and the chain value after the last."""
+def signer(key: bytes) -> Any:
+    """An HMAC-SHA256 keyed once: each line then costs a copy, not a key schedule (half the time)."""
+    return hmac.new(key, digestmod=hashlib.sha256)
+
+
+def seal(keyed: Any, previous: bytes, lines: list[bytes]) -> tuple[bytes, bytes]:
+    """The lines (each one JSON object, no newline inside) signed with `signer(key)` and joined with
+    newlines (and one at the end); returns them and the chain value after the last."""
     out = []
     mac = previous
-    digest = hmac.digest
     for line in lines:
-        mac = digest(key, mac + line, "sha256")
+        h = keyed.copy()
+        h.update(mac)
+        h.update(line)
+        mac = h.digest()
         out.append(line[:-1] + _PREFIX + mac.hex().encode("ascii") + b'"}')
     out.append(b"")
     return b"\n".join(out), mac
