@@ -5,7 +5,7 @@ Three policies, named as other agents name them:
 | policy | reads | writes | network | processes |
 |---|---|---|---|---|
 | `read-only` (what auto-allow runs) | the workspace, system and runtime paths | none (a private `/tmp` that vanishes) | off | all gone when the call ends |
-| `workspace-write` (what an approval runs) | the same | the workspace, except `.git/config`, `.git/hooks`, `.git/modules`, `.nbagent/` | off unless allowed | all gone when the call ends |
+| `workspace-write` (what an approval runs) | the same | the workspace, except `PROTECTED_PATHS` (`.git`, `.nbagent/`, `.mcp.json`, editor settings...) | off unless allowed | all gone when the call ends |
 | `danger-full-access` (explicit opt-in) | everything | everything | on | the process group is stopped |
 
 Backends, chosen once per process by `sandbox_backend()`:

@@ -14,6 +14,11 @@ same kernel what its runs did and prints it.
 it last ran): every `%agent` answers with the recorded responses, with no network and no cost, and tools
 run again (`rerun`, the default; differences from the record are shown) or return their recorded
 results (`recorded`). That is how an agent notebook runs in CI without keys.
+
+Reads: a notebook and the workspace's stored sessions and MCP configuration, any of which someone else
+could have written. What stops harm: no policy means deny (nobody is asked, nothing is approved by
+itself, a replay included); stored sessions are verified by the store; workspace MCP servers start only if
+trusted before (or `--trust-workspace-mcp`). Running a notebook runs its cells: that is the person's choice.
 """
 
 from __future__ import annotations

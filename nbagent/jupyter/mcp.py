@@ -1,4 +1,8 @@
-"""`%agent --mcp-list`: the MCP servers of the notebook, their state and their tools."""
+"""`%agent --mcp-list`: the MCP servers of the notebook, their state and their tools.
+
+Reads: server configurations (a workspace file's among them) and what servers said (names, errors): all
+escaped in the HTML. A workspace server that is not trusted yet is listed as such, and not started here.
+"""
 
 from __future__ import annotations
 

@@ -15,6 +15,10 @@ has closed is started again on the next use.
                          a server that does not answer a ping afterwards is restarted on next use
     close_all()          at exit, or `nbagent.mcp.close()`
 
+Before anything is spawned or connected, `_check_trusted` refuses a configuration read from a workspace
+file the person has not trusted (`_config.untrusted`), and `${VAR}` is expanded only through
+`expand_trusted`: an untrusted configuration starts no program, sends no request and reads no variable.
+
 This module imports the `mcp` SDK; nothing imports it before a server is used. It is one module because
 the lifecycle above (start, the home loop, the stdio transport that keeps the pid and stderr, call,
 restart, close) is one state machine over one connection object; split, each part would reach into the
