@@ -49,11 +49,11 @@ async def test_servers_from_config_and_the_workspace_file(shell, tmp_path):
     run = await finish(shell.user_ns["run"])
     assert set(run.requests[0].tools) == {"time__convert_time", "time__get_current_time"}
     assert not any(c.name == "other" and c.state != "idle" for c in _connection.connections())
-    prompts = get_session(shell).consent_prompts
+    prompts = get_session(shell).agents.consent_prompts
     assert len(prompts) == 1 and "misbehaving.py" in prompts[0].text.value and "not trusted yet" in prompts[0].text.value
     result = await run_cell(shell, "listing = %agent --mcp-list")
     assert "other: not trusted yet, not started" in str(shell.user_ns["listing"])
-    assert len(get_session(shell).consent_prompts) == 1  # asked once per content a session
+    assert len(get_session(shell).agents.consent_prompts) == 1  # asked once per content a session
 
     prompts[0].trust_button.click()  # as a person's click: handed to the loop, recorded there
     await asyncio.sleep(0)
