@@ -109,6 +109,7 @@ class SessionWriter:
         self._fd = -1
         self._newline = False
         self._signer: Any = None
+        self._size = 0
         self.dir.mkdir(parents=True, exist_ok=True)
         if not resume or not self.path.exists():
             if self.path.exists():
@@ -119,7 +120,7 @@ class SessionWriter:
                        "origin": origin, "key_id": key_id(self._key) if self._key else None})
             self.commit()
         else:
-            self._key, self._chain, self._newline = _resume_chain(self.path)
+            self._key, self._chain, self._newline, self._size = _resume_chain(self.path)
 
     # facts
     def run_started(self, prompt: Any, *, model: str | None = None, mode: str | None = None) -> None:
@@ -219,20 +220,25 @@ class SessionWriter:
             self._side.clear()
         if not self._pending:
             return
-        data, chain = self._encode(self._pending)
-        self._pending.clear()
         if self._fd < 0:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         fd = self._fd
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
+            size = os.fstat(fd).st_size
+            if size != self._size:  # another kernel appended since: our lines continue its chain
+                mac, self._newline = _tail(self.path)
+                if mac is not None and self._key is not None:
+                    self._chain = mac
+            data, chain = self._encode(self._pending)
+            self._pending.clear()
             view = memoryview(data)
             while view:
                 written = os.write(fd, view)
                 view = view[written:]
             if fsync:
                 os.fsync(fd)
-            self._chain = chain
+            self._chain, self._size = chain, size + len(data)
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
 
@@ -275,12 +281,12 @@ def _writing_key() -> bytes | None:
         return None
 
 
-def _resume_chain(path: Path) -> tuple[bytes | None, bytes, bool]:
-    """To append to a file: the key (None when the file is unsigned), the chain value of its last whole
-    line, and whether it ends in a line cut short."""
+def _tail(path: Path) -> tuple[bytes | None, bool]:
+    """The MAC of a file's last whole line (None: it has none), and whether the file ends in a line cut
+    short (a killed writer)."""
     with open(path, "rb") as f:
-        size = f.seek(0, os.SEEK_END)
-        tail, at = b"", size
+        at = f.seek(0, os.SEEK_END)
+        tail = b""
         while at > 0 and tail.count(b"\n") < 2:
             step = min(at, 65536)
             at -= step
@@ -288,16 +294,24 @@ def _resume_chain(path: Path) -> tuple[bytes | None, bytes, bool]:
             tail = f.read(step) + tail
     cut = bool(tail) and not tail.endswith(b"\n")
     lines = [line for line in tail.split(b"\n")[:-1] if line.strip()]
-    last = lines[-1] if lines else b""
-    if not has_mac(last):
-        return None, START, cut
+    last = lines[-1].rstrip(b"\r") if lines else b""
+    return (bytes.fromhex(last[-66:-2].decode("ascii")) if has_mac(last) else None), cut
+
+
+def _resume_chain(path: Path) -> tuple[bytes | None, bytes, bool, int]:
+    """To append to a file: the key (None when the file is unsigned), the chain value of its last whole
+    line, whether it ends in a line cut short, and its size."""
+    size = path.stat().st_size
+    mac, cut = _tail(path)
+    if mac is None:
+        return None, START, cut, size
     try:
         key = session_key(create=False)
     except OSError:
         key = None
     if key is None:  # its key is gone: what is written now would not verify either way
-        return None, START, cut
-    return key, bytes.fromhex(last.rstrip(b"\r")[-66:-2].decode("ascii")), cut
+        return None, START, cut, size
+    return key, mac, cut, size
 
 
 def _safe(name: Any) -> str:
