@@ -362,10 +362,15 @@ class SessionInfo:
 
     def __str__(self) -> str:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.created))
-        nb = Path(self.notebook).name if self.notebook else "-"
+        nb = _printable(Path(self.notebook).name) if self.notebook else "-"  # a stored name may carry escapes
         prompt = self.last_prompt if len(self.last_prompt) <= 50 else self.last_prompt[:49] + "…"
         return (f"{self.id}  {nb}  {when}  {self.runs} run{'s' if self.runs != 1 else ''}, {self.turns} turn"
                 f"{'s' if self.turns != 1 else ''}, {self.calls} call{'s' if self.calls != 1 else ''}  {prompt!r}")
+
+
+def _printable(text: str) -> str:
+    """Control characters (terminal escapes among them) written as escapes, never sent to a terminal."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 @dataclass(slots=True)
