@@ -381,6 +381,44 @@ def test_env_secret_not_in_fix_prompt_or_summary(ks: KernelSession, panel: Panel
     assert "settings" in prompt  # control: the variables are described
 
 
+ECHO_SERVER = r"""
+import http.server, threading, json as _j
+class _Echo(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length") or 0); self.rfile.read(n); _hits.append(self.path)
+        body = _j.dumps({"error": {"message": "invalid key " + str(self.headers.get("Authorization")),
+                                   "type": "invalid_request_error"}}).encode()
+        self.send_response(401); self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
+    def log_message(self, *a): pass
+_hits = []
+_echo = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
+threading.Thread(target=_echo.serve_forever, daemon=True).start()
+os.environ["OPENAI_BASE_URL"] = f"http://127.0.0.1:{_echo.server_address[1]}/v1"
+"""
+
+
+def test_provider_error_echoing_the_key_does_not_reach_the_page(ks: KernelSession, panel: Panel) -> None:
+    # a provider (or a proxy) that answers 401 with the Authorization header in its error message
+    ks.execute("import os\n" + ECHO_SERVER)
+    start = len(ks.iopub)
+    try:
+        run_id = panel.ok("start", prompt="hello", model="openai:gpt-4.1", new=True)["id"]
+        wait_done(ks, run_id)
+        summary = panel.run(run_id)
+        assert summary["status"] in ("error", "failed"), summary["status"]  # control: the run did reach it
+        assert ks.value("len(_hits)") >= 1  # control: the provider was asked, with the key
+    finally:
+        ks.execute("_echo.shutdown(); os.environ.pop('OPENAI_BASE_URL', None)")
+    with ks._lock:
+        later = list(ks.iopub[start:])
+    pushed = json.dumps([m["content"] for m in later if m["msg_type"] in ("comm_msg", "display_data", "stream")])
+    text = json.dumps(summary) + pushed
+    pieces = [SECRET[i:i + 12] for i in range(len(SECRET) - 11)]
+    assert not [p for p in pieces if p in text], "the API key reached the page"
+    assert "invalid key Bearer" in text  # control: the provider's error, with where the key was, is shown
+
+
 def test_state_and_head_carry_no_secret(ks: KernelSession, panel: Panel) -> None:
     ks.execute('%config NBAgent.model = "openai:gpt-4.1"')
     try:
