@@ -412,7 +412,9 @@ def test_provider_error_echoing_the_key_does_not_reach_the_page(ks: KernelSessio
         ks.execute("_echo.shutdown(); os.environ.pop('OPENAI_BASE_URL', None)")
     with ks._lock:
         later = list(ks.iopub[start:])
-    pushed = json.dumps([m["content"] for m in later if m["msg_type"] in ("comm_msg", "display_data", "stream")])
+    pushed = json.dumps([m["content"] for m in later if m["msg_type"] == "comm_msg"  # what the page is told of it
+                         and (m["content"].get("data") or {}).get("run", {}).get("id") == run_id])
+    assert pushed != "[]"  # control: the page was told about the run as it went
     text = json.dumps(summary) + pushed
     pieces = [SECRET[i:i + 12] for i in range(len(SECRET) - 11)]
     assert not [p for p in pieces if p in text], "the API key reached the page"
