@@ -421,6 +421,17 @@ def test_provider_error_echoing_the_key_does_not_reach_the_page(ks: KernelSessio
     assert "invalid key Bearer" in text  # control: the provider's error, with where the key was, is shown
 
 
+def test_model_field_naming_a_secret_variable_does_not_echo_it(ks: KernelSession, panel: Panel) -> None:
+    # `model` may name a notebook variable; naming a string that holds a key must not send the key back
+    ks.execute("import os\nkey2 = os.environ['OPENAI_API_KEY']")
+    reply = panel.req("start", prompt="hi", model="key2", new=True)
+    assert reply["ok"] is False
+    pieces = [SECRET[i:i + 12] for i in range(len(SECRET) - 11)]
+    assert not [p for p in pieces if p in reply["error"]], reply["error"]
+    reply = panel.req("start", prompt="hi", model="no_such_model_name", new=True)  # control: a clear refusal
+    assert reply["ok"] is False and "no_such_model_name" in reply["error"]
+
+
 def test_state_and_head_carry_no_secret(ks: KernelSession, panel: Panel) -> None:
     ks.execute('%config NBAgent.model = "openai:gpt-4.1"')
     try:
