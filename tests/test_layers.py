@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1] / "nbagent"
 
 LAYERS: dict[str, tuple[str, ...]] = {
     "data": ("messages", "errors", "secrets", "context", "decisions", "records", "events", "transcript",
-             "reprs", "sandbox", "sessions", "recording", "pricing", "window"),
+             "reprs", "sandbox", "sandbox_linux", "sessions", "recording", "pricing", "window"),
     "tools": ("tools", "docstrings", "schemas", "arguments", "results", "images", "paths", "plan",
               "structured", "partial_json"),
     "stages": ("hooks", "permissions", "interrupt", "execution", "compaction"),
