@@ -292,10 +292,7 @@ def protected_binds(ws: Path) -> list[str]:
     and each directory between it and the workspace (`.git`) is bound over itself, writable, so that it
     cannot be renamed away either (rename of a mount point fails with EBUSY). One that does not exist yet
     is removed after the call if the command made it (`created_protected`)."""
-    try:  # nbagent's own folder is protected even before nbagent first writes into it
-        (ws / ".nbagent").mkdir(exist_ok=True)
-    except OSError:
-        pass
+    _make_own_folder(ws)
     args: list[str] = []
     parents: list[str] = []
     for rel in PROTECTED_PATHS:
@@ -316,8 +313,16 @@ def protected_binds(ws: Path) -> list[str]:
     return args
 
 
+def _make_own_folder(ws: Path) -> None:
+    try:  # nbagent's own folder is protected even before nbagent first writes into it
+        (ws / ".nbagent").mkdir(exist_ok=True)
+    except OSError:
+        pass
+
+
 def missing_protected(ws: Path) -> list[Path]:
     """The `PROTECTED_PATHS` of `ws` that do not exist now (what `remove_created` looks at after a call)."""
+    _make_own_folder(ws)
     return [ws / rel for rel in PROTECTED_PATHS if not os.path.lexists(ws / rel)]
 
 
