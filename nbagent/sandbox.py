@@ -185,6 +185,10 @@ def _holds(path: str, places: Iterable[str]) -> bool:
     return any(p == path or p.startswith(path.rstrip("/") + "/") or path.startswith(p + "/") for p in places)
 
 
+_NOT_BOUND = ("/tmp/",)
+"""Runtime paths never bound (the sandbox has a /tmp of its own)."""
+
+
 def _runtime_paths() -> tuple[str, ...]:
     """The Python runtime and PATH's directories, where they lie outside the system paths: a PATH entry
     named `bin` or `shims` brings its parent (a virtual environment, `~/.pyenv`) unless that parent holds
@@ -209,7 +213,7 @@ def _runtime_paths() -> tuple[str, ...]:
         for choice in choices:
             if not os.path.isdir(choice) or choice in ("/", home) or home.startswith(choice.rstrip("/") + "/"):
                 continue  # never the root or the home directory itself, nor a parent of home
-            if _under_system(choice) or choice.startswith("/tmp/") or _holds(choice, places):
+            if _under_system(choice) or choice.startswith(_NOT_BOUND) or _holds(choice, places):
                 continue
             if not any(choice == f or choice.startswith(f + "/") for f in found):
                 found = [f for f in found if not f.startswith(choice + "/")] + [choice]

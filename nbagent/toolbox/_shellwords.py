@@ -564,7 +564,8 @@ def subcommands(command: str, depth: int = 0) -> tuple[list[list[str]], bool]:
         # leading assignments (FOO=1 cmd) are not the command; one that may make a program run another
         # (PATH=., LD_PRELOAD=, LESSOPEN=, GIT_SSH_COMMAND=...) makes the line unreadable
         assignments = []
-        while values and _is_assignment(values[0]) and not words[len(words) - len(values)].quoted:
+        while values and _is_assignment(values[0]) and (not words[len(words) - len(values)].quoted or _is_assignment(
+                words[len(words) - len(values)].raw.split("=", 1)[0] + "=")):  # NAME='value' assigns too
             assignments.append(values[0])
             values = values[1:]
         if any(unseen_assignment(a, values[0] if values else None) for a in assignments):
