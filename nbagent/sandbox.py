@@ -5,31 +5,43 @@ Three policies, named as other agents name them:
 | policy | reads | writes | network | processes |
 |---|---|---|---|---|
 | `read-only` (what auto-allow runs) | the workspace, system and runtime paths | none (a private `/tmp` that vanishes) | off | all gone when the call ends |
-| `workspace-write` (what an approval runs) | the same | the workspace, except `.git/config`, `.git/hooks`, `.git/modules`, `.nbagent/` | off unless allowed | all gone when the call ends |
+| `workspace-write` (what an approval runs) | the same | the workspace, except `PROTECTED_PATHS`, each kept whole | off unless allowed | all gone when the call ends |
 | `danger-full-access` (explicit opt-in) | everything | everything | on | the process group is stopped |
+
+Never shown, under either backend: `secret_places()` (credential stores under home and Jupyter's runtime
+folder), wherever a runtime path or the workspace would bring them in. Runtime paths are the Python
+runtime and `PATH`'s directories; an entry's parent (`~/.local` for `~/.local/bin`) only when it holds
+none of those places.
 
 Backends, chosen once per process by `sandbox_backend()`:
 
 - **Linux, bubblewrap** (`bwrap`, Debian's `bubblewrap`): a new mount namespace that shows only the
-  system paths (`/usr`, `/etc`, `/opt`, the `/lib*` and `/bin` links), the Python runtime and the
-  directories on `PATH`, then the workspace; the home directory is an empty `tmpfs` (so `~/.ssh`,
-  `~/.aws`, dotfiles are not there; `~/.gitconfig` is shown read-only for git's identity). Its own PID
-  namespace, killed with its parent, so every process the command starts (`setsid`, `nohup`, daemons)
-  is gone when the call ends; its own network namespace (only loopback); no capabilities, even as root;
-  `no_new_privs`, so setuid programs cannot raise privileges. Files hidden by read deny rules
-  (`deny: read_file(.env)`) are replaced by empty ones inside the sandbox.
+  system paths (`/usr`, `/etc`, `/opt`, the `/lib*` and `/bin` links), the runtime paths, then the
+  workspace; the home directory is an empty `tmpfs` (`~/.gitconfig` is shown read-only for git's
+  identity); secret places inside what is shown are masked. Its own PID namespace, killed with its
+  parent, so every process the command starts is gone when the call ends and no other process's `/proc`
+  is there; its own network namespace (only loopback: every protocol off); no capabilities, even as
+  root; `no_new_privs`. Protected paths are bound read-only over themselves, and the directories between
+  them and the workspace (`.git`) over themselves, so none of them can be renamed away (EBUSY on a
+  mount point). Files hidden by read deny rules look empty.
 - **Linux, Landlock** (kernel 5.13+; where bubblewrap is missing or cannot make namespaces, as in many
-  containers): the same reads and writes, enforced by the kernel on every open, with TCP off (ABI 4+)
-  and signals and abstract sockets scoped to the sandbox (ABI 6+); no privileges needed. It cannot hide
-  single files below the workspace or keep `.git/hooks` read-only inside it, and it has no PID
-  namespace: processes left running are found by a marker in their environment and stopped.
+  containers): the same reads and writes, enforced by the kernel on every open (`nbagent.sandbox_linux`);
+  hidden files and secret places are left out of its rules (refused, not empty); TCP off by Landlock and
+  every other protocol by a seccomp filter; no capabilities (root's CAP_SYS_PTRACE would read other
+  processes' `/proc/<pid>/environ` past Landlock's ptrace scoping); no privileges needed. It cannot keep
+  protected paths read-only inside a writable workspace, and it has no PID namespace: processes left
+  running are found by a marker in their environment and stopped.
 - **No sandbox** (neither can run, macOS, Windows, or `danger-full-access`): commands
   run as plain processes in their own process group. The view's header says so, and shell auto-allow
   shrinks to `STRICT_READ_ONLY_COMMANDS`, whose options are fully known.
 
-macOS (`sandbox-exec` with a generated profile) is planned, not built: it cannot be tested here.
-The `python` tool runs in the kernel itself, by design: no sandbox applies to it.
-"""
+A scan that cannot finish fails closed (`hidden_paths`). A protected path that did not exist and that a
+command made is removed after it (`Prepared.removed`).
+
+macOS (`sandbox-exec`) is planned, not built. The `python` tool runs in the kernel: no sandbox applies.
+
+It reads the workspace (names, to find the files deny rules protect), which anyone could have written:
+names are only compared with the rules, and nothing found there is run."""
 
 from __future__ import annotations
 
