@@ -187,6 +187,13 @@ def jupyter_runtime_dirs() -> tuple[str, ...]:
 def secret_places() -> tuple[str, ...]:
     """Real paths no sandboxed command may see: `CREDENTIAL_STORES` under home and the Jupyter runtime
     folders (whether they exist or not)."""
+    env = os.environ
+    return _secret_places(env.get("HOME", ""), env.get("JUPYTER_RUNTIME_DIR", ""), env.get("JUPYTER_DATA_DIR", ""),
+                          env.get("XDG_DATA_HOME", ""))
+
+
+@functools.lru_cache(maxsize=8)
+def _secret_places(*_environment: str) -> tuple[str, ...]:
     home = os.path.realpath(os.path.expanduser("~"))
     return tuple(dict.fromkeys([os.path.realpath(os.path.join(home, p)) for p in CREDENTIAL_STORES]
                                + list(jupyter_runtime_dirs())))
