@@ -437,6 +437,17 @@ class Prepared:
     """Protected paths that did not exist before the call: removed after it if the command made them."""
     removed: list[str] = field(default_factory=list)
     """What `cleanup()` removed of them."""
+    pass_fds: tuple[int, ...] = ()
+    """File descriptors the sandbox program reads (bubblewrap's seccomp filter): passed, then closed."""
+
+    def started(self) -> None:
+        """Once the process started: close what was passed to it."""
+        for fd in self.pass_fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.pass_fds = ()
 
     def stop_leftovers(self) -> None:
         """Once the command exited: stop what it left running (Landlock; bubblewrap's PID namespace
@@ -447,6 +458,7 @@ class Prepared:
     def cleanup(self) -> None:
         """After the command: stop what it left running, free what was made for it."""
         self.stop_leftovers()
+        self.started()
         if self.watched:
             self.removed = remove_created(self.watched)
             self.watched = []
@@ -497,9 +509,21 @@ def prepare(
         return Prepared(list(argv))
     ws = os.path.realpath(workspace)
     watched = missing_protected(Path(ws)) if policy.name == "workspace-write" else []
+    network = policy.network and policy.name == "workspace-write"
     if backend.name == "bubblewrap":
-        return Prepared(sandbox_command(argv, workspace=workspace, cwd=cwd, policy=policy, hidden=hidden,
-                                        backend=backend), watched=watched)
+        wrapped = sandbox_command(argv, workspace=workspace, cwd=cwd, policy=policy, hidden=hidden, backend=backend)
+        fds: tuple[int, ...] = ()
+        if not network:  # its network namespace has no way out, but a unix socket of the workspace has
+            from .sandbox_linux import NetworkFilter
+
+            network_filter = NetworkFilter()
+            if network_filter.supported:
+                read_end, write_end = os.pipe()
+                os.write(write_end, network_filter.program)
+                os.close(write_end)
+                wrapped[1:1] = ["--seccomp", str(read_end)]
+                fds = (read_end,)
+        return Prepared(wrapped, watched=watched, pass_fds=fds)
     import tempfile
     import uuid
 
@@ -515,7 +539,7 @@ def prepare(
     excluded = list(secret_places()) + [os.path.realpath(h) for h in hidden]
     try:
         ruleset = LandlockRuleset(readable=readable, writable=writable, devices=_DEVICES, excluded=excluded,
-                                  network=policy.network and policy.name == "workspace-write")
+                                  network=network)
     except BaseException:
         shutil.rmtree(tmpdir, ignore_errors=True)
         raise

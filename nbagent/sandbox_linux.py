@@ -4,8 +4,10 @@ between fork and exec: no new privileges, no capabilities (so root cannot read o
 
 Landlock's own network rules cover TCP only (bind and connect); UDP, raw sockets, netlink, and every
 other family stay open. `NetworkFilter` is a classic-BPF seccomp program, built in the parent, that makes
-`socket()` fail with EACCES for every address family but `AF_UNIX`, and refuses `io_uring_setup` (io_uring
-can open sockets without calling `socket()`). On x86_64 the x32 system-call range is refused too, and a
+`socket()` fail with EACCES for every address family, `AF_UNIX` included (a socket file in the
+workspace or outside it, or an abstract one, can be a server outside the sandbox: a dev server, a kernel's
+ipc transport, an ssh agent), and refuses `io_uring_setup` (io_uring can open sockets without calling
+`socket()`). `socketpair()` stays: it only connects a process to itself or its children. On x86_64 the x32 system-call range is refused too, and a
 process of another architecture is killed, so a 32-bit `socketcall` cannot walk around the filter.
 
 Landlock scopes `ptrace` (and so reading `/proc/<pid>/environ` and `/proc/<pid>/mem` of processes outside
@@ -67,13 +69,13 @@ class NetworkFilter:
             _insn(_RET_K, 0, 0, errno),                # 5
             _insn(_JEQ_K, 0, 1, nr_uring),             # 6: io_uring_setup -> 7
             _insn(_RET_K, 0, 0, errno),                # 7
-            _insn(_JEQ_K, 0, 3, nr_socket),            # 8: socket -> 9, else -> 12
-            _insn(_LD_W_ABS, 0, 0, 16),                # 9: args[0] (low word): the family
-            _insn(_JEQ_K, 1, 0, _AF_UNIX),             # 10: AF_UNIX -> 12
-            _insn(_RET_K, 0, 0, errno),                # 11: any other family
-            _insn(_RET_K, 0, 0, _RET_ALLOW),           # 12
+            _insn(_JEQ_K, 0, 1, nr_socket),            # 8: socket, of any family -> 9
+            _insn(_RET_K, 0, 0, errno),                # 9
+            _insn(_RET_K, 0, 0, _RET_ALLOW),           # 10
         ]
-        self._code = ctypes.create_string_buffer(b"".join(program), 8 * len(program))
+        self.program = b"".join(program)
+        """The raw filter (an array of `struct sock_filter`), as bubblewrap's `--seccomp FD` reads it."""
+        self._code = ctypes.create_string_buffer(self.program, 8 * len(program))
         # struct sock_fprog { unsigned short len; struct sock_filter *filter; }
         self._prog = ctypes.create_string_buffer(struct.pack("=HxxxxxxQ", len(program), ctypes.addressof(self._code)))
         self._libc = ctypes.CDLL(None, use_errno=True)

@@ -2,8 +2,8 @@
 
 Two kinds of secret are removed, wherever text leaves a tool or a provider:
 
-- the values of the environment's credential variables (names ending in `_API_KEY`, `_TOKEN`,
-  `_SECRET`, `_PASSWORD`, plus a few well-known ones), read when redaction runs, so a key set after
+- the values of the environment's credential variables (names ending in `_KEY`, `_TOKEN`, `_AUTH`,
+  `_SECRET`, `PASSWORD` (`PGPASSWORD` too), `_PWD`, plus a few well-known ones), read when redaction runs, so a key set after
   `import nbagent` is covered too;
 - values registered with `add_secret(value, name)`: a key passed as `api_key=` rather than through the
   environment, a credential header;
@@ -45,7 +45,8 @@ MIN_PIECE_SECRET_LENGTH = 12
 """Only secrets at least this long are matched by the piece (a short password's pieces are ordinary words)."""
 
 SECRET_VARIABLE_PATTERN = re.compile(
-    r"(?:^|_)(?:API_?KEY|TOKEN|SECRET|SECRET_KEY|PASSWORD|PASSWD|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)$"
+    r"(?:^|_)(?:API_?KEY|KEY|AUTH|AUTH_KEY|TOKEN|SECRET|SECRET_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)$|_PWD$"
+    r"|(?:PASSWORD|PASSWD|PASSPHRASE)$"
     r"|^(?:ANTHROPIC|OPENAI|GEMINI|GOOGLE|MISTRAL|GROQ|COHERE|HF|HUGGING_FACE_HUB|GITHUB|GH|AWS)_.*KEY",
     re.IGNORECASE,
 )

@@ -255,10 +255,11 @@ def make_shell_tool(binding: Binding) -> Tool:
         starting = asyncio.ensure_future(asyncio.create_subprocess_exec(
             *prepared.argv, cwd=str(ws.root), stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-            env=env, preexec_fn=prepared.preexec_fn,
+            env=env, preexec_fn=prepared.preexec_fn, pass_fds=prepared.pass_fds,
         ))
         try:
             proc = await asyncio.shield(starting)
+            prepared.started()
         except asyncio.CancelledError:
             # cancelled while the process was being started: it may be running already, so stop it too
             try:

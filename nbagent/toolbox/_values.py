@@ -335,7 +335,8 @@ def _size(n: int) -> str:
 _SECRET_FIELD = re.compile(r"(?:^|_)(?:api_?key|apikey|token|secret|password|passwd|credentials?|authorization"
                            r"|private_key|access_key|auth)$", re.IGNORECASE)
 """Attribute and key names whose string values are taken as credentials."""
-_SCAN_LIMIT = 400
+_SCAN_LIMIT = 2000
+_SCAN_DEPTH = 8
 
 
 def credential_holder(value: Any, name: str = "") -> str | None:
@@ -348,7 +349,10 @@ def credential_holder(value: Any, name: str = "") -> str | None:
         return "it is the process environment, which holds the keys"
     known = [v for v in secret_values() if len(v) >= 8]
     budget = [_SCAN_LIMIT]
-    return _holder(value, name, known, budget, 0, set())
+    found = _holder(value, name, known, budget, 0, set())
+    if found is None and budget[0] < 0:  # too much to look through: it may hold one (fail closed)
+        return "it holds too much to be checked for credentials"
+    return found
 
 
 def _holder(value: Any, name: str, known: list[str], budget: list[int], depth: int, seen: set[int]) -> str | None:
@@ -365,7 +369,7 @@ def _holder(value: Any, name: str, known: list[str], budget: list[int], depth: i
         if len(text) >= 6 and text != redact(text):
             return "it holds a secret or a piece of one"
         return None
-    if depth >= 4 or id(value) in seen or isinstance(value, (int, float, complex, bool, type(None))):
+    if depth >= _SCAN_DEPTH or id(value) in seen or isinstance(value, (int, float, complex, bool, type(None))):
         return None
     seen.add(id(value))
     if isinstance(value, type(os.environ)):

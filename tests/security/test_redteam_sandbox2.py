@@ -179,15 +179,15 @@ def test_udp_does_not_leave_the_sandbox(ws, policy):
 
 
 def test_other_families_are_refused_too(ws, backend):
-    code = ("import socket\nfor f, t in ((socket.AF_INET6, socket.SOCK_DGRAM), (socket.AF_NETLINK, socket.SOCK_RAW)):\n"
+    code = ("import socket\nfor f, t in ((socket.AF_INET6, socket.SOCK_DGRAM), (socket.AF_NETLINK, socket.SOCK_RAW),\n"
+            "             (socket.AF_UNIX, socket.SOCK_STREAM)):\n"
             "    try:\n        socket.socket(f, t).close(); print('opened', f)\n    except OSError as e:\n"
-            "        print('refused', f)\nsocket.socket(socket.AF_UNIX).close(); print('unix ok')\n")
+            "        print('refused', f)\na, b = socket.socketpair(); a.send(b'x'); print('pair ok', b.recv(1))\n")
     (ws / "probe.py").write_text(code)
     run = run_agent(ws, [sh("python3 probe.py")], mode="bypassPermissions")
     out = run.calls[0].result.details.stdout
-    assert "unix ok" in out  # control: local sockets still work
-    if backend.name == "landlock":  # bubblewrap gives a network namespace of its own instead: sockets open there
-        assert "opened" not in out
+    assert "pair ok" in out  # control: a process still talks to itself
+    assert "opened" not in out and out.count("refused") == 3
 
 
 def test_control_udp_when_the_policy_allows_the_network(ws):
