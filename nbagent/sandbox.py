@@ -35,13 +35,12 @@ Backends, chosen once per process by `sandbox_backend()`:
   run as plain processes in their own process group. The view's header says so, and shell auto-allow
   shrinks to `STRICT_READ_ONLY_COMMANDS`, whose options are fully known.
 
-A scan that cannot finish fails closed (`hidden_paths`). A protected path that did not exist and that a
-command made is removed after it (`Prepared.removed`).
+A scan that cannot finish fails closed (`hidden_paths`); a protected path a command made is removed.
 
 macOS (`sandbox-exec`) is planned, not built. The `python` tool runs in the kernel: no sandbox applies.
 
-It reads the workspace (names, to find the files deny rules protect), which anyone could have written:
-names are only compared with the rules, and nothing found there is run."""
+It reads the workspace's names (to find what deny rules protect), which anyone could have written: they
+are only compared with the rules; nothing found there is run."""
 
 from __future__ import annotations
 
@@ -54,7 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from .sandbox_linux import _DEVICES, MARKER_VARIABLE, LandlockRuleset, landlock_abi
+from .sandbox_linux import _DEVICES, MARKER_VARIABLE, LandlockRuleset, bubblewrap_seccomp, landlock_abi, stop_marked
 
 __all__ = ["CREDENTIAL_STORES", "HIDDEN_SCAN_LIMIT", "HiddenScanError", "MARKER_VARIABLE", "PROTECTED_PATHS",
            "Prepared", "SandboxBackend", "hidden_paths", "jupyter_runtime_dirs", "landlock_abi", "prepare",
@@ -468,31 +467,6 @@ class Prepared:
             shutil.rmtree(self.tmpdir, ignore_errors=True)
 
 
-def stop_marked(marker: str) -> int:
-    """SIGKILL every process whose environment carries `MARKER_VARIABLE=marker`; how many there were."""
-    import signal
-
-    needle = f"{MARKER_VARIABLE}={marker}".encode()
-    stopped = 0
-    for _ in range(3):  # a process may fork while the sweep runs
-        found = 0
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) == os.getpid():
-                continue
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as f:
-                    if needle not in f.read():
-                        continue
-                os.kill(int(entry), signal.SIGKILL)
-                found += 1
-            except OSError:
-                continue
-        stopped += found
-        if not found:
-            break
-    return stopped
-
-
 def prepare(
     argv: list[str],
     *,
@@ -512,17 +486,7 @@ def prepare(
     network = policy.network and policy.name == "workspace-write"
     if backend.name == "bubblewrap":
         wrapped = sandbox_command(argv, workspace=workspace, cwd=cwd, policy=policy, hidden=hidden, backend=backend)
-        fds: tuple[int, ...] = ()
-        if not network:  # its network namespace has no way out, but a unix socket of the workspace has
-            from .sandbox_linux import NetworkFilter
-
-            network_filter = NetworkFilter()
-            if network_filter.supported:
-                read_end, write_end = os.pipe()
-                os.write(write_end, network_filter.program)
-                os.close(write_end)
-                wrapped[1:1] = ["--seccomp", str(read_end)]
-                fds = (read_end,)
+        fds = bubblewrap_seccomp(wrapped) if not network else ()  # a unix socket of the workspace is a way out
         return Prepared(wrapped, watched=watched, pass_fds=fds)
     import tempfile
     import uuid

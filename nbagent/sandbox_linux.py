@@ -30,7 +30,8 @@ import struct
 import sys
 from typing import Iterable
 
-__all__ = ["MARKER_VARIABLE", "LandlockRuleset", "NetworkFilter", "drop_capabilities", "landlock_abi"]
+__all__ = ["MARKER_VARIABLE", "LandlockRuleset", "NetworkFilter", "bubblewrap_seccomp", "drop_capabilities", "landlock_abi",
+           "stop_marked"]
 
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
@@ -85,6 +86,18 @@ class NetworkFilter:
         if not self.supported:
             return False
         return self._libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(self._prog), 0, 0) == 0
+
+
+def bubblewrap_seccomp(args: list[str]) -> tuple[int, ...]:
+    """Add `--seccomp FD` with `NetworkFilter`'s program to bubblewrap's `args` (in place); the fds to pass."""
+    network_filter = NetworkFilter()
+    if not network_filter.supported:
+        return ()
+    read_end, write_end = os.pipe()
+    os.write(write_end, network_filter.program)
+    os.close(write_end)
+    args[1:1] = ["--seccomp", str(read_end)]
+    return (read_end,)
 
 
 class _CapHeader(ctypes.Structure):
@@ -242,3 +255,28 @@ def _tree_except(root: str, excluded: list[str]) -> list[tuple[str, bool]]:
         else:
             out.append((entry.path, True))
     return out
+
+
+def stop_marked(marker: str) -> int:
+    """SIGKILL every process whose environment carries `MARKER_VARIABLE=marker`; how many there were."""
+    import signal
+
+    needle = f"{MARKER_VARIABLE}={marker}".encode()
+    stopped = 0
+    for _ in range(3):  # a process may fork while the sweep runs
+        found = 0
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if needle not in f.read():
+                        continue
+                os.kill(int(entry), signal.SIGKILL)
+                found += 1
+            except OSError:
+                continue
+        stopped += found
+        if not found:
+            break
+    return stopped

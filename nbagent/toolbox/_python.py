@@ -280,8 +280,8 @@ def _resolve(namespace: dict[str, Any], node: ast.AST, text: str, chain: list | 
     chain = [] if chain is None else chain
     value = _resolve_one(namespace, node, text, chain)
     label = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
-    if isinstance(node, ast.Subscript):
-        label = str(ast.literal_eval(node.slice))
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        label = str(node.slice.value)
     chain.append((label, value))
     return value
 

@@ -143,6 +143,12 @@ RUNNERS: dict[str, Runner] = {
                   tar_bundle=True),
     "bsdtar": Runner(options={"--use-compress-program": "runs a compressor program", "-I": "runs a program"}),
     "sort": Runner(options={"--compress-program": "runs a compressor program"}),
+    "split": Runner(options={"--filter": "pipes each piece to a shell command"}),
+    "ssh-keygen": Runner(options={"-O": "may name a program (sk-provider)", "-w": "loads a provider library"}),
+    "dpkg": Runner(options={"--status-logger": "runs a program", "--pre-invoke": "runs a command",
+                            "--post-invoke": "runs a command"}),
+    "flock": Runner(options={"-c": "runs a shell command", "--command": "runs a shell command"}),
+    "sqlite3": Runner(always="runs commands from its input (.shell, .system)"),
     "find": Runner(options={"-fprint": "writes a file", "-fprint0": "writes a file", "-fprintf": "writes a file",
                             "-fls": "writes a file"}),
     "zip": Runner(options={"-TT": "runs an unzip command", "--unzip-command": "runs an unzip command"}),
@@ -201,7 +207,7 @@ RUNNERS: dict[str, Runner] = {
 _ALWAYS = {
     "runs code from its arguments, stdin or a script file": (
         "awk gawk mawk nawk perl ruby php lua luajit node nodejs deno bun tclsh wish expect Rscript R julia "
-        "osascript pwsh powershell groovy scala java dotnet jshell ghci runghc irb sqlite3 psql mysql gdb lldb vim "
+        "osascript pwsh powershell groovy scala java dotnet jshell ghci runghc irb psql mysql gdb lldb vim "
         "vi nvim view vimdiff rvim ex ed emacs dc bc"),
     "runs the commands of a file in the workspace (Makefile, package.json, setup.py, conftest.py...)": (
         "make gmake bmake cmake ninja meson scons rake just task invoke npm npx yarn pnpm pip pip3 pipx poetry uv uvx "

@@ -235,11 +235,11 @@ def make_shell_tool(binding: Binding) -> Tool:
         if "\x00" in command:
             return ToolResult([TextBlock("the command contains a NUL byte")], is_error=True)
         denied = read_denied_check(ctx)
-        revealing = reveals_denied(command, ws, denied)
-        if revealing:  # a deny rule on reading holds here too, whatever was approved
-            return ToolResult([TextBlock(f"not run: {revealing}")], is_error=True)
         policy = call_policy(ctx)
         sandboxed = _sandboxed(policy)
+        revealing = reveals_denied(command, ws, denied, hidden_by_sandbox=sandboxed)
+        if revealing:  # a deny rule on reading holds here too, whatever was approved
+            return ToolResult([TextBlock(f"not run: {revealing}")], is_error=True)
         try:
             hidden = hidden_paths(ws.root, denied) if sandboxed and denied is not None else ()
             prepared = prepare([_bash(), "-c", command], workspace=ws.root, policy=policy, hidden=hidden)
@@ -344,7 +344,7 @@ def _read_only_call(binding: Binding):
         # without a sandbox to catch its mistakes, the classifier trusts only commands it knows fully
         sandboxed = _sandboxed(_agent_policy(ctx))
         return (read_only_problem(command, ws, denied, sandboxed=sandboxed) is None
-                and reveals_denied(command, ws, denied) is None)
+                and reveals_denied(command, ws, denied, hidden_by_sandbox=sandboxed) is None)
 
     return read_only
 

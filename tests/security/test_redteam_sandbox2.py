@@ -404,8 +404,9 @@ def test_a_command_printing_a_piece_of_a_key_is_redacted(ws, key_env, name):
 
 def test_cut_over_a_file_holding_a_key_is_redacted(ws, key_env):
     (ws / "settings.ini").write_text(f"token={KEY}\n")
+    # (auto-allowed, cut over a file holding a key asks first: test_redteam_secret_oracles; approved, it is redacted)
     run = run_agent(ws, [sh("cut -c7-20 settings.ini"), sh("cut -c21- settings.ini"), sh("cut -c1-5 settings.ini")],
-                    approver=Recorder(False))
+                    approver=Recorder(True))
     assert "token" in text_of(run.calls[2])  # control: cut works
     seen = everything_model_saw(run)
     assert KEY[:14] not in seen and KEY[14:] not in seen
