@@ -3,8 +3,8 @@
 Two kinds of secret are removed, wherever text leaves a tool or a provider:
 
 - the values of the environment's credential variables (names ending in `_KEY`, `_TOKEN`, `_AUTH`,
-  `_SECRET`, `PASSWORD` (`PGPASSWORD` too), `_PWD`, plus a few well-known ones), read when redaction runs, so a key set after
-  `import nbagent` is covered too;
+  `_SECRET`, `PASSWORD` (`PGPASSWORD` too), `_PWD`, plus a few well-known ones), read when redaction
+  runs, so a key set after `import nbagent` is covered too;
 - values registered with `add_secret(value, name)`: a key passed as `api_key=` rather than through the
   environment, a credential header;
 - strings shaped like provider keys and tokens (`sk-...`, `sk-ant-...`, `AIza...`, `ghp_...`,
