@@ -10,8 +10,8 @@ Two kinds of secret are removed, wherever text leaves a tool or a provider:
 - strings shaped like provider keys and tokens (`sk-...`, `sk-ant-...`, `AIza...`, `ghp_...`,
   `xoxb-...`, `AKIA...`, `hf_...`), wherever they come from: a notebook variable, a file, a command's output.
 
-Secrets are matched in pieces too: any run of `PIECE_LENGTH` characters or more of a secret of
-`MIN_PIECE_SECRET_LENGTH` or more (`key[:8]`, the head a truncated repr kept, a slice `cut -c` made), of the
+Secrets are matched in pieces too: any run of `PIECE_LENGTH` characters or more (mixing letter cases or
+digits, as pieces of random keys do) of a secret of `MIN_PIECE_SECRET_LENGTH` or more (`key[:8]`, the head a truncated repr kept, a slice `cut -c` made), of the
 secret reversed, or its base64 or hex encoding at any alignment, is redacted as `[REDACTED:NAME piece]`.
 Pieces shorter than that are not recognisable; the tools keep them unreachable instead (`inspect_variable`
 indexes no string, auto-allowed commands get no credential variables, the sandbox hides credential
@@ -124,7 +124,9 @@ def _compiled(fresh: bool = True) -> Any:
             if len(candidate) >= MIN_PIECE_SECRET_LENGTH:
                 for form in (candidate, candidate[::-1]):
                     for k in range(len(form) - PIECE_LENGTH + 1):
-                        pieces.setdefault(form[k : k + PIECE_LENGTH], name)
+                        piece = form[k : k + PIECE_LENGTH]
+                        if _looks_random(piece):
+                            pieces.setdefault(piece, name)
     pattern = None
     if values:
         # longest first, so a key that contains another is replaced whole
@@ -132,6 +134,12 @@ def _compiled(fresh: bool = True) -> Any:
     piece_pattern = re.compile(_trie(sorted(pieces))) if pieces else None
     _cache = (items, pattern, values, piece_pattern, pieces)
     return _cache
+
+
+def _looks_random(piece: str) -> bool:
+    """A piece worth matching: it mixes at least two of lower case, upper case and digits (a piece of a
+    random key nearly always does; `mistra`, `-small`, `sk-pro` of a readable test key or prefix do not)."""
+    return sum((any(c.islower() for c in piece), any(c.isupper() for c in piece), any(c.isdigit() for c in piece))) >= 2
 
 
 def _encodings(value: str) -> list[str]:

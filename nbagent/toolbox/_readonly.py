@@ -746,9 +746,11 @@ def _git_problem(args: list[str], workspace: Workspace, read_denied: DeniedCheck
         if name in _GIT_BAD:
             return f"git {sub} --{name} {_GIT_BAD[name]}"
         return f"git {sub}: {p}"
-    for opt, _value, _kind in p.options:
+    for opt, value, _kind in p.options:
         if opt in _GIT_BAD:
             return f"git {sub} --{opt} {_GIT_BAD[opt]}"
+        if opt in ("format", "pretty") and value and "%G" in value:
+            return f"git {sub} --{opt} with %G... verifies signatures: it runs gpg (gpg.program may be configured)"
     if git.check is not None:
         problem = git.check(p)
         if problem:

@@ -385,7 +385,7 @@ def test_defence_off_a_string_index_hands_over_a_character_at_a_time(ws, key_env
 
 
 PIECES = {
-    "head": KEY[:8],
+    "head": KEY[9:17],  # (a readable prefix such as "sk-piece" is not the secret part: pieces must look random)
     "middle": KEY[10:17],
     "reversed": KEY[::-1],
     "base64": base64.b64encode(("x" + KEY).encode()).decode(),
