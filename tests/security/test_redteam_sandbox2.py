@@ -239,9 +239,8 @@ def test_protected_paths_cannot_be_renamed_away_or_replaced(ws, backend, name):
     _repo(ws)
     (ws / ".nbagent").mkdir(exist_ok=True)
     config = (ws / ".git" / "config").read_text()
-    run = run_agent(ws, [sh(REPLACE_GIT[name]), sh("echo ok > .git/NOTE && echo ok > made.txt")],
-                    mode="bypassPermissions")
-    assert run.calls[1].status == "ok" and (ws / ".git" / "NOTE").exists()  # control: .git is writable otherwise
+    run = run_agent(ws, [sh(REPLACE_GIT[name]), sh("echo ok > made.txt")], mode="bypassPermissions")
+    assert run.calls[1].status == "ok" and (ws / "made.txt").exists()  # control: the workspace is writable
     assert (ws / ".git" / "config").read_text() == config
     assert not (ws / ".git" / "hooks" / "pre-commit").exists()
     assert not (ws / ".nbagent" / "planted").exists() and not (ws / ".nb-old").exists()
@@ -254,9 +253,10 @@ def test_a_protected_path_made_by_a_command_is_removed_after_it(ws, backend):
     _repo(ws)
     import shutil as _shutil
 
-    _shutil.rmtree(ws / ".git" / "hooks", ignore_errors=True)
-    run = run_agent(ws, [sh("mkdir .git/hooks && printf x > .git/hooks/post-checkout")], mode="bypassPermissions")
-    assert not (ws / ".git" / "hooks").exists()
+    _shutil.rmtree(ws / ".vscode", ignore_errors=True)
+    run = run_agent(ws, [sh("mkdir .vscode && printf '{}' > .vscode/tasks.json && echo ok > made.txt")],
+                    mode="bypassPermissions")
+    assert not (ws / ".vscode").exists() and (ws / "made.txt").exists()
     assert "removed after it" in text_of(run.calls[0])
 
 
@@ -264,11 +264,7 @@ def test_defence_off_git_renamed_away_is_replaced(ws, backend, monkeypatch):
     _bubblewrap(backend)
     _repo(ws)
 
-    def children_only(ws_):  # what it did before: the children read-only, .git itself a plain directory
-        return [a for rel in _sandbox.PROTECTED_PATHS if (ws_ / rel).exists()
-                for a in ("--ro-bind", str(ws_ / rel), str(ws_ / rel))]
-
-    monkeypatch.setattr(_sandbox, "protected_binds", children_only)
+    monkeypatch.setattr(_sandbox, "protected_binds", lambda ws_: [])  # nothing bound over the protected paths
     run_agent(ws, [sh(REPLACE_GIT["rename_git_away"])], mode="bypassPermissions")
     assert (ws / ".git" / "hooks" / "pre-commit").exists()
 
