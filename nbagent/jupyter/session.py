@@ -172,6 +172,18 @@ class NotebookSession:
         stored.last = run
         return run
 
+    def _still_defined(self, names: list[str]) -> list[str]:
+        """The conversation's tools that this kernel has (a resumed conversation's functions may not be
+        defined again yet): the others are left out, and the cell says so."""
+        builtin = {getattr(t, "name", None) for t in builtin_tools(self.shell, self.workspace)}
+        here = [n for n in names if n in self.shell.user_ns or n in builtin]
+        gone = [n for n in names if n not in here]
+        if gone:
+            print(f"The conversation's tool{'s' if len(gone) != 1 else ''} {', '.join(gone)} "
+                  f"{'are' if len(gone) != 1 else 'is'} not defined in this kernel: left out of this run "
+                  "(define them, then --tools offers them again).")
+        return here
+
     def carry(self, options: RunOptions, previous: AgentRun | None) -> RunOptions:
         """A conversation keeps what its first run was started with: a later %agent without --model,
         --tools, --mode... continues with those of the run it follows (also after --resume: they are
@@ -184,7 +196,7 @@ class NotebookSession:
             if getattr(options, name) is None and kept.get(name) is not None:
                 changes[name] = kept[name]
         if options.tools is None and kept.get("tools") is not None:
-            changes["tools"] = list(kept["tools"])
+            changes["tools"] = self._still_defined(list(kept["tools"]))
             changes["only_tools"] = bool(kept.get("only_tools"))
         if options.model is None and kept.get("model") is None and previous is not None:
             changes["model"] = previous.model  # the same object: the same provider, the same script
