@@ -658,6 +658,9 @@ def run_html(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
         elif isinstance(msg, UserMessage):
             parts.append(f'<div class="nba-history">{_esc(one_line(msg.text, 200))}</div>')
     committed = {c.id for m in run.new_messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    flying = _response_in_flight(run)
+    if flying is not None and flying.text:  # its calls run: the transcript gets it with their results
+        parts.append(f'<div class="nba-md">{markdown_html(flying.text)}</div>')
     for i, rec in enumerate(run.calls):  # calls of a response still in flight
         if rec.id not in committed:
             parts.append(_call_div(rec, i, frozen, waits.get(rec.id)))
@@ -665,6 +668,15 @@ def run_html(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
     head = f'<div class="nba-head">{header_html(run, stopped=stopped)}</div>'
     foot = footer_html(run, stopped=stopped)
     return f'{_style()}<div class="nba">{head}<div class="nba-body">{"".join(parts)}</div>{foot}</div>'
+
+
+def _response_in_flight(run: AgentRun) -> AssistantMessage | None:
+    """The model's last response while its calls still run (not yet in the transcript), else None."""
+    for event in reversed(getattr(run, "events", None) or ()):
+        if getattr(event, "kind", "") == "model_response":
+            message = event.message
+            return None if any(m is message for m in run.new_messages) else message
+    return None
 
 
 def _call_div(rec: CallRecord, index: int, frozen: bool, waited: float | None = None) -> str:

@@ -201,7 +201,8 @@ def test_no_module_is_long_without_saying_why(module):
 # -- the notebook front (nbagent/jupyter/) ----------------------------------------------------------------
 FRONT_LAYERS: dict[str, tuple[str, ...]] = {
     "settings": ("config",),
-    "parts": ("approval", "capture", "document", "instructions", "mcp", "notebook_comm", "text", "throttle"),
+    "parts": ("approval", "capture", "document", "instructions", "mcp", "notebook_comm", "snapshots", "text",
+              "throttle"),
     "tools": ("notebook_cells", "notebook_tools", "kernel_tools"),
     "views": ("widget_kit", "approval_panel", "call_row", "widgets"),
     "seams": ("resolve", "conversation", "notebook_runs"),
