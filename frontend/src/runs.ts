@@ -113,7 +113,7 @@ export function replaceAll(panel: NotebookPanel): number {
 
 /** Replace the widgets that say their model is gone (a notebook reopened after its kernel went). */
 function replaceMissing(panel: NotebookPanel): void {
-  const dead = [...panel.content.node.querySelectorAll('.jupyter-widgets')].filter(
+  const dead = Array.from(panel.content.node.querySelectorAll('.jupyter-widgets')).filter(
     e => e.textContent?.trim() === DEAD
   );
   for (const node of dead) {

@@ -46,6 +46,8 @@ class Snapshots:
         self.sent = 0
         """How many renderings were accepted by the frontend (for tests and the curious)."""
         self._absent_until = 0.0
+        self._urgent = False
+        """A call waits for a person (who may restart the kernel meanwhile): no spacing before the next send."""
 
     def follow(self, view: Any) -> None:
         """Send `view`'s rendering now, again after the events that change it, and drop it when the run ends."""
@@ -55,15 +57,16 @@ class Snapshots:
 
         def on_event(event: Any) -> None:
             if event.kind in SNAPSHOT_EVENTS:
-                self._want(model_id, view)
+                self._want(model_id, view, urgent=event.kind == "approval_requested")
             elif event.kind == "run_finished":
                 self._want(model_id, None)
 
         view.run.subscribe(on_event)
         self._want(model_id, view)
 
-    def _want(self, model_id: str, view: Any) -> None:
+    def _want(self, model_id: str, view: Any, *, urgent: bool = False) -> None:
         self._pending[model_id] = view
+        self._urgent = self._urgent or urgent
         if self._task is None or self._task.done():
             try:
                 self._task = asyncio.get_running_loop().create_task(self._flush())
@@ -98,6 +101,9 @@ class Snapshots:
                 log.debug("snapshot of %s not kept: %s", model_id, exc)
             except Exception:  # pragma: no cover - a run never fails for this
                 log.debug("snapshot of %s failed", model_id, exc_info=True)
+            if self._urgent:
+                self._urgent = False
+                continue
             await asyncio.sleep(SPACING)
 
 
