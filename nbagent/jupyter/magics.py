@@ -7,6 +7,7 @@ apostrophes and quotes in a prompt need no escaping). `--` ends the options expl
 from __future__ import annotations
 
 import ast
+import os
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -291,6 +292,8 @@ def register(shell: InteractiveShell) -> NotebookSession:
         session = NotebookSession(shell)
         shell._nbagent_session = session
         shell.configurables.append(session.config)
+        if os.environ.get("JPY_SESSION_NAME"):  # a notebook's kernel: the page names the notebook (its id)
+            session._greet()
     shell.register_magics(AgentMagics(shell, session))
     formatter = shell.display_formatter.ipython_display_formatter
     formatter.for_type(AgentRun, session.display_run)
