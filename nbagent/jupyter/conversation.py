@@ -193,8 +193,9 @@ class StoredConversation:
             found = self.mine()
             if not found:
                 others = [i for i in self._listed() if not i.empty]
-                hint = (f" The workspace has {len(others)} of other notebooks: %agent --resume ID continues one "
-                        "(%agent --sessions lists them).") if others else ""
+                n = len(others)
+                hint = (f" The workspace has {n} conversation{'s' if n != 1 else ''} of other notebooks: %agent "
+                        "--resume ID continues one (%agent --sessions lists them).") if others else ""
                 where = Path(self.notebook_path()).name if self.notebook_path() else "this notebook"
                 raise UsageError(f"--resume: {where} has no stored conversation yet.{hint}")
             session_id = found[-1].id

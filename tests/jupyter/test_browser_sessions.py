@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -48,11 +49,16 @@ def test_a_renamed_notebook_resumes_its_own_conversation(lab):
             page.run_cell(i)
         page.wait_text(page.code_cells.nth(2), "first question")
         p.keyboard.press("Escape")
-        p.keyboard.press("Control+s")
-        p.wait_for_function(
-            "() => !document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-mod-dirty')", timeout=15_000)
-        saved = json.loads((lab.root / "Untitled.ipynb").read_text())
-        notebook_id = saved["metadata"]["nbagent"]["id"]  # written by the page when the kernel asked
+        notebook_id = None  # written into the metadata by the page when the kernel asked
+        deadline = time.monotonic() + 30
+        while notebook_id is None:
+            assert time.monotonic() < deadline, "the saved notebook has no nbagent.id"
+            p.keyboard.press("Control+s")
+            time.sleep(0.3)
+            try:
+                notebook_id = json.loads((lab.root / "Untitled.ipynb").read_text())["metadata"]["nbagent"]["id"]
+            except (ValueError, KeyError):  # not saved yet, or being written
+                pass
 
         p.click(".lm-MenuBar-item:has-text('File')")
         p.click(".lm-Menu-item:has-text('Rename Notebook…')")
