@@ -97,7 +97,7 @@ def test_approve_in_the_page_runs_the_tool_and_the_view_says_done(page, lab):
         final = page.page.locator(".jp-OutputArea .nba").first
         page.wait_text(final, "Removed old-export.csv", "approved by you", "The old export is gone.")
         assert not (lab.root / "old-export.csv").exists()
-        assert page.page.locator(".nba-view").count() == 0
+        page.page.wait_for_function("() => document.querySelectorAll('.nba-view').length === 0", timeout=30_000)
         page.shot("browser-approved", final)
     except Exception:
         page.shot("browser-approve-failure")
