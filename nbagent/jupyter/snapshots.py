@@ -111,5 +111,6 @@ def _stopped_bundle(view: Any) -> dict[str, str]:
     from .. import render
 
     waits = view.waits
-    return {"text/html": render.run_html(view.run, stopped=STOPPED, waits=waits),
+    # no stylesheet: the frontend part that puts it in place ships it (frontend/style/index.css)
+    return {"text/html": render.run_html(view.run, stopped=STOPPED, waits=waits, style=False),
             "text/plain": render.run_text(view.run, stopped=STOPPED, waits=waits)}
