@@ -53,6 +53,8 @@ class NotebookSession:
         """Turns a `%agent`'s options and the settings into an `Agent`."""
         self.stored = StoredConversation(self.config, self.agents.models, frontend=self._page)
         """The conversation the next %agent continues, and the stored session it is written to."""
+        self._greeting: asyncio.Task | None = None
+        """The hello to the notebook page under way (see `_greet`)."""
 
     def _page(self) -> dict[str, Any]:
         """What the notebook page said of itself (path, notebook_id), {} until it has: see `_greet`."""
@@ -71,7 +73,7 @@ class NotebookSession:
         from .notebook_comm import NoFrontend, frontend_for
 
         frontend = frontend_for(self.shell)
-        if frontend.connected or getattr(self, "_greeting", None) is not None:
+        if frontend.connected or self._greeting is not None:
             return
 
         async def hello() -> None:
