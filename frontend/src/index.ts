@@ -11,6 +11,7 @@ import { Cell, CodeCell, MarkdownCell } from '@jupyterlab/cells';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 
+import { panelPlugin } from './plugin';
 import { followRuns, keepRendering } from './runs';
 
 const TARGET = 'nbagent.notebook';
@@ -392,4 +393,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default plugin;
+export default [plugin, panelPlugin];

@@ -1,4 +1,8 @@
-"""`%agent --mcp-list`: the MCP servers of the notebook, their state and their tools."""
+"""`%agent --mcp-list`: the MCP servers of the notebook, their state and their tools.
+
+Reads: server configurations (a workspace file's among them) and what servers said (names, errors): all
+escaped in the HTML. A workspace server that is not trusted yet is listed as such, and not started here.
+"""
 
 from __future__ import annotations
 
@@ -34,6 +38,8 @@ class ServerList:
         for s in self.servers:
             trust = ", trusted" if s["trusted"] else ""
             state = state_of(s)
+            if s["state"] == "not trusted yet":
+                trust = ""
             lines.append(f"{s['name']}: {state}{trust} ({s['transport']}: {s['target']})")
             if s["tools"]:
                 lines.append("  tools: " + ", ".join(s["tools"]))
@@ -65,6 +71,8 @@ class ServerList:
 def state_of(server: dict[str, Any]) -> str:
     """A server's state, said with why: ready (N tools), failed (why below), disabled, not started."""
     state = server["state"]
+    if state == "not trusted yet":
+        return "not trusted yet, not started"
     if server.get("disabled"):
         return "disabled (its configuration says so; %agent --mcp NAME uses it anyway)"
     if state == "ready":
