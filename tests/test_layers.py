@@ -205,8 +205,8 @@ def test_no_module_is_long_without_saying_why(module):
 # -- the notebook front (nbagent/jupyter/) ----------------------------------------------------------------
 FRONT_LAYERS: dict[str, tuple[str, ...]] = {
     "settings": ("config",),
-    "parts": ("approval", "capture", "document", "instructions", "mcp", "notebook_comm", "text", "throttle",
-              "panel_model", "panel_prompts"),
+    "parts": ("approval", "capture", "document", "instructions", "mcp", "notebook_comm", "snapshots", "text",
+              "throttle", "panel_model", "panel_prompts"),
     "tools": ("notebook_cells", "notebook_tools", "kernel_tools"),
     "views": ("widget_kit", "approval_panel", "call_row", "widgets", "consent"),
     "seams": ("resolve", "conversation", "notebook_runs"),

@@ -195,12 +195,15 @@ class AgentMagics(Magics):
             return None
         if args.resume is not None:
             stored = self.session.stored.resume(args.resume or None)
+            info = stored.info
+            extra = (f"; {len(stored.interrupted)} call{'s' if len(stored.interrupted) != 1 else ''} that were "
+                     "in flight got an 'interrupted' result") if stored.interrupted else ""
+            model = self.session.stored.settings.get("model")
+            model = f", with --model {model}" if isinstance(model, str) else ""
+            then = "This %agent continues it" if prompt else "The next %agent continues it"
+            print(f"Resumed {info.id}: {stored.why or 'the conversation asked for'}, {info.calls} calls{extra}"
+                  f"{model}. {then}. Live objects of its calls did not survive the restart.")
             if not prompt:
-                info = stored.info
-                extra = (f"; {len(stored.interrupted)} call{'s' if len(stored.interrupted) != 1 else ''} that were "
-                         "in flight got an 'interrupted' result") if stored.interrupted else ""
-                print(f"Resumed {info.id} ({info.runs} runs, {info.turns} turns, {info.calls} calls{extra}): the next "
-                      "%agent continues it. Live objects of its calls did not survive the restart.")
                 return None
         if args.compact:
             if prompt:
@@ -309,6 +312,8 @@ def register(shell: InteractiveShell) -> NotebookSession:
         shell._nbagent_session = session
         shell.configurables.append(session.config)
         print(loaded_message(session.config))
+        if os.environ.get("JPY_SESSION_NAME"):  # a notebook's kernel: the page names the notebook (its id)
+            session._greet()
     shell.register_magics(AgentMagics(shell, session))
     formatter = shell.display_formatter.ipython_display_formatter
     formatter.for_type(AgentRun, session.display_run)

@@ -38,7 +38,7 @@ import httpx
 
 from .. import secrets as _secrets
 from ..errors import AuthenticationError, ConfigurationError, ProviderConnectionError, ProviderError, StreamError
-from ..events import report_retry
+from ..events import report_retry, report_silence
 from ._errors import error_message, error_type, is_context_length_message, map_http_error, retry_reason, scrub
 from ._sse import SSEDecoder, ServerSentEvent, loads
 from .base import OnRequest
@@ -65,6 +65,40 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=15.0, read=600.0, write=60.0, pool=30.0)
 """`read` is the longest silence tolerated between two chunks of a stream."""
+SILENCE_NOTICE = 30.0
+"""Seconds without a byte from the provider before the run says so ("no answer from HOST for 30 s")."""
+SILENCE_EVERY = 10.0
+"""Then how often it says so again, with the time it has lasted."""
+
+
+class _Silence:
+    """Watches one request for silence: reports it (`report_silence`) while nothing arrives, and once
+    more (0 s) when something does."""
+
+    def __init__(self, host: str, after: float, every: float) -> None:
+        self.host, self.after, self.every = host, after, every
+        self.last = time.monotonic()
+        self.noticed = False
+        self._task = asyncio.get_running_loop().create_task(self._watch())
+
+    def heard(self) -> None:
+        self.last = time.monotonic()
+        if self.noticed:
+            self.noticed = False
+            report_silence(self.host, 0)
+
+    async def _watch(self) -> None:
+        while True:
+            quiet = time.monotonic() - self.last
+            if quiet < self.after:
+                await asyncio.sleep(self.after - quiet)
+                continue
+            self.noticed = True
+            report_silence(self.host, quiet)
+            await asyncio.sleep(self.every)
+
+    def close(self) -> None:
+        self._task.cancel()
 
 _MAX_ERROR_BODY = 64 * 1024
 _MAX_REDIRECTS = 5
@@ -242,6 +276,8 @@ class ProviderHTTP:
         self.timeout = DEFAULT_TIMEOUT if timeout is None else (
             timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout, connect=min(timeout, 15.0)))
         self.retry = retry or RetryPolicy()
+        self.silence_after, self.silence_every = SILENCE_NOTICE, SILENCE_EVERY
+        """When a run says the provider has sent nothing for a while (see `_Silence`)."""
         self._given_client = client
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
@@ -271,6 +307,14 @@ class ProviderHTTP:
         client, self._client, self._client_loop = self._client, None, None
         if client is not None and not client.is_closed:
             await client.aclose()
+
+    @property
+    def host(self) -> str:
+        """The host (and port) requests go to, as messages name it."""
+        try:
+            return httpx.URL(self.base_url).netloc.decode("ascii", "replace") or self.base_url
+        except httpx.InvalidURL:
+            return self.base_url
 
     def url(self, path: str) -> str:
         return path if path.startswith(("http://", "https://")) else f"{self.base_url}/{path.lstrip('/')}"
@@ -303,7 +347,13 @@ class ProviderHTTP:
         if on_request is not None:
             on_request(body)
         content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        response, first, chunks = await self._open(path, content, {**base_headers, **(headers or {})})
+        silence = _Silence(self.host, self.silence_after, self.silence_every)
+        try:
+            response, first, chunks = await self._open(path, content, {**base_headers, **(headers or {})}, silence)
+        except BaseException:
+            silence.close()
+            raise
+        silence.heard()
         decoder = SSEDecoder()
         feed = decoder.feed
         try:
@@ -313,13 +363,14 @@ class ProviderHTTP:
                 yield feed(first)
             try:
                 async for chunk in chunks:
+                    silence.heard()
                     events = feed(chunk)
                     if events:
                         yield events
             except httpx.TimeoutException as exc:
                 raise self._connection_error(
-                    f"the stream stalled: no data for {self.timeout.read:g}s after {decoder.bytes_read:,} bytes "
-                    "(not retried: the response had begun)", exc) from exc
+                    f"the stream stalled: no data from {self.host} for {self.timeout.read:g}s after "
+                    f"{decoder.bytes_read:,} bytes (not retried: the response had begun)", exc) from exc
             except httpx.TransportError as exc:
                 raise self._connection_error(
                     f"the connection dropped after {decoder.bytes_read:,} bytes of the response "
@@ -332,6 +383,7 @@ class ProviderHTTP:
             if last:
                 yield last
         finally:
+            silence.close()
             await response.aclose()
 
     def _json_instead_of_stream(self, raw: bytes) -> ProviderError:
@@ -368,7 +420,7 @@ class ProviderHTTP:
         return ProviderConnectionError(message, provider=self.provider)
 
     async def _open(
-        self, path: str, content: bytes, request_headers: Mapping[str, str]
+        self, path: str, content: bytes, request_headers: Mapping[str, str], silence: _Silence | None = None,
     ) -> tuple[httpx.Response, bytes, AsyncIterator[bytes]]:
         """Send until a 2xx response whose first chunk has arrived; return it, that chunk and the rest."""
         url: str | httpx.URL = self.url(path)
@@ -419,6 +471,12 @@ class ProviderHTTP:
                 raise ConfigurationError(
                     f"{self.provider}: the base URL {self.base_url!r} must start with http:// or https://"
                 ) from None
+            except httpx.ReadTimeout as exc:  # it accepted the request and said nothing: waiting again will not help
+                if response is not None:
+                    await response.aclose()
+                raise self._connection_error(
+                    f"no answer from {self.host} for {self.timeout.read:g} s: it accepted the request and sent "
+                    f"nothing (attempt {attempt}; not retried)", exc) from None
             except httpx.TimeoutException as exc:
                 cause = exc
                 error = self._connection_error(f"timed out (attempt {attempt})", exc)
@@ -450,6 +508,8 @@ class ProviderHTTP:
                      policy.max_retries)
             report_retry(attempt, policy.max_retries, delay, retry_reason(error))
             await policy.sleep(delay)
+            if silence is not None:
+                silence.heard()  # the wait was ours, not the provider's silence
 
     async def _read_error_body(self, response: httpx.Response) -> bytes:
         chunks: list[bytes] = []
