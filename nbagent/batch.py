@@ -141,6 +141,9 @@ def _jsonable(value: Any) -> Any:
 class BatchRun:
     """A batch of runs in flight: `await batch`; `results`; `to_pandas()`; `cancel()`; `retry_failed()`."""
 
+    render = staticmethod(render_prompt)
+    worth_retrying = staticmethod(lambda error: _worth_retrying(error))
+
     def __init__(self, agent: Any, inputs: Any, prompt: str | Callable[[Any], Any], *, output_type: Any = None,
                  concurrency: int = 8, rate_limit: RateLimit | None = None, max_retries: int = 3,
                  max_cost: float | None = None, engine: Any = None, session: Any = None, resume: str | None = None,
@@ -269,7 +272,7 @@ class BatchRun:
     async def _main(self) -> None:
         try:
             if self.engine is not None:
-                from .batch_dask import run_on_cluster
+                from .batch_dask import run_on_cluster  # needs distributed, imported only for a cluster
 
                 await run_on_cluster(self)
             else:

@@ -231,8 +231,10 @@ async def _main() -> None:
     parser.add_argument("--tpm", type=float, default=None)
     parser.add_argument("--latency", type=float, default=0.04)
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--burst", type=float, default=1.0, help="seconds' worth of requests allowed at once")
     opts = parser.parse_args()
-    server = RateLimitedServer(requests_per_minute=opts.rpm, tokens_per_minute=opts.tpm, latency=opts.latency)
+    server = RateLimitedServer(requests_per_minute=opts.rpm, tokens_per_minute=opts.tpm, latency=opts.latency,
+                               burst_seconds=opts.burst)
     server.keep_bodies = False
     await server.start(opts.port)
     print(f"port {server.port}", flush=True)
