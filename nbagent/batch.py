@@ -26,12 +26,12 @@ import asyncio
 import copy
 import time
 import uuid
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
+from .batch_items import ItemResult, PendingApproval, jsonable, render_prompt, rows, type_name, worth_retrying
 from .batchstore import BatchWriter, check_id, item_key, latest_batch, load_batch
 from .decisions import Decision
-from .errors import AuthenticationError, ConfigurationError
+from .errors import ConfigurationError
 from .messages import Usage
 from .permissions import PermissionPolicy
 from .pricing import format_cost, price_known
@@ -40,109 +40,13 @@ from .ratelimit import ItemGate, Limiter, RateLimit, request_gate
 __all__ = ["BatchRun", "ItemResult", "PendingApproval", "start_batch"]
 
 STATUSES = ("done", "failed", "cancelled", "pending")
-_NOT_RETRIED = (AuthenticationError, ConfigurationError)
-
-
-@dataclass
-class ItemResult:
-    """One input's outcome. `status`: done, failed, cancelled (stopped while it ran) or pending (not run)."""
-
-    index: int
-    input: Any
-    output: Any = None
-    status: str = "pending"
-    error: str | None = None
-    usage: Usage = field(default_factory=Usage)
-    cost: float | None = None
-    attempts: int = 0
-    key: str = ""
-    label: Any = None
-    """The input's label: its DataFrame index, else its position."""
-    run: Any = field(default=None, repr=False)
-    """The item's last `AgentRun` in this kernel (None for items taken from the store or a cluster)."""
-    elapsed: float | None = None
-
-    @property
-    def tokens(self) -> int:
-        return self.usage.input_tokens + self.usage.output_tokens
-
-
-@dataclass
-class PendingApproval:
-    """A call of one item waiting for a person: `approve()`, `approve(all_like_this=True)` or `deny()`."""
-
-    index: int
-    request: Any
-    future: asyncio.Future = field(repr=False)
-
-    @property
-    def label(self) -> str:
-        """What "Approve all calls like this" grants: exactly this tool, with this scope."""
-        scope = self.request.suggested_scope
-        return f"{self.request.name}({scope})" if scope not in (None, "", "*") else self.request.name
-
-    def approve(self, all_like_this: bool = False) -> None:
-        if not self.future.done():
-            self.future.set_result(Decision(True, remember=all_like_this, scope=self.request.suggested_scope,
-                                            reason="approved in the batch" + (f": all calls like {self.label}"
-                                                                               if all_like_this else "")))
-
-    def deny(self, reason: str = "denied by the user") -> None:
-        if not self.future.done():
-            self.future.set_result(Decision(False, reason=reason))
-
-
-def _rows(inputs: Any) -> tuple[list[Any], list[Any]]:
-    """The items and their labels: a DataFrame gives one dict per row (labels: its index)."""
-    if hasattr(inputs, "to_dict") and hasattr(inputs, "columns") and hasattr(inputs, "index"):
-        return list(inputs.to_dict("records")), list(inputs.index)
-    if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Iterable):
-        raise ConfigurationError(f"map() takes an iterable of inputs or a DataFrame, not {type(inputs).__name__}")
-    items = list(inputs)
-    return items, list(range(len(items)))
-
-
-def render_prompt(prompt: str | Callable[[Any], Any], item: Any) -> Any:
-    """The prompt of one item: the template filled from it (`{col}` a key of a dict, `{item}` the item)."""
-    if callable(prompt):
-        return prompt(item)
-    values = dict(item) if isinstance(item, dict) else {}
-    values.setdefault("item", item)
-    try:
-        return prompt.format_map(values)
-    except KeyError as exc:
-        raise ConfigurationError(f"the prompt names {{{exc.args[0]}}}, which this item does not have "
-                                 f"(it has: {', '.join(map(str, values))})") from None
-    except (IndexError, ValueError) as exc:
-        raise ConfigurationError(f"the prompt is not a valid str.format template: {exc}") from None
-
-
-def _type_name(output_type: Any) -> str | None:
-    if output_type is None:
-        return None
-    schema = getattr(output_type, "model_json_schema", None)
-    try:
-        return repr(schema()) if callable(schema) else repr(output_type)
-    except Exception:
-        return repr(output_type)
-
-
-def _jsonable(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json")
-    import dataclasses
-
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    return value
 
 
 class BatchRun:
     """A batch of runs in flight: `await batch`; `results`; `to_pandas()`; `cancel()`; `retry_failed()`."""
 
     render = staticmethod(render_prompt)
-    worth_retrying = staticmethod(lambda error: _worth_retrying(error))
+    worth_retrying = staticmethod(worth_retrying)
 
     def __init__(self, agent: Any, inputs: Any, prompt: str | Callable[[Any], Any], *, output_type: Any = None,
                  concurrency: int = 8, rate_limit: RateLimit | None = None, max_retries: int = 3,
@@ -179,7 +83,7 @@ class BatchRun:
         self.engine = engine
         self.limiter = limiter if limiter is not None else Limiter(rate_limit)
         self.item_agent = self._item_agent()
-        items, labels = _rows(inputs)
+        items, labels = rows(inputs)
         self.results: list[ItemResult] = [ItemResult(i, item, label=labels[i]) for i, item in enumerate(items)]
         self.pending_approvals: list[PendingApproval] = []
         self.stop_reason: str | None = None
@@ -249,7 +153,7 @@ class BatchRun:
         self._todo = todo
 
     def _key(self, item: Any) -> str:
-        return item_key(render_prompt(self.prompt, item), self._model_spec, self._tools, _type_name(self.output_type))
+        return item_key(render_prompt(self.prompt, item), self._model_spec, self._tools, type_name(self.output_type))
 
     def _take_stored(self, result: ItemResult, fact: dict[str, Any]) -> bool:
         output = fact.get("output")
@@ -331,7 +235,7 @@ class BatchRun:
         try:
             prompt = render_prompt(self.prompt, result.input)
             if not result.key:
-                result.key = item_key(prompt, self._model_spec, self._tools, _type_name(self.output_type))
+                result.key = item_key(prompt, self._model_spec, self._tools, type_name(self.output_type))
         except Exception as exc:
             self._finish(result, "failed", error=f"{type(exc).__name__}: {exc}")
             return
@@ -365,7 +269,7 @@ class BatchRun:
                     return
                 error = run.error
                 message = f"{type(error).__name__}: {error}" if error is not None else (run.stop_reason or run.status)
-                if not _worth_retrying(error) or result.attempts > self.max_retries:
+                if not worth_retrying(error) or result.attempts > self.max_retries:
                     self._finish(result, "failed", error=message)
                     return
                 result.error = message
@@ -379,7 +283,7 @@ class BatchRun:
         if run is not None:
             result.elapsed = run.elapsed
         if self.store is not None and status in ("done", "failed") and result.key:
-            self.store.add({"key": result.key, "index": result.index, "status": status, "output": _jsonable(output),
+            self.store.add({"key": result.key, "index": result.index, "status": status, "output": jsonable(output),
                             "error": error, "cost": result.cost,
                             "usage": {k: getattr(result.usage, k) for k in Usage.__dataclass_fields__}})
         self._emit("item_finished", result)
@@ -498,7 +402,7 @@ class BatchRun:
         rows = []
         for r in self.results:
             row: dict[str, Any] = {}
-            value = _jsonable(r.output) if self.output_type is not None else r.output
+            value = jsonable(r.output) if self.output_type is not None else r.output
             if self.output_type is not None and isinstance(value, dict):
                 row.update(value)
             else:
@@ -521,15 +425,6 @@ class BatchRun:
         from .render_batch import batch_html
 
         return batch_html(self)
-
-
-def _worth_retrying(error: BaseException | None) -> bool:
-    """An item is run again after a failure that another attempt may cure: not a refused key, a bad
-    configuration, or a request the provider refused as such (a 4xx other than 408, 409 and 429)."""
-    if isinstance(error, _NOT_RETRIED):
-        return False
-    status = getattr(error, "status", None)
-    return not (isinstance(status, int) and 400 <= status < 500 and status not in (408, 409, 429))
 
 
 def _settler(gate: ItemGate) -> Callable[[Any], None]:
