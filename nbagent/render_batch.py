@@ -20,6 +20,7 @@ __all__ = ["batch_html", "batch_summary", "batch_text", "item_line"]
 
 LATEST = 8
 """How many of the latest ended items the view lists."""
+_COLOURS = {"done": "#15803d", "failed": "#b91c1c", "cancelled": "#a16207"}
 
 
 def _esc(text: Any) -> str:
@@ -96,7 +97,11 @@ def batch_html(batch: Any, *, item_attrs: bool = False) -> str:
     for r in _latest(batch):
         what = r.output if r.status == "done" else (r.error or "")
         attr = f' data-item="{r.index}" style="cursor:pointer"' if item_attrs and r.run is not None else ""
-        rows.append(f'<tr{attr}><td>#{_esc(r.label)}</td><td>{_esc(r.status)}</td>'
-                    f'<td>{_esc(_short(what, 160))}</td></tr>')
-    table = f'<table class="nbagent-batch-items">{"".join(rows)}</table>' if rows else ""
-    return f'<div class="nbagent-batch">{head}{bar}{stats}{stop}{table}</div>'
+        colour = _COLOURS.get(r.status, "#6b7280")
+        rows.append(f'<tr{attr}><td style="padding:1px 8px 1px 0;color:#6b7280">#{_esc(r.label)}</td>'
+                    f'<td style="padding:1px 8px 1px 0;color:{colour}">{_esc(r.status)}</td>'
+                    f'<td style="padding:1px 0">{_esc(_short(what, 160))}</td></tr>')
+    table = (f'<table class="nbagent-batch-items" style="border-collapse:collapse;margin-top:4px">{"".join(rows)}'
+             '</table>') if rows else ""
+    return (f'<div class="nbagent-batch" style="padding:6px 8px;border:1px solid #e5e7eb;border-radius:6px">'
+            f'{head}{bar}{stats}{stop}{table}</div>')
