@@ -99,7 +99,10 @@ class BatchRun:
         self._tools = sorted(getattr(t, "name", repr(t)) for t in agent.tools)
         self._model_spec = getattr(model, "spec", repr(model))
         self._todo = [i for i in (only if only is not None else range(len(items)))]
-        self.id = check_id(resume) if isinstance(resume, str) else uuid.uuid4().hex[:12]
+        try:
+            self.id = check_id(resume) if isinstance(resume, str) else uuid.uuid4().hex[:12]
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from None
         self.resumed = 0
         """Items taken as done from the stored batch instead of being asked again."""
         self.store: BatchWriter | None = None

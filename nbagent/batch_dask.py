@@ -110,11 +110,12 @@ def _agent_on_worker(blob: bytes) -> Any:
 class _RemoteGate:
     """The worker's side of the gate: a permit from the client's queue before each request, and reports back."""
 
-    __slots__ = ("permits", "reports", "reserved", "_pending")
+    __slots__ = ("permits", "reports", "reserved", "headers", "_pending")
 
     def __init__(self, permits: Any, reports: Any) -> None:
         self.permits, self.reports = permits, reports
         self.reserved = 0
+        self.headers: dict[str, str] = {}
         self._pending: set[asyncio.Task] = set()
 
     async def before(self, body_bytes: int) -> None:
@@ -123,17 +124,20 @@ class _RemoteGate:
     def after(self, status: int, headers: Any, retry_after: float | None) -> bool:
         keep = {k: v for k, v in headers.items() if k.lower().startswith(("x-ratelimit", "anthropic-ratelimit"))
                 or k.lower() in _HEADERS}
-        self._send({"kind": "after", "status": status, "headers": keep, "retry_after": retry_after,
-                    "reserved": self.reserved if status >= 400 else 0})
-        if status >= 400:
+        if status >= 400:  # the client's side must know at once (a 429 pauses every worker)
+            self._send({"kind": "after", "status": status, "headers": keep, "retry_after": retry_after,
+                        "reserved": self.reserved})
             self.reserved = 0
+        else:  # an answer: its headers travel with its usage, in one report (one round trip a request)
+            self.headers = keep
         return status == 429
 
     def settle(self, usage: Any) -> None:
         output = int(getattr(usage, "output_tokens", 0) or 0) if usage is not None else None
         used = (int(getattr(usage, "input_tokens", 0) or 0) + (output or 0)) if usage is not None else self.reserved
-        self._send({"kind": "settle", "reserved": self.reserved, "used": used, "output": output})
-        self.reserved = 0
+        self._send({"kind": "settle", "reserved": self.reserved, "used": used, "output": output,
+                    "headers": self.headers})
+        self.reserved, self.headers = 0, {}
 
     def _send(self, report: dict[str, Any]) -> None:
         task = asyncio.get_running_loop().create_task(self.reports.put(report))
@@ -236,8 +240,11 @@ async def _listen(batch: Any, client: Any, reports: Any, done: asyncio.Event, fl
                 if report.get("reserved"):
                     limiter.settle(report["reserved"], 0)
                 limiter.observe(int(report["status"]), report.get("headers") or {}, report.get("retry_after"))
-            elif report.get("kind") == "settle":
+            elif report.get("kind") == "settle":  # an answered request: its usage and its headers
+                flow.ahead = max(0, flow.ahead - 1)
+                flow.used.set()
                 limiter.settle(int(report["reserved"]), int(report["used"]), report.get("output"))
+                limiter.observe(200, report.get("headers") or {})
 
 
 async def run_on_cluster(batch: Any) -> None:

@@ -147,3 +147,20 @@ async def test_a_scheduler_and_workers_started_as_their_own_processes(tmp_path):
             proc.wait(timeout=20)
     assert [r.output for r in batch.results] == [f"echo: question {i}" for i in range(20)]
     assert server.limited <= 2
+
+
+async def test_a_synchronous_client_as_a_notebook_makes_it(tmp_path):
+    """`Client()` in a notebook is synchronous (its loop on a thread of its own): the batch bridges to it."""
+    async with RateLimitedServer() as server:
+        cluster = await asyncio.to_thread(
+            distributed.LocalCluster, n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None,
+            worker_dashboard_address=None, env={"PYTHONPATH": str(ROOT), "OPENAI_API_KEY": KEY})
+        client = await asyncio.to_thread(distributed.Client, cluster)
+        try:
+            agent = Agent(model=OpenAIChatModel("gpt-4o-mini", base_url=server.url + "/v1"), workspace=tmp_path)
+            batch = agent.map(["x", "y", "z"], "{item}", engine=client)
+            await batch
+        finally:
+            await asyncio.to_thread(client.close)
+            await asyncio.to_thread(cluster.close)
+    assert [r.output for r in batch.results] == ["echo: x", "echo: y", "echo: z"]
