@@ -25,10 +25,10 @@ def model_for(server: RateLimitedServer, **options) -> OpenAIChatModel:
 
 
 async def test_hundreds_of_items_bounded_and_rate_limited_every_answer_in_its_place(tmp_path):
-    async with RateLimitedServer(requests_per_minute=6000, latency=0.02) as server:
+    async with RateLimitedServer(requests_per_minute=3000, burst_seconds=0.2, latency=0.02) as server:
         agent = Agent(model=model_for(server), workspace=tmp_path)
         batch = agent.map(range(300), "item {item}", concurrency=8,
-                          rate_limit=RateLimit(requests_per_minute=6000))
+                          rate_limit=RateLimit(requests_per_minute=3000))
         assert isinstance(batch, nbagent.BatchRun) and not batch.done  # returned at once
         await batch
     assert [r.status for r in batch.results] == ["done"] * 300
