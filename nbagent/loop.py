@@ -104,7 +104,7 @@ class RunState:
 
     __slots__ = (
         "messages", "history_length", "calls", "requests", "events", "listeners", "spend", "before", "turns", "output",
-        "context_tokens", "context_measured", "context_anchor", "compactions", "estimates",
+        "context_tokens", "context_measured", "context_anchor", "compactions", "estimates", "timeline",
         "error", "stop_reason", "outcome", "in_flight", "partial_text", "call_ids", "loaded_tools",
         "cancellation", "started_at", "t0", "finished_at", "elapsed",
     )
@@ -134,6 +134,10 @@ class RunState:
         """(index, tokens) after a compaction: responses before index were counted on a longer transcript."""
         self.compactions: list[Any] = []
         """The `Compaction`s this run made, in order."""
+        self.timeline: list[Any] = []
+        """What the run showed, in order: its responses (AssistantMessage), the messages it added itself
+        (UserMessage) and its compactions, kept as they happened even after a compaction rewrote the
+        transcript (a view drawn from it does not lose earlier text or reorder its rows)."""
         self.turns = 0
         self.output: Any = None
         self.error: BaseException | None = None
@@ -192,6 +196,8 @@ async def drive(settings: RunSettings, state: RunState) -> None:
     state.emit(RunStarted(settings.max_turns))
     reminded = False
     status, error = "done", None
+    offered: Sequence[Tool] = ()
+    """The tools of the last request: the context measured at the end counts their schemas too."""
     try:
         if settings.compact_only:
             await _compact(settings, state, (), reason="manual", force=True)
@@ -217,6 +223,7 @@ async def drive(settings: RunSettings, state: RunState) -> None:
                 resolver=settings.resolver,
             )
             state.emit(TurnStarted(state.turns, plan.names))
+            offered = plan.tools
             over = await _before_request(settings, state, plan.tools)
             if over is not None:
                 state.stop_reason = over
@@ -234,6 +241,7 @@ async def drive(settings: RunSettings, state: RunState) -> None:
             state.spend.add(message, model=settings.model.name, provider=settings.model.provider)
             _unique_ids(state, message)
             state.emit(ModelResponse(state.turns, message))
+            state.timeline.append(message)
 
             if not message.tool_calls:
                 state.messages.append(message)
@@ -244,6 +252,7 @@ async def drive(settings: RunSettings, state: RunState) -> None:
                         )
                     reminded = True
                     state.messages.append(UserMessage(OUTPUT_REMINDER))
+                    state.timeline.append(state.messages[-1])
                     continue
                 state.output = message.text
                 break
@@ -278,7 +287,7 @@ async def drive(settings: RunSettings, state: RunState) -> None:
         if not isinstance(exc, (ModelError, MaxTurnsExceeded, OutputError)):
             log.exception("run failed")
     finally:
-        _measure(settings, state, ())  # what the conversation takes now, its last response included
+        _measure(settings, state, offered)  # what the conversation takes now, its last response and tools included
         state.finish(status, error)
         state.emit(RunFinished(status, error))
 
@@ -343,6 +352,7 @@ async def _compact(settings: RunSettings, state: RunState, tools: Sequence[Tool]
     state.context_anchor = (len(state.messages), done.tokens_after)
     state.context_tokens, state.context_measured = done.tokens_after, False
     state.compactions.append(done)
+    state.timeline.append(done)
     state.emit(Compacted(done))
     return True
 

@@ -7,6 +7,8 @@ apostrophes and quotes in a prompt need no escaping). `--` ends the options expl
 from __future__ import annotations
 
 import ast
+import difflib
+import os
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +17,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from ..permissions import MODES
+from .config import KEY_VARIABLES
 from .session import NotebookSession, RunOptions
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -79,9 +82,12 @@ def split_options(line: str, parser: Any) -> tuple[list[str], str]:
                 value, m = nxt.group(1), nxt
             argv.extend([name, _unquote(value)])
         else:
-            known = ", ".join(sorted(o for o in valued | flags if o.startswith("--")))
+            names = sorted(o for o in valued | flags | optional if o.startswith("--"))
+            close = difflib.get_close_matches(name if name.startswith("--") else "-" + name, names, n=1, cutoff=0.6)
+            hint = f" Did you mean {close[0]}?" if close else ""
             raise UsageError(
-                f"unknown option {name!r}. The options are: {known}. To start a prompt with '-', put -- before it."
+                f"unknown option {name!r}.{hint} The options are: {', '.join(names)}. To start a prompt with '-', "
+                "put -- before it."
             )
         pos = m.end()
     return argv, line[pos:].strip()
@@ -181,14 +187,15 @@ class AgentMagics(Magics):
             options = RunOptions(model=args.model, mode=args.mode, tools=tools, new=True, max_turns=args.max_turns)
             return start_batch_here(self.session, self.shell, args, prompt, options)
         if args.runs:
-            from . import runs
+            from .notebook_runs import RunList
 
-            return runs()
+            kept = self.session.notebook_runs
+            return RunList(kept, kept.live_runs())
         mcp = None if args.mcp is None else [n.strip() for n in args.mcp.split(",") if n.strip() not in ("", "none")]
         if args.mcp_list:
-            return self.session.mcp_list(mcp)
+            return self.session.agents.mcp_list(mcp)
         if args.sessions:
-            return self.session.sessions()
+            return self.session.stored.sessions()
         if args.delete_session:
             from ..sessions import SessionError, delete_session
 
@@ -196,12 +203,12 @@ class AgentMagics(Magics):
                 delete_session(self.session.workspace, args.delete_session)
             except SessionError as exc:
                 raise UsageError(str(exc)) from None
-            if self.session.session_id == args.delete_session:
-                self.session.session_id = None
+            if self.session.stored.session_id == args.delete_session:
+                self.session.stored.session_id = None
             print(f"Removed the stored conversation {args.delete_session}.")
             return None
         if args.resume is not None:
-            stored = self.session.resume(args.resume or None)
+            stored = self.session.stored.resume(args.resume or None)
             if not prompt:
                 info = stored.info
                 extra = (f"; {len(stored.interrupted)} call{'s' if len(stored.interrupted) != 1 else ''} that were "
@@ -292,6 +299,20 @@ def add_await(lines: list[str]) -> list[str]:
 # --------------------------------------------------------------------------------------------------
 # Loading
 # --------------------------------------------------------------------------------------------------
+def loaded_message(config: Any) -> str:
+    """What `%load_ext nbagent` says: that it worked, which model a bare %agent would use, where to look."""
+    model = config.model
+    if isinstance(model, str) and model:
+        which = f"model {model} (NBAgent.model)"
+    elif model:
+        which = f"model {type(model).__name__} (NBAgent.model)"
+    else:
+        found = next((f"{provider} (${names[0] if len(names) == 1 else ' or $'.join(names)} is set)"
+                      for provider, names in KEY_VARIABLES if any(os.environ.get(n) for n in names)), None)
+        which = f"model: {found}" if found else "no model yet: set an API key, or give --model (a ScriptedModel works offline)"
+    return f"nbagent loaded · %agent <task> starts a run · {which} · %agent? for the options"
+
+
 def register(shell: InteractiveShell) -> NotebookSession:
     """Register the magics, the `NBAgent` settings, the display of runs and the `--wait` transformer."""
     from ..run import AgentRun
@@ -301,6 +322,7 @@ def register(shell: InteractiveShell) -> NotebookSession:
         session = NotebookSession(shell)
         shell._nbagent_session = session
         shell.configurables.append(session.config)
+        print(loaded_message(session.config))
     shell.register_magics(AgentMagics(shell, session))
     formatter = shell.display_formatter.ipython_display_formatter
     formatter.for_type(AgentRun, session.display_run)
