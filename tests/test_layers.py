@@ -208,7 +208,7 @@ FRONT_LAYERS: dict[str, tuple[str, ...]] = {
     "settings": ("config",),
     "parts": ("approval", "capture", "document", "instructions", "mcp", "notebook_comm", "text", "throttle"),
     "tools": ("notebook_cells", "notebook_tools", "kernel_tools"),
-    "views": ("widget_kit", "approval_panel", "call_row", "widgets"),
+    "views": ("widget_kit", "approval_panel", "call_row", "widgets", "batch_view"),
     "seams": ("resolve", "conversation", "notebook_runs"),
     "session": ("session",),
     "entry": ("__init__", "magics", "headless"),

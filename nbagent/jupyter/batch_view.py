@@ -46,7 +46,7 @@ def start_batch_here(session: Any, shell: Any, args: Any, prompt: str, options: 
             raise UsageError(f"--output {args.output}: there is no type {args.output!r} in the notebook")
     if args.concurrency is not None and args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
-    agent = session.agent(options)
+    agent = session.agents.agent(options)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
