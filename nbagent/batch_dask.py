@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import time
 import uuid
 from typing import Any
 
@@ -83,6 +84,8 @@ def portable_agent(agent: Any, original: Any) -> Any:
     return shipped
 
 
+_WORKER_QUEUES: dict[tuple[str, str], tuple[Any, Any]] = {}
+"""On a worker: the permit and report queues of the batches it ran items of."""
 _WORKER_AGENTS: dict[str, Any] = {}
 """On a worker: the agents it was sent, unpickled once each (by the hash of their bytes)."""
 
@@ -157,7 +160,12 @@ async def _item_on_worker(agent: Any, prompt: Any, index: int, names: tuple[str,
 
     agent = _agent_on_worker(agent)
     client = get_client()
-    gate = _RemoteGate(Queue(names[0], client=client), Queue(names[1], client=client))
+    queues = _WORKER_QUEUES.get(names)
+    if queues is None:  # made once per worker and batch: making one is a round trip to the scheduler
+        queues = _WORKER_QUEUES[names] = (Queue(names[0], client=client), Queue(names[1], client=client))
+        if len(_WORKER_QUEUES) > 16:
+            _WORKER_QUEUES.pop(next(iter(_WORKER_QUEUES)))
+    gate = _RemoteGate(*queues)
     token = request_gate.set(gate)
     usage_total: dict[str, int] = {}
     cost = None
@@ -209,8 +217,9 @@ class _Flow:
 
 
 async def _feed(batch: Any, client: Any, permits: Any, done: asyncio.Event, flow: _Flow) -> None:
-    """Put permits in the cluster's queue at the limiter's pace, at most `concurrency` ahead of their use
-    (so the workers never wait on a round trip, and a burst is never more than `concurrency` requests)."""
+    """Put permits in the cluster's queue at the limiter's pace, at most `concurrency` ahead of their use (so
+    the workers seldom wait on a round trip); permits waiting count against the limiter's burst, so the
+    workers can never send more at once than the limiter would."""
     limiter = batch.limiter
     while not done.is_set():
         if flow.ahead >= batch.concurrency:
@@ -221,6 +230,10 @@ async def _feed(batch: Any, client: Any, permits: Any, done: asyncio.Event, flow
                 flow.ahead = await _call(client, permits.qsize)
             continue
         tokens = int(limiter.output_per_request) + 64  # the prompt is not known here: settled from the usage
+        bucket = limiter.requests
+        if bucket is not None:  # permits waiting in the queue are part of the burst: the bucket holds the rest
+            bucket.refill(time.monotonic())
+            bucket.level = min(bucket.level, bucket.capacity - flow.ahead)
         await limiter.acquire(tokens)
         await _call(client, permits.put, tokens)
         flow.ahead += 1
@@ -229,11 +242,11 @@ async def _feed(batch: Any, client: Any, permits: Any, done: asyncio.Event, flow
 async def _listen(batch: Any, client: Any, reports: Any, done: asyncio.Event, flow: _Flow) -> None:
     limiter = batch.limiter
     while not done.is_set():
-        try:
-            got = await _call(client, reports.get, timeout=0.2, batch=True)
-        except Exception:  # a timeout: nothing reported meanwhile
+        got = await _call(client, reports.get, batch=True)  # what is there now (at once, empty or not)
+        if not got:
+            await asyncio.sleep(0.005)
             continue
-        for report in got or ():
+        for report in got:
             if report.get("kind") == "after":
                 flow.ahead = max(0, flow.ahead - 1)
                 flow.used.set()

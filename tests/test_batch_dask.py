@@ -32,7 +32,7 @@ async def local_cluster(**env):
 
 
 async def test_a_batch_on_worker_processes_holds_the_rate_across_them_and_the_key_travels_nowhere(tmp_path):
-    async with RateLimitedServer(requests_per_minute=1200, burst_seconds=0.5, latency=0.01) as server:
+    async with RateLimitedServer(requests_per_minute=1200, latency=0.01) as server:
         cluster, client = await local_cluster(OPENAI_API_KEY=KEY)  # each worker's own environment
         try:
             model = OpenAIChatModel("gpt-4o-mini", base_url=server.url + "/v1", api_key=KEY)
