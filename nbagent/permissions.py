@@ -6,6 +6,8 @@ decides, decides:
 1. `deny` rules                      -> denied (nothing overrides a deny: no mode, grant or approval)
 2. mode `plan`                       -> anything but a read-only call is not executed
 3. `allow` rules                     -> allowed
+   a write to configuration that can run programs (`.mcp.json`, `.nbagent/`, `.git`, editor and
+   Jupyter settings: `nbagent.protected`)  -> ask, whatever the mode or grant (skips gates 4-7)
 4. `ask` rules                       -> ask (skips gates 5-7)
 5. grants remembered this session    -> allowed
 6. read-only tools and calls         -> allowed
@@ -43,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from .decisions import Decision
 from .events import ApprovalDecided, ApprovalRequested
+from .grants import derived_grant
 from .paths import glob_regex, match_path, path_rule_matcher, relative_inside  # re-exported: rule patterns on paths
 from .records import ApprovalRequest, CallRecord
 
@@ -253,6 +256,9 @@ class PermissionPolicy:
         rule = self._first_rule("allow", tool, args, ctx)
         if rule is not None:
             return Decision(True, source="rule", reason=f"allowed by rule '{rule}'", rule=str(rule)), ""
+        protected = tool.protected_write_reason(args, ctx)
+        if protected:
+            return None, f"{protected}; this always asks (no mode or grant covers it)"
         rule = self._first_rule("ask", tool, args, ctx)
         if rule is not None:
             return None, f"rule '{rule}' asks for approval"
@@ -330,7 +336,12 @@ class PermissionPolicy:
         return decision, frozen
 
     def remember(self, tool: Tool, decision: Decision, request: ApprovalRequest) -> None:
-        scope = decision.scope if decision.scope is not None else request.suggested_scope
-        if scope in ("*", ""):
-            scope = None
-        self.grants.add(tool.name, scope)
+        """Make an approval with `remember=True` a grant, exactly as wide as its label (`nbagent.grants`);
+        a call that cannot be always allowed (`run_cell`) is allowed once, and the decision says so."""
+        grants, pattern = derived_grant(tool, request.suggested_scope, decision.scope)
+        if not grants:
+            decision.remember = False
+            decision.reason = (decision.reason + "; " if decision.reason else "") + (
+                f"allowed once: {tool.name} is asked each time (no grant)")
+            return
+        self.grants.add(tool.name, pattern)

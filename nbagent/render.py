@@ -5,6 +5,13 @@ the live view in `nbagent.jupyter` builds its rows from the same pieces, so a ru
 after the fact. The stylesheet is `render.css`, next to this module. Data objects reach these functions
 through `nbagent.reprs` (registered at the end of this module): data never imports render.
 
+Reads what someone else wrote: the model's text and arguments, tool names (an MCP server chose them),
+results and their objects' `_repr_html_()`, error text, tool output. What reaches the page goes through
+`nbagent.sanitize`: every piece of text through `_esc` (HTML-escaped, controls, bidi and invisible
+characters shown as `⟨U+XXXX NAME⟩`) or `_esc_output` (escaped, terminal escapes removed), every piece of
+HTML that is not this module's own through `sanitize_html` (`_rich_html`, `_link_html`, `markdown_html`),
+and the plain text forms (`run_text`, `call_text`, `one_line`) through `terminal_safe`.
+
 Why one module of about 700 lines: its pieces (pills, chips, a call's row, a run's header and footer)
 are one small HTML vocabulary that the static rendering, the text form and the live view all compose,
 and the live view's work is still extending it; split it by what it renders (call, run, text) once
@@ -20,7 +27,7 @@ import re
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from . import reprs
+from . import reprs, sanitize
 from .messages import AssistantMessage, ImageBlock, TextBlock, UserMessage
 from .render_usage import compaction_html, context_text, cost_text, gauge_html, tokens_text
 
@@ -83,7 +90,36 @@ def _style() -> str:
 
 
 def _esc(text: Any) -> str:
-    return html.escape(str(text), quote=True)
+    """Text as HTML: escaped, and every control, bidi or invisible character shown as what it is."""
+    return html.escape(sanitize.visible(str(text))[0], quote=True)
+
+
+def _esc_output(text: Any) -> str:
+    """A program's output as HTML: escaped, terminal escapes (colours) removed, other controls shown."""
+    return html.escape(sanitize.terminal_safe(text), quote=True)
+
+
+def hidden_warnings(*values: Any) -> list[str]:
+    """The warnings `sanitize.visible` gives for any text in `values` (nested in dicts and lists too), each
+    once: what a person approving these arguments must be told they cannot see as-is."""
+    found: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            for w in sanitize.visible(value)[1]:
+                if w not in found:
+                    found.append(w)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                walk(k)
+                walk(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v)
+
+    for value in values:
+        walk(value)
+    return found
 
 
 def _clip(text: str, limit: int | None = MAX_TEXT) -> str:
@@ -91,8 +127,8 @@ def _clip(text: str, limit: int | None = MAX_TEXT) -> str:
 
 
 def one_line(text: str, limit: int = 110) -> str:
-    """Text on one line (whitespace collapsed), cut with an ellipsis at `limit` characters."""
-    text = " ".join(text.split())
+    """Text on one line (whitespace collapsed, terminal escapes removed), cut with an ellipsis at `limit`."""
+    text = " ".join(sanitize.terminal_safe(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -155,15 +191,27 @@ def _markdown() -> Any:
         import mistune
     except ImportError:  # pragma: no cover - mistune comes with Jupyter
         return None
-    return mistune.create_markdown(escape=True, plugins=["strikethrough", "table", "url"])
+
+    class Renderer(mistune.HTMLRenderer):
+        def image(self, text: str, url: str, title: str | None = None) -> str:
+            """An image is never loaded (it would tell its host that the view was opened, and what the URL
+            carries): it becomes a link that shows where it points."""
+            alt = html.unescape(mistune.util.striptags(text))
+            shown = f"image: {alt} · {url}" if alt else f"image: {url}"
+            return (f'<a class="nba-md-image" href="{self.safe_url(url)}" title="an image the model linked; '
+                    f'not loaded">{_esc(shown)}</a>')
+
+    return mistune.create_markdown(escape=True, renderer=Renderer(escape=True),
+                                   plugins=["strikethrough", "table", "url"])
 
 
 def markdown_html(text: str) -> str:
-    """Markdown as HTML; raw HTML in it is escaped, so a model's output cannot inject markup."""
+    """The model's Markdown as HTML: raw HTML in it is escaped, images become links that show their URL,
+    and the result goes through `sanitize_html` (no script, no event handler, nothing remote)."""
     render = _markdown()
     if render is None:  # pragma: no cover
         return "".join(f"<p>{_esc(p)}</p>" for p in text.split("\n\n") if p.strip())
-    return render(text)
+    return sanitize.sanitize_html(render(sanitize.visible(text, prose=True)[0]), wrap=False)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -256,16 +304,22 @@ def _rich_html(obj: Any) -> str | None:
         return None
     if isinstance(out, tuple):
         out = out[0]
-    return out if isinstance(out, str) and len(out) <= MAX_RICH else None
+    if not isinstance(out, str) or len(out) > MAX_RICH:
+        return None
+    return sanitize.sanitize_html(out)
 
 
 def _blocks_html(blocks: list) -> str:
     parts = []
     for b in blocks:
         if isinstance(b, TextBlock):
-            parts.append(f'<div class="nba-pre">{_esc(_clip(b.text))}</div>')
+            parts.append(f'<div class="nba-pre">{_esc_output(_clip(b.text))}</div>')
         elif isinstance(b, ImageBlock):
-            parts.append(f'<img src="data:{_esc(b.mime_type)};base64,{b.base64}" alt="image result"/>')
+            url = f"data:{b.mime_type};base64,{b.base64}"
+            if sanitize.image_data_url(url):  # an inline raster image, nothing else (no SVG, no quotes)
+                parts.append(f'<img src="{url}" alt="image result"/>')
+            else:
+                parts.append(f'<div class="nba-pre">{_esc(f"[an image of type {b.mime_type!r} is not shown]")}</div>')
     return "".join(parts)
 
 
@@ -286,7 +340,7 @@ def _link_html(details: Any) -> str:
     if not callable(method):
         return ""
     try:
-        return str(method())
+        return sanitize.sanitize_html(str(method()), wrap=False)
     except Exception:
         return ""
 
@@ -433,6 +487,11 @@ def call_inner_html(
     args_part = args_html(args, limit=limit, streaming=rec is None)
     if args_part:
         parts.append(f'<div class="nba-sub">{args_part}</div>')
+    if waiting:
+        warnings = hidden_warnings(tool_name, args)
+        if warnings:
+            parts.append('<div class="nba-sub nba-note nba-hidden-warn"><b>⚠ Look closely</b>: '
+                         + " ".join(html.escape(w) for w in warnings) + "</div>")
     preview = getattr(tool, "preview", None)  # a tool's picture of what a call will change (a diff)
     if preview is not None and rec is not None and rec.arguments is not None and not rec.done:
         try:
@@ -474,10 +533,10 @@ def call_inner_html(
         notice = next((u.data["keep_open"] for u in rec.progress if u.data.get("keep_open")), None)
         label = _esc(notice) if notice else f"output · {rec.output_tail.total:,} characters"
         parts.append(f'<div class="nba-sub"><details class="nba-result"{" open" if notice else ""}><summary>{label}'
-                     f'</summary><pre class="nba-tail">{_esc(head + text)}</pre></details></div>')
+                     f'</summary><pre class="nba-tail">{_esc_output(head + text)}</pre></details></div>')
     if rec is not None and rec.done and rec.result is not None:
         if status in ("error", "not_found", "invalid_arguments", "timeout"):
-            parts.append(f'<div class="nba-sub"><div class="nba-pre nba-errtext">{_esc(_clip(rec.result.text, 1500))}'
+            parts.append(f'<div class="nba-sub"><div class="nba-pre nba-errtext">{_esc_output(_clip(rec.result.text, 1500))}'
                          "</div></div>")
             if rec.result.details is not None and not isinstance(rec.result.details, BaseException):
                 parts.append(f'<div class="nba-sub">{result_html(rec.result, index=index)}</div>')
@@ -639,7 +698,7 @@ def run_line_text(run: AgentRun, where: str) -> str:
         out += "\n  answer: " + plain_answer(_answer(run))
     if run.error is not None:
         out += f"\n  {type(run.error).__name__}: {one_line(str(run.error), 200)}"
-    return out
+    return sanitize.terminal_safe(out)
 
 
 def run_line_html(run: AgentRun, where: str, *, style: bool = True) -> str:
@@ -740,7 +799,7 @@ def call_text(rec: CallRecord, *, frozen: bool = False, waited: float | None = N
         out += f"  ({rec.decision})"
     if rec.done and rec.result is not None and rec.status != "denied":
         out += f"\n    -> {one_line(rec.result.text, 150)}"
-    return out
+    return sanitize.terminal_safe(out)
 
 
 def run_text(run: AgentRun, *, stopped: str | None = None, waits: dict[str, float] | None = None) -> str:
@@ -776,7 +835,7 @@ def run_text(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
         lines.append(f"  stopped: {stopped}")
     elif run.done and run.stop_reason:
         lines.append(f"  stopped: {run.stop_reason}")
-    return "\n".join(lines)
+    return sanitize.terminal_safe("\n".join(lines))
 
 
 reprs.register(call_text=call_text, call_record_html=call_record_html, tool_result_html=tool_result_html)

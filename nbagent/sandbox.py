@@ -5,7 +5,7 @@ Three policies, named as other agents name them:
 | policy | reads | writes | network | processes |
 |---|---|---|---|---|
 | `read-only` (what auto-allow runs) | the workspace, system and runtime paths | none (a private `/tmp` that vanishes) | off | all gone when the call ends |
-| `workspace-write` (what an approval runs) | the same | the workspace, except `.git/config`, `.git/hooks`, `.git/modules`, `.nbagent/` | off unless allowed | all gone when the call ends |
+| `workspace-write` (what an approval runs) | the same | the workspace, except `PROTECTED_PATHS` (`.git`, `.nbagent/`, `.mcp.json`, editor settings...) | off unless allowed | all gone when the call ends |
 | `danger-full-access` (explicit opt-in) | everything | everything | on | the process group is stopped |
 
 Backends, chosen once per process by `sandbox_backend()`:
@@ -46,9 +46,9 @@ __all__ = ["HIDDEN_SCAN_LIMIT", "MARKER_VARIABLE", "PROTECTED_PATHS", "Prepared"
            "landlock_abi", "prepare", "SandboxPolicy", "sandbox_backend", "sandbox_command",
            "sandbox_policy"]
 
-PROTECTED_PATHS = (".git/config", ".git/hooks", ".git/modules", ".git/info", ".nbagent")
-"""Paths inside the workspace that `workspace-write` keeps read-only: what could make a later git
-(yours, outside nbagent) run a program, and nbagent's own records."""
+from .protected import PROTECTED_PATHS  # noqa: E402 - the one list: configuration that can run programs
+"""Paths inside the workspace that `workspace-write` keeps read-only: configuration that can run programs
+(`.git`, `.mcp.json`, `.nbagent/`, editor and Jupyter settings; see `nbagent.protected`)."""
 
 _SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix", "/snap")
 _HOME_FILES_SHOWN = (".gitconfig", ".config/git")

@@ -6,9 +6,11 @@ The graph is read with `ast` from the source, so an import that only a type chec
 Layers, from the bottom (a module may import its own layer, without a cycle, and the layers it lists):
 
     data       messages, errors, secrets, context, decisions, records, events, transcript, reprs, sandbox,
-               sessions (the store of transcripts)
+               sessions (the store of transcripts), sanitize (what reaches the page and the terminal),
+               protected, trust, signing (configuration that runs code, the person's trust in it, signed
+               session lines)
     tools      tools, docstrings, schemas, arguments, results, images, paths, plan, structured, partial_json
-    stages     hooks, permissions, interrupt, execution        (one call's path)
+    stages     hooks, permissions, grants, interrupt, execution (one call's path)
     providers  providers/*                                      (beside the stages: data and tools only)
     render     render                                           (data only)
     toolbox    toolbox/*                                        (tools and data)
@@ -22,12 +24,13 @@ Layers, from the bottom (a module may import its own layer, without a cycle, and
 the same way (the core below it counts as one layer, which every module of the front may import):
 
     settings   config                                           (nothing of the front)
-    parts      approval, capture, document, instructions, mcp, notebook_comm, text, throttle
+    parts      approval, capture, document, instructions, mcp, notebook_comm, text, throttle,
+               panel_model, panel_prompts
     tools      notebook_cells, notebook_tools, kernel_tools     (the notebook tools and the kernel's toolbox)
     views      widget_kit, approval_panel, call_row, widgets    (the live run view)
     seams      resolve, conversation, notebook_runs             (options -> agent, the store, runs and views)
     session    session                                          (starts a run through the seams)
-    entry      nbagent.jupyter, magics, headless                (everything)
+    entry      nbagent.jupyter, magics, headless, panel         (everything)
 
 and no module of the front is longer than 500 lines.
 """
@@ -43,10 +46,11 @@ ROOT = Path(__file__).resolve().parents[1] / "nbagent"
 
 LAYERS: dict[str, tuple[str, ...]] = {
     "data": ("messages", "errors", "secrets", "context", "decisions", "records", "events", "transcript",
-             "reprs", "sandbox", "sessions", "recording", "pricing", "window", "ratelimit", "batchstore"),
+             "reprs", "sandbox", "sessions", "recording", "pricing", "window", "sanitize", "protected", "trust",
+             "signing", "ratelimit", "batchstore"),
     "tools": ("tools", "docstrings", "schemas", "arguments", "results", "images", "paths", "plan",
               "structured", "partial_json"),
-    "stages": ("hooks", "permissions", "interrupt", "execution", "compaction"),
+    "stages": ("hooks", "permissions", "grants", "interrupt", "execution", "compaction"),
     "providers": ("providers",),
     "render": ("render", "render_usage", "render_batch"),
     "toolbox": ("toolbox", "mcp"),
@@ -206,12 +210,13 @@ def test_no_module_is_long_without_saying_why(module):
 # -- the notebook front (nbagent/jupyter/) ----------------------------------------------------------------
 FRONT_LAYERS: dict[str, tuple[str, ...]] = {
     "settings": ("config",),
-    "parts": ("approval", "capture", "document", "instructions", "mcp", "notebook_comm", "text", "throttle"),
+    "parts": ("approval", "capture", "document", "instructions", "mcp", "notebook_comm", "text", "throttle",
+              "panel_model", "panel_prompts"),
     "tools": ("notebook_cells", "notebook_tools", "kernel_tools"),
-    "views": ("widget_kit", "approval_panel", "call_row", "widgets", "batch_view"),
+    "views": ("widget_kit", "approval_panel", "call_row", "widgets", "consent", "batch_view"),
     "seams": ("resolve", "conversation", "notebook_runs"),
     "session": ("session",),
-    "entry": ("__init__", "magics", "headless"),
+    "entry": ("__init__", "magics", "headless", "panel"),
 }
 FRONT_MAY_IMPORT: dict[str, set[str]] = {
     "settings": {"core", "settings"},

@@ -181,11 +181,13 @@ def test_protected_paths_stay_read_only(ws: Path, backend) -> None:
     (git / "config").write_text("[core]\n")
     (ws / ".nbagent").mkdir()
     rec = shell(ws, "echo '[core] fsmonitor = touch pwned' >> .git/config; echo x > .git/hooks/pre-commit; "
-                    "echo x > .nbagent/session.jsonl; echo ok > .git/HEAD_NOTE", mode="bypassPermissions")
+                    "echo x > .nbagent/session.jsonl; echo x > .git/HEAD_NOTE; "
+                    "echo ok > made.txt", mode="bypassPermissions")
     assert (git / "config").read_text() == "[core]\n"
     assert not (git / "hooks" / "pre-commit").exists()
     assert not (ws / ".nbagent" / "session.jsonl").exists()
-    assert (git / "HEAD_NOTE").read_text() == "ok\n"  # control: the rest of .git is writable (commits work)
+    assert not (git / "HEAD_NOTE").exists()  # .git is protected whole (nbagent.protected.PROTECTED_PATHS)
+    assert (ws / "made.txt").read_text() == "ok\n"  # control: the rest of the workspace is writable
 
 
 def _listener() -> tuple[int, list[bytes], threading.Event]:
