@@ -12,11 +12,16 @@ one writer task writes everything gathered in one `write` under an exclusive `fl
 at most every `FLUSH_SECONDS` (and at the end). A killed kernel loses at most the items of the last
 interval: they are run again on resume, never counted twice (the last line of a key wins).
 
+Every line is signed as the session store's are (`nbagent.signing`: HMAC-SHA256, chained, with the key
+kept outside the workspace, `nbagent.trust.session_key`).
+
 Reads: the batch file. Who could have written it: anyone who can write the workspace (the model through a
 file tool, a cloned repository). What stops harm: the file holds data, never decisions: nothing in it
-approves a call or runs anything; ids are checked before they name a path; a line that does not parse, or
-whose fields have the wrong types, is skipped; a stored output is validated again against the batch's
-`output_type` before it is used, and an item whose stored output does not validate runs again.
+approves a call or runs anything; ids are checked before they name a path; a line whose MAC does not
+verify (edited, forged, moved, or in a file written without the key) is not used: its item is asked
+again; a line that does not parse, or whose fields have the wrong types, is skipped; a stored output is
+validated again against the batch's `output_type` before it is used, and one that does not fit is asked
+again.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from .secrets import redact
+from .signing import START, has_mac, seal, signer, unseal
+from .trust import session_key
 
 __all__ = ["BatchWriter", "FLUSH_SECONDS", "batches_dir", "item_key", "latest_batch", "load_batch"]
 
@@ -75,8 +82,23 @@ class BatchWriter:
         self._task: asyncio.Task | None = None
         self._closed = False
         self.writes = 0
+        try:
+            key = session_key()
+        except OSError as exc:  # storing never fails a batch: unsigned, its items are asked again on resume
+            warnings.warn(f"nbagent cannot make its session key ({exc}): batch {self.id} is stored unsigned, "
+                          "and a resume will ask for its items again", stacklevel=2)
+            key = None
+        self._signer = signer(key) if key is not None else None
+        self._chain = START
         self.dir.mkdir(parents=True, exist_ok=True)
-        if not self.path.exists():
+        self._newline = False
+        if self.path.exists():
+            self._chain = _last_mac(self.path) or START
+            with open(self.path, "rb") as f:  # a file that ends in a line cut short (a killed kernel)
+                if f.seek(0, os.SEEK_END) > 0:
+                    f.seek(-1, os.SEEK_END)
+                    self._newline = f.read(1) != b"\n"
+        else:
             self._pending.append(_ENCODER.encode({"kind": "batch", "format": FORMAT, "id": self.id,
                                                   "created": time.time(), **header}))
             self._write()
@@ -104,7 +126,13 @@ class BatchWriter:
         if not self._pending:
             return
         lines, self._pending = self._pending, []
-        data = (redact("\n".join(lines)) + "\n").encode("utf-8")
+        data = redact("\n".join(lines)).encode("utf-8")  # redacted as text, once; then each line signed
+        if self._signer is None:
+            data += b"\n"
+        else:
+            data, self._chain = seal(self._signer, self._chain, data.split(b"\n"))
+        if self._newline:  # start a line of our own after a line cut short
+            data, self._newline = b"\n" + data, False
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -134,11 +162,28 @@ def load_batch(workspace: str | os.PathLike[str], batch_id: str) -> tuple[dict[s
         raise ValueError(f"no stored batch {batch_id!r} in {path.parent}")
     header: dict[str, Any] = {}
     items: dict[str, dict[str, Any]] = {}
-    bad = 0
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for number, line in enumerate(f, 1):
+    bad = unsigned = 0
+    key = session_key(create=False)
+    chain = START
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            raw = raw.rstrip(b"\n")
+            opened = unseal(key, chain, raw) if key is not None else None
+            if has_mac(raw):  # the next line is checked against this one's MAC, verified or not
+                chain = bytes.fromhex(raw[-66:-2].decode("ascii"))
+            if opened is None:
+                unsigned += 1
+                if number == 1:  # the header says what the file is; an item from an unverified file is not used
+                    try:
+                        first = json.loads(raw)
+                    except ValueError:
+                        first = None
+                    if isinstance(first, dict) and first.get("kind") == "batch":
+                        header = {k: v for k, v in first.items() if k != "mac"}
+                        header["verified"] = False
+                continue
             try:
-                fact = json.loads(line)
+                fact = json.loads(opened[0])
             except ValueError:
                 bad += 1
                 continue
@@ -153,11 +198,26 @@ def load_batch(workspace: str | os.PathLike[str], batch_id: str) -> tuple[dict[s
                 bad += 1
     if not header:
         raise ValueError(f"{path} is not a stored batch (no header line)")
+    if unsigned:
+        warnings.warn(f"batch {batch_id}: {unsigned} line(s) could not be verified (changed, or written without "
+                      "nbagent's key) and were not used: their items are asked again", stacklevel=2)
     if isinstance(header.get("format"), int) and header["format"] > FORMAT:
         raise ValueError(f"batch {batch_id} was written by a newer nbagent (format {header['format']})")
     if bad:
         warnings.warn(f"batch {batch_id}: {bad} line(s) could not be read and were skipped", stacklevel=2)
     return header, items
+
+
+def _last_mac(path: Path) -> bytes | None:
+    """The MAC of a file's last whole line (the chain a writer continues from)."""
+    with open(path, "rb") as f:
+        at = f.seek(0, os.SEEK_END)
+        f.seek(max(0, at - 65536))
+        tail = f.read()
+    whole = tail.split(b"\n")[:-1]  # what follows the last newline is a line cut short, if anything
+    lines = [line for line in whole if line.strip()]
+    last = lines[-1].rstrip(b"\r") if lines else b""
+    return bytes.fromhex(last[-66:-2].decode("ascii")) if has_mac(last) else None
 
 
 def latest_batch(workspace: str | os.PathLike[str]) -> str | None:

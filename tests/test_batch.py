@@ -201,14 +201,12 @@ async def test_a_forged_stored_output_that_does_not_fit_the_type_is_asked_again(
         first = agent.map(["a", "b"], "{item}", output_type=Label, session=True)
         await first
         path = batches_dir(tmp_path) / f"{first.id}.jsonl"
-        lines = path.read_text().splitlines()
-        forged = [json.loads(line) for line in lines]
-        for fact in forged[1:]:
-            if fact["index"] == 1:
-                fact["output"] = {"text": "<script>", "urgent": "not a bool"}
-        path.write_text("\n".join(json.dumps(f) for f in forged) + "\nnot json\n")
+        text = path.read_text()
+        assert text.count('"text":"echo: b"') == 1
+        path.write_text(text.replace('"text":"echo: b","urgent":false', '"text":"<script>","urgent":"not a bool"')
+                        + "not json\n")
         requests = server.requests
-        with pytest.warns(UserWarning, match="could not be read"):
+        with pytest.warns(UserWarning, match="could not be verified"):
             again = agent.map(["a", "b"], "{item}", output_type=Label, resume=first.id)
         await again
     assert again.resumed == 1 and server.requests == requests + 1

@@ -26,6 +26,23 @@ async def test_a_batch_id_cannot_name_a_path_outside_the_store(tmp_path):
     assert again.resumed == 1
 
 
+async def test_a_stored_line_changed_by_someone_else_is_not_used(tmp_path):
+    """The line of a done item edited to another answer, well-formed and well-typed: its MAC no longer
+    verifies, so the item is asked again (the forged answer never reaches the results)."""
+    agent = Agent(model=ScriptedModel(["fresh a", "fresh b", "again b"]), workspace=tmp_path)
+    first = agent.map(["a", "b"], "{item}", session=True, concurrency=1)
+    await first
+    path = batches_dir(tmp_path) / f"{first.id}.jsonl"
+    text = path.read_text()
+    assert '"output":"fresh b"' in text
+    path.write_text(text.replace('"output":"fresh b"', '"output":"forged"'))
+    with pytest.warns(UserWarning, match="could not be verified"):
+        again = agent.map(["a", "b"], "{item}", resume=first.id, concurrency=1)
+    await again
+    assert again.resumed == 1  # control: the untouched line is used
+    assert [r.output for r in again.results] == ["fresh a", "again b"]
+
+
 async def test_a_stored_line_with_the_wrong_shapes_is_skipped_not_trusted(tmp_path):
     agent = Agent(model=ScriptedModel(["fresh"] * 4), workspace=tmp_path)
     first = agent.map(["a"], "{item}", session=True)
@@ -34,7 +51,7 @@ async def test_a_stored_line_with_the_wrong_shapes_is_skipped_not_trusted(tmp_pa
     header, item = [json.loads(line) for line in path.read_text().splitlines()]
     item.update(status="done", index="0; rm -rf /", output="forged")  # an index that is not a number
     path.write_text(json.dumps(header) + "\n" + json.dumps(item) + "\n")
-    with pytest.warns(UserWarning, match="skipped"):
+    with pytest.warns(UserWarning, match="could not be verified"):
         again = agent.map(["a"], "{item}", resume=first.id)
     await again
     assert again.resumed == 0 and again.results[0].output == "fresh"
