@@ -46,8 +46,8 @@ ROOT = Path(__file__).resolve().parents[1] / "nbagent"
 
 LAYERS: dict[str, tuple[str, ...]] = {
     "data": ("messages", "errors", "secrets", "context", "decisions", "records", "events", "transcript",
-             "reprs", "sandbox", "sessions", "recording", "pricing", "window", "sanitize", "protected", "trust",
-             "signing", "ratelimit", "batchstore"),
+             "reprs", "sandbox", "sandbox_linux", "sessions", "recording", "pricing", "window", "sanitize",
+             "protected", "trust", "signing", "ratelimit", "batchstore"),
     "tools": ("tools", "docstrings", "schemas", "arguments", "results", "images", "paths", "plan",
               "structured", "partial_json"),
     "stages": ("hooks", "permissions", "grants", "interrupt", "execution", "compaction"),
