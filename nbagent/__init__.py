@@ -16,6 +16,7 @@ from .errors import (
     ProviderError,
     ScriptedModelExhausted,
 )
+from .batch import BatchRun, ItemResult
 from .events import Event
 from .hooks import Block, Hooks, StopAfterBatch
 from .messages import (
@@ -34,6 +35,7 @@ from .decisions import Decision
 from .permissions import Grant
 from .plan import Toolset
 from .providers import Model, ScriptedModel, load_model
+from .ratelimit import RateLimit
 from .records import ApprovalRequest, CallRecord
 from .results import error_result, image_result, json_result, text_result
 from .run import Agent, AgentRun
@@ -49,6 +51,7 @@ __all__ = [
     "ApprovalRequest",
     "Arguments",
     "AssistantMessage",
+    "BatchRun",
     "Block",
     "CallRecord",
     "CancellationToken",
@@ -60,6 +63,7 @@ __all__ = [
     "Grant",
     "Hooks",
     "ImageBlock",
+    "ItemResult",
     "MaxTurnsExceeded",
     "Message",
     "Model",
@@ -67,6 +71,7 @@ __all__ = [
     "OutputError",
     "ProgressUpdate",
     "ProviderError",
+    "RateLimit",
     "ScriptedModel",
     "ScriptedModelExhausted",
     "StopAfterBatch",

@@ -39,6 +39,7 @@ import httpx
 from .. import secrets as _secrets
 from ..errors import AuthenticationError, ConfigurationError, ProviderConnectionError, ProviderError, StreamError
 from ..events import report_retry, report_silence
+from ..ratelimit import request_gate
 from ._errors import error_message, error_type, is_context_length_message, map_http_error, retry_reason, scrub
 from ._sse import SSEDecoder, ServerSentEvent, loads
 from .base import OnRequest
@@ -102,6 +103,9 @@ class _Silence:
 
 _MAX_ERROR_BODY = 64 * 1024
 _MAX_REDIRECTS = 5
+_MAX_GATED_WAITS = 20
+"""429s a request may meet under a batch's limiter (which waits them out for the whole batch) before its
+own retries count them."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -425,10 +429,15 @@ class ProviderHTTP:
         """Send until a 2xx response whose first chunk has arrived; return it, that chunk and the rest."""
         url: str | httpx.URL = self.url(path)
         policy = self.retry
+        gate = request_gate.get()  # a batch's shared limiter, when this request is one item's
+        paused = 0
         attempt = 0
         redirects = 0
         while True:
             attempt += 1
+            gated = False
+            if gate is not None:
+                await gate.before(len(content))
             headers = {"content-type": "application/json", "accept": "text/event-stream", **request_headers}
             client = self.client()
             try:
@@ -441,6 +450,8 @@ class ProviderHTTP:
             response: httpx.Response | None = None
             try:
                 response = await client.send(request, stream=True, follow_redirects=False)
+                if gate is not None:
+                    gated = gate.after(response.status_code, response.headers, parse_retry_after(response.headers))
                 if 300 <= response.status_code < 400:
                     redirect = self._redirect_target(response, request)
                     await response.aclose()
@@ -507,6 +518,10 @@ class ProviderHTTP:
             log.info("%s: %s; retrying in %.1fs (retry %d of %d)", self.provider, error.message, delay, attempt,
                      policy.max_retries)
             report_retry(attempt, policy.max_retries, delay, retry_reason(error))
+            if gated and paused < _MAX_GATED_WAITS:  # the batch's limiter paused every item for this wait: the
+                paused += 1                          # next `before` waits it out; it is not this request's retry
+                attempt -= 1
+                continue
             await policy.sleep(delay)
             if silence is not None:
                 silence.heard()  # the wait was ours, not the provider's silence
