@@ -149,6 +149,7 @@ def grant_label(request: Any) -> GrantLabel | None:
     if not grants:
         return None
     protected = getattr(request.tool, "protected_write_reason", None)
-    if protected is not None and protected(request.arguments):
+    arguments = getattr(request, "arguments", None)
+    if protected is not None and isinstance(arguments, dict) and protected(arguments):
         return None  # configuration that runs code always asks: a grant would never be used
     return label_for(request.tool, pattern)

@@ -97,7 +97,7 @@ class ShellResult:
             return f"stopped by the sandbox ({self.sandbox}): the network is off there"
         if any(sign in text for sign in _WRITE_SIGNS):
             if self.sandbox == "read-only":
-                return ("stopped by the sandbox (read-only: it ran as a command that only reads): writing needs a "
+                return ("stopped by the read-only sandbox (it ran as a command that only reads): writing needs a "
                         "command that is not auto-allowed, so that the person can approve it")
             return (f"stopped by the sandbox ({self.sandbox}): it writes only in the workspace, and protected "
                     "paths (.git, .nbagent, configuration that runs code) stay read-only")

@@ -163,13 +163,16 @@ def test_control_without_a_sandbox_the_background_process_survives(ws: Path) -> 
 
 # -- workspace-write: what an approval runs --------------------------------------------------------------
 
-def test_an_approved_command_writes_in_the_workspace_only(ws: Path, outside: Path) -> None:
+def test_an_approved_command_writes_in_the_workspace_only(ws: Path, outside: Path, backend) -> None:
     asked: list = []
     escape = Path(f"/tmp/nbagent-escape-{os.getpid()}-{time.time_ns()}.txt")
-    rec = shell(ws, f"echo made > made.txt; echo x > ../outside/secret.txt; echo y > {escape}; cat made.txt",
+    # Landlock keeps protected paths read-only by leaving the workspace's top level unwritable (README)
+    made = "made.txt" if backend == "bubblewrap" else "out/made.txt"
+    (ws / "out").mkdir(exist_ok=True)
+    rec = shell(ws, f"echo made > {made}; echo x > ../outside/secret.txt; echo y > {escape}; cat {made}",
                 asked=asked)
     assert asked and rec.details.sandbox == "workspace-write"
-    assert (ws / "made.txt").read_text() == "made\n"
+    assert (ws / made).read_text() == "made\n"
     assert (outside / "secret.txt").read_text() == "TOP SECRET\n"
     assert not escape.exists()
 
