@@ -19,6 +19,15 @@ from nbagent import Agent, RateLimit  # noqa: E402
 from nbagent.providers.openai import OpenAIChatModel  # noqa: E402
 from tests.providers.ratelimited import RateLimitedServer  # noqa: E402
 
+
+@pytest.fixture(autouse=True)
+def _main_module_for_spawn(monkeypatch):
+    """Worker processes are spawned, and spawn reads `__main__.__spec__`: an IPython shell made by an earlier
+    test in this process puts in a `__main__` without one (a kernel's has it)."""
+    main = sys.modules.get("__main__")
+    if main is not None and not hasattr(main, "__spec__"):
+        monkeypatch.setattr(main, "__spec__", None, raising=False)
+
 KEY = "sk-dask-key-7f3a9c1e5b2d4680"
 ROOT = Path(__file__).resolve().parents[1]
 

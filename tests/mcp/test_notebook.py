@@ -66,7 +66,7 @@ async def test_servers_from_config_and_the_workspace_file(shell, tmp_path):
     result = await run_cell(shell, "listing = %agent --mcp-list")
     assert result.error_in_exec is None
     text = str(shell.user_ns["listing"])
-    assert "time: ready, trusted" in text and "time__get_current_time" in text and "other: ready" in text
+    assert "time: ready, 2 tools" in text and "time__get_current_time" in text and "other: ready" in text
 
 
 async def test_mistakes_are_usage_errors(shell, caplog):
