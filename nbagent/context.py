@@ -148,8 +148,9 @@ class ProgressUpdate:
 class ToolContext:
     """Handed to a tool that asks for it (a parameter annotated `ToolContext`).
 
-    Gives the call id, the working directory, cancellation, `progress(...)`, the session's constraints
-    and typed extensions fetched by type: `ctx.get(SomeType)`.
+    Gives the call id, the run, agent and session it belongs to (`run_id`, `agent_name`, `session_id`: a
+    `before_tool_call` hook gets this context too), the working directory, cancellation, `progress(...)`,
+    the session's constraints and typed extensions fetched by type: `ctx.get(SomeType)`.
     """
 
     __slots__ = (
@@ -161,6 +162,8 @@ class ToolContext:
         "decision",
         "rules",
         "run_id",
+        "agent_name",
+        "session_id",
         "_extensions",
         "_on_progress",
         "_loop",
@@ -182,10 +185,16 @@ class ToolContext:
         loop: asyncio.AbstractEventLoop | None = None,
         rules: tuple[Any, ...] = (),
         run_id: str | None = None,
+        agent_name: str | None = None,
+        session_id: str | None = None,
     ) -> None:
         self.call_id = call_id
         self.run_id = run_id
         """The id of the run the call belongs to (`AgentRun.id`), for tools that mark what a run did."""
+        self.agent_name = agent_name
+        """The name of the agent making the call (`Agent(name=...)`)."""
+        self.session_id = session_id
+        """The stored conversation the run belongs to (`Agent.session_id`; None when it is not stored)."""
         self.tool_name = tool_name
         self.cwd = cwd if isinstance(cwd, Path) else Path(cwd) if cwd is not None else Path.cwd()
         self.cancellation = cancellation if cancellation is not None else CancellationToken()  # not `or`: a token is falsy until cancelled

@@ -68,9 +68,15 @@ class CallEnvironment:
     max_result_chars: int | None = None
     """Text of one result the model gets before it is cut."""
     loop: asyncio.AbstractEventLoop | None = None
+    """The run's event loop (progress from worker threads is brought back to it)."""
     run_id: str | None = None
     """The run's id, handed to each call's context."""
-    """The run's event loop (progress from worker threads is brought back to it)."""
+    agent_name: str | None = None
+    """The agent's name, handed to each call's context."""
+    session_id: str | None = None
+    """The stored conversation's id (None: not stored), handed to each call's context."""
+    sequential: bool = False
+    """Every batch runs in order (`Agent(execution_mode="sequential")`), whatever its tools say."""
 
 
 @dataclass(slots=True)
@@ -92,7 +98,7 @@ async def execute_batch(env: CallEnvironment, plan: ToolPlan, records: list[Call
             rec.tool = plan.resolve(rec.name)
         if len(records) == 1:
             await _run_call(env, plan, records[0], outcome)
-        elif any(r.tool is not None and r.tool.execution_mode == "sequential" for r in records):
+        elif env.sequential or any(r.tool is not None and r.tool.execution_mode == "sequential" for r in records):
             for rec in records:
                 await _run_call(env, plan, rec, outcome)
         else:
@@ -144,6 +150,10 @@ async def _lifecycle(env: CallEnvironment, plan: ToolPlan, rec: CallRecord, outc
 
     # 1. lookup
     if tool is None:
+        refused = plan.refused.get(rec.name)
+        if refused is not None:
+            await _settle(env, rec, "not_found", error_result(f"Tool {rec.name!r} is not available here: {refused}."))
+            return
         available = ", ".join(plan.available()) or "none"
         await _settle(env, rec, "not_found", error_result(
             f"Tool {rec.name!r} does not exist. Available tools: {available}."))
@@ -184,6 +194,8 @@ async def _lifecycle(env: CallEnvironment, plan: ToolPlan, rec: CallRecord, outc
         loop=env.loop,
         rules=tuple(env.policy.rules),
         run_id=env.run_id,
+        agent_name=env.agent_name,
+        session_id=env.session_id,
     )
 
     # 3. before_tool_call hooks
@@ -274,7 +286,14 @@ async def _settle(env: CallEnvironment, rec: CallRecord, status: str, result: To
     result = normalise(result, env.max_result_chars)
     try:
         result = await run_tool_result_persist(env.hooks, rec, result)
-    finally:  # cancelled again while a hook awaited: the call still gets its (normalised) result
+    except asyncio.CancelledError:
+        # Cancelled while a persist hook (redaction, say) was at work: what it would have removed must not be
+        # kept, so the call's result is withheld (its content and details both), and the cancellation goes on.
+        if env.hooks.tool_result_persist:
+            result = error_result("The result was withheld: the run was cancelled before its "
+                                  "tool_result_persist hooks finished with it.")
+        raise
+    finally:  # the call still gets its one result
         rec.result = result
         rec.status = status
         rec.finished_at = time.monotonic()

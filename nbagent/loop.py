@@ -105,7 +105,7 @@ class RunState:
     __slots__ = (
         "messages", "history_length", "calls", "requests", "events", "listeners", "spend", "before", "turns", "output",
         "context_tokens", "context_measured", "context_anchor", "compactions", "estimates",
-        "error", "stop_reason", "outcome", "in_flight", "partial_text", "call_ids", "loaded_tools",
+        "error", "stop_reason", "outcome", "in_flight", "partial_text", "call_ids", "loaded_tools", "resolved_tools",
         "cancellation", "started_at", "t0", "finished_at", "elapsed",
     )
 
@@ -146,6 +146,8 @@ class RunState:
         """Text of the response being streamed (kept in the transcript if the run is cancelled meanwhile)."""
         self.call_ids: set[str] = {c.id for m in self.messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
         self.loaded_tools: set[str] = set()
+        self.resolved_tools: dict[str, Any] = {}
+        """Tools the agent's `tool_resolver` found in this run, by name: offered in its later requests."""
         self.cancellation = cancellation if cancellation is not None else CancellationToken()
         self.started_at = time.time()
         self.t0 = time.monotonic()
@@ -215,6 +217,7 @@ async def drive(settings: RunSettings, state: RunState) -> None:
                 loaded=state.loaded_tools,
                 builtins=settings.builtins,
                 resolver=settings.resolver,
+                resolved=state.resolved_tools,
             )
             state.emit(TurnStarted(state.turns, plan.names))
             over = await _before_request(settings, state, plan.tools)

@@ -83,6 +83,8 @@ class Agent:
         mcp_servers: MCP servers whose tools the runs get (`SERVER__TOOL`): the `mcpServers` mapping other MCP
             clients use (`{"time": {"command": "mcp-server-time"}, "web": {"url": "..."}}`), a path to such
             a JSON file, or an `nbagent.mcp.MCPServers`. See `nbagent.mcp`.
+        execution_mode: "sequential" runs every batch of calls in order, one call after the other, whatever
+            its tools say (default "parallel": a batch runs concurrently unless one of its tools is sequential).
     """
 
     def __init__(
@@ -112,6 +114,7 @@ class Agent:
         context_window: int | None = None,
         compaction: bool | float | CompactionSettings = True,
         mcp_servers: Any = None,
+        execution_mode: str = "parallel",
     ) -> None:
         if mode not in MODES:
             raise ConfigurationError(f"unknown mode {mode!r}; choose one of: {', '.join(MODES)}")
@@ -127,6 +130,9 @@ class Agent:
             raise ConfigurationError(f"max_cost is US dollars (a number >= 0) or None, not {max_cost!r}")
         if context_window is not None and not (isinstance(context_window, int) and context_window > 0):
             raise ConfigurationError(f"context_window is a number of tokens (a positive integer), not {context_window!r}")
+        if execution_mode not in ("parallel", "sequential"):
+            raise ConfigurationError(f"execution_mode is 'parallel' or 'sequential', not {execution_mode!r}")
+        self.execution_mode = execution_mode
         self.max_cost = max_cost
         self.context_window = context_window
         try:
@@ -446,6 +452,8 @@ class AgentRun:
             policy=self.policy, hooks=self.hooks, emit=state.emit, cancellation=state.cancellation,
             constraints=self.constraints, cwd=self.cwd, extensions=self.extensions,
             max_result_chars=self.max_result_chars, loop=self.loop, run_id=self.id,
+            agent_name=agent.name, session_id=agent.session_id,
+            sequential=agent.execution_mode == "sequential",
         )
         return RunSettings(
             model=self.model, env=env, sources=agent.tools, builtins=self.builtin_tools,
