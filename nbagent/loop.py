@@ -42,7 +42,7 @@ from .events import (
 )
 from .execution import CallEnvironment, execute_batch
 from .messages import AssistantMessage, Message, Usage, UserMessage, new_call_id
-from .plan import build_plan, prepare_sources
+from .plan import build_plan, prepare_sources, with_namespaces
 from .pricing import Spend, format_cost, price_known, request_cost
 from .providers import Model
 from .records import CallRecord
@@ -294,7 +294,7 @@ def _last_text(messages: list[Message]) -> str:
 
 
 def _measure(settings: RunSettings, state: RunState, tools: Sequence[Tool]) -> int:
-    extra = estimate_prompt_extra(settings.instructions, tools)
+    extra = estimate_prompt_extra(with_namespaces(settings.instructions, tools), tools)
     tokens, measured = measure(state.messages, state.context_anchor, extra, state.estimates)
     state.context_tokens, state.context_measured = tokens, measured
     return tokens
@@ -329,7 +329,7 @@ async def _compact(settings: RunSettings, state: RunState, tools: Sequence[Tool]
     """Compact the transcript in place (a `Compacted` event says what was replaced). False: nothing to do."""
     policy = settings.compaction or CompactionSettings()
     window = settings.window or max(state.context_tokens, 1)
-    extra = estimate_prompt_extra(settings.instructions, tools)
+    extra = estimate_prompt_extra(with_namespaces(settings.instructions, tools), tools)
     done = await compact(state.messages, settings.model, window=window, settings=policy, reason=reason,
                          force=force, tokens=state.context_tokens or None, extra=extra,
                          on_request=state.requests.append)
@@ -356,7 +356,7 @@ async def _ask_model(settings: RunSettings, state: RunState, tools: Sequence[Too
     final: AssistantMessage | None = None
     token = retry_listener.set(state.emit)  # a provider's retry loop reports each wait (the view shows it)
     try:
-        async for item in model.stream(state.messages, tools, instructions=settings.instructions,
+        async for item in model.stream(state.messages, tools, instructions=with_namespaces(settings.instructions, tools),
                                        on_request=state.requests.append, **settings.model_settings):
             if isinstance(item, AssistantMessage):
                 final = item

@@ -19,7 +19,8 @@ from typing import Any, Callable, Iterable
 
 from .tools import Tool, as_tool
 
-__all__ = ["CAPABILITY_MODES", "Toolset", "ToolPlan", "build_plan", "prepare_sources"]
+__all__ = ["CAPABILITY_MODES", "Toolset", "ToolPlan", "build_plan", "namespace_notes", "prepare_sources",
+           "with_namespaces"]
 
 log = logging.getLogger("nbagent.plan")
 
@@ -185,6 +186,27 @@ def build_plan(
     offered.sort(key=lambda t: t.sort_key or t.name)
     return ToolPlan(tuple(offered), {t.name: t for t in offered}, catalog, loaded, resolver, resolved,
                     capabilities, allowed_tools)
+
+
+def namespace_notes(tools: Iterable[Tool]) -> str | None:
+    """What the model reads about the tool groups it is offered: one line per namespace that has a
+    description, in name order (the same bytes turn after turn while the offered tools stay the same)."""
+    about: dict[str, str] = {}
+    for t in tools:
+        if t.namespace and t.namespace_description and t.namespace not in about:
+            about[t.namespace] = " ".join(t.namespace_description.split())
+    if not about:
+        return None
+    lines = [f"- `{ns}__*`: {about[ns]}" for ns in sorted(about)]
+    return "Tool groups (tools are named `group__tool`):\n" + "\n".join(lines)
+
+
+def with_namespaces(instructions: str | None, tools: Iterable[Tool]) -> str | None:
+    """The instructions a request carries: the agent's, then the notes on the offered tools' namespaces."""
+    notes = namespace_notes(tools)
+    if notes is None:
+        return instructions
+    return f"{instructions}\n\n{notes}" if instructions else notes
 
 
 _WORD_RE = re.compile(r"[a-z0-9]+")
