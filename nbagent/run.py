@@ -35,7 +35,7 @@ from .plan import CAPABILITY_MODES
 from .providers import Model, load_model
 from .records import CallRecord
 from .results import DEFAULT_MAX_RESULT_CHARS
-from .tools import Tool, as_tool
+from .tools import Tool, ToolDefinitionError, as_tool
 
 __all__ = ["Agent", "AgentRun"]
 
@@ -58,7 +58,9 @@ class Agent:
             or `"allow"` / `"deny"`. Without one, `NBAGENT_APPROVAL` decides, else such calls are denied.
         max_turns: the most model requests one run makes.
         hooks: `Hooks(before_tool_call=..., after_tool_call=..., tool_result_persist=...)`.
-        output_type: a type the run must produce by calling `submit_result` (`run.output` is the value).
+        output_type: a type the run must produce by calling `submit_result` (`run.output` is the value), or a
+            JSON Schema dict (`run.output` is then the submitted JSON value). The submit tool is sent strict
+            where the provider supports strict tool schemas.
         workspace: the directory file tools are confined to (default: the working directory when the agent
             is made).
         cwd: the working directory tools get in their context (default: the workspace).
@@ -146,6 +148,11 @@ class Agent:
         self.instructions = instructions
         self.max_turns = max_turns
         self.hooks = hooks if hooks is not None else Hooks()
+        if output_type is not None:
+            try:
+                make_submit_tool(output_type)  # a bad type or schema is said now, not at the first run
+            except ToolDefinitionError as exc:
+                raise ConfigurationError(f"output_type: {exc}") from None
         self.output_type = output_type
         # The workspace is fixed when the agent is made (not re-read from the working directory at each run),
         # so code that changes the working directory cannot move the file tools' boundary.
@@ -231,11 +238,16 @@ class Agent:
         history: Sequence[Message] | AgentRun | None = None,
         on_event: Callable[[Event], Any] | None = None,
         previous: AgentRun | None = None,
+        output_type: Any = None,
+        tools: Iterable[Any] | None = None,
     ) -> AgentRun:
         """Start a run as a task on the running event loop and return it at once (`await run` finishes it).
 
         `previous`: the run this one follows when `history` is given as messages (its conversation's usage
-        and cost, and its measure of the context after a compaction, carry over)."""
+        and cost, and its measure of the context after a compaction, carry over). `output_type`: this run
+        must finish through `submit_result` with a value of that type (a Python type, or a JSON Schema dict),
+        instead of the agent's. `tools`: this run's own tool catalogue, instead of the agent's (tools,
+        functions, `Toolset`s; `[*agent.tools, extra]` adds to them)."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -245,7 +257,8 @@ class Agent:
             ) from None
         stored = self.session_id is not None and history is None
         run = AgentRun(self, prompt, history=self.conversation if stored else history, loop=loop,
-                       before=self.conversation_spend if stored else None, previous=previous)
+                       before=self.conversation_spend if stored else None, previous=previous,
+                       output_type=output_type, tools=tools)
         if stored:
             self._record(run)
         if on_event is not None:
@@ -273,9 +286,12 @@ class Agent:
         *,
         history: Sequence[Message] | AgentRun | None = None,
         on_event: Callable[[Event], Any] | None = None,
+        output_type: Any = None,
+        tools: Iterable[Any] | None = None,
     ) -> AgentRun:
-        """Run to the end and return the finished run (raises the run's error if it failed)."""
-        run = self.start(prompt, history=history, on_event=on_event)
+        """Run to the end and return the finished run (raises the run's error if it failed). `output_type`
+        and `tools` as for `start`."""
+        run = self.start(prompt, history=history, on_event=on_event, output_type=output_type, tools=tools)
         return await run
 
     def run_sync(
@@ -284,6 +300,8 @@ class Agent:
         *,
         history: Sequence[Message] | AgentRun | None = None,
         on_event: Callable[[Event], Any] | None = None,
+        output_type: Any = None,
+        tools: Iterable[Any] | None = None,
     ) -> AgentRun:
         """Run to the end from synchronous code (where no event loop is running)."""
         try:
@@ -295,7 +313,7 @@ class Agent:
                 "run_sync() cannot be used while an event loop is running (as in a notebook): "
                 "use `await agent.run(...)` or `agent.start(...)`"
             )
-        return asyncio.run(self.run(prompt, history=history, on_event=on_event))
+        return asyncio.run(self.run(prompt, history=history, on_event=on_event, output_type=output_type, tools=tools))
 
     def start_compaction(self, history: Sequence[Message] | AgentRun | None = None, *,
                          previous: AgentRun | None = None) -> AgentRun:
@@ -399,6 +417,8 @@ class AgentRun:
         compact_only: bool = False,
         before: Spend | None = None,
         previous: AgentRun | None = None,
+        output_type: Any = None,
+        tools: Iterable[Any] | None = None,
     ) -> None:
         if agent.model is None:
             raise ConfigurationError("this agent has no model: pass Agent(model=...), e.g. 'openai:gpt-4.1' or a ScriptedModel")
@@ -427,7 +447,16 @@ class AgentRun:
         self.context_window: int | None = context_window(self.model, agent.context_window)
         """The model's context window in tokens (None: unknown)."""
         self.cancellation = self._state.cancellation
-        self.output_tool = make_submit_tool(agent.output_type) if agent.output_type is not None else None
+        self.tools: list[Any] = agent.tools if tools is None else [t if _is_source(t) else as_tool(t) for t in tools]
+        """The tools and toolsets this run's plan is built from (the agent's, unless the run has its own)."""
+        if tools is not None:
+            _check_unique([t for t in self.tools if isinstance(t, Tool)])
+        self.output_type = output_type if output_type is not None else agent.output_type
+        """What the run must submit (None: a text answer)."""
+        try:
+            self.output_tool = make_submit_tool(self.output_type) if self.output_type is not None else None
+        except ToolDefinitionError as exc:
+            raise ConfigurationError(f"output_type: {exc}") from None
         self.builtin_tools: tuple[Tool, ...] = (self.output_tool,) if self.output_tool is not None else ()
         workspace = agent.workspace or Path.cwd()
         self.cwd = agent.cwd or workspace
@@ -456,7 +485,7 @@ class AgentRun:
             sequential=agent.execution_mode == "sequential",
         )
         return RunSettings(
-            model=self.model, env=env, sources=agent.tools, builtins=self.builtin_tools,
+            model=self.model, env=env, sources=self.tools, builtins=self.builtin_tools,
             instructions=self.instructions, max_turns=agent.max_turns, capability_mode=agent.capability_mode,
             allowed_tools=agent.allowed_tools, resolver=agent.tool_resolver, model_settings=agent.model_settings,
             structured=self.output_tool is not None, handle=self, window=self.context_window,
