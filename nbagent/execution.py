@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from .arguments import parse_arguments
-from .context import CancellationToken, Constraints, ProgressUpdate, ToolCancelled, ToolContext
+from .context import CancellationToken, Constraints, ProgressUpdate, RunScope, ToolCancelled, ToolContext
 from .decisions import Decision
 from .events import Event, ToolCallFinished, ToolCallProgress, ToolCallStarted
 from .hooks import Block, Hooks, run_after_tool_call, run_before_tool_call, run_tool_result_persist
@@ -75,6 +75,8 @@ class CallEnvironment:
     """The agent's name, handed to each call's context."""
     session_id: str | None = None
     """The stored conversation's id (None: not stored), handed to each call's context."""
+    scope: RunScope = field(default_factory=RunScope)
+    """What lives as long as the run (background processes): closed by the loop when the run ends."""
     sequential: bool = False
     """Every batch runs in order (`Agent(execution_mode="sequential")`), whatever its tools say."""
 
@@ -196,6 +198,7 @@ async def _lifecycle(env: CallEnvironment, plan: ToolPlan, rec: CallRecord, outc
         run_id=env.run_id,
         agent_name=env.agent_name,
         session_id=env.session_id,
+        scope=env.scope,
     )
 
     # 3. before_tool_call hooks

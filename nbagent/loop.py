@@ -281,9 +281,19 @@ async def drive(settings: RunSettings, state: RunState) -> None:
         if not isinstance(exc, (ModelError, MaxTurnsExceeded, OutputError)):
             log.exception("run failed")
     finally:
+        # what lives as long as the run (background processes) ends with it, whatever ended the run
+        await _close_scope(settings)
         _measure(settings, state, ())  # what the conversation takes now, its last response included
         state.finish(status, error)
         state.emit(RunFinished(status, error))
+
+
+async def _close_scope(settings: RunSettings) -> None:
+    closing = asyncio.ensure_future(settings.env.scope.close())
+    try:
+        await asyncio.shield(closing)
+    except asyncio.CancelledError:  # cancelled again meanwhile: the closing still finishes
+        await closing
 
 
 def _last_text(messages: list[Message]) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from . import render
-from .context import SANDBOX_POLICIES, Constraints
+from .context import SANDBOX_POLICIES, Constraints, RunScope
 from .errors import ConfigurationError
 from .events import Event
 from .execution import CallEnvironment
@@ -467,6 +467,8 @@ class AgentRun:
         self.extensions = agent.extensions
         self.max_result_chars = agent.max_result_chars
         self.instructions = self._instructions()
+        self.scope = RunScope(self._state.emit)
+        """What lives as long as the run (its background processes): closed when the run ends."""
         self._task: asyncio.Task | None = None
 
     def _instructions(self) -> str | None:
@@ -481,7 +483,7 @@ class AgentRun:
             policy=self.policy, hooks=self.hooks, emit=state.emit, cancellation=state.cancellation,
             constraints=self.constraints, cwd=self.cwd, extensions=self.extensions,
             max_result_chars=self.max_result_chars, loop=self.loop, run_id=self.id,
-            agent_name=agent.name, session_id=agent.session_id,
+            agent_name=agent.name, session_id=agent.session_id, scope=self.scope,
             sequential=agent.execution_mode == "sequential",
         )
         return RunSettings(
@@ -596,6 +598,15 @@ class AgentRun:
     def loaded_tools(self) -> set[str]:
         """Deferred tools loaded in this run."""
         return self._state.loaded_tools
+
+    @property
+    def processes(self) -> list[Any]:
+        """The background processes the run's shell started (`BackgroundProcess`: command, status, output),
+        in order; every one still running is stopped when the run ends."""
+        from .toolbox._background import ProcessRegistry
+
+        registry = self.scope.find(ProcessRegistry)
+        return list(registry.processes.values()) if registry is not None else []
 
     @property
     def started_at(self) -> float:
