@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .arguments import parse_arguments
 from .context import CancellationToken, Constraints, ProgressUpdate, RunScope, ToolCancelled, ToolContext
 from .decisions import Decision
-from .events import Event, ToolCallFinished, ToolCallProgress, ToolCallStarted
+from .events import ApprovalStillWaiting, Event, ToolCallFinished, ToolCallProgress, ToolCallStarted, ToolPresented
 from .hooks import Block, Hooks, run_after_tool_call, run_before_tool_call, run_tool_result_persist
 from .interrupt import NOT_STOPPED, ToolTimeout, run_in_thread
 from .messages import ToolResult, ToolResultMessage
@@ -77,6 +77,8 @@ class CallEnvironment:
     """The stored conversation's id (None: not stored), handed to each call's context."""
     scope: RunScope = field(default_factory=RunScope)
     """What lives as long as the run (background processes): closed by the loop when the run ends."""
+    approval_notice_after: float | None = None
+    """Seconds a call waits for a person's decision before an `ApprovalStillWaiting` notice (None: never)."""
     sequential: bool = False
     """Every batch runs in order (`Agent(execution_mode="sequential")`), whatever its tools say."""
 
@@ -220,7 +222,7 @@ async def _lifecycle(env: CallEnvironment, plan: ToolPlan, rec: CallRecord, outc
     decision, why = env.policy.evaluate(tool, args, ctx)
     run_args = args
     if decision is None:
-        decision, run_args = await env.policy.request_approval(rec, tool, args, why, ctx, env.emit)
+        decision, run_args = await _request_approval(env, rec, tool, args, why, ctx)
     rec.decision = ctx.decision = decision
     if not decision.allow:
         await _settle(env, rec, "denied", error_result(
@@ -266,6 +268,31 @@ async def _lifecycle(env: CallEnvironment, plan: ToolPlan, rec: CallRecord, outc
     await _settle(env, rec, status, result)
 
 
+async def _request_approval(env: CallEnvironment, rec: CallRecord, tool: Tool, args: Any, why: str,
+                            ctx: ToolContext) -> tuple[Decision, Any]:
+    """Ask for consent; while the answer is awaited, say so after `approval_notice_after` seconds, and
+    again each time the wait has doubled."""
+    after = env.approval_notice_after
+    notice = asyncio.ensure_future(_still_waiting(env, rec, after)) if after else None
+    try:
+        return await env.policy.request_approval(rec, tool, args, why, ctx, env.emit)
+    finally:
+        if notice is not None:
+            notice.cancel()
+
+
+async def _still_waiting(env: CallEnvironment, rec: CallRecord, after: float) -> None:
+    t0 = time.monotonic()
+    due = after
+    while True:
+        await asyncio.sleep(max(0.0, due - (time.monotonic() - t0)))
+        if rec.status != "waiting_for_approval":
+            return
+        rec.approval_waited = time.monotonic() - t0
+        env.emit(ApprovalStillWaiting(rec, rec.approval_waited))
+        due *= 2
+
+
 def _invalid_arguments_result(tool: Tool, problem: str) -> ToolResult:
     schema = json.dumps(tool.parameters, ensure_ascii=False)
     if len(schema) > 2000:
@@ -301,6 +328,8 @@ async def _settle(env: CallEnvironment, rec: CallRecord, status: str, result: To
         rec.status = status
         rec.finished_at = time.monotonic()
         rec.message = ToolResultMessage(rec.id, rec.name, result.content, result.is_error, result)
+        for item in result.presentation:
+            env.emit(ToolPresented(rec, item))
         env.emit(ToolCallFinished(rec))
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
@@ -34,6 +35,7 @@ from .events import (
     ReasoningDelta,
     RunFinished,
     RunStarted,
+    Steered,
     TextDelta,
     ToolCallDelta,
     ToolCallProgress,
@@ -105,7 +107,7 @@ class RunState:
     __slots__ = (
         "messages", "history_length", "calls", "requests", "events", "listeners", "spend", "before", "turns", "output",
         "context_tokens", "context_measured", "context_anchor", "compactions", "estimates",
-        "error", "stop_reason", "outcome", "in_flight", "partial_text", "call_ids", "loaded_tools", "resolved_tools",
+        "error", "stop_reason", "outcome", "in_flight", "partial_text", "call_ids", "loaded_tools", "resolved_tools", "steering",
         "cancellation", "started_at", "t0", "finished_at", "elapsed",
     )
 
@@ -146,6 +148,8 @@ class RunState:
         """Text of the response being streamed (kept in the transcript if the run is cancelled meanwhile)."""
         self.call_ids: set[str] = {c.id for m in self.messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
         self.loaded_tools: set[str] = set()
+        self.steering: deque[UserMessage] = deque()
+        """Messages sent into the running run (`AgentRun.steer`), waiting for the next turn boundary."""
         self.resolved_tools: dict[str, Any] = {}
         """Tools the agent's `tool_resolver` found in this run, by name: offered in its later requests."""
         self.cancellation = cancellation if cancellation is not None else CancellationToken()
@@ -207,6 +211,7 @@ async def drive(settings: RunSettings, state: RunState) -> None:
                     f"the run reached max_turns={settings.max_turns} before the model finished; "
                     "continue it with another run, or raise max_turns"
                 )
+            _take_steering(state)  # messages sent in while the last turn ran join here, at the turn boundary
             state.turns += 1
             await prepare_sources(settings.sources, settings.handle)  # async set-up of toolsets (MCP servers)
             plan = build_plan(
@@ -240,6 +245,8 @@ async def drive(settings: RunSettings, state: RunState) -> None:
 
             if not message.tool_calls:
                 state.messages.append(message)
+                if state.steering:  # the person said more while the model answered: the run goes on
+                    continue
                 if settings.structured:
                     if reminded:
                         raise OutputError(
@@ -400,6 +407,15 @@ def _commit(state: RunState) -> None:
     message, records = pending
     state.messages.append(message)
     state.messages.extend(rec.message for rec in records)
+
+
+def _take_steering(state: RunState) -> None:
+    """Append the messages sent into the run since the last boundary (the transcript is complete here:
+    every call of the last batch has its result), each as a user message, and say so."""
+    while state.steering:
+        message = state.steering.popleft()
+        state.messages.append(message)
+        state.emit(Steered(message, message.text))
 
 
 def _keep_partial_text(settings: RunSettings, state: RunState) -> None:

@@ -87,6 +87,13 @@ class Agent:
             a JSON file, or an `nbagent.mcp.MCPServers`. See `nbagent.mcp`.
         execution_mode: "sequential" runs every batch of calls in order, one call after the other, whatever
             its tools say (default "parallel": a batch runs concurrently unless one of its tools is sequential).
+        timeout: seconds one run may take: then it is cancelled (its calls get "cancelled" results, the
+            transcript stays valid) and `run.stop_reason` says it timed out.
+        session_timeout: seconds all the runs of this agent may take together: a run is cancelled the same way
+            when the total would pass it, and a run started after that ends at once.
+        approval_notice_after: seconds a call may wait for a person's decision before the run says it is still
+            waiting (an `ApprovalStillWaiting` event the view shows; said again each time the wait doubles;
+            None: never).
     """
 
     def __init__(
@@ -117,6 +124,9 @@ class Agent:
         compaction: bool | float | CompactionSettings = True,
         mcp_servers: Any = None,
         execution_mode: str = "parallel",
+        timeout: float | None = None,
+        session_timeout: float | None = None,
+        approval_notice_after: float | None = 5.0,
     ) -> None:
         if mode not in MODES:
             raise ConfigurationError(f"unknown mode {mode!r}; choose one of: {', '.join(MODES)}")
@@ -132,6 +142,15 @@ class Agent:
             raise ConfigurationError(f"max_cost is US dollars (a number >= 0) or None, not {max_cost!r}")
         if context_window is not None and not (isinstance(context_window, int) and context_window > 0):
             raise ConfigurationError(f"context_window is a number of tokens (a positive integer), not {context_window!r}")
+        for label, value in (("timeout", timeout), ("session_timeout", session_timeout),
+                             ("approval_notice_after", approval_notice_after)):
+            if value is not None and not (isinstance(value, (int, float)) and value > 0):
+                raise ConfigurationError(f"{label} is a number of seconds (> 0) or None, not {value!r}")
+        self.timeout = timeout
+        self.session_timeout = session_timeout
+        self.session_elapsed = 0.0
+        """Seconds this agent's finished runs took together (what `session_timeout` counts)."""
+        self.approval_notice_after = approval_notice_after
         if execution_mode not in ("parallel", "sequential"):
             raise ConfigurationError(f"execution_mode is 'parallel' or 'sequential', not {execution_mode!r}")
         self.execution_mode = execution_mode
@@ -470,6 +489,7 @@ class AgentRun:
         self.scope = RunScope(self._state.emit)
         """What lives as long as the run (its background processes): closed when the run ends."""
         self._task: asyncio.Task | None = None
+        self._deadline: asyncio.TimerHandle | None = None
 
     def _instructions(self) -> str | None:
         instructions = self.agent.instructions
@@ -484,6 +504,7 @@ class AgentRun:
             constraints=self.constraints, cwd=self.cwd, extensions=self.extensions,
             max_result_chars=self.max_result_chars, loop=self.loop, run_id=self.id,
             agent_name=agent.name, session_id=agent.session_id, scope=self.scope,
+            approval_notice_after=agent.approval_notice_after,
             sequential=agent.execution_mode == "sequential",
         )
         return RunSettings(
@@ -621,7 +642,51 @@ class AgentRun:
         assert self.loop is not None
         self._task = self.loop.create_task(drive(self._settings(), self._state), name=f"nbagent-run-{id(self):x}")
         _ACTIVE_RUNS.add(self)
-        self._task.add_done_callback(lambda _: _ACTIVE_RUNS.discard(self))
+        self._task.add_done_callback(self._ended)
+        limit, why = self._time_limit()
+        if limit is not None:
+            self._deadline = self.loop.call_later(limit, self._time_out, why)
+
+    def _time_limit(self) -> tuple[float | None, str]:
+        """The seconds this run may take, and what sets them (the run's timeout or what is left of the
+        session's)."""
+        agent = self.agent
+        limit, why = agent.timeout, f"the run took longer than timeout={agent.timeout:g} s" if agent.timeout else ""
+        if agent.session_timeout is not None:
+            left = max(0.0, agent.session_timeout - agent.session_elapsed)
+            if limit is None or left < limit:
+                limit, why = left, f"the agent's runs reached session_timeout={agent.session_timeout:g} s"
+        return limit, why
+
+    def _time_out(self, why: str) -> None:
+        if self.done:
+            return
+        self._state.stop_reason = f"timeout: {why}"
+        self.cancel(f"timeout: {why}")
+
+    def _ended(self, _task: Any) -> None:
+        _ACTIVE_RUNS.discard(self)
+        if self._deadline is not None:
+            self._deadline.cancel()
+        self.agent.session_elapsed += self.elapsed
+
+    def steer(self, text: str | Sequence[ContentBlock] | UserMessage) -> bool:
+        """Send a message into the running run: it joins the transcript at the next turn boundary (once the
+        calls in flight have their results; or right after the model's answer, which then does not end the
+        run), as a user message, and the model reads it in its next request. Safe from any thread. Returns
+        False when the run is over (start another run instead)."""
+        if self.done or self._task is None:
+            return False
+        if isinstance(text, str) and not text.strip():
+            raise ValueError("a steering message needs some text")
+        message = text if isinstance(text, UserMessage) else UserMessage(text if isinstance(text, str) else list(text))
+        self._state.steering.append(message)
+        return True
+
+    @property
+    def steering(self) -> list[UserMessage]:
+        """Messages sent with `steer()` that have not joined the transcript yet."""
+        return list(self._state.steering)
 
     @property
     def done(self) -> bool:
