@@ -34,7 +34,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
               "structured", "partial_json"),
     "stages": ("hooks", "permissions", "interrupt", "execution", "compaction"),
     "providers": ("providers",),
-    "render": ("render", "render_usage"),
+    "render": ("render", "render_usage", "render_live"),
     "toolbox": ("toolbox", "mcp"),
     "loop": ("loop", "run"),
     "api": ("__init__", "demo"),
