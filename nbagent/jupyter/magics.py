@@ -131,6 +131,9 @@ class AgentMagics(Magics):
                    "from NBAgent.mcp_servers and the workspace's .mcp.json); --mcp none: no MCP tools.")
     @argument("--mcp-list", action="store_true",
               help="show the MCP servers: their state and their tools (starting those not started); no prompt.")
+    @argument("--steer", action="store_true",
+              help="send the text into the latest run that is still going, instead of starting a run: it joins "
+                   "at the run's next turn (the live view has a box for the same).")
     @argument("--instructions", metavar="TEXT_OR_NAME",
               help="instructions replacing the default ones: quoted text, or the name of a string variable.")
     @line_cell_magic
@@ -170,6 +173,10 @@ class AgentMagics(Magics):
             from . import runs
 
             return runs()
+        if args.steer:
+            from .steering import steer_latest
+
+            return steer_latest(self.session, prompt)
         mcp = None if args.mcp is None else [n.strip() for n in args.mcp.split(",") if n.strip() not in ("", "none")]
         if args.mcp_list:
             return self.session.mcp_list(mcp)
