@@ -14,7 +14,9 @@ policy, hidden files, environment, its own process group), with a pipe as its st
 run's view shows. The processes belong to the run (`run.processes`, kept in its `RunScope`): when the run
 ends, however it ends, every one still running is stopped with everything it started (the sandbox's PID
 namespace, or its marker sweep, catches what left the process group); when the interpreter exits
-(the kernel shutting down), an exit handler kills what is left.
+(the kernel shutting down), an exit handler kills what is left. When it is killed outright (no exit handler
+runs), Linux kills the command itself (PR_SET_PDEATHSIG); what the command started may then outlive it
+(bubblewrap's `--die-with-parent` does not reliably take its namespace along in that case).
 
 What the process tool reads is what the run's own commands printed: it goes to the model like any shell
 output (secrets redacted by the result normalisation), and reaches the view escaped.
@@ -221,6 +223,24 @@ def _kill_everything_left() -> None:  # the kernel (or the script) is exiting
         registry.kill_now()
 
 
+def _dies_with_us(then: Any) -> Any:
+    """A preexec function that asks Linux to SIGKILL the child if this process dies without running its exit
+    handlers (a kernel killed outright)."""
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux
+        return then
+
+    def preexec() -> None:
+        prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if then is not None:
+            then()
+
+    return preexec
+
+
 def _signal(proc: Any, sig: int, family: list[int] = ()) -> None:  # type: ignore[assignment]
     """`sig` to the process group, then to each process of `family` (descendants found beforehand)."""
     try:
@@ -308,7 +328,8 @@ async def start_background(ctx: ToolContext, *, command: str, argv: list[str], c
     registry = ctx.scope.get(ProcessRegistry, lambda: ProcessRegistry(ctx.scope.emit))
     proc = await asyncio.create_subprocess_exec(
         *argv, cwd=cwd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, start_new_session=True, env=env, preexec_fn=prepared.preexec_fn,
+        stderr=asyncio.subprocess.PIPE, start_new_session=True, env=env,
+        preexec_fn=_dies_with_us(prepared.preexec_fn),
     )
     p = BackgroundProcess(registry.new_id(), command, sandbox, ctx.call_id, proc, prepared, _emit=registry.emit)
     p._progress = ctx.progress if yield_ms else None

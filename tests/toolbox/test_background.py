@@ -48,6 +48,10 @@ def test_start_poll_write_list_kill(tools, ws: Path) -> None:
     assert proc.status == "killed" and "got hello" in proc.output
     assert _gone(marker)
     assert_valid(run)
+    # the run's view lists its processes (the live view's header is the same HTML)
+    html = run._repr_html_()
+    assert "background processes · none running" in html and "got hello" in html and "p1" in html
+    assert f"process p1 · killed, exit code {proc.exit_code}" in str(run)
 
 
 def test_every_process_is_stopped_when_the_run_ends(tools, ws: Path) -> None:
@@ -135,17 +139,19 @@ def test_read_only_capability_mode_leaves_the_process_tool_out(tools, ws: Path) 
     assert "process" not in run.requests[0].tools and "shell" not in run.requests[0].tools
 
 
-def test_processes_left_running_die_with_the_interpreter(ws: Path) -> None:
-    marker = _marker(35)
+def _interpreter_with_a_process(ws: Path, marker: str, ending: str, sandbox: str = "workspace-write"
+                                ) -> subprocess.CompletedProcess:
+    """A Python process whose run started `sleep marker` in the background and is still going when the
+    interpreter ends with `ending`."""
     code = textwrap.dedent(f"""
         import asyncio, sys
         from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, toolbox
         model = ScriptedModel([
             AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={{"command": "sleep {marker}", "background": True}})]),
-            AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={{"command": "sleep 60"}})]),
+            AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={{"command": "sleep 20"}})]),
             "done"])
         agent = Agent(model=model, tools=toolbox.all(workspace={str(ws)!r}), mode="bypassPermissions",
-                      workspace={str(ws)!r})
+                      workspace={str(ws)!r}, sandbox={sandbox!r})
         loop = asyncio.new_event_loop()
         async def main():
             run = agent.start("go")
@@ -153,9 +159,25 @@ def test_processes_left_running_die_with_the_interpreter(ws: Path) -> None:
                 await asyncio.sleep(0.02)
             print("RUNNING", flush=True)
         loop.run_until_complete(main())
-        sys.exit(0)  # the run is still in flight: only the exit handler can stop its process
+        {ending}
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         cwd=Path(__file__).resolve().parents[2])
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+
+
+def test_processes_left_running_die_with_the_interpreter(ws: Path) -> None:
+    marker = _marker(35)
+    # the run is still in flight: only the exit handler can stop its process
+    out = _interpreter_with_a_process(ws, marker, "sys.exit(0)")
     assert "RUNNING" in out.stdout, out.stderr
+    assert _gone(marker)
+
+
+def test_a_command_dies_with_an_interpreter_killed_outright(ws: Path) -> None:
+    # no exit handler runs: Linux kills the command itself (PR_SET_PDEATHSIG); shown without a sandbox,
+    # where nothing else would
+    marker = _marker(36)
+    out = _interpreter_with_a_process(ws, marker, "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
+                                      sandbox="danger-full-access")
+    assert "RUNNING" in out.stdout and out.returncode == -9, out.stderr
     assert _gone(marker)
