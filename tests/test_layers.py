@@ -15,7 +15,18 @@ Layers, from the bottom (a module may import its own layer, without a cycle, and
     loop       loop, run                                        (everything below)
     api        nbagent/__init__, demo                           (everything)
 
-`nbagent/jupyter/` sits on top of all of it and is not part of the core.
+`nbagent/jupyter/` sits on top of all of it and is not part of the core. It has layers of its own, read
+the same way (the core below it counts as one layer, which every module of the front may import):
+
+    settings   config                                           (nothing of the front)
+    parts      approval, capture, document, instructions, mcp, notebook_comm, text, throttle
+    tools      notebook_cells, notebook_tools, kernel_tools     (the notebook tools and the kernel's toolbox)
+    views      widget_kit, approval_panel, call_row, widgets    (the live run view)
+    seams      resolve, conversation, notebook_runs             (options -> agent, the store, runs and views)
+    session    session                                          (starts a run through the seams)
+    entry      nbagent.jupyter, magics, headless                (everything)
+
+and no module of the front is longer than 500 lines.
 """
 
 from __future__ import annotations
@@ -63,10 +74,15 @@ def core_modules() -> dict[str, Path]:
     return {module_name(p): p for p in sorted(ROOT.rglob("*.py")) if "jupyter" not in p.relative_to(ROOT).parts}
 
 
-def imports_of(name: str, path: Path) -> set[str]:
-    """The nbagent modules `name` imports, every statement counted (top level, functions, TYPE_CHECKING)."""
+def front_modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted((ROOT / "jupyter").rglob("*.py"))}
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path] | None = None) -> set[str]:
+    """The nbagent modules `name` imports, every statement counted (top level, functions, TYPE_CHECKING),
+    each named as the module of `modules` (default: the core's) it lands in."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    modules = core_modules()
+    modules = core_modules() if modules is None else modules
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
@@ -180,3 +196,82 @@ def test_no_module_is_long_without_saying_why(module):
     doc = ast.get_docstring(ast.parse(text)) or ""
     if lines > 520 and "one module" not in doc:
         pytest.fail(f"{module} has {lines} lines: split it, or say at its top why it is one module")
+
+
+# -- the notebook front (nbagent/jupyter/) ----------------------------------------------------------------
+FRONT_LAYERS: dict[str, tuple[str, ...]] = {
+    "settings": ("config",),
+    "parts": ("approval", "capture", "document", "instructions", "mcp", "notebook_comm", "text", "throttle"),
+    "tools": ("notebook_cells", "notebook_tools", "kernel_tools"),
+    "views": ("widget_kit", "approval_panel", "call_row", "steering", "widgets"),
+    "seams": ("resolve", "conversation", "notebook_runs"),
+    "session": ("session",),
+    "entry": ("__init__", "magics", "headless"),
+}
+FRONT_MAY_IMPORT: dict[str, set[str]] = {
+    "settings": {"core", "settings"},
+    "parts": {"core", "settings", "parts"},
+    "tools": {"core", "settings", "parts", "tools"},
+    "views": {"core", "settings", "parts", "views"},
+    "seams": {"core", "settings", "parts", "tools", "views", "seams"},
+    "session": {"core", "settings", "parts", "tools", "views", "seams", "session"},
+    "entry": {"core", *FRONT_LAYERS},
+}
+FRONT_MAX_LINES = 500
+
+
+def front_layer_of(module: str) -> str:
+    if not module.startswith("nbagent.jupyter"):
+        return "core"
+    key = module.split(".")[2] if module.count(".") >= 2 else "__init__"
+    for layer, members in FRONT_LAYERS.items():
+        if key in members:
+            return layer
+    raise AssertionError(f"{module} is in no layer of the front: add it to FRONT_LAYERS in {__file__}")
+
+
+def front_graph() -> dict[str, set[str]]:
+    """The front's imports of the front (its imports of the core are checked by the layers above them)."""
+    modules = {**core_modules(), **front_modules()}
+    return {name: {t for t in imports_of(name, path, modules) if t.startswith("nbagent.jupyter")}
+            for name, path in front_modules().items()}
+
+
+def front_arrows_up(edges: dict[str, set[str]]) -> list[str]:
+    wrong = []
+    for source, targets in sorted(edges.items()):
+        for target in sorted(targets):
+            if front_layer_of(target) not in FRONT_MAY_IMPORT[front_layer_of(source)]:
+                wrong.append(f"{source} ({front_layer_of(source)}) -> {target} ({front_layer_of(target)})")
+    return wrong
+
+
+def test_every_front_module_has_a_layer():
+    for name in front_modules():
+        front_layer_of(name)
+
+
+def test_no_arrow_points_up_in_the_front():
+    wrong = front_arrows_up(front_graph())
+    assert not wrong, "imports against the front's layers:\n" + "\n".join(wrong)
+
+
+def test_no_import_cycle_in_the_front():
+    cycle = find_cycle(front_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_front_checker_sees_the_approval_circle():
+    """The rules can fail: the circle the front once had (approval -> session -> widgets -> approval,
+    the first arrow under TYPE_CHECKING) is both a cycle and an arrow pointing up."""
+    edges = front_graph()
+    edges["nbagent.jupyter.approval"] = edges["nbagent.jupyter.approval"] | {"nbagent.jupyter.session"}
+    edges["nbagent.jupyter.session"] = edges["nbagent.jupyter.session"] | {"nbagent.jupyter.widgets"}
+    assert find_cycle(edges) is not None
+    assert "nbagent.jupyter.approval (parts) -> nbagent.jupyter.session (session)" in front_arrows_up(edges)
+
+
+@pytest.mark.parametrize("module", sorted(front_modules()))
+def test_no_module_of_the_front_is_over_the_limit(module):
+    lines = front_modules()[module].read_text().count("\n")
+    assert lines <= FRONT_MAX_LINES, f"{module} has {lines} lines: split it along a seam (limit {FRONT_MAX_LINES})"

@@ -51,7 +51,7 @@ def runs(all: bool = False) -> Any:  # noqa: A002 - the natural name here
 
     Displayed, it shows one line per run, then the live view of each run still going (as `%agent --runs`).
     """
-    from .session import RunList
+    from .notebook_runs import RunList
 
-    session = get_session()
-    return RunList(session, session.runs if all else session.live_runs())
+    runs = get_session().notebook_runs
+    return RunList(runs, runs.runs if all else runs.live_runs())

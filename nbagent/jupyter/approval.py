@@ -7,6 +7,9 @@
 The buttons are awaited, never polled: the run's task awaits an `asyncio.Future` created on the run's loop,
 and a click resolves it through `loop.call_soon_threadsafe`. A click handler may run on a kernel subshell's
 thread, which has its own event loop, so it never looks for "the running loop": it uses the run's.
+
+The approver does not know who keeps the views: it is handed two functions, one that reads the configured
+setting and one that finds the view showing a call's run (the session's), so nothing here imports the session.
 """
 
 from __future__ import annotations
@@ -16,14 +19,11 @@ import dataclasses
 import importlib
 import inspect
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from ..decisions import Decision
 from ..permissions import env_approval
 from ..records import ApprovalRequest
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .session import NotebookSession
 
 __all__ = ["NotebookApprover", "PendingApproval", "resolve_approver"]
 
@@ -94,11 +94,14 @@ def _credited(answer: Any, approver: Any) -> Any:
 class NotebookApprover:
     """The approver of notebook runs: the configured policy, else NBAGENT_APPROVAL, else the buttons."""
 
-    def __init__(self, session: NotebookSession) -> None:
-        self.session = session
+    def __init__(self, setting: Callable[[], Any], find_view: Callable[[Any], Any]) -> None:
+        self.setting = setting
+        """Reads `NBAgent.approver` when a call asks (a `%config` between two calls counts)."""
+        self.find_view = find_view
+        """The view showing the run a call belongs to, or None: the one that asks the person."""
 
     async def __call__(self, request: ApprovalRequest) -> Any:
-        configured = resolve_approver(self.session.config.approver)
+        configured = resolve_approver(self.setting())
         if callable(configured):
             answer = configured(request)
             answer = await answer if inspect.isawaitable(answer) else answer
@@ -109,7 +112,7 @@ class NotebookApprover:
         policy = env_approval() if configured is None else None
         if policy is not None:
             return Decision(policy == "allow", source="policy", reason=f"NBAGENT_APPROVAL={policy}")
-        view = self.session.view_for(request.call)
+        view = self.find_view(request.call)
         if view is None:
             return Decision(False, source="policy", reason=(
                 "nobody can be asked (no live view shows this run); set NBAGENT_APPROVAL=allow|deny or "

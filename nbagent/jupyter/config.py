@@ -10,6 +10,8 @@ or `c.NBAgent.model = ...` in an `ipython_config.py`. A `%agent` option beats th
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from traitlets import Any as AnyTrait
@@ -18,7 +20,7 @@ from traitlets.config import Configurable
 
 from ..permissions import MODES, parse_rule
 
-__all__ = ["KEY_VARIABLES", "NBAgent"]
+__all__ = ["KEY_VARIABLES", "NBAgent", "workspace_of"]
 
 KEY_VARIABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("anthropic", ("ANTHROPIC_API_KEY",)),
@@ -213,3 +215,8 @@ class NBAgent(Configurable):
         if proposal["value"] <= 0:
             raise TraitError("NBAgent.update_rate must be a positive number of messages per second")
         return proposal["value"]
+
+
+def workspace_of(config: Any) -> Path:
+    """The workspace of the kernel's runs: `NBAgent.workspace`, else the kernel's working directory."""
+    return Path(config.workspace or os.getcwd()).resolve()

@@ -170,18 +170,19 @@ class AgentMagics(Magics):
         if cell is not None and cell.strip():
             prompt = f"{prompt}\n{cell.strip()}" if prompt else cell.strip()
         if args.runs:
-            from . import runs
+            from .notebook_runs import RunList
 
-            return runs()
+            kept = self.session.notebook_runs
+            return RunList(kept, kept.live_runs())
         if args.steer:
             from .steering import steer_latest
 
-            return steer_latest(self.session, prompt)
+            return steer_latest(self.session.notebook_runs, prompt)
         mcp = None if args.mcp is None else [n.strip() for n in args.mcp.split(",") if n.strip() not in ("", "none")]
         if args.mcp_list:
-            return self.session.mcp_list(mcp)
+            return self.session.agents.mcp_list(mcp)
         if args.sessions:
-            return self.session.sessions()
+            return self.session.stored.sessions()
         if args.delete_session:
             from ..sessions import SessionError, delete_session
 
@@ -189,12 +190,12 @@ class AgentMagics(Magics):
                 delete_session(self.session.workspace, args.delete_session)
             except SessionError as exc:
                 raise UsageError(str(exc)) from None
-            if self.session.session_id == args.delete_session:
-                self.session.session_id = None
+            if self.session.stored.session_id == args.delete_session:
+                self.session.stored.session_id = None
             print(f"Removed the stored conversation {args.delete_session}.")
             return None
         if args.resume is not None:
-            stored = self.session.resume(args.resume or None)
+            stored = self.session.stored.resume(args.resume or None)
             if not prompt:
                 info = stored.info
                 extra = (f"; {len(stored.interrupted)} call{'s' if len(stored.interrupted) != 1 else ''} that were "

@@ -14,74 +14,36 @@ The view listens to the run's events and only marks what changed; a `Throttle` r
 run's loop within a budget of widget messages a second (`NBAgent.update_rate`). Every widget is created
 and changed on the run's loop: click handlers (which may run on a kernel subshell's thread) only hand a
 decision over with `call_soon_threadsafe`, or call the thread-safe `run.cancel()`.
+
+A row is a `CallRow` (call_row.py), its question an `ApprovalPanel` (approval_panel.py); the parts they are
+made of are in widget_kit.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import html
 import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
 import ipywidgets as W
-from ipywidgets.widgets.widget_string import HTMLStyle, TextStyle
 
 from .. import render
 from ..decisions import Decision
 from ..messages import AssistantMessage
 from ..records import ApprovalRequest
 from .approval import PendingApproval
+from .approval_panel import grant_label as _grant_label  # noqa: F401 - the name tests import from here
+from .call_row import LIVE, CallRow
 from .capture import close_figure, is_figure
 from .steering import SteerBox
 from .throttle import Throttle
+from .widget_kit import html_part, make_button, set_traits, shared
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..records import CallRecord
     from ..run import AgentRun
 
 __all__ = ["CallRow", "RunView"]
-
-TAIL_LINES = 8
-"""Lines of a tool's live output shown in its row."""
-TAIL_CHARS = 2400
-_LIVE = ("running", "waiting_for_approval", "pending", "streaming")
-
-
-@functools.cache
-def _shared() -> Any:
-    """Layout and style objects every view shares: a row costs two widget models, not six."""
-
-    class Shared:
-        plain = W.Layout()
-        hidden = W.Layout(display="none")
-        html = HTMLStyle()
-        button = W.ButtonStyle()
-        text = TextStyle()
-
-    return Shared
-
-
-def _set(widget: W.Widget, **values: Any) -> int:
-    """Set traits that differ, in one message; return how many messages that was (0 or 1)."""
-    changed = {k: v for k, v in values.items() if getattr(widget, k) != v}
-    if not changed:
-        return 0
-    with widget.hold_sync():
-        for key, value in changed.items():
-            setattr(widget, key, value)
-    return 1
-
-
-def _html(value: str = "", *classes: str) -> W.HTML:
-    s = _shared()
-    return W.HTML(value, layout=s.plain, style=s.html, _dom_classes=classes)
-
-
-def _button(description: str, icon: str, tooltip: str, cls: str) -> W.Button:
-    s = _shared()
-    return W.Button(description=description, icon=icon, tooltip=tooltip, layout=s.plain, style=s.button,
-                    _dom_classes=(cls,))
 
 
 class _Segment:
@@ -98,10 +60,10 @@ class _Segment:
         cursor = '<span class="nba-cursor"></span>' if self.streaming and not self.view.run.done else ""
         value = f'<div class="nba-md">{render.markdown_html(self.text)}{cursor}</div>' if self.text else ""
         if self.widget is None:
-            self.widget = _html(value)
+            self.widget = html_part(value)
             self.view._add(self.widget)
             return 1
-        return _set(self.widget, value=value)
+        return set_traits(self.widget, value=value)
 
 
 class _Note:
@@ -115,188 +77,9 @@ class _Note:
     def render(self) -> int:
         if self.widget is not None:
             return 0
-        self.widget = _html(render.compaction_html(self.compaction))
+        self.widget = html_part(render.compaction_html(self.compaction))
         self.view._add(self.widget)
         return 1
-
-
-class CallRow:
-    """One tool call in the view: its label, status, time, progress, arguments, output, result, and the
-    Approve / Deny / Always-allow question when the call needs consent."""
-
-    def __init__(self, view: RunView, key: tuple[int, int], name: str) -> None:
-        self.view = view
-        self.key = key
-        self.name = name
-        self.partial_event: Any = None
-        """The latest `ToolCallDelta` of this call; its snapshot of the arguments is taken only when drawn."""
-        self.record: CallRecord | None = None
-        self.pending: PendingApproval | None = None
-        """The question waiting for a click, if any."""
-        self.box: W.VBox | None = None
-        self._body: W.HTML | None = None
-        self._tail: W.HTML | None = None
-        self._tail_toggle: W.HTML | None = None
-        self._tail_folded = False
-        self._ask: W.VBox | None = None
-        self._ask_text: W.HTML | None = None
-        self._reason: W.Text | None = None
-        self._always: W.Button | None = None
-        self.waited: float | None = None
-        """Seconds the call waited for a decision in this view (shown apart from the time it took)."""
-        self.buttons: dict[str, W.Widget] = {}
-        """The question's widgets once it was asked: approve, deny, always (buttons) and reason (text)."""
-
-    @property
-    def status(self) -> str:
-        return self.record.status if self.record is not None else "streaming"
-
-    @property
-    def done(self) -> bool:
-        return self.record is not None and self.record.done
-
-    # -- decisions (clicks, or code) --------------------------------------------------------------------
-    def approve(self) -> bool:
-        """Approve the pending call (what the Approve button does). False if nothing is pending."""
-        return self._decide(Decision(True, reason="approved in the notebook"))
-
-    def deny(self, reason: str = "") -> bool:
-        """Deny the pending call; the reason is told to the model (what the Deny button does)."""
-        return self._decide(Decision(False, reason=reason.strip() or "denied by the user"))
-
-    def always_allow(self) -> bool:
-        """Approve, and remember the approval for this session (what the Always-allow button does)."""
-        return self._decide(Decision(True, remember=True, reason="always allowed in the notebook"))
-
-    def _decide(self, decision: Decision) -> bool:
-        pending = self.pending
-        return pending is not None and pending.decide(decision)
-
-    def _on_approve(self, _button: W.Button) -> None:
-        self.approve()
-
-    def _on_deny(self, _button: W.Button) -> None:
-        self.deny(self._reason.value if self._reason is not None else "")
-
-    def _on_always(self, _button: W.Button) -> None:
-        self.always_allow()
-
-    # -- rendering ------------------------------------------------------------------------------------------
-    @property
-    def partial(self) -> Any:
-        """The arguments parsed so far while the model streams them (None before any arrived)."""
-        event = self.partial_event
-        return None if event is None else event.partial_arguments
-
-    def _partial(self) -> Any:
-        return self.partial if self.record is None else None  # once the call exists, its arguments are drawn
-
-    def _index(self) -> int | None:
-        try:
-            return self.view.run.calls.index(self.record)
-        except ValueError:
-            return None
-
-    def render(self) -> int:
-        sent = 0
-        view = self.view
-        waiting = self.pending is not None
-        body = render.call_inner_html(self.record, name=self.name, partial=self._partial(),
-                                      index=self._index() if self.done else None, waiting=waiting,
-                                      waited=self.waited)
-        classes = ("nba-call", f"nba-s-{self.status}")
-        if self.box is None:
-            self._body = _html(body)
-            self.box = W.VBox([self._body], layout=_shared().plain, _dom_classes=classes)
-            view._add(self.box)
-            sent += 2
-        else:
-            sent += _set(self._body, value=body)
-            sent += _set(self.box, _dom_classes=classes)
-        sent += self._render_tail()
-        sent += self._render_ask(waiting)
-        return sent
-
-    def _render_tail(self) -> int:
-        rec = self.record
-        if rec is None or not rec.progress_count or not rec.output_tail.total:
-            return 0
-        text = rec.output_tail.text
-        cut = rec.output_tail.total - len(text)
-        lines = text.splitlines()
-        if len(lines) > TAIL_LINES:
-            cut += sum(len(line) + 1 for line in lines[:-TAIL_LINES])
-            lines = lines[-TAIL_LINES:]
-        shown = "\n".join(lines)
-        if len(shown) > TAIL_CHARS:
-            cut += len(shown) - TAIL_CHARS
-            shown = shown[-TAIL_CHARS:]
-        head = f"… {cut:,} earlier characters\n" if cut > 0 else ""
-        value = f'<pre class="nba-tail">{html.escape(head + shown)}</pre>'
-        fold = rec.done and rec.status == "ok"  # a call that went well folds its output away when it ends
-        if fold:
-            label = f"output · {rec.output_tail.total:,} characters"
-        else:
-            label = "live output" if not rec.done else "output"
-        toggle = (f'<label class="nba-toggle"><input type="checkbox"{"" if fold else " checked"}>'
-                  f"{html.escape(label)}</label>")
-        if self._tail is None:
-            self._tail_toggle = _html(toggle, "nba-tail-wrap")
-            self._tail = _html(value, "nba-tail-wrap")
-            self.box.children = self.box.children + (self._tail_toggle, self._tail)
-            self._tail_folded = fold
-            return 3
-        sent = _set(self._tail, value=value)
-        if rec.done and not self._tail_folded:  # once, when the call ends: the person may unfold it again
-            self._tail_folded = True
-            sent += _set(self._tail_toggle, value=toggle)
-        return sent
-
-    def _render_ask(self, waiting: bool) -> int:
-        s = _shared()
-        if not waiting:
-            return 0 if self._ask is None else _set(self._ask, layout=s.hidden)
-        request = self.pending.request
-        scope = _grant_label(request)
-        question = (f'<div class="nba-ask-q"><b>Needs your approval</b> · {html.escape(request.reason)}. '
-                    "The arguments above are exactly what will run.</div>")
-        if self._ask is None:
-            approve = _button("Approve", "check", "Run this call once", "nba-approve")
-            deny = _button("Deny", "times", "Do not run it; the model is told, with your reason if you give one",
-                           "nba-deny")
-            self._always = _button(f"Always allow {scope}", "check-circle",
-                                   f"Run it, and allow {scope} without asking for the rest of this session",
-                                   "nba-always")
-            self._reason = W.Text(placeholder="Reason for denying (optional; the model reads it)",
-                                  layout=s.plain, style=s.text)
-            self.buttons = {"approve": approve, "deny": deny, "always": self._always, "reason": self._reason}
-            approve.on_click(self._on_approve)
-            deny.on_click(self._on_deny)
-            self._always.on_click(self._on_always)
-            self._ask_text = _html(question)
-            buttons = W.HBox([approve, deny, self._always, self._reason], layout=s.plain,
-                             _dom_classes=("nba-buttons",))
-            self._ask = W.VBox([self._ask_text, buttons], layout=s.plain, _dom_classes=("nba-ask",))
-            self.box.children = self.box.children + (self._ask,)
-            return 8
-        sent = _set(self._ask_text, value=question)
-        sent += _set(self._always, description=f"Always allow {scope}")
-        sent += _set(self._ask, layout=s.plain)
-        return sent
-
-
-def _grant_label(request: Any) -> str:
-    """What "Always allow" would grant, exactly: `git config --get x` for a command, `write_file ./a.txt`
-    for a file, the tool's name when it is the whole tool."""
-    from ..toolbox._shellwords import literal_pattern
-
-    scope = request.suggested_scope
-    if not scope:
-        return request.name
-    literal = literal_pattern(scope)
-    if literal is None:
-        return f"{request.name}({scope})"
-    return f"`{literal}`" if request.name == "shell" else f"{request.name} `{literal}`"
 
 
 class RunView:
@@ -337,16 +120,16 @@ class RunView:
         """Why the run can no longer go on although it did not end (the kernel is shutting down)."""
         self.ended = False
         """True once the run ended and the displays hold the static rendering: the widgets are closed."""
-        s = _shared()
-        self._head_info = _html(render.header_html(run, live=not run.done))
-        self.stop_button = _button("Stop", "stop", "Stop this run (the same as run.cancel())", "nba-stop")
+        s = shared()
+        self._head_info = html_part(render.header_html(run, live=not run.done))
+        self.stop_button = make_button("Stop", "stop", "Stop this run (the same as run.cancel())", "nba-stop")
         self.stop_button.on_click(self._on_stop)
         self._head = W.HBox([self._head_info, self.stop_button], layout=s.plain, _dom_classes=("nba-head",))
         prompt = render.prompt_html(run.prompt, len(run.messages) - len(run.new_messages))
-        self._body = W.VBox([_html(prompt)] if prompt else [], layout=s.plain, _dom_classes=("nba-body",))
-        self._foot = _html("", "nba-footer")
+        self._body = W.VBox([html_part(prompt)] if prompt else [], layout=s.plain, _dom_classes=("nba-body",))
+        self._foot = html_part("", "nba-footer")
         self._foot.layout = s.hidden
-        style = _html(f"<style>{render.css()}</style>")
+        style = html_part(f"<style>{render.css()}</style>")
         style.layout = s.hidden
         self.steer = SteerBox(run)  # steering: a message into the running run (nbagent.jupyter.steering)
         if run.done:
@@ -472,7 +255,7 @@ class RunView:
         if self.run.done or self._closed:
             return
         self._dirty.add("head")
-        self._dirty.update(r for r in self.rows if r.status in _LIVE)
+        self._dirty.update(r for r in self.rows if r.status in LIVE)
         self.throttle.request()
         self._tick_handle = self.loop.call_later(1.0, self._tick)
 
@@ -518,13 +301,13 @@ class RunView:
             sent += 1
         if "head" in dirty or end:
             waiting = len(self.pending)
-            sent += _set(self._head_info, value=render.header_html(self.run, waiting=waiting, live=not end,
+            sent += set_traits(self._head_info, value=render.header_html(self.run, waiting=waiting, live=not end,
                                                                    retrying=None if end else self.retrying))
         if end:
-            s = _shared()
+            s = shared()
             foot = render.footer_html(self.run)
-            sent += _set(self._foot, value=foot, layout=s.plain if foot else s.hidden)
-            sent += _set(self.stop_button, layout=s.hidden)
+            sent += set_traits(self._foot, value=foot, layout=s.plain if foot else s.hidden)
+            sent += set_traits(self.stop_button, layout=s.hidden)
             self._finish()
         return sent
 
@@ -555,17 +338,16 @@ class RunView:
             self._tick_handle.cancel()
             self._tick_handle = None
         self.throttle.close()
-        s = _shared()
+        s = shared()
         for row in self.rows:
-            if row.box is not None and row.status in _LIVE:
+            if row.box is not None and row.status in LIVE:
                 body = render.call_inner_html(row.record, name=row.name, partial=row._partial(), frozen=True)
-                _set(row._body, value=body)
-                _set(row.box, _dom_classes=("nba-call", "nba-s-unfinished"))
-                if row._ask is not None:
-                    _set(row._ask, layout=s.hidden)
-        _set(self._head_info, value=render.header_html(self.run, stopped=reason))
-        _set(self._foot, value=render.footer_html(self.run, stopped=reason), layout=s.plain)
-        _set(self.stop_button, layout=s.hidden)
+                set_traits(row._body, value=body)
+                set_traits(row.box, _dom_classes=("nba-call", "nba-s-unfinished"))
+                row.approval.hide()
+        set_traits(self._head_info, value=render.header_html(self.run, stopped=reason))
+        set_traits(self._foot, value=render.footer_html(self.run, stopped=reason), layout=s.plain)
+        set_traits(self.stop_button, layout=s.hidden)
 
     def close(self) -> None:
         """Close every widget of the view (the shared layouts and styles stay): the frontend forgets them."""

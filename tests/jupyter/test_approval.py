@@ -22,8 +22,7 @@ class FakeView:
 
 
 def approver_with(setting, view=None):
-    session = SimpleNamespace(config=SimpleNamespace(approver=setting), view_for=lambda call: view)
-    return NotebookApprover(session)
+    return NotebookApprover(lambda: setting, lambda call: view)
 
 
 REQUEST = SimpleNamespace(call=object(), name="wipe", arguments={})

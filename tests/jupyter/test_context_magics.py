@@ -56,7 +56,7 @@ async def test_compact_by_hand_and_stubs_that_point_at_live_objects(shell):
     from nbagent.compaction import CompactionSettings, compact
 
     session = __import__("nbagent.jupyter", fromlist=["get_session"]).get_session(shell)
-    settings = session._compaction()
+    settings = session.agents.compaction()
     done = await compact(first.messages, None, window=30_000, force=True,
                          settings=CompactionSettings(summarize=False, locate=settings.locate))
     stub = next(m for m in done.messages if getattr(m, "name", "") == "big" and "_agent_results" in m.text)

@@ -291,9 +291,9 @@ async def test_run_cell_while_a_cell_runs_says_why_instead_of_waiting(shell) -> 
 
 
 async def test_run_cell_gives_up_when_the_notebook_never_starts_the_cell(shell, monkeypatch) -> None:
-    from nbagent.jupyter import notebook_tools
+    from nbagent.jupyter import notebook_cells
 
-    monkeypatch.setattr(notebook_tools, "RUN_START_TIMEOUT", 0.5)
+    monkeypatch.setattr(notebook_cells, "RUN_START_TIMEOUT", 0.5)
     nb = FakeNotebook(cells())
     fake = connect(shell, nb)
     real = nb.answer

@@ -65,7 +65,7 @@ async def test_approve_click_runs_the_call_and_the_view_says_done():
     await finish(run)
     await settle(lambda: view.throttle.closed)
     assert run.calls[0].status == "ok" and run.calls[0].decision.source == "user"
-    assert row.box.layout is not row._ask.layout or row._ask.layout.display == "none"
+    assert row.box.layout is not row.approval.box.layout or row.approval.box.layout.display == "none"
     shown = html_of(view)
     assert "Deleted a.txt" in shown and "approved by you" in shown and "nba-s-done" in shown
     assert check_transcript(run.messages) == []

@@ -1,0 +1,193 @@
+"""The conversation `%agent` continues, bound to the store: which stored session its runs are written to,
+`--resume`, `--model replay`, and `%agent --sessions`.
+
+Reads the workspace's stored sessions (`<workspace>/.nbagent/sessions/`), which the user, another kernel or
+anything with write access to the workspace could have written. What stops harm: `nbagent.sessions` finds
+ids only inside the store, skips corrupt lines and answers calls left in flight (see its docstring); a
+resumed conversation is history sent to the model, never code run here.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from IPython.core.error import UsageError
+
+from ..errors import ModelError
+from ..providers import Model
+from .config import NBAgent, workspace_of
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..messages import Message
+    from ..run import AgentRun
+
+__all__ = ["SessionList", "StoredConversation"]
+
+
+class StoredConversation:
+    """The current conversation of a kernel: its last run, a resumed history, and its stored session."""
+
+    def __init__(self, config: NBAgent, models: dict[str, Model]) -> None:
+        self.config = config
+        self.models = models
+        """The kernel's loaded models (shared with `AgentFactory`): a replay model is loaded once per session."""
+        self.last: AgentRun | None = None
+        """The last run of the current conversation: the next %agent continues from it."""
+        self.session_id: str | None = None
+        """The stored conversation the runs are written to (`<workspace>/.nbagent/sessions/`)."""
+        self.resumed: list[Message] | None = None
+        """A stored conversation resumed with `--resume`, until the next %agent continues it."""
+        self.origin = f"{os.getpid()}-{int(time.time())}"
+        """This kernel's mark on the sessions it writes (replay finds a notebook's last execution by it)."""
+        self.count = 0
+        """How many conversations this kernel started (replay takes the recorded ones in that order)."""
+
+    @property
+    def workspace(self) -> Path:
+        return workspace_of(self.config)
+
+    def begin(self) -> None:
+        """A new conversation: a new stored session when its first run starts."""
+        self.session_id = None
+        self.count += 1
+
+    def carried(self, last: AgentRun, cell: str | None, cell_of: Callable[[AgentRun], str | None]) -> list[Message]:
+        """The conversation the next run continues: the last run's transcript, without a prompt nobody answered.
+
+        A run that failed or was stopped before the model answered leaves its prompt last; sending it again
+        would make two user messages in a row. Running again the cell whose run failed retries it: the
+        conversation is then what came before that run.
+        """
+        from ..recording import rolled_back
+
+        if last.status in ("failed", "cancelled") and cell is not None and cell_of(last) == cell:
+            return last.messages[: len(last.messages) - len(last.new_messages)]
+        return rolled_back(last)
+
+    def notebook_path(self) -> str | None:
+        """The notebook this kernel serves, as well as it can be known: `NBAgent.notebook_path`, the path
+        a headless run gives (`NBAGENT_NOTEBOOK`), or the one the Jupyter server gives (`JPY_SESSION_NAME`,
+        relative to the server's root: the kernel starts in the notebook's folder)."""
+        given = getattr(self.config, "notebook_path", None) or os.environ.get("NBAGENT_NOTEBOOK")
+        if given:
+            return str(Path(given).resolve())
+        name = os.environ.get("JPY_SESSION_NAME")
+        if not name:
+            return None
+        here = Path.cwd() / Path(name).name
+        return str(here) if here.exists() else name
+
+    def record(self, run: AgentRun) -> None:
+        """Write the run into this conversation's stored session (a new one for a new conversation)."""
+        if not self.config.store_sessions or getattr(run.model, "provider", None) == "replay":
+            return
+        from ..recording import SessionRecorder
+        from ..sessions import SessionWriter
+
+        try:
+            if self.session_id is None:
+                writer = SessionWriter(self.workspace, notebook=self.notebook_path(), model=run.model.spec,
+                                       origin=self.origin)
+                self.session_id = writer.id
+            else:
+                writer = SessionWriter(self.workspace, self.session_id, resume=True)
+            SessionRecorder(writer, run).attach()
+        except OSError as exc:  # a read-only workspace: the run goes on, unrecorded, and says so once
+            print(f"nbagent: this conversation is not being stored ({exc})")
+
+    def resume(self, session_id: str | None = None) -> Any:
+        """`%agent --resume [ID]`: the next %agent continues a stored conversation (default: this notebook's
+        latest, else the workspace's latest)."""
+        from ..sessions import SessionError, find_session
+
+        try:
+            stored = find_session(self.workspace, session_id, notebook=self.notebook_path())
+        except SessionError as exc:
+            raise UsageError(f"{exc} (%agent --sessions lists them)") from None
+        self.resumed = stored.messages
+        self.session_id = stored.info.id
+        self.last = None
+        return stored
+
+    def sessions(self) -> Any:
+        from ..sessions import list_sessions
+
+        return SessionList(list_sessions(self.workspace), self.notebook_path(), self.session_id)
+
+    def replay_mode(self) -> str:
+        mode = (os.environ.get("NBAGENT_REPLAY") or "").strip().lower()
+        return "recorded" if mode == "recorded" else getattr(self.config, "replay_tools", "rerun")
+
+    def replay_model(self, session_id: str | None) -> Model:
+        """`--model replay`: the stored session this conversation replays. Continuing a resumed conversation,
+        that one; else the recorded conversation of this notebook's last execution that this one matches
+        (the first conversation of the kernel replays the first one recorded then, and so on)."""
+        from ..providers.replay import ReplayModel
+        from ..sessions import SessionError, list_sessions
+
+        if session_id is None and self.session_id is not None and self.last is not None:
+            session_id = self.session_id
+        if session_id is None:
+            notebook = self.notebook_path()
+            found = [i for i in list_sessions(self.workspace, notebook=notebook)] if notebook else []
+            found = found or list_sessions(self.workspace)
+            if not found:
+                raise UsageError(f"--model replay: no stored conversation in {self.workspace} to replay")
+            origin = found[-1].origin
+            same_run = [i for i in found if i.origin == origin] if origin else found[-1:]
+            k = max(self.count - 1, 0)  # counted when this run's conversation started
+            if k >= len(same_run):
+                raise UsageError(f"--model replay: the recorded execution of this notebook had {len(same_run)} "
+                                 f"conversation(s); this is conversation {k + 1}")
+            session_id = same_run[k].id
+        key = f"replay:{session_id}"
+        if key not in self.models:
+            try:
+                self.models[key] = ReplayModel(session_id, workspace=self.workspace)
+            except (SessionError, ModelError) as exc:
+                raise UsageError(f"--model replay: {exc}") from None
+        return self.models[key]
+
+
+class SessionList:
+    """`%agent --sessions`: the stored conversations of the workspace, this notebook's marked."""
+
+    def __init__(self, infos: list[Any], notebook: str | None, current: str | None) -> None:
+        self.infos = infos
+        self.notebook = notebook
+        self.current = current
+
+    def __len__(self) -> int:
+        return len(self.infos)
+
+    def __getitem__(self, i: int) -> Any:
+        return self.infos[i]
+
+    def __repr__(self) -> str:
+        if not self.infos:
+            return "No stored conversations in this workspace yet."
+        lines = [f"{len(self.infos)} stored conversation{'s' if len(self.infos) != 1 else ''} "
+                 "(%agent --resume ID continues one; %agent --delete-session ID removes one):"]
+        for info in self.infos:
+            mark = "*" if info.id == self.current else " "
+            lines.append(f" {mark} {info}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        if not self.infos:
+            return "<p>No stored conversations in this workspace yet.</p>"
+        rows = "".join(
+            f"<tr><td><code>{escape(i.id)}</code>{' (current)' if i.id == self.current else ''}</td>"
+            f"<td>{escape(Path(i.notebook).name if i.notebook else '-')}</td>"
+            f"<td>{escape(time.strftime('%Y-%m-%d %H:%M', time.localtime(i.created)))}</td>"
+            f"<td>{i.runs}</td><td>{i.turns}</td><td>{i.calls}</td><td>{escape(i.last_prompt[:80])}</td></tr>"
+            for i in self.infos)
+        return ("<table><thead><tr><th>id</th><th>notebook</th><th>started</th><th>runs</th><th>turns</th>"
+                f"<th>calls</th><th>last prompt</th></tr></thead><tbody>{rows}</tbody></table>"
+                "<p>%agent --resume ID continues one; %agent --delete-session ID removes one.</p>")
+
