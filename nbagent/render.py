@@ -538,9 +538,15 @@ def _is_builtin(tool: Any) -> bool:
     return module.startswith(("nbagent.toolbox", "nbagent.jupyter.kernel_tools", "nbagent.jupyter.notebook_tools"))
 
 
+def _run_tools(run: AgentRun) -> list[Any]:
+    """The run's tool catalogue (its own, else its agent's)."""
+    own = getattr(run, "tools", None)
+    return list(own) if isinstance(own, list) else list(getattr(run.agent, "tools", []) or [])
+
+
 def tools_summary(run: AgentRun) -> tuple[str, str]:
     """What tools the run was offered: a short form ("tools: add + 15 built-in") and every name."""
-    tools = [t for t in getattr(run.agent, "tools", []) if getattr(t, "name", None)]
+    tools = [t for t in _run_tools(run) if getattr(t, "name", None)]
     if not tools:
         return "no tools", "This run was offered no tools."
     own = [t.name for t in tools if not _is_builtin(t)]
@@ -562,7 +568,7 @@ def _tools_chip(run: AgentRun) -> str:
 def _sandbox_chip(run: AgentRun) -> str:
     """What the shell's commands run in, for runs that have a shell: "sandbox: workspace-write", or a
     warning that there is none (with the reason on hover)."""
-    if not any(getattr(t, "name", None) == "shell" for t in run.agent.tools):
+    if not any(getattr(t, "name", None) == "shell" for t in _run_tools(run)):
         return ""
     from .sandbox import sandbox_backend, sandbox_policy
 

@@ -225,7 +225,8 @@ def make_shell_tool(binding: Binding) -> Tool:
 
         Args:
             command: the command line, e.g. `git status` or `pytest -q tests/`.
-            timeout: seconds before the command (and everything it started) is stopped.
+            timeout: seconds before the command (and everything it started) is stopped (a background
+                command runs until it ends, is killed, or the run ends).
             background: start it and return at once (servers, builds, training loops); the `process`
                 tool then polls its output, writes to its stdin and kills it. Stopped when the run ends.
             yield_ms: wait this long for it; if it is still running then, it goes on in the background.
