@@ -136,6 +136,10 @@ class RunScope:
     def find(self, type_: type[T]) -> T | None:
         return self._objects.get(type_)
 
+    @property
+    def holds_anything(self) -> bool:
+        return bool(self._objects)
+
     async def close(self) -> None:
         """Close what the run made (each failure logged, the rest still closed)."""
         self.closed = True

@@ -296,7 +296,11 @@ async def drive(settings: RunSettings, state: RunState) -> None:
 
 
 async def _close_scope(settings: RunSettings) -> None:
-    closing = asyncio.ensure_future(settings.env.scope.close())
+    scope = settings.env.scope
+    if not scope.holds_anything:
+        scope.closed = True  # nothing to stop: the run ends without yielding to the loop first
+        return
+    closing = asyncio.ensure_future(scope.close())
     try:
         await asyncio.shield(closing)
     except asyncio.CancelledError:  # cancelled again meanwhile: the closing still finishes
