@@ -33,7 +33,7 @@ from .errors import ModelError
 from .messages import AssistantMessage, Message, TextBlock, ToolResultMessage, Usage, UserMessage
 from .window import estimate_message, estimate_tokens
 
-__all__ = ["SUMMARY_PREFIX", "Compaction", "CompactionSettings", "compact", "compaction_settings", "is_summary", "stub_text",
+__all__ = ["SUMMARY_PREFIX", "Compaction", "CompactionSettings", "TranscriptDigest", "compact", "compaction_settings", "is_summary", "stub_text",
            "transcript_text"]
 
 log = logging.getLogger("nbagent.compaction")
@@ -179,6 +179,22 @@ def transcript_text(messages: Sequence[Message], *, limit: int = 2_000) -> str:
     return "\n\n".join(out)
 
 
+class TranscriptDigest:
+    """The summariser of a model that cannot write summaries (a `ScriptedModel` of plain responses): an
+    extract of the transcript, each turn's first words, made offline and free, in place of a model's prose."""
+
+    name = "digest"
+    provider = "nbagent"
+
+    async def request(self, messages: Sequence[Message], tools: Any = (), **_: Any) -> AssistantMessage:
+        text = messages[-1].text if messages else ""
+        body = text.split("<transcript>", 1)[-1].rsplit("</transcript>", 1)[0]
+        lines = [_one_line(part, 160) for part in body.split("\n\n") if part.strip()]
+        digest = "\n".join(f"- {line}" for line in lines[-40:])
+        return AssistantMessage(text=f"Digest of the earlier turns (no model wrote it):\n{digest}", model=self.name,
+                                provider=self.provider)
+
+
 async def compact(
     messages: Sequence[Message],
     model: Any,
@@ -240,7 +256,7 @@ async def compact(
     head_tokens = estimate_tokens(stubbed_head)
     tail_tokens = sum(sizes[cut:])
     fits = head_tokens + tail_tokens + extra <= target and head_tokens <= settings.stub_share * window
-    summarizer = settings.summarizer or model
+    summarizer = settings.summarizer or (model if getattr(model, "writes_summaries", True) else TranscriptDigest())
 
     def stubs_only(note: str = "") -> Compaction | None:
         if first_changed is None:

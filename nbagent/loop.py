@@ -106,8 +106,9 @@ class RunState:
 
     __slots__ = (
         "messages", "history_length", "calls", "requests", "events", "listeners", "spend", "before", "turns", "output",
-        "context_tokens", "context_measured", "context_anchor", "compactions", "estimates",
-        "error", "stop_reason", "outcome", "in_flight", "partial_text", "call_ids", "loaded_tools", "resolved_tools", "steering",
+        "context_tokens", "context_measured", "context_anchor", "compactions", "estimates", "timeline",
+        "error", "stop_reason", "outcome", "in_flight", "partial_text", "call_ids", "loaded_tools", "resolved_tools",
+        "steering",
         "cancellation", "started_at", "t0", "finished_at", "elapsed",
     )
 
@@ -136,6 +137,10 @@ class RunState:
         """(index, tokens) after a compaction: responses before index were counted on a longer transcript."""
         self.compactions: list[Any] = []
         """The `Compaction`s this run made, in order."""
+        self.timeline: list[Any] = []
+        """What the run showed, in order: its responses (AssistantMessage), the messages it added itself
+        (UserMessage) and its compactions, kept as they happened even after a compaction rewrote the
+        transcript (a view drawn from it does not lose earlier text or reorder its rows)."""
         self.turns = 0
         self.output: Any = None
         self.error: BaseException | None = None
@@ -198,6 +203,8 @@ async def drive(settings: RunSettings, state: RunState) -> None:
     state.emit(RunStarted(settings.max_turns))
     reminded = False
     status, error = "done", None
+    offered: Sequence[Tool] = ()
+    """The tools of the last request: the context measured at the end counts their schemas too."""
     try:
         if settings.compact_only:
             await _compact(settings, state, (), reason="manual", force=True)
@@ -225,6 +232,7 @@ async def drive(settings: RunSettings, state: RunState) -> None:
                 resolved=state.resolved_tools,
             )
             state.emit(TurnStarted(state.turns, plan.names))
+            offered = plan.tools
             over = await _before_request(settings, state, plan.tools)
             if over is not None:
                 state.stop_reason = over
@@ -242,6 +250,7 @@ async def drive(settings: RunSettings, state: RunState) -> None:
             state.spend.add(message, model=settings.model.name, provider=settings.model.provider)
             _unique_ids(state, message)
             state.emit(ModelResponse(state.turns, message))
+            state.timeline.append(message)
 
             if not message.tool_calls:
                 state.messages.append(message)
@@ -254,6 +263,7 @@ async def drive(settings: RunSettings, state: RunState) -> None:
                         )
                     reminded = True
                     state.messages.append(UserMessage(OUTPUT_REMINDER))
+                    state.timeline.append(state.messages[-1])
                     continue
                 state.output = message.text
                 break
@@ -290,7 +300,7 @@ async def drive(settings: RunSettings, state: RunState) -> None:
     finally:
         # what lives as long as the run (background processes) ends with it, whatever ended the run
         await _close_scope(settings)
-        _measure(settings, state, ())  # what the conversation takes now, its last response included
+        _measure(settings, state, offered)  # what the conversation takes now, its last response and tools included
         state.finish(status, error)
         state.emit(RunFinished(status, error))
 
@@ -367,6 +377,7 @@ async def _compact(settings: RunSettings, state: RunState, tools: Sequence[Tool]
     state.context_anchor = (len(state.messages), done.tokens_after)
     state.context_tokens, state.context_measured = done.tokens_after, False
     state.compactions.append(done)
+    state.timeline.append(done)
     state.emit(Compacted(done))
     return True
 

@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["glob_regex", "match_path", "path_rule_matcher", "relative_inside"]
+__all__ = ["glob_regex", "literal_glob", "literal_path", "match_path", "path_rule_matcher", "relative_inside"]
 
 
 _path_regex_cache: dict[tuple[str, bool, bool, bool], re.Pattern[str]] = {}
@@ -95,21 +95,53 @@ def glob_regex(pattern: str, *, ignore_case: bool = False) -> re.Pattern[str]:
     return _path_regex(pattern, ignore_case, absolute=True, contents=False)
 
 
-def match_path(pattern: str, path: str, *, ignore_case: bool = False, anchored: bool = False) -> bool:
+def match_path(pattern: str, path: str, *, ignore_case: bool = False, anchored: bool = False,
+               contents: bool = True) -> bool:
     """Whether a workspace-relative `path` (`a/b/c.txt`, `/`-separated) matches a path `pattern`.
 
     `*` and `?` match within one path segment, `**` any number of segments (`notebooks/**`), `[abc]` one
     character. A pattern with no `/` (`.env`, `*.csv`) matches a file or directory name at any depth; a
     pattern with a `/` inside, or `./` in front (`./notes.txt`), is anchored at the workspace root, and so
     is every pattern when `anchored` (for absolute paths: `/etc/**`). A pattern that matches a directory
-    covers everything inside it.
+    covers everything inside it, unless `contents` is False (grants: a path is that path; only a pattern
+    that ends in `/**` covers what is inside a directory).
     """
     path = path.replace("\\", "/").strip("/")
     while path.startswith("./"):
         path = path[2:]
     if path in ("", "."):
         path = "."
-    return bool(_path_regex(pattern, ignore_case, absolute=anchored).match(path))
+    return bool(_path_regex(pattern, ignore_case, absolute=anchored, contents=contents).match(path))
+
+
+def literal_glob(pattern: str) -> str | None:
+    """The literal text a glob pattern stands for (`[*]` is a literal `*`), or None when it has a wildcard."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "[" and i + 2 < len(pattern) and pattern[i + 2] == "]" and pattern[i + 1] in "*?[":
+            out.append(pattern[i + 1])
+            i += 3
+            continue
+        if c in "*?[":
+            return None
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def literal_path(pattern: str) -> tuple[str | None, bool]:
+    """What a path pattern names when it names one place: `(path, False)` for one anchored path
+    (`./a/b.txt`), `(dir, True)` for everything under an anchored directory (`./dir/**`), else `(None, False)`
+    (a wildcard, or a bare name that matches at any depth)."""
+    under = pattern.endswith("/**")
+    body = pattern[:-3] if under else pattern
+    literal = literal_glob(body)
+    if literal is None or not literal.strip("/."):
+        return None, False
+    anchored = literal.startswith(("./", "/")) or "/" in literal.rstrip("/")
+    return (literal, under) if anchored else (None, False)
 
 
 def path_rule_matcher(parameter: str = "path", workspace: str | os.PathLike | None = None) -> Callable[..., bool]:
@@ -125,6 +157,7 @@ def path_rule_matcher(parameter: str = "path", workspace: str | os.PathLike | No
 
     def matcher(pattern: str, args: Any, ctx: Any = None, action: str = "allow") -> bool:
         broad = action == "deny"
+        contents = action != "grant"  # a grant on a path is that path (a grant says `DIR/**` to cover more)
         value = args.get(parameter) if hasattr(args, "get") else None
         if value is None:
             value = "."
@@ -134,10 +167,10 @@ def path_rule_matcher(parameter: str = "path", workspace: str | os.PathLike | No
         lexical, real, lexical_rel, real_rel = _path_forms(root, value)
         if pattern.startswith("/"):
             forms = [real, lexical] if broad else [real]
-            return any(match_path(pattern, f, ignore_case=broad, anchored=True) for f in forms)
+            return any(match_path(pattern, f, ignore_case=broad, anchored=True, contents=contents) for f in forms)
         if broad:
             return any(f is not None and match_path(pattern, f, ignore_case=True) for f in (lexical_rel, real_rel))
-        return real_rel is not None and match_path(pattern, real_rel)
+        return real_rel is not None and match_path(pattern, real_rel, contents=contents)
 
     matcher.__doc__ = f"Rule patterns match the {parameter!r} argument as a workspace path (see path_rule_matcher)."
     return matcher

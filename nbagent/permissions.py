@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from .decisions import Decision
 from .events import ApprovalDecided, ApprovalRequested
+from .grants import derived_grant
 from .paths import glob_regex, match_path, path_rule_matcher, relative_inside  # re-exported: rule patterns on paths
 from .records import ApprovalRequest, CallRecord
 
@@ -330,7 +331,12 @@ class PermissionPolicy:
         return decision, frozen
 
     def remember(self, tool: Tool, decision: Decision, request: ApprovalRequest) -> None:
-        scope = decision.scope if decision.scope is not None else request.suggested_scope
-        if scope in ("*", ""):
-            scope = None
-        self.grants.add(tool.name, scope)
+        """Make an approval with `remember=True` a grant, exactly as wide as its label (`nbagent.grants`);
+        a call that cannot be always allowed (`run_cell`) is allowed once, and the decision says so."""
+        grants, pattern = derived_grant(tool, request.suggested_scope, decision.scope)
+        if not grants:
+            decision.remember = False
+            decision.reason = (decision.reason + "; " if decision.reason else "") + (
+                f"allowed once: {tool.name} is asked each time (no grant)")
+            return
+        self.grants.add(tool.name, pattern)

@@ -5,6 +5,13 @@ the live view in `nbagent.jupyter` builds its rows from the same pieces, so a ru
 after the fact. The stylesheet is `render.css`, next to this module. Data objects reach these functions
 through `nbagent.reprs` (registered at the end of this module): data never imports render.
 
+Reads what someone else wrote: the model's text and arguments, tool names (an MCP server chose them),
+results and their objects' `_repr_html_()`, error text, tool output. What reaches the page goes through
+`nbagent.sanitize`: every piece of text through `_esc` (HTML-escaped, controls, bidi and invisible
+characters shown as `⟨U+XXXX NAME⟩`) or `_esc_output` (escaped, terminal escapes removed), every piece of
+HTML that is not this module's own through `sanitize_html` (`_rich_html`, `_link_html`, `markdown_html`),
+and the plain text forms (`run_text`, `call_text`, `one_line`) through `terminal_safe`.
+
 Why one module of about 700 lines: its pieces (pills, chips, a call's row, a run's header and footer)
 are one small HTML vocabulary that the static rendering, the text form and the live view all compose,
 and the live view's work is still extending it; split it by what it renders (call, run, text) once
@@ -16,10 +23,11 @@ from __future__ import annotations
 import functools
 import html
 import json
+import re
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from . import reprs
+from . import reprs, sanitize
 from .messages import AssistantMessage, ImageBlock, TextBlock, UserMessage
 from .render_live import (approval_notice_html, presentation_html, presentation_text, processes_html,
                           processes_text, steered_html)
@@ -84,16 +92,45 @@ def _style() -> str:
 
 
 def _esc(text: Any) -> str:
-    return html.escape(str(text), quote=True)
+    """Text as HTML: escaped, and every control, bidi or invisible character shown as what it is."""
+    return html.escape(sanitize.visible(str(text))[0], quote=True)
 
 
-def _clip(text: str, limit: int = MAX_TEXT) -> str:
-    return text if len(text) <= limit else text[:limit] + f"\n… ({len(text) - limit:,} more characters)"
+def _esc_output(text: Any) -> str:
+    """A program's output as HTML: escaped, terminal escapes (colours) removed, other controls shown."""
+    return html.escape(sanitize.terminal_safe(text), quote=True)
+
+
+def hidden_warnings(*values: Any) -> list[str]:
+    """The warnings `sanitize.visible` gives for any text in `values` (nested in dicts and lists too), each
+    once: what a person approving these arguments must be told they cannot see as-is."""
+    found: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            for w in sanitize.visible(value)[1]:
+                if w not in found:
+                    found.append(w)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                walk(k)
+                walk(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v)
+
+    for value in values:
+        walk(value)
+    return found
+
+
+def _clip(text: str, limit: int | None = MAX_TEXT) -> str:
+    return text if limit is None or len(text) <= limit else text[:limit] + f"\n… ({len(text) - limit:,} more characters)"
 
 
 def one_line(text: str, limit: int = 110) -> str:
-    """Text on one line (whitespace collapsed), cut with an ellipsis at `limit` characters."""
-    text = " ".join(text.split())
+    """Text on one line (whitespace collapsed, terminal escapes removed), cut with an ellipsis at `limit`."""
+    text = " ".join(sanitize.terminal_safe(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -156,21 +193,33 @@ def _markdown() -> Any:
         import mistune
     except ImportError:  # pragma: no cover - mistune comes with Jupyter
         return None
-    return mistune.create_markdown(escape=True, plugins=["strikethrough", "table", "url"])
+
+    class Renderer(mistune.HTMLRenderer):
+        def image(self, text: str, url: str, title: str | None = None) -> str:
+            """An image is never loaded (it would tell its host that the view was opened, and what the URL
+            carries): it becomes a link that shows where it points."""
+            alt = html.unescape(mistune.util.striptags(text))
+            shown = f"image: {alt} · {url}" if alt else f"image: {url}"
+            return (f'<a class="nba-md-image" href="{self.safe_url(url)}" title="an image the model linked; '
+                    f'not loaded">{_esc(shown)}</a>')
+
+    return mistune.create_markdown(escape=True, renderer=Renderer(escape=True),
+                                   plugins=["strikethrough", "table", "url"])
 
 
 def markdown_html(text: str) -> str:
-    """Markdown as HTML; raw HTML in it is escaped, so a model's output cannot inject markup."""
+    """The model's Markdown as HTML: raw HTML in it is escaped, images become links that show their URL,
+    and the result goes through `sanitize_html` (no script, no event handler, nothing remote)."""
     render = _markdown()
     if render is None:  # pragma: no cover
         return "".join(f"<p>{_esc(p)}</p>" for p in text.split("\n\n") if p.strip())
-    return render(text)
+    return sanitize.sanitize_html(render(sanitize.visible(text, prose=True)[0]), wrap=False)
 
 
 # --------------------------------------------------------------------------------------------------
 # Arguments
 # --------------------------------------------------------------------------------------------------
-def _value_html(value: Any, limit: int) -> str:
+def _value_html(value: Any, limit: int | None) -> str:
     if isinstance(value, str):
         if "\n" in value or len(value) > 80:
             return f'<div class="nba-pre">{_esc(_clip(value, limit))}</div>'
@@ -191,8 +240,9 @@ def _value_html(value: Any, limit: int) -> str:
     return _esc(text)
 
 
-def args_html(args: Any, *, limit: int = 600, streaming: bool = False) -> str:
-    """Arguments as labelled rows (a block of text when they are not an object); `limit` characters per value.
+def args_html(args: Any, *, limit: int | None = 600, streaming: bool = False) -> str:
+    """Arguments as labelled rows (a block of text when they are not an object); `limit` characters per value
+    (None: every character, as an approval shows them: a long value scrolls, it is never clipped).
 
     Plain `div`s in a grid, not a `<table>`: a notebook's own table and `<pre>` styles do not reach them.
     """
@@ -256,16 +306,22 @@ def _rich_html(obj: Any) -> str | None:
         return None
     if isinstance(out, tuple):
         out = out[0]
-    return out if isinstance(out, str) and len(out) <= MAX_RICH else None
+    if not isinstance(out, str) or len(out) > MAX_RICH:
+        return None
+    return sanitize.sanitize_html(out)
 
 
 def _blocks_html(blocks: list) -> str:
     parts = []
     for b in blocks:
         if isinstance(b, TextBlock):
-            parts.append(f'<div class="nba-pre">{_esc(_clip(b.text))}</div>')
+            parts.append(f'<div class="nba-pre">{_esc_output(_clip(b.text))}</div>')
         elif isinstance(b, ImageBlock):
-            parts.append(f'<img src="data:{_esc(b.mime_type)};base64,{b.base64}" alt="image result"/>')
+            url = f"data:{b.mime_type};base64,{b.base64}"
+            if sanitize.image_data_url(url):  # an inline raster image, nothing else (no SVG, no quotes)
+                parts.append(f'<img src="{url}" alt="image result"/>')
+            else:
+                parts.append(f'<div class="nba-pre">{_esc(f"[an image of type {b.mime_type!r} is not shown]")}</div>')
     return "".join(parts)
 
 
@@ -286,7 +342,7 @@ def _link_html(details: Any) -> str:
     if not callable(method):
         return ""
     try:
-        return str(method())
+        return sanitize.sanitize_html(str(method()), wrap=False)
     except Exception:
         return ""
 
@@ -337,10 +393,33 @@ def tool_result_html(result: ToolResult) -> str:
 # --------------------------------------------------------------------------------------------------
 # Tool calls
 # --------------------------------------------------------------------------------------------------
-def decision_note(decision: Decision | None) -> str:
-    """Who allowed or denied a call, in words ('' for read-only calls, which are allowed silently)."""
-    if decision is None or decision.source == "read_only":
+def _badge(tool: Any, decision: Decision | None) -> str:
+    """What kind of call this is, honestly: `read-only` when it ran as one (a shell command that only
+    reads is not 'destructive'), else the tool's own word (`tool.badge`: the python and shell tools say
+    "runs code"), else destructive, or writes."""
+    if tool is None:
         return ""
+    own = getattr(tool, "badge", None)
+    if decision is not None and decision.allow and decision.source == "read_only":
+        word, title, cls = "read-only", "It was judged to only read, so it ran without asking", "nba-flag nba-flag-ro"
+    elif own:
+        word, title, cls = own, "What it does depends on its arguments: read them", "nba-flag"
+    elif tool.destructive:
+        word, title, cls = "destructive", "Its tool can delete or overwrite things", "nba-flag"
+    elif getattr(tool, "capability", None) == "write":
+        word, title, cls = "writes", "It changes files or cells", "nba-flag"
+    else:
+        return ""
+    return f'<span class="{cls}" title="{_esc(title)}">{_esc(word)}</span>'
+
+
+def decision_note(decision: Decision | None) -> str:
+    """Who allowed or denied a call and why, in words (a call that ran without asking says why too)."""
+    if decision is None:
+        return ""
+    if decision.source == "read_only":
+        return "ran without asking: " + _esc(decision.reason if decision.reason != "read-only calls are allowed"
+                                              else "it only reads")
     verdict = "allowed" if decision.allow else "denied"
     if decision.source == "user":
         if decision.allow:
@@ -353,7 +432,10 @@ def decision_note(decision: Decision | None) -> str:
         return f"<b>allowed</b>: {_esc(decision.reason)}"
     if decision.source == "hook":
         return f"<b>blocked by a hook</b>: {_esc(decision.reason)}"
-    return f"<b>{verdict}</b>: {_esc(decision.reason)}"
+    reason = decision.reason or ""
+    if reason.startswith(verdict + " "):  # "allowed by rule 'allow: x'" reads as one phrase
+        return f"<b>{verdict}</b> {_esc(reason[len(verdict) + 1:])}"
+    return f"<b>{verdict}</b>: {_esc(reason)}"
 
 
 def call_label(rec: CallRecord) -> str:
@@ -390,9 +472,7 @@ def call_inner_html(
         elapsed = rec.elapsed
     if frozen and status in _LIVE_STATUSES:
         status = "unfinished"
-    flags = ""
-    if tool is not None and tool.destructive:
-        flags = '<span class="nba-flag">destructive</span>'
+    flags = _badge(tool, rec.decision if rec is not None else None)
     head = (f'<div class="nba-call-head"><span class="nba-icon">{_icon(status)}</span>'
             f'<span class="nba-label" title="{_esc(label)}">{_esc(label)}</span>'
             f'<span class="nba-tool">{_esc(tool_name)}</span>{flags}<span class="nba-grow"></span>'
@@ -405,10 +485,15 @@ def call_inner_html(
         args = dict(rec.arguments)
     else:
         args = rec.raw_arguments
-    limit = 20_000 if waiting else 600
+    limit = None if waiting else 600  # what is being approved is shown whole (it scrolls), never clipped
     args_part = args_html(args, limit=limit, streaming=rec is None)
     if args_part:
         parts.append(f'<div class="nba-sub">{args_part}</div>')
+    if waiting:
+        warnings = hidden_warnings(tool_name, args)
+        if warnings:
+            parts.append('<div class="nba-sub nba-note nba-hidden-warn"><b>⚠ Look closely</b>: '
+                         + " ".join(html.escape(w) for w in warnings) + "</div>")
     preview = getattr(tool, "preview", None)  # a tool's picture of what a call will change (a diff)
     if preview is not None and rec is not None and rec.arguments is not None and not rec.done:
         try:
@@ -418,7 +503,8 @@ def call_inner_html(
         if shown:
             parts.append(f'<div class="nba-sub">{diff_html(str(shown))}</div>')
     if rec is not None and status == "running" and rec.progress_count:
-        last = rec.progress[-1] if rec.progress else None
+        # the latest update that says something: output lines a tool prints do not hide its message
+        last = next((u for u in reversed(rec.progress) if u.message), None)
         words = []
         if rec.fraction is not None:
             words.append(f"{rec.fraction:.0%}")
@@ -447,12 +533,13 @@ def call_inner_html(
             cut += len(text) - 2400
             text = text[-2400:]
         head = f"… {cut:,} earlier characters\n" if cut > 0 else ""
-        parts.append(f'<div class="nba-sub"><details class="nba-result"><summary>output · '
-                     f'{rec.output_tail.total:,} characters</summary><pre class="nba-tail">{_esc(head + text)}</pre>'
-                     "</details></div>")
+        notice = next((u.data["keep_open"] for u in rec.progress if u.data.get("keep_open")), None)
+        label = _esc(notice) if notice else f"output · {rec.output_tail.total:,} characters"
+        parts.append(f'<div class="nba-sub"><details class="nba-result"{" open" if notice else ""}><summary>{label}'
+                     f'</summary><pre class="nba-tail">{_esc_output(head + text)}</pre></details></div>')
     if rec is not None and rec.done and rec.result is not None:
         if status in ("error", "not_found", "invalid_arguments", "timeout"):
-            parts.append(f'<div class="nba-sub"><div class="nba-pre nba-errtext">{_esc(_clip(rec.result.text, 1500))}'
+            parts.append(f'<div class="nba-sub"><div class="nba-pre nba-errtext">{_esc_output(_clip(rec.result.text, 1500))}'
                          "</div></div>")
             if rec.result.details is not None and not isinstance(rec.result.details, BaseException):
                 parts.append(f'<div class="nba-sub">{result_html(rec.result, index=index)}</div>')
@@ -602,27 +689,38 @@ def _answer(run: AgentRun) -> str:
     return ""
 
 
+_MD_MARKS = re.compile(r"(\*\*|__|(?<![\w*])\*(?=\S)|(?<=\S)\*(?![\w*])|`+)")
+_MD_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+
+
+def plain_answer(text: str, limit: int = 200) -> str:
+    """A Markdown answer as one line of plain words (`**done**` reads `done`, a link its text, no `#`)."""
+    text = _MD_LINK.sub(r"\1", text)
+    text = re.sub(r"^\s{0,3}(#{1,6}|[-*+]|>)\s+", "", text, flags=re.M)
+    return one_line(_MD_MARKS.sub("", text), limit)
+
+
 def run_line_text(run: AgentRun, where: str) -> str:
     """A run in one line (and its answer's first line), saying where it is shown whole."""
     stats = [status_word(run.status), plural(run.turns, "turn"), plural(len(run.calls), "call"), seconds(run.elapsed)]
     icon = _ICONS.get(run.status, "•")
     out = f"{icon} nbagent run {' · '.join(stats)}: shown whole in the cell that started it ({where})"
     if _answer(run):
-        out += "\n  answer: " + one_line(_answer(run), 200)
+        out += "\n  answer: " + plain_answer(_answer(run))
     if run.error is not None:
         out += f"\n  {type(run.error).__name__}: {one_line(str(run.error), 200)}"
-    return out
+    return sanitize.terminal_safe(out)
 
 
-def run_line_html(run: AgentRun, where: str) -> str:
-    """`run_line_text` as HTML."""
+def run_line_html(run: AgentRun, where: str, *, style: bool = True) -> str:
+    """`run_line_text` as HTML (`style=False`: without the stylesheet, which another output carries)."""
     stats = [plural(run.turns, "turn"), plural(len(run.calls), "call"), seconds(run.elapsed)]
     extra = ""
     if _answer(run):
-        extra = f'<div class="nba-line-answer">{_esc(one_line(_answer(run), 200))}</div>'
+        extra = f'<div class="nba-line-answer">{_esc(plain_answer(_answer(run)))}</div>'
     if run.error is not None:
         extra += f'<div class="nba-line-answer nba-errtext">{_esc(type(run.error).__name__)}: {_esc(one_line(str(run.error), 200))}</div>'
-    return (f'{_style()}<div class="nba nba-line"><div class="nba-headinfo">{_pill(run.status)}'
+    return (f'{_style() if style else ""}<div class="nba nba-line"><div class="nba-headinfo">{_pill(run.status)}'
             f'<span class="nba-stats">{_esc(" · ".join(stats))}</span><span class="nba-where">shown whole in the '
             f'cell that started it ({_esc(where)}); <span class="nba-code">view(run)</span> shows it here</span>'
             f"</div>{extra}</div>")
@@ -644,7 +742,8 @@ def footer_html(run: AgentRun, *, stopped: str | None = None) -> str:
     return ""
 
 
-def run_html(run: AgentRun, *, stopped: str | None = None, waits: dict[str, float] | None = None) -> str:
+def run_html(run: AgentRun, *, stopped: str | None = None, waits: dict[str, float] | None = None,
+             style: bool = True) -> str:
     """`AgentRun._repr_html_`: the whole run as it stands, the same as its live view.
 
     `stopped`: why a run that was still going can no longer go on (its calls in flight show as unfinished);
@@ -654,12 +753,11 @@ def run_html(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
     waits = waits or {}
     parts = [prompt_html(run.prompt, len(run.messages) - len(run.new_messages))]
     by_id = {c.id: (i, c) for i, c in enumerate(run.calls)}
-    messages = run.new_messages
-    if run.prompt is not None:
-        messages = messages[1:]
     steered = {e.text for e in getattr(run, "events", ()) if getattr(e, "kind", "") == "steered"}
-    for msg in messages:
-        if isinstance(msg, AssistantMessage):
+    for msg in shown_items(run):
+        if not isinstance(msg, (AssistantMessage, UserMessage)):
+            parts.append(compaction_html(msg))
+        elif isinstance(msg, AssistantMessage):
             if msg.text:
                 parts.append(f'<div class="nba-md">{markdown_html(msg.text)}</div>')
             for call in msg.tool_calls:
@@ -670,14 +768,24 @@ def run_html(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
         elif isinstance(msg, UserMessage):
             parts.append(steered_html(one_line(msg.text, 200)) if msg.text in steered
                          else f'<div class="nba-history">{_esc(one_line(msg.text, 200))}</div>')
-    committed = {c.id for m in run.new_messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    committed = {c.id for m in shown_items(run) if isinstance(m, AssistantMessage) for c in m.tool_calls}
     for i, rec in enumerate(run.calls):  # calls of a response still in flight
         if rec.id not in committed:
             parts.append(_call_div(rec, i, frozen, waits.get(rec.id)))
-    parts[1:1] = [compaction_html(c) for c in getattr(run, "compactions", ())]
     head = f'<div class="nba-head">{header_html(run, stopped=stopped)}</div>'
     foot = footer_html(run, stopped=stopped)
-    return f'{_style()}<div class="nba">{head}<div class="nba-body">{"".join(parts)}</div>{foot}</div>'
+    return f'{_style() if style else ""}<div class="nba">{head}<div class="nba-body">{"".join(parts)}</div>{foot}</div>'
+
+
+def shown_items(run: Any) -> list[Any]:
+    """What a run shows, in order: its timeline (responses, messages it added, compactions where they
+    happened), which a later compaction of the transcript does not rewrite; for a run without one (a
+    stand-in), the messages it added, with its compactions first."""
+    timeline = getattr(run, "timeline", None)
+    if timeline:
+        return list(timeline)
+    messages = run.new_messages[1:] if run.prompt is not None else run.new_messages
+    return [*getattr(run, "compactions", ()), *messages]
 
 
 def _call_div(rec: CallRecord, index: int, frozen: bool, waited: float | None = None) -> str:
@@ -708,7 +816,7 @@ def call_text(rec: CallRecord, *, frozen: bool = False, waited: float | None = N
             out += "\n" + line
     elif rec.status == "waiting_for_approval" and getattr(rec, "approval_waited", None):
         out += f"\n    still waiting for your approval ({seconds(rec.approval_waited)})"
-    return out
+    return sanitize.terminal_safe(out)
 
 
 def run_text(run: AgentRun, *, stopped: str | None = None, waits: dict[str, float] | None = None) -> str:
@@ -748,7 +856,7 @@ def run_text(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
         lines.append(f"  stopped: {stopped}")
     elif run.done and run.stop_reason:
         lines.append(f"  stopped: {run.stop_reason}")
-    return "\n".join(lines)
+    return sanitize.terminal_safe("\n".join(lines))
 
 
 reprs.register(call_text=call_text, call_record_html=call_record_html, tool_result_html=tool_result_html)

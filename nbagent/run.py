@@ -704,6 +704,12 @@ class AgentRun:
         return self.messages[self._state.history_length :]
 
     @property
+    def timeline(self) -> list[Any]:
+        """What this run showed, in order (its responses, messages it added, compactions), unchanged by
+        later compactions of the transcript: views and the static rendering are drawn from it."""
+        return list(self._state.timeline)
+
+    @property
     def text(self) -> str:
         """The final text of the model (also for runs with a structured output)."""
         for m in reversed(self.messages):

@@ -276,8 +276,11 @@ class SessionInfo:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.created))
         nb = Path(self.notebook).name if self.notebook else "-"
         prompt = self.last_prompt if len(self.last_prompt) <= 50 else self.last_prompt[:49] + "…"
-        return (f"{self.id}  {nb}  {when}  {self.runs} run{'s' if self.runs != 1 else ''}, {self.turns} turn"
-                f"{'s' if self.turns != 1 else ''}, {self.calls} call{'s' if self.calls != 1 else ''}  {prompt!r}")
+        from .sanitize import terminal_safe  # the file is stored state: anyone who can write it chose these
+
+        return terminal_safe(f"{self.id}  {nb}  {when}  {self.runs} run{'s' if self.runs != 1 else ''}, {self.turns} "
+                             f"turn{'s' if self.turns != 1 else ''}, {self.calls} call{'s' if self.calls != 1 else ''}"
+                             f"  {prompt!r}")
 
 
 @dataclass(slots=True)

@@ -187,3 +187,21 @@ async def test_a_failed_summary_request_leaves_stubs_and_the_run_goes_on() -> No
     done = await compact(messages, ScriptedModel([refuse]), window=10_000, force=True)
     assert done is not None and done.summary is None and done.stubbed > 0 and "no summary" in done.reason
     assert check_transcript(done.messages) == []
+
+
+def test_a_script_of_plain_responses_is_not_spent_on_summaries_and_the_view_keeps_what_it_showed() -> None:
+    turns = 30
+    script = [AssistantMessage(text=f"Looking at page {i}.", tool_calls=[ToolCall(name="fetch", arguments={"i": i})])
+              for i in range(turns)] + ["All fetched."]
+    model = ScriptedModel(script)
+    assert not model.writes_summaries and crawler(1).writes_summaries
+    run = Agent(model, tools=[fetch], context_window=20_000, max_turns=turns + 5).run_sync("go")
+    assert run.status == "done" and run.output == "All fetched.", run.error  # no scripted turn went to a summary
+    assert run.compactions and any(c.summary and c.summary.startswith("Digest of the earlier turns")
+                                   for c in run.compactions)
+    page = run._repr_html_()
+    # what the run showed stays, in order, with the compactions where they happened
+    positions = [page.index(f"Looking at page {i}.") for i in range(turns)]
+    assert positions == sorted(positions)
+    first_note = page.index('<div class="nba-compacted">')
+    assert positions[0] < first_note < positions[-1]

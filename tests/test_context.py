@@ -67,3 +67,30 @@ def test_a_context_keeps_the_token_it_is_given_linked_to_its_parent():
     assert not ctx.cancelled
     run_token.cancel("stop")
     assert ctx.cancelled and ctx.cancellation.reason_text == "stop"
+
+
+def test_the_context_measured_when_a_run_ends_counts_the_tool_schemas_it_was_sent():
+    from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, tool
+
+    @tool
+    def lookup(query: str, region: str = "eu", limit: int = 10, verbose: bool = False) -> str:
+        """Look a thing up in a very large catalogue of things, with many words in its description so
+        that its schema weighs something in the request: regions, limits, verbosity and all the rest."""
+        return "found"
+
+    seen = []
+    model = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name="lookup", arguments={"query": "x"})]),
+                           lambda messages: seen.append(run_ref[0].context_tokens) or AssistantMessage(text="done")])
+    run_ref = []
+    agent = Agent(model=model, tools=[lookup])
+
+    async def go():
+        run = agent.start("Find x")
+        run_ref.append(run)
+        return await run
+
+    import asyncio
+
+    run = asyncio.run(go())
+    assert run.status == "done"
+    assert run.context_tokens >= seen[-1]  # the count does not drop when the run ends (schemas included)

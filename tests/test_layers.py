@@ -6,9 +6,9 @@ The graph is read with `ast` from the source, so an import that only a type chec
 Layers, from the bottom (a module may import its own layer, without a cycle, and the layers it lists):
 
     data       messages, errors, secrets, context, decisions, records, events, transcript, reprs, sandbox,
-               sessions (the store of transcripts)
+               sessions (the store of transcripts), sanitize (what reaches the page and the terminal)
     tools      tools, docstrings, schemas, arguments, results, images, paths, plan, structured, partial_json
-    stages     hooks, permissions, interrupt, execution        (one call's path)
+    stages     hooks, permissions, grants, interrupt, execution (one call's path)
     providers  providers/*                                      (beside the stages: data and tools only)
     render     render                                           (data only)
     toolbox    toolbox/*                                        (tools and data)
@@ -40,10 +40,10 @@ ROOT = Path(__file__).resolve().parents[1] / "nbagent"
 
 LAYERS: dict[str, tuple[str, ...]] = {
     "data": ("messages", "errors", "secrets", "context", "decisions", "records", "events", "transcript",
-             "reprs", "sandbox", "sessions", "recording", "pricing", "window"),
+             "reprs", "sandbox", "sessions", "recording", "pricing", "window", "sanitize"),
     "tools": ("tools", "docstrings", "schemas", "arguments", "results", "images", "paths", "plan",
               "structured", "partial_json"),
-    "stages": ("hooks", "permissions", "interrupt", "execution", "compaction"),
+    "stages": ("hooks", "permissions", "grants", "interrupt", "execution", "compaction"),
     "providers": ("providers",),
     "render": ("render", "render_usage", "render_live"),
     "toolbox": ("toolbox", "mcp"),

@@ -95,3 +95,48 @@ def test_small_pieces():
     assert render.describe_object(pd.DataFrame({"a": [1, 2]})) == "DataFrame, 2 rows × 1 columns"
     assert render.describe_object("abc") == "str of 3 characters" and render.describe_object(3) == "int"
     assert render.status_word("waiting_for_approval") == "needs approval"
+
+
+def test_arguments_being_approved_are_shown_whole_however_long():
+    from nbagent.records import CallRecord
+
+    code = "\n".join(f"step_{i} = {i}" for i in range(4000)) + "\nimport os; os.system('the end')"
+    rec = CallRecord(ToolCall(name="python", arguments={"code": code}))
+    rec.arguments = {"code": code}
+    rec.status = "waiting_for_approval"
+    shown = render.call_inner_html(rec, waiting=True)
+    assert "os.system(&#x27;the end&#x27;)" in shown and "more characters" not in shown  # every byte that will run
+    assert "more characters" in render.call_inner_html(rec)  # a row that is not being approved stays short
+
+
+def test_badges_say_what_a_call_is_and_each_row_why_it_ran(tmp_path):
+    from nbagent import toolbox
+
+    tools = toolbox.all(workspace=tmp_path)
+    model = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={"command": "ls"}),
+                                                        ToolCall(name="python", arguments={"code": "1 + 1"}),
+                                                        ToolCall(name="read_file", arguments={"path": "a.txt"})]),
+                           "done"])
+    (tmp_path / "a.txt").write_text("hello")
+    run = Agent(model=model, tools=tools, rules=["allow: python"]).run_sync("go")
+    shell, python, read = (render.call_inner_html(rec) for rec in run.calls)
+    assert "destructive" not in shell + python + read  # a command that only lists is not destructive
+    assert ">read-only<" in shell and "ran without asking" in shell
+    assert ">runs code<" in python and "<b>allowed</b> by rule" in python
+    assert ">read-only<" in read and "ran without asking: it only reads" in read
+
+
+def test_the_progress_message_stays_while_the_tool_prints_and_the_answer_line_reads_plain():
+    from nbagent.context import ProgressUpdate
+    from nbagent.records import CallRecord
+
+    rec = CallRecord(ToolCall(name="load", arguments={}))
+    rec.arguments, rec.status = {}, "running"
+    for update in (ProgressUpdate("Loading March", fraction=0.2), ProgressUpdate(None, output="row 1\n")):
+        rec.progress.append(update)
+        rec.progress_count += 1
+    rec.fraction = 0.2
+    shown = render.call_inner_html(rec)
+    assert "20% · Loading March" in shown
+    assert render.plain_answer("**Revenue** is up by *3%* in `march`, see [the chart](http://x)") == (
+        "Revenue is up by 3% in march, see the chart")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from nbagent import render
+
 from pathlib import Path
 
 import pytest
@@ -55,6 +57,8 @@ def test_replay_gives_the_same_answers_and_reruns_tools(tmp_path: Path) -> None:
     assert [r.output for r in runs] == ["counted once", "wiped"]
     assert runs[0].calls[0].result.details == 42
     assert "differs from the recorded one" in runs[0].calls[0].output_tail.text
+    shown = render.call_inner_html(runs[0].calls[0], output=True)  # open, under a label that says so
+    assert '<details class="nba-result" open><summary>differs from the recorded result</summary>' in shown
     assert model.requests == 4
     assert check_transcript(runs[-1].messages) == []
 

@@ -235,6 +235,7 @@ class Answerer {
       }
       case 'run': {
         const { cell, index } = findCell(panel, String(data.cell_id));
+        checkExpected(cell, data.expected); // the code that was approved, and nothing else
         reveal(panel, cell);
         if (cell instanceof MarkdownCell) {
           cell.rendered = true;

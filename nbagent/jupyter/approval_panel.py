@@ -2,7 +2,7 @@
 Always-allow buttons with a reason box.
 
     ┃   Needs your approval · <why>. The arguments above are exactly what will run.
-    ┃   [Approve] [Deny] [Always allow write_file `./a.txt`] [reason…]
+    ┃   [Approve] [Deny] [Always allow write_file ./a.txt (this file only)] [reason…]
 
 The panel only draws the question and hands clicks to the row (`CallRow.approve`, `.deny`, `.always_allow`),
 which hands the decision to the run's loop; it knows nothing of runs or sessions.
@@ -42,7 +42,9 @@ class ApprovalPanel:
         s = shared()
         if request is None:
             return 0 if self.box is None else set_traits(self.box, layout=s.hidden)
-        scope = grant_label(request)
+        grant = grant_label(request)
+        scope = grant.short if grant is not None else ""
+        always_layout = s.plain if grant is not None else s.hidden  # nothing to always allow (run_cell)
         question = (f'<div class="nba-ask-q"><b>Needs your approval</b> · {html.escape(request.reason)}. '
                     "The arguments above are exactly what will run.</div>")
         if self.box is None:
@@ -50,8 +52,9 @@ class ApprovalPanel:
             deny = make_button("Deny", "times", "Do not run it; the model is told, with your reason if you give one",
                                "nba-deny")
             self._always = make_button(f"Always allow {scope}", "check-circle",
-                                       f"Run it, and allow {scope} without asking for the rest of this session",
-                                       "nba-always")
+                                       f"Run it, and allow {grant.full if grant else scope} without asking for "
+                                       "the rest of this session", "nba-always")
+            self._always.layout = always_layout
             self._reason = W.Text(placeholder="Reason for denying (optional; the model reads it)",
                                   layout=s.plain, style=s.text)
             self.buttons = {"approve": approve, "deny": deny, "always": self._always, "reason": self._reason}
@@ -65,7 +68,7 @@ class ApprovalPanel:
             row_box.children = row_box.children + (self.box,)
             return 8
         sent = set_traits(self._text, value=question)
-        sent += set_traits(self._always, description=f"Always allow {scope}")
+        sent += set_traits(self._always, description=f"Always allow {scope}", layout=always_layout)
         sent += set_traits(self.box, layout=s.plain)
         return sent
 
@@ -75,16 +78,10 @@ class ApprovalPanel:
             set_traits(self.box, layout=shared().hidden)
 
 
-def grant_label(request: Any) -> str:
-    """What "Always allow" would grant, exactly: `git config --get x` for a command, `write_file ./a.txt`
-    for a file, the tool's name when it is the whole tool."""
-    from ..toolbox._shellwords import literal_pattern
+def grant_label(request: Any) -> Any:
+    """What "Always allow" would grant, exactly (`nbagent.grants.grant_label`: a `GrantLabel`, whose `short`
+    is the button's text and `full` its tooltip; None: this call cannot be always allowed, no button)."""
+    from ..grants import grant_label as label
 
-    scope = request.suggested_scope
-    if not scope:
-        return request.name
-    literal = literal_pattern(scope)
-    if literal is None:
-        return f"{request.name}({scope})"
-    return f"`{literal}`" if request.name == "shell" else f"{request.name} `{literal}`"
+    return label(request)
 

@@ -15,6 +15,7 @@ import ipywidgets as W
 
 from .. import render
 from ..decisions import Decision
+from ..sanitize import terminal_safe
 from .approval import PendingApproval
 from .approval_panel import ApprovalPanel
 from .widget_kit import html_part, set_traits, shared
@@ -135,12 +136,15 @@ class CallRow:
             cut += len(shown) - TAIL_CHARS
             shown = shown[-TAIL_CHARS:]
         head = f"… {cut:,} earlier characters\n" if cut > 0 else ""
-        value = f'<pre class="nba-tail">{html.escape(head + shown)}</pre>'
-        fold = rec.done and rec.status == "ok"  # a call that went well folds its output away when it ends
+        value = f'<pre class="nba-tail">{html.escape(terminal_safe(head + shown))}</pre>'
+        # a call that went well folds its output away when it ends, unless the output says something the
+        # person must see (a replay whose result differs from the record)
+        notice = next((u.data["keep_open"] for u in rec.progress if u.data.get("keep_open")), None)
+        fold = rec.done and rec.status == "ok" and notice is None
         if fold:
             label = f"output · {rec.output_tail.total:,} characters"
         else:
-            label = "live output" if not rec.done else "output"
+            label = notice or ("live output" if not rec.done else "output")
         toggle = (f'<label class="nba-toggle"><input type="checkbox"{"" if fold else " checked"}>'
                   f"{html.escape(label)}</label>")
         if self._tail is None:

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..sanitize import terminal_safe
+
 __all__ = ["execute_notebook", "main", "runs_summary"]
 
 _SUMMARY_CODE = "from nbagent.jupyter.headless import runs_summary as _nbagent_summary\nprint(_nbagent_summary())"
@@ -149,10 +151,10 @@ def main(argv: list[str] | None = None) -> int:
         _, summary = execute_notebook(notebook, output=out, env=env, timeout=args.timeout,
                                       kernel_log=out.with_suffix(".kernel.log"))
     except CellExecutionError as exc:
-        print(f"!! a cell failed (the partial notebook is in {out}):\n{exc}", file=sys.stderr)
+        print(f"!! a cell failed (the partial notebook is in {out}):\n{terminal_safe(exc)}", file=sys.stderr)
         return 1
     print(f"== done in {time.monotonic() - t0:.1f} s; the executed notebook is {out}\n")
-    print(summary)
+    print(terminal_safe(summary))
     print(f"\nOpen it with: ./dev lab   (or jupyter lab {out})")
     return 0 if "TRANSCRIPT INVALID" not in summary else 1
 

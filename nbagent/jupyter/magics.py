@@ -7,6 +7,8 @@ apostrophes and quotes in a prompt need no escaping). `--` ends the options expl
 from __future__ import annotations
 
 import ast
+import difflib
+import os
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +17,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from ..permissions import MODES
+from .config import KEY_VARIABLES
 from .session import NotebookSession, RunOptions
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,9 +80,12 @@ def split_options(line: str, parser: Any) -> tuple[list[str], str]:
                 value, m = nxt.group(1), nxt
             argv.extend([name, _unquote(value)])
         else:
-            known = ", ".join(sorted(o for o in valued | flags if o.startswith("--")))
+            names = sorted(o for o in valued | flags | optional if o.startswith("--"))
+            close = difflib.get_close_matches(name if name.startswith("--") else "-" + name, names, n=1, cutoff=0.6)
+            hint = f" Did you mean {close[0]}?" if close else ""
             raise UsageError(
-                f"unknown option {name!r}. The options are: {known}. To start a prompt with '-', put -- before it."
+                f"unknown option {name!r}.{hint} The options are: {', '.join(names)}. To start a prompt with '-', "
+                "put -- before it."
             )
         pos = m.end()
     return argv, line[pos:].strip()
@@ -286,6 +292,20 @@ def add_await(lines: list[str]) -> list[str]:
 # --------------------------------------------------------------------------------------------------
 # Loading
 # --------------------------------------------------------------------------------------------------
+def loaded_message(config: Any) -> str:
+    """What `%load_ext nbagent` says: that it worked, which model a bare %agent would use, where to look."""
+    model = config.model
+    if isinstance(model, str) and model:
+        which = f"model {model} (NBAgent.model)"
+    elif model:
+        which = f"model {type(model).__name__} (NBAgent.model)"
+    else:
+        found = next((f"{provider} (${names[0] if len(names) == 1 else ' or $'.join(names)} is set)"
+                      for provider, names in KEY_VARIABLES if any(os.environ.get(n) for n in names)), None)
+        which = f"model: {found}" if found else "no model yet: set an API key, or give --model (a ScriptedModel works offline)"
+    return f"nbagent loaded · %agent <task> starts a run · {which} · %agent? for the options"
+
+
 def register(shell: InteractiveShell) -> NotebookSession:
     """Register the magics, the `NBAgent` settings, the display of runs and the `--wait` transformer."""
     from ..run import AgentRun
@@ -295,6 +315,7 @@ def register(shell: InteractiveShell) -> NotebookSession:
         session = NotebookSession(shell)
         shell._nbagent_session = session
         shell.configurables.append(session.config)
+        print(loaded_message(session.config))
     shell.register_magics(AgentMagics(shell, session))
     formatter = shell.display_formatter.ipython_display_formatter
     formatter.for_type(AgentRun, session.display_run)

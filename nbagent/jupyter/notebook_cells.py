@@ -29,7 +29,7 @@ from .notebook_comm import FrontendError, NoFrontend, NotebookFrontend, frontend
 
 __all__ = ["MAX_OUTPUT", "RUN_REPORT_TIMEOUT", "RUN_START_TIMEOUT", "CellChange", "CellRun", "NotebookCell",
            "NotebookSnapshot", "NotebookState", "cells_idle", "cells_of", "cut_text", "notebook_state",
-           "run_cell_in_notebook", "summarize_output", "summarize_outputs"]
+           "cell_name", "run_cell_in_notebook", "summarize_output", "summarize_outputs"]
 
 MAX_OUTPUT = 2500
 """Characters of one output shown to the model (a cell's outputs together: twice that)."""
@@ -88,11 +88,13 @@ class CellChange:
     diff: str
     run: str | None = None
     call: str | None = None
+    name: str = ""
+    """The cell as the person sees it (`[3] df.plot()`)."""
 
     def link_html(self) -> str:
         if self.action == "deleted":
-            return html.escape(f"cell {self.cell_id} (deleted)")
-        return _link(self.cell_id)
+            return html.escape(f"{self.name or 'cell ' + self.cell_id} (deleted)")
+        return _link(self.cell_id, self.name or None)
 
     def _repr_html_(self) -> str:
         return f'<div>{self.action.capitalize()} {self.link_html()}</div>{diff_html(self.diff)}'
@@ -111,16 +113,18 @@ class CellRun:
     outputs: list[dict[str, Any]]
     value: Any = None
     inserted: bool = False
+    name: str = ""
+    """The cell as the person sees it (`[3] df.plot()`)."""
 
     @property
     def error(self) -> dict[str, Any] | None:
         return next((o for o in self.outputs if o.get("output_type") == "error"), None)
 
     def link_html(self) -> str:
-        return _link(self.cell_id)
+        return _link(self.cell_id, self.name or None)
 
     def _repr_html_(self) -> str:
-        count = f"[{self.execution_count}]" if self.execution_count is not None else ""
+        count = f"[{self.execution_count}]" if self.execution_count is not None and not self.name else ""
         body = html.escape(summarize_outputs(self.outputs) or "(no output)")
         return (f"<div>Ran {self.link_html()} {count} · {html.escape(self.status)}</div>"
                 f'<div class="nba-pre">{body}</div>')
@@ -222,6 +226,10 @@ class NotebookState:
         self.frontend = frontend or frontend_for(shell)
         self.seen: dict[str, str] = {}
         """cell id -> the source the agent last read or wrote: an edit applies only while the cell holds it."""
+        self.saved_seen: dict[str, str] = {}
+        """cell id -> its source in the saved file, as the agent read it there (no basis for an edit)."""
+        self.names: dict[str, str] = {}
+        """cell id -> how the person sees the cell: `[3] first line` (its In [3]), or `cell 5 · first line`."""
         self.running_cells = 0
         self.started = 0
         """How many cells began to run in this kernel (any cell; a run request watches it move)."""
@@ -288,6 +296,9 @@ class NotebookState:
                 id=str(c.get("id") or f"#{i}"), number=i, cell_type=c.get("cell_type", "code"),
                 source=_text(c.get("source")), execution_count=c.get("execution_count"),
                 outputs=list(c.get("outputs") or []), nbagent=(c.get("metadata") or {}).get("nbagent")))
+        for c in cells:  # no basis for an edit, but a run_cell asks about exactly this code (then cannot run)
+            self.saved_seen[c.id] = c.source
+            self.names.setdefault(c.id, cell_name(c))
         return str(path), cells
 
     # -- the live notebook ----------------------------------------------------------------------------------------
@@ -296,7 +307,22 @@ class NotebookState:
         cells = [self._cell(c) for c in result.get("cells") or []]
         for c in cells:
             self.seen[c.id] = c.source
+            self.names[c.id] = cell_name(c)
         return str(result.get("path") or ""), cells
+
+    def name(self, cell_id: Any) -> str:
+        """The cell as the person sees it (`[3] df.plot()`); its id while the agent has not read it."""
+        return self.names.get(cell_id) or f'cell "{cell_id}"'
+
+    async def live_source(self, cell_id: str) -> str | None:
+        """What the cell holds in the page now (None: no such cell), without changing what the agent saw."""
+        result = await self.frontend.request("read")
+        for c in result.get("cells") or []:
+            if str(c.get("id")) == cell_id:
+                cell = self._cell(c)
+                self.names[cell_id] = cell_name(cell)
+                return cell.source
+        return None
 
     @staticmethod
     def _cell(c: dict[str, Any]) -> NotebookCell:
@@ -335,14 +361,28 @@ def cells_of(run: Any) -> list[CellChange | CellRun]:
 # --------------------------------------------------------------------------------------------------
 # Running a cell through the notebook
 # --------------------------------------------------------------------------------------------------
-async def run_cell_in_notebook(state: NotebookState, cell_id: str, ctx: ToolContext | None, *, inserted: bool = False) -> ToolResult:
+def cell_name(cell: NotebookCell) -> str:
+    """`[3] total = df.revenue.sum()`: the In [3] the person sees and the cell's first line (a cell never
+    run: `cell 5 · ...`, its place in the notebook)."""
+    first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
+    first = first if len(first) <= 40 else first[:39] + "…"
+    where = f"[{cell.execution_count}]" if cell.execution_count is not None else f"cell {cell.number}"
+    if cell.cell_type != "code":
+        where = f"{cell.cell_type} cell {cell.number}"
+    return f"{where} {first}" if first else f"{where} (empty)"
+
+
+async def run_cell_in_notebook(state: NotebookState, cell_id: str, ctx: ToolContext | None, *, inserted: bool = False,
+                               expected: str | None = None) -> ToolResult:
+    """Run a cell through the notebook; with `expected`, only while the cell holds exactly that code (the
+    page checks it as it starts the cell, so nothing can change it in between)."""
     if not await cells_idle(state):
         return error_result(
             f'Cell "{cell_id}" was not run: a cell of this notebook is running right now (probably the one that '
             "waits for this run, with --wait or `await run`), and the notebook runs one cell at a time. Use the "
             "python tool instead, or start the run without waiting for it.")
     try:
-        result = await _await_run(state, cell_id)
+        result = await _await_run(state, cell_id, expected)
     except (NoFrontend, FrontendError) as exc:
         if isinstance(exc, NoFrontend):
             return error_result(f'Cell "{cell_id}" was not run: {exc}. Cells can only be run through nbagent\'s '
@@ -353,20 +393,22 @@ async def run_cell_in_notebook(state: NotebookState, cell_id: str, ctx: ToolCont
     values = state.out_values()
     value = values.get(cell.execution_count) if cell.execution_count is not None else None
     state.seen[cell.id] = cell.source
+    state.names[cell.id] = cell_name(cell)
     summary = summarize_outputs(cell.outputs, values) or "(no output)"
     count = f"[{cell.execution_count}]" if cell.execution_count is not None else ""
-    details = CellRun(cell.id, cell.number, cell.source, status, cell.execution_count, cell.outputs, value, inserted)
+    details = CellRun(cell.id, cell.number, cell.source, status, cell.execution_count, cell.outputs, value, inserted,
+                      state.names[cell.id])
     head = f'Ran cell "{cell.id}" {count}'.rstrip() + f" · {status}"
     return ToolResult([TextBlock(f"{head}\n{summary}")], details=details, is_error=status == "error")
 
 
-async def _await_run(state: NotebookState, cell_id: str) -> Any:
+async def _await_run(state: NotebookState, cell_id: str, expected: str | None = None) -> Any:
     """Ask the notebook to run a cell and wait for its output, for as long as the cell runs in the kernel,
     but not forever when the notebook went silent: the cell must start within RUN_START_TIMEOUT, and the
     answer must come within RUN_REPORT_TIMEOUT of the kernel finishing it."""
     loop = asyncio.get_running_loop()
     started, finished = state.started, state.finished
-    task = asyncio.ensure_future(state.frontend.request("run", timeout=None, cell_id=cell_id))
+    task = asyncio.ensure_future(state.frontend.request("run", timeout=None, cell_id=cell_id, expected=expected))
     t0 = loop.time()
     idle_since: float | None = None
     try:

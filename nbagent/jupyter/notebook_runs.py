@@ -37,6 +37,8 @@ class NotebookRuns:
         self._views: weakref.WeakKeyDictionary[AgentRun, Any] = weakref.WeakKeyDictionary()
         self.displays = Displays(shell)
         """Which cell is executing; display updates that reach the reader of that cell (see document.py)."""
+        self.styled_cell: str | None = None
+        """The cell whose run's static rendering carries the stylesheet (once per notebook, not per run)."""
         watch_shutdown(self)
 
     def close(self) -> None:
@@ -62,6 +64,8 @@ class NotebookRuns:
 
     def show(self, run: AgentRun, cell: str | None) -> None:
         """Show a run started on the kernel's loop in the executing cell (a run whose view fails is stopped)."""
+        if cell is not None and cell == self.styled_cell:
+            self.styled_cell = None  # that cell's output is being replaced: the next rendering carries the styles
         try:
             view = self._make_view(run)
             self._views[run] = view
@@ -95,8 +99,17 @@ class NotebookRuns:
     def _ended(self, view: Any) -> None:
         """A run ended: every display of its view becomes the static rendering, and the widgets go."""
         if view.shown:
-            self.displays.update(view.display_id, view.static_bundle())
+            self.displays.update(view.display_id, view.static_bundle(style=self._carries_style(view)))
         view.close()
+
+    def _carries_style(self, view: Any) -> bool:
+        """Whether this static rendering carries the stylesheet: once per notebook (per kernel session), in
+        the first run's cell, and again when that cell's output is replaced; the others rely on it (the
+        notebook is one page when exported or reopened) and on the frontend part, which ships it too."""
+        if self.styled_cell is not None and self.styled_cell != getattr(view, "cell_id", None):
+            return False
+        self.styled_cell = getattr(view, "cell_id", None) or "?"
+        return True
 
     def cell_of(self, run: AgentRun) -> str | None:
         view = self._views.get(run)
@@ -120,7 +133,7 @@ class NotebookRuns:
             try:
                 view.stop_showing(reason)
                 if view.shown:
-                    self.displays.update(view.display_id, view.static_bundle())
+                    self.displays.update(view.display_id, view.static_bundle(style=self._carries_style(view)))
             except Exception:  # the kernel is going away: do what can be done
                 pass
 
@@ -187,9 +200,9 @@ class NotebookRuns:
             if not run.done:
                 display(view)
                 return
-            where = _cell_label(view)
-            display({"text/html": render.run_line_html(run, where), "text/plain": render.run_line_text(run, where)},
-                    raw=True)
+            where = _cell_label(view)  # (no stylesheet: the starting cell's rendering, or an earlier one, has it)
+            display({"text/html": render.run_line_html(run, where, style=False),
+                     "text/plain": render.run_line_text(run, where)}, raw=True)
             return
         display({"text/html": run._repr_html_(), "text/plain": render.run_text(run)}, raw=True)
 

@@ -31,11 +31,13 @@ from __future__ import annotations
 import asyncio
 import copy
 import difflib
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from ..context import ToolContext
+from ..hooks import Block
 from ..messages import TextBlock
 from ..results import ToolResult, error_result
+from ..toolbox._python import _code_matcher as code_matcher
 from ..tools import Tool
 from .notebook_cells import (  # noqa: F401 - CellRun ... summarize_output: also imported from here
     CellChange,
@@ -44,6 +46,7 @@ from .notebook_cells import (  # noqa: F401 - CellRun ... summarize_output: also
     NotebookSnapshot,
     NotebookState,
     cells_idle,
+    cell_name,
     cells_of,
     cut_text,
     notebook_state,
@@ -54,7 +57,7 @@ from .notebook_cells import (  # noqa: F401 - CellRun ... summarize_output: also
 from .notebook_comm import FrontendError, NoFrontend
 
 __all__ = ["CellChange", "CellRun", "NotebookCell", "NotebookSnapshot", "cells_of", "notebook_tools",
-           "summarize_output", "TOOL_NAMES"]
+           "stale_guard", "summarize_output", "TOOL_NAMES"]
 
 TOOL_NAMES = ("read_notebook", "insert_cell", "edit_cell", "delete_cell", "run_cell")
 MAX_SOURCE = 6000
@@ -83,11 +86,6 @@ def _diff(before: str, after: str, label: str) -> str:
     lines = difflib.unified_diff(before.splitlines(), after.splitlines(), f"{label} (before)", f"{label} (after)",
                                  lineterm="", n=3)
     return "\n".join(lines)
-
-
-def _short(text: str, n: int = 40) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= n else line[: n - 1] + "…"
 
 
 _CANNOT_EDIT = ("{what}: {why}. The notebook can only be changed through nbagent's frontend part in JupyterLab "
@@ -175,6 +173,7 @@ def notebook_tools(shell: Any) -> list[Tool]:
         new_id = str(result.get("cell_id"))
         number = int(result.get("index", 0)) + 1
         state.seen[new_id] = source
+        state.names[new_id] = cell_name(NotebookCell(new_id, number, cell_type, source, None, [], None))
         rid = state.run_id(ctx)
         if rid:
             state.last_written[rid] = new_id
@@ -183,7 +182,7 @@ def notebook_tools(shell: Any) -> list[Tool]:
         return ToolResult([TextBlock(f'Inserted a {cell_type} cell with id "{new_id}" {place} (cell {number} of '
                                      f'{result.get("count", "?")}). It has not been run.')],
                           details=CellChange("inserted", new_id, number, cell_type, source, diff, rid,
-                                             getattr(ctx, "call_id", None)))
+                                             getattr(ctx, "call_id", None), state.name(new_id)))
 
     async def edit_cell(cell_id: str, old: str, new: str, ctx: ToolContext = None) -> ToolResult:  # type: ignore[assignment]
         """Replace an exact piece of text in one cell. `old` must occur exactly once in the cell (include
@@ -218,10 +217,10 @@ def notebook_tools(shell: Any) -> list[Tool]:
         after = str(result.get("source", before.replace(old, new, 1)))
         state.seen[cell_id] = after
         number = int(result.get("index", 0)) + 1
-        diff = _diff(before, after, f"cell {cell_id}")
+        diff = _diff(before, after, state.name(cell_id))
         return ToolResult([TextBlock(f'Edited cell "{cell_id}" (cell {number}); it has not been run again.\n{diff}')],
                           details=CellChange("edited", cell_id, number, "", after, diff, state.run_id(ctx),
-                                             getattr(ctx, "call_id", None)))
+                                             getattr(ctx, "call_id", None), state.name(cell_id)))
 
     async def delete_cell(cell_id: str, ctx: ToolContext = None) -> ToolResult:  # type: ignore[assignment]
         """Delete one cell from the notebook (the user can undo it with Ctrl+Z / z). Read it first: a cell
@@ -240,60 +239,138 @@ def notebook_tools(shell: Any) -> list[Tool]:
             return _refusal("The cell was not deleted", exc)
         state.seen.pop(cell_id, None)
         number = int(result.get("index", 0)) + 1
-        diff = _diff(before, "", f"cell {cell_id}")
+        diff = _diff(before, "", state.name(cell_id))
         return ToolResult([TextBlock(f'Deleted cell "{cell_id}" (it was cell {number}).')],
                           details=CellChange("deleted", cell_id, number, "", before, diff, state.run_id(ctx),
-                                             getattr(ctx, "call_id", None)))
+                                             getattr(ctx, "call_id", None), state.name(cell_id)))
 
-    async def run_cell(cell_id: str, ctx: ToolContext = None) -> ToolResult:  # type: ignore[assignment]
+    async def run_cell(cell_id: str, code: str | None = None,
+                       ctx: ToolContext = None) -> ToolResult:  # type: ignore[assignment]
         """Run one cell in the notebook, as the user would: its output appears under it, and you get that
-        output back (the value of its last expression stays a live object).
+        output back (the value of its last expression stays a live object). The cell runs only while it
+        holds exactly the code shown for approval: what you last read of it (or `code`).
 
         Args:
             cell_id: the cell's id (from read_notebook or insert_cell).
+            code: the exact source you expect the cell to hold; left out: what you last read of it.
         """
-        return await run_cell_in_notebook(state, cell_id, ctx)
+        if code is None:  # never read: read it now, and let the model ask again for exactly that code
+            return await _unread_cell(state, cell_id)
+        return await run_cell_in_notebook(state, cell_id, ctx, expected=code)
 
     tools = [
-        Tool(read_notebook, read_only=True, describe_activity=_read_label,
+        Tool(read_notebook, read_only=True,
+             describe_activity=lambda a: f"Reading {state.name(a.get('cell_id'))}" if a.get("cell_id")
+             else "Reading the notebook",
              describe_completed_activity=lambda a, r: "Read the notebook" if a.get("cell_id") is None
-             else f"Read cell {a.get('cell_id')}"),
+             else f"Read {state.name(a.get('cell_id'))}"),
         Tool(insert_cell, edits_files=True, capability="write", execution_mode="sequential",
              describe_activity=lambda a: f"Inserting a {a.get('cell_type', 'code')} cell" + (
-                 f" after cell {a.get('after')}" if a.get("after") else " at the end"),
-             describe_completed_activity=_done_label("insert")),
+                 f" after {state.name(a.get('after'))}" if a.get("after") else " at the end"),
+             describe_completed_activity=_done_label(state, "insert")),
         Tool(edit_cell, edits_files=True, capability="write", execution_mode="sequential",
-             describe_activity=lambda a: f"Editing cell {a.get('cell_id')}",
-             describe_completed_activity=_done_label("edit")),
+             describe_activity=lambda a: f"Editing {state.name(a.get('cell_id'))}",
+             describe_completed_activity=_done_label(state, "edit")),
         Tool(delete_cell, edits_files=True, capability="write", execution_mode="sequential",
-             describe_activity=lambda a: f"Deleting cell {a.get('cell_id')}",
-             describe_completed_activity=_done_label("delete")),
+             describe_activity=lambda a: f"Deleting {state.name(a.get('cell_id'))}",
+             describe_completed_activity=_done_label(state, "delete")),
         Tool(run_cell, destructive=True, capability="execute", execution_mode="sequential",
-             describe_activity=lambda a: f"Running cell {a.get('cell_id')}",
-             describe_completed_activity=lambda a, r: (f"Ran cell {a.get('cell_id')}" if isinstance(r, CellRun)
-                                                       else f"Did not run cell {a.get('cell_id')}")),
+             prepare_arguments=lambda a: _pin_code(state, a),
+             rule_matcher=code_matcher,  # a grant or allow rule covers exactly the code it spells
+             suggest_grant=lambda a: a.get("code") if isinstance(a.get("code"), str) else None,
+             describe_activity=lambda a: f"Running {state.name(a.get('cell_id'))}",
+             describe_completed_activity=lambda a, r: (f"Ran {state.name(a.get('cell_id'))}" if isinstance(r, CellRun)
+                                                       else f"Did not run {state.name(a.get('cell_id'))}")),
     ]
     previews = {"insert_cell": lambda a: _insert_diff(state, a.get("source", ""), a.get("cell_type", "code"),
                                                       a.get("after")),
                 "edit_cell": lambda a: _edit_preview(state, a),
-                "delete_cell": lambda a: _delete_preview(state, a)}
+                "delete_cell": lambda a: _delete_preview(state, a),
+                "run_cell": lambda a: _run_preview(state, a)}
+    tools[-1].badge = "runs code"
     for t in tools:
         if t.name in previews:
             t.preview = previews[t.name]  # the view shows this diff with the Approve / Deny buttons
     return tools
 
 
-def _read_label(a: Any) -> str:
-    if a.get("cell_id"):
-        return f"Reading cell {a.get('cell_id')}"
-    return "Reading the notebook"
+def _pin_code(state: NotebookState, a: Any) -> Any:
+    """run_cell's arguments with the code it will run filled in from what the agent last read of the
+    cell: that code is what the approval shows and binds to, and the notebook runs the cell only while
+    it holds exactly that code (an edit made in between makes the run refuse, not run something else)."""
+    if isinstance(a, dict) and a.get("code") is None and isinstance(a.get("cell_id"), str):
+        seen = state.seen.get(a["cell_id"], state.saved_seen.get(a["cell_id"]))
+        if seen is not None:
+            a = {**a, "code": seen}
+    return a
 
 
-def _done_label(verb: str):
+def _run_preview(state: NotebookState, a: Any) -> str:
+    code = a.get("code")
+    if code is None:
+        return ""
+    head = f"# run {state.name(a.get('cell_id'))}: exactly this code"
+    return head + "\n" + "\n".join(" " + line for line in (code.splitlines() or [""]))
+
+
+async def _unread_cell(state: NotebookState, cell_id: str) -> ToolResult:
+    try:
+        _, cells = await state.read_live()
+    except (NoFrontend, FrontendError) as exc:
+        return error_result(f'Cell "{cell_id}" was not run: {exc}. Cells can only be run through nbagent\'s '
+                            "frontend part in JupyterLab or Notebook 7; the python tool runs code without it.")
+    cell = next((c for c in cells if c.id == cell_id), None)
+    if cell is None:
+        return error_result(f'There is no cell with id "{cell_id}" in the notebook. Nothing was run.')
+    return error_result(f'Cell "{cell_id}" was not run: a cell runs only as the code you have seen of it, and '
+                        f"you had not read it. It holds:\n{cut_text(cell.source, 3000)}\nCall run_cell again "
+                        "to run exactly this code.")
+
+
+def stale_guard(shell: Any) -> Callable[..., Any]:
+    """A `before_tool_call` hook: an edit, deletion or run of a cell that changed since the agent read it
+    (the person typed in it meanwhile) is refused before anyone is asked to approve it, not after the
+    click (the page still checks again as it applies the change)."""
+    state = notebook_state(shell)
+
+    async def refuse_stale(call: Any, ctx: Any) -> Block | None:
+        if call.name not in ("edit_cell", "delete_cell", "run_cell"):
+            return None
+        args = call.arguments or {}
+        cell_id = args.get("cell_id")
+        expected = args.get("code") if call.name == "run_cell" else None
+        if not isinstance(cell_id, str):
+            return None
+        expected = expected if isinstance(expected, str) else state.seen.get(cell_id)
+        if expected is None:
+            if call.name != "run_cell":
+                return None  # never read: the tool itself says so
+            try:  # a run of a cell the agent has not read: pin what it holds now, so the approval shows it
+                now = await state.live_source(cell_id)
+            except (NoFrontend, FrontendError):
+                return None
+            if now is None:
+                return None
+            state.seen[cell_id] = now
+            return {"code": now}
+        try:
+            now = await state.live_source(cell_id)
+        except (NoFrontend, FrontendError):
+            return None  # no live notebook: the tool itself says why it cannot act
+        if now is None or now == expected:
+            return None
+        return Block(f"{state.name(cell_id)} changed since you last read it (someone edited it meanwhile), so "
+                     "nothing was asked or done. Read it again with read_notebook and base the change on what "
+                     "it holds now")
+
+    return refuse_stale
+
+
+def _done_label(state: NotebookState, verb: str):
     def label(a: Any, r: Any) -> str:
         if isinstance(r, CellChange):
-            return f"{r.action.capitalize()} cell {r.cell_id}"
-        target = f"cell {a.get('cell_id')}" if a.get("cell_id") else "a cell"
+            return f"{r.action.capitalize()} {r.name or state.name(r.cell_id)}"
+        target = state.name(a.get("cell_id")) if a.get("cell_id") else "a cell"
         return f"Did not {verb} {target}"
 
     return label
@@ -301,8 +378,7 @@ def _done_label(verb: str):
 
 def _insert_diff(state: NotebookState, source: str, cell_type: str, after: str | None) -> str:
     if after:
-        near = state.seen.get(after)
-        where = f'# a new {cell_type} cell, after cell "{after}"' + (f" ({_short(near)})" if near else "")
+        where = f"# a new {cell_type} cell, after {state.name(after)}"
     else:
         where = f"# a new {cell_type} cell, at the end of the notebook"
     return where + "\n" + "\n".join("+" + line for line in (source.splitlines() or [""]))
@@ -312,15 +388,15 @@ def _edit_preview(state: NotebookState, a: Any) -> str:
     cell_id, old, new = a.get("cell_id"), a.get("old") or "", a.get("new") or ""
     before = state.seen.get(cell_id)
     if before is not None and before.count(old) == 1 and old:
-        return _diff(before, before.replace(old, new, 1), f"cell {cell_id}")
-    return (f'# cell "{cell_id}"\n' + "\n".join("-" + line for line in old.splitlines())
+        return _diff(before, before.replace(old, new, 1), state.name(cell_id))
+    return (f"# {state.name(cell_id)}\n" + "\n".join("-" + line for line in old.splitlines())
             + "\n" + "\n".join("+" + line for line in new.splitlines()))
 
 
 def _delete_preview(state: NotebookState, a: Any) -> str:
     cell_id = a.get("cell_id")
     before = state.seen.get(cell_id)
-    return f'# delete cell "{cell_id}"\n' + "\n".join("-" + line for line in (before or "(not read yet)").splitlines())
+    return f"# delete {state.name(cell_id)}\n" + "\n".join("-" + line for line in (before or "(not read yet)").splitlines())
 
 
 # --------------------------------------------------------------------------------------------------
@@ -359,7 +435,7 @@ def cell_python(shell: Any, original: Tool) -> Tool:
         state.seen[new_id] = code
         if rid:
             state.last_written[rid] = new_id
-        return await run_cell_in_notebook(state, new_id, ctx, inserted=True)
+        return await run_cell_in_notebook(state, new_id, ctx, inserted=True, expected=code)
 
     async def _fallback(code: str, ctx: ToolContext | None, why: str) -> Any:
         result = await asyncio.to_thread(original.fn, code=code, ctx=ctx)

@@ -19,11 +19,13 @@ from typing import TYPE_CHECKING, Any, Callable
 from IPython.core.error import UsageError
 
 from ..errors import ConfigurationError
+from ..hooks import Hooks
 from ..permissions import Grants
 from ..providers import Model, load_model
 from ..tools import Tool, ToolDefinitionError, as_tool, tool
 from .config import KEY_VARIABLES, NBAgent, workspace_of
 from .instructions import notebook_instructions
+from .notebook_tools import stale_guard
 
 if TYPE_CHECKING:  # pragma: no cover
     from IPython.core.interactiveshell import InteractiveShell
@@ -264,6 +266,7 @@ class AgentFactory:
                 max_cost=cfg.max_cost,
                 context_window=cfg.context_window or None,
                 compaction=self.compaction(),
+                hooks=Hooks(before_tool_call=[stale_guard(self.shell)]),
             )
         except ConfigurationError as exc:
             raise UsageError(str(exc)) from None

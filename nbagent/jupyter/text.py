@@ -1,4 +1,9 @@
-"""A run shown as printed lines: for terminal IPython (no widgets there) or `NBAgent.view = "text"`."""
+"""A run shown as printed lines: for terminal IPython (no widgets there) or `NBAgent.view = "text"`.
+
+Prints what the model and tools wrote (streamed text, results, arguments to approve): all of it passes
+`nbagent.sanitize` (`terminal_safe`, or `visible` with its warnings for what is approved) first, so no
+escape sequence reaches the terminal and no bidi control hides what is approved.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,9 @@ import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .. import render
+from ..sanitize import terminal_safe, visible
 from ..decisions import Decision
+from ..grants import grant_label
 from ..records import ApprovalRequest
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,13 +46,13 @@ class TextView:
     def _on_event(self, event: Any) -> None:
         kind = event.kind
         if kind == "text_delta":
-            self._write(event.text)
+            self._write(terminal_safe(event.text))
         elif kind == "model_retrying":
-            self._line(f"[{event}]")
+            self._line(terminal_safe(f"[{event}]"))
         elif kind == "tool_call_finished":
             self._line("  " + render.call_text(event.call).replace("\n", "\n  "))
         elif kind == "compacted":
-            self._line(f"  [{event.compaction}]")
+            self._line(terminal_safe(f"  [{event.compaction}]"))
         elif kind == "run_finished":
             run = self.run
             cost, _ = render.cost_text(run)
@@ -55,15 +62,18 @@ class TextView:
                 end += f" stopped: {run.stop_reason}"
             if run.error is not None:
                 end += f" {type(run.error).__name__}: {run.error}"
-            self._line(end)
+            self._line(terminal_safe(end))
             self._unsubscribe()
 
     async def ask(self, request: ApprovalRequest) -> Decision:
         """Ask on stdin: yes, no (with a reason), or always."""
-        args = json.dumps(request.arguments, ensure_ascii=False, default=repr)
-        prompt = f"\n? {request.name}({args}) needs approval ({request.reason}). [y]es / [n]o / [a]lways: "
+        args, warnings = visible(f"{request.name}({json.dumps(request.arguments, ensure_ascii=False, default=repr)})")
+        look = "".join(f"\n  ! {w}" for w in warnings)
+        grant = grant_label(request)
+        always = f" / [a]lways allow {grant.short}" if grant is not None else ""
+        prompt = f"\n? {args} needs approval ({terminal_safe(request.reason)}).{look}\n  [y]es / [n]o{always}: "
         answer = (await asyncio.to_thread(input, prompt)).strip().lower()
-        if answer in ("a", "always"):
+        if answer in ("a", "always") and grant is not None:
             return Decision(True, remember=True, reason="always allowed at the prompt")
         if answer in ("y", "yes"):
             return Decision(True, reason="approved at the prompt")

@@ -29,7 +29,7 @@ import ipywidgets as W
 
 from .. import render
 from ..decisions import Decision
-from ..messages import AssistantMessage
+from ..messages import AssistantMessage, UserMessage
 from ..records import ApprovalRequest
 from .approval import PendingApproval
 from .approval_panel import grant_label as _grant_label  # noqa: F401 - the name tests import from here
@@ -149,11 +149,12 @@ class RunView:
     # -- what the run did before the view existed -----------------------------------------------------------
     def _replay(self) -> None:
         run = self.run
-        messages = run.new_messages[1:] if run.prompt is not None else run.new_messages
         by_id = {rec.id: rec for rec in run.calls}
         turn = 0
-        for msg in messages:
-            if isinstance(msg, AssistantMessage):
+        for msg in render.shown_items(run):  # as it happened, however compaction rewrote the transcript since
+            if not isinstance(msg, (AssistantMessage, UserMessage)):
+                self._items.append(_Note(self, msg))
+            elif isinstance(msg, AssistantMessage):
                 turn += 1
                 if msg.text:
                     seg = self._segment(turn)
@@ -164,7 +165,6 @@ class RunView:
                         self._row_of(rec)
         for rec in run.calls:  # calls of a response still in flight
             self._row_of(rec)
-        self._items.extend(_Note(self, c) for c in getattr(run, "compactions", ()))
         self._dirty.update(self._items)
         self._dirty.add("head")
         self.throttle.request()
@@ -360,10 +360,11 @@ class RunView:
         self.ended = True
 
     # -- display --------------------------------------------------------------------------------------------
-    def static_bundle(self) -> dict[str, str]:
-        """The run as HTML and plain text: what the displays hold once it ended (or the kernel stopped)."""
+    def static_bundle(self, *, style: bool = True) -> dict[str, str]:
+        """The run as HTML and plain text: what the displays hold once it ended (or the kernel stopped);
+        `style=False` leaves the stylesheet out (another output of the notebook carries it)."""
         waits = self.waits
-        return {"text/html": render.run_html(self.run, stopped=self.stopped, waits=waits),
+        return {"text/html": render.run_html(self.run, stopped=self.stopped, waits=waits, style=style),
                 "text/plain": render.run_text(self.run, stopped=self.stopped, waits=waits)}
 
     @property

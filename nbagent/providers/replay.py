@@ -203,4 +203,5 @@ def _report_difference(value: Any, recorded: ToolResultMessage, ctx: Any) -> Non
     diff = "".join(difflib.unified_diff(then.splitlines(True), now.splitlines(True), "recorded", "now", n=1))
     if len(diff) > 4000:
         diff = diff[:4000] + "\n[... diff cut ...]\n"
-    ctx.progress(message="differs from the record", output="[replay] the result differs from the recorded one:\n" + diff)
+    ctx.progress(message="differs from the record", output="[replay] the result differs from the recorded one:\n" + diff,
+                 keep_open="differs from the recorded result")  # a view shows this output open, under that label

@@ -86,6 +86,13 @@ class ScriptedModel(Model):
         return self
 
     @property
+    def writes_summaries(self) -> bool:
+        """Whether compaction asks this model for its summaries: only a script with a callable can answer
+        such a request; a script of plain responses is not asked (a summary would spend one of its turns),
+        and a digest of the transcript stands in (`nbagent.compaction.TranscriptDigest`)."""
+        return any(callable(item) and not isinstance(item, AssistantMessage) for item in self._script)
+
+    @property
     def remaining(self) -> int:
         return len(self._script) - self._next
 

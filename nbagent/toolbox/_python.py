@@ -137,6 +137,7 @@ def make_namespace_tools(binding: Binding, *, python_timeout: float | None = Non
         describe_activity=lambda a: f"Running Python: {_short_code(a.code)}",
         describe_completed_activity=_python_done,
     )
+    python_tool.badge = "runs code"  # the view's word for it: not every call of it is destructive
 
     # -- list_variables ----------------------------------------------------------------------------------------
     def list_variables(ctx: ToolContext = None) -> ToolResult:  # type: ignore[assignment]

@@ -315,7 +315,7 @@ def make_shell_tool(binding: Binding) -> Tool:
         )
         return _result(details, timeout, left_running)
 
-    return Tool(
+    tool_ = Tool(
         shell,
         destructive=True,
         capability="execute",
@@ -325,6 +325,8 @@ def make_shell_tool(binding: Binding) -> Tool:
         describe_activity=lambda a: f"Running `{_short(a.command)}`",
         describe_completed_activity=_completed,
     )
+    tool_.badge = "runs code"  # the view's word for it; a read-only command is shown as read-only
+    return tool_
 
 
 async def _start_background(ctx: Any, command: str, prepared: Any, env: dict[str, str], ws: Any, policy: Any,

@@ -84,6 +84,7 @@ class FakeNotebook:
             return {"cell_id": gone["id"], "index": i, "source": gone["source"]}
         if op == "run":
             i = self._find(data["cell_id"])
+            self._expected(i, data.get("expected"))
             self._count += 1
             outputs, status = (self.on_run(self.cells[i]) if self.on_run else
                                ([{"output_type": "stream", "name": "stdout", "text": "ran\n"}], "ok"))

@@ -94,6 +94,10 @@ def test_an_executed_notebook_saved_without_widget_state_shows_every_run_in_its_
                          "Nothing to add."):
             assert expected in text
         assert "Error displaying widget" not in text and "nbagent live view of" not in text
+    # the stylesheet is saved once, not once per run (15 KB each): one output carries it for the page
+    marker = "nbagent: how a run looks"
+    assert sum(json.dumps(cell.get("outputs", [])).count(marker) for cell in cells) == 1
+    assert marker in html
     # each answer sits in its own cell's part of the Markdown, before the next cell's code
     assert markdown.index("The sum is five.") < markdown.index("await run1")
     assert markdown.index("The answer is forty-two.") < markdown.index("await asyncio.sleep")

@@ -311,7 +311,7 @@ async def test_a_finished_run_is_shown_whole_once_and_in_one_line_elsewhere(shel
     finally:
         del shell.display_pub.publish
     assert "shown whole in the cell that started it (In [" in shown[0]["text/plain"]
-    assert "answer: **bold** answer" in shown[0]["text/plain"]
+    assert "answer: bold answer" in shown[0]["text/plain"]
     assert "<strong>bold</strong>" in shown[1]["text/html"]
     assert shown[1]["text/plain"].startswith("nbagent run · scripted · default mode · done")
     assert updates and "<strong>bold</strong>" in updates[-1]["text/html"]  # the starting cell's final form
@@ -355,3 +355,25 @@ async def test_a_lambda_becomes_a_tool_under_its_name_in_the_notebook(shell):
     result = await run_cell(shell, "run = %agent --model model --tools triple --wait go")
     assert result.error_in_exec is None
     assert shell.user_ns["run"].calls[0].result.details == 6
+
+
+def test_a_mistyped_option_gets_a_suggestion_and_loading_says_what_it_did(capsys, monkeypatch):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from nbagent.jupyter.magics import loaded_message
+
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "nbagent")
+    config = ip._nbagent_session.config
+    try:
+        with pytest.raises(UsageError, match="Did you mean --tools"):
+            ip.run_line_magic("agent", "--tool plot Draw it")
+        with pytest.raises(UsageError, match="Did you mean --only-tools"):
+            ip.run_line_magic("agent", "--only-tool plot Draw it")
+    finally:
+        ip.run_line_magic("unload_ext", "nbagent")
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "MISTRAL_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    assert "no model yet" in loaded_message(config) and "%agent <task>" in loaded_message(config)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    assert "model: openai ($OPENAI_API_KEY is set)" in loaded_message(config)

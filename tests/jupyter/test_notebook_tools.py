@@ -117,7 +117,7 @@ async def test_insert_asks_in_default_mode_and_shows_where(shell) -> None:
     def approver(request):
         asked.append(request)
         html = render.call_inner_html(request.call, waiting=True)
-        assert "nba-diff" in html and "+print(df.shape)" in html and 'after cell &quot;load&quot;' in html
+        assert "nba-diff" in html and "+print(df.shape)" in html and "after [1] df = load()" in html
         return True
 
     run = await agent_run(shell, ToolCall(name="read_notebook", arguments={}),
@@ -216,8 +216,9 @@ async def test_run_cell_returns_the_output_and_the_live_value(shell) -> None:
                 {"output_type": "execute_result", "execution_count": 1, "data": {"text/plain": "{'rows': 3}"}}], "ok"
 
     nb.on_run = on_run
-    run = await agent_run(shell, ToolCall(name="run_cell", arguments={"cell_id": "typed"}))
-    rec = run.calls[0]
+    run = await agent_run(shell, ToolCall(name="read_notebook", arguments={"cell_id": "typed"}),
+                          ToolCall(name="run_cell", arguments={"cell_id": "typed"}))
+    rec = run.calls[1]
     assert rec.status == "ok" and isinstance(rec.details, CellRun), rec.result.text
     assert "[stdout] hello" in rec.result.text and "{'rows': 3}" in rec.result.text
     assert rec.details.value is value and rec.details.execution_count == 1
@@ -282,7 +283,8 @@ async def test_run_cell_while_a_cell_runs_says_why_instead_of_waiting(shell) -> 
 
     notebook_state(shell).running_cells = 1  # the cell that awaits this run (--wait)
     try:
-        run = await agent_run(shell, ToolCall(name="run_cell", arguments={"cell_id": "typed"}))
+        run = await agent_run(shell, ToolCall(name="run_cell", arguments={"cell_id": "typed",
+                                                                          "code": cells()[4]["source"]}))
     finally:
         notebook_state(shell).running_cells = 0
     rec = run.calls[0]
@@ -305,6 +307,150 @@ async def test_run_cell_gives_up_when_the_notebook_never_starts_the_cell(shell, 
             original_later(data)
 
     fake._later = later
-    run = await agent_run(shell, ToolCall(name="run_cell", arguments={"cell_id": "typed"}))
+    run = await agent_run(shell, ToolCall(name="run_cell", arguments={"cell_id": "typed",
+                                                                      "code": cells()[4]["source"]}))
     rec = run.calls[0]
     assert rec.status == "error" and "did not start the cell" in rec.result.text
+
+
+# -- run_cell runs exactly the code that was shown ---------------------------------------------------------------------
+async def test_run_cell_of_a_cell_never_read_shows_its_code_and_runs_nothing(shell) -> None:
+    nb = FakeNotebook(cells())
+    connect(shell, nb)
+    asked = []
+    run = await agent_run(shell, ToolCall(name="run_cell", arguments={"cell_id": "typed"}),
+                          ToolCall(name="run_cell", arguments={"cell_id": "typed"}),
+                          mode="default", approver=lambda r: asked.append(dict(r.arguments)) or True)
+    first, second = run.calls
+    assert first.status == "error" and "had not read it" in first.result.text
+    assert cells()[4]["source"] in first.result.text  # the model learns what the cell holds
+    assert len([r for r in nb.requests if r["op"] == "run"]) == 1  # only the second call ran the cell
+    assert second.status == "ok", second.result.text
+    assert asked[-1]["code"] == cells()[4]["source"]  # the second call was approved as exactly that code
+
+
+async def test_run_cell_approval_shows_the_code_and_a_change_meanwhile_runs_nothing(shell) -> None:
+    nb = FakeNotebook(cells())
+    connect(shell, nb)
+    shown = []
+
+    def approver(request):
+        shown.append(dict(request.arguments))
+        nb.cell("typed")["source"] = "import os; os.remove('everything')"  # changed while the question waited
+        return True
+
+    run = await agent_run(shell, ToolCall(name="read_notebook", arguments={}),
+                          ToolCall(name="run_cell", arguments={"cell_id": "typed"}), mode="default",
+                          approver=approver)
+    rec = run.calls[1]
+    assert shown == [{"cell_id": "typed", "code": cells()[4]["source"]}]
+    preview = rec.tool.preview(rec.arguments)
+    assert cells()[4]["source"] in preview  # the approval's picture: the code itself, not a cell id
+    assert rec.status == "error" and "changed since you last read it" in rec.result.text
+    assert nb.cell("typed")["execution_count"] is None  # nothing ran
+    runs = [r for r in nb.requests if r["op"] == "run"]
+    assert runs and runs[0]["expected"] == cells()[4]["source"]  # the page is told the approved code
+
+
+async def test_run_cell_after_an_unasked_edit_asks_about_the_edited_code(shell) -> None:
+    nb = FakeNotebook(cells())
+    connect(shell, nb)
+    shown = []
+    run = await agent_run(shell, ToolCall(name="read_notebook", arguments={}),
+                          ToolCall(name="edit_cell", arguments={"cell_id": "typed", "old": "df.revenue.sum()",
+                                                                "new": "__import__('os').getcwd()"}),
+                          ToolCall(name="run_cell", arguments={"cell_id": "typed"}),
+                          mode="acceptEdits", approver=lambda r: shown.append(r.arguments["code"]) or True)
+    assert run.calls[1].status == "ok" and run.calls[2].status == "ok", run.calls[2].result.text
+    assert shown == ["total = __import__('os').getcwd()  # typed, never run"]
+
+
+async def test_run_cell_pinning_is_what_stops_a_changed_cell(shell, monkeypatch) -> None:
+    """The defence turned off (the approved code not sent to the page): the changed cell runs."""
+    from nbagent.jupyter import notebook_tools
+
+    real = notebook_tools.run_cell_in_notebook
+    monkeypatch.setattr(notebook_tools, "run_cell_in_notebook",
+                        lambda state, cell_id, ctx, **kw: real(state, cell_id, ctx, **{**kw, "expected": None}))
+    nb = FakeNotebook(cells())
+    connect(shell, nb)
+
+    def approver(request):
+        nb.cell("typed")["source"] = "changed()"
+        return True
+
+    run = await agent_run(shell, ToolCall(name="read_notebook", arguments={}),
+                          ToolCall(name="run_cell", arguments={"cell_id": "typed"}), mode="default",
+                          approver=approver)
+    assert run.calls[1].status == "ok" and nb.cell("typed")["execution_count"] == 1
+
+
+# -- cells named as the person sees them; stale edits refused before anyone is asked ---------------------------------
+async def test_rows_and_diffs_name_cells_as_the_person_sees_them(shell) -> None:
+    nb = FakeNotebook(cells())
+    connect(shell, nb)
+    run = await agent_run(shell, ToolCall(name="read_notebook", arguments={}),
+                          ToolCall(name="edit_cell", arguments={"cell_id": "broken", "old": "1/0", "new": "1/1"}),
+                          ToolCall(name="edit_cell", arguments={"cell_id": "typed", "old": "revenue", "new": "sales"}))
+    broken, typed = run.calls[1], run.calls[2]
+    assert broken.label == "Edited [3] 1/0" and "[3] 1/0 (before)" in broken.details.diff
+    assert typed.label.startswith("Edited cell 5 total = df.revenue.sum()")  # never run: its place
+    page = render.call_inner_html(broken, index=1)
+    assert "[3] 1/0 ↗" in page and '"broken"' not in page  # no id in what the person reads
+
+
+@pytest.mark.parametrize("guarded", [True, False])
+async def test_an_edit_of_a_cell_changed_meanwhile_is_refused_before_the_approval(shell, guarded) -> None:
+    from nbagent import Hooks
+    from nbagent.jupyter.notebook_tools import stale_guard
+
+    nb = FakeNotebook(cells())
+    connect(shell, nb)
+    asked = []
+
+    def read_then_type(call, ctx):  # the person types in the cell after the agent read it
+        if call.name == "edit_cell":
+            nb.cell("typed")["source"] = "total = my_own_work()"
+
+    model = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name="read_notebook", arguments={})]),
+                           AssistantMessage(tool_calls=[ToolCall(name="edit_cell", arguments={
+                               "cell_id": "typed", "old": "revenue", "new": "sales"})]), "done"])
+    agent = Agent(model=model, tools=tools_of(shell), mode="default", approver=lambda r: asked.append(r) or True,
+                  hooks=Hooks(before_tool_call=[read_then_type] + ([stale_guard(shell)] if guarded else [])))
+    run = await agent.run("go")
+    rec = run.calls[1]
+    if not guarded:  # the defence off: the person is asked, and the page refuses only after the click
+        assert len(asked) == 1 and rec.status == "error" and "changed since you last read it" in rec.result.text
+        return
+    assert asked == [] and rec.status == "blocked"  # nobody was asked to approve a stale edit
+    assert "changed since you last read it" in rec.result.text
+    assert nb.cell("typed")["source"] == "total = my_own_work()"
+    assert not [r for r in nb.requests if r["op"] == "edit"]
+
+
+async def test_the_notebook_front_guards_its_agents_against_stale_edits(shell) -> None:
+    from nbagent.jupyter.resolve import RunOptions
+
+    shell.run_line_magic("load_ext", "nbagent")
+    try:
+        shell.user_ns["m"] = ScriptedModel(["done"])
+        agent = shell._nbagent_session.agents.agent(RunOptions(model="m"))
+        assert [h.__name__ for h in agent.hooks.before_tool_call] == ["refuse_stale"]
+    finally:
+        shell.run_line_magic("unload_ext", "nbagent")
+
+
+async def test_the_front_pins_the_code_of_a_cell_never_read_and_asks_about_it(shell) -> None:
+    from nbagent import Hooks
+    from nbagent.jupyter.notebook_tools import stale_guard
+
+    nb = FakeNotebook(cells())
+    connect(shell, nb)
+    shown = []
+    model = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name="run_cell", arguments={"cell_id": "typed"})]),
+                           "done"])
+    agent = Agent(model=model, tools=tools_of(shell), mode="default",
+                  approver=lambda r: shown.append(r.arguments["code"]) or True,
+                  hooks=Hooks(before_tool_call=[stale_guard(shell)]))
+    run = await agent.run("go")
+    assert shown == [cells()[4]["source"]] and run.calls[0].status == "ok", run.calls[0].result.text

@@ -225,12 +225,19 @@ async def test_a_view_of_a_finished_run_shows_what_happened():
 def test_the_always_allow_label_names_exactly_what_is_granted():
     from types import SimpleNamespace
 
+    from nbagent import toolbox
     from nbagent.jupyter.widgets import _grant_label
     from nbagent.toolbox._shellwords import suggest_pattern
 
-    shell = SimpleNamespace(name="shell", suggested_scope=suggest_pattern("git config --get x"))
-    assert _grant_label(shell) == "`git config --get x`"
-    assert _grant_label(SimpleNamespace(name="shell", suggested_scope=suggest_pattern("ls *.py"))) == "`ls *.py`"
-    assert _grant_label(SimpleNamespace(name="write_file", suggested_scope="./a.txt")) == "write_file `./a.txt`"
-    assert _grant_label(SimpleNamespace(name="delete", suggested_scope=None)) == "delete"
-    assert _grant_label(SimpleNamespace(name="shell", suggested_scope="pytest:*")) == "shell(pytest:*)"
+    def request(tool, scope):
+        return SimpleNamespace(name=tool.name, tool=tool, suggested_scope=scope)
+
+    label = _grant_label(request(toolbox.shell, suggest_pattern("git config --get x")))
+    assert label.short == "`git config --get x` (this exact command)"
+    assert _grant_label(request(toolbox.shell, suggest_pattern("ls *.py"))).short == "`ls *.py` (this exact command)"
+    assert _grant_label(request(toolbox.write_file, "./a.txt")).short == "write_file ./a.txt (this file only)"
+    assert _grant_label(request(delete, None)).short == "every delete call"
+    assert _grant_label(request(toolbox.shell, "pytest:*")).short == "shell commands matching `pytest:*`"
+    assert _grant_label(request(toolbox.python, "print(1)")).short == "python: exactly this code"
+
+

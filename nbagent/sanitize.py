@@ -1,0 +1,378 @@
+"""What reaches the page is inert: the one sanitizer for HTML, and the one neutraliser for text.
+
+Reads: HTML and text that someone else wrote. A result's `_repr_html_()` (a library's repr over data from
+a file, a web page or an MCP server: a pandas Styler does not escape its cells), a details object's
+`link_html()`, the model's Markdown, tool names, arguments, error text and output. Any of them may be
+hostile: the model may be prompt-injected, the data may carry markup or terminal escapes.
+
+What could happen: script in the Jupyter page (it can drive the kernel: run code, click Approve), a
+remote load that sends data out when the view or the saved notebook is opened (`<img src>`, CSS `url()`,
+`@import`), a form or an overlay that imitates the approval buttons, a meta refresh or `<base>` that
+redirects; in a terminal, escape sequences that rewrite the screen or set its title, and bidi controls
+that make text read differently from what runs.
+
+What stops it:
+
+- `sanitize_html(markup)`: nh3 (the Rust ammonia allowlist sanitizer) with a small allowlist: tables,
+  text, lists, `details`, links (http, https, mailto, and in-page `#` anchors only; they open in a new
+  tab, with no referrer) and images whose `src` is an inline `data:image/...` (nothing remote, nothing
+  relative). No script, no event handler, no form, frame, object, SVG or MathML, no `meta`, `base` or
+  `link`. `id`s are prefixed (`nba-u-`) so they cannot clobber the page's; class names of the page's own
+  parts (`nba-`, `jp-`, `lm-`, `p-`, `widget-`, `jupyter-`) are dropped. Inline styles and `<style>`
+  sheets keep only safe properties (colours, fonts, alignment, borders, padding, sizes; never
+  `position`, `z-index`, `transform`, negative margins or any CSS function but colours and gradients:
+  so no `url()`, `image-set()` or `expression()`), at-rules (`@import`, `@font-face`, `@media`) are
+  dropped, and every selector is scoped to the fragment's own wrapper. What a DataFrame or a Styler
+  needs to look right stays.
+- `markdown_html(text)` in `nbagent.render` renders the model's Markdown with raw HTML escaped and
+  images turned into links that show their URL, then passes it through `sanitize_html`.
+- `terminal_safe(text)`: for text that goes to a terminal or a log (`print(run)`, `str(record)`, the
+  headless runner, the text view): terminal escape sequences (CSI, OSC, DCS and the rest) are removed, and
+  every other control character (C0, DEL, C1, but newline and tab) and every bidi or invisible character is
+  shown as a visible `⟨U+XXXX⟩`.
+- `visible(text) -> (shown, warnings)`: for text a person approves: nothing removed, every control, bidi
+  and invisible character shown as `⟨U+XXXX NAME⟩`, and one warning per kind found, to show beside it.
+
+No IPython here, and nothing from nbagent: every layer may use this module.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+import zlib
+from typing import Any
+
+__all__ = [
+    "CSS_PROPERTIES",
+    "ID_PREFIX",
+    "clean_css_declarations",
+    "clean_stylesheet",
+    "has_hidden_characters",
+    "image_data_url",
+    "sanitize_html",
+    "terminal_safe",
+    "visible",
+]
+
+# --------------------------------------------------------------------------------------------------
+# HTML
+# --------------------------------------------------------------------------------------------------
+TAGS = frozenset({
+    "a", "abbr", "b", "blockquote", "br", "caption", "cite", "code", "col", "colgroup", "dd", "del", "details",
+    "dfn", "div", "dl", "dt", "em", "figcaption", "figure", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img",
+    "ins", "kbd", "li", "mark", "ol", "p", "pre", "q", "s", "samp", "small", "span", "strike", "strong", "style",
+    "sub", "summary", "sup", "table", "tbody", "td", "tfoot", "th", "thead", "time", "tr", "tt", "u", "ul", "var",
+})
+"""Elements kept (their attributes filtered). Anything else is dropped, keeping its text."""
+
+DROPPED_WITH_CONTENT = frozenset({
+    "script", "svg", "math", "noscript", "template", "iframe", "frame", "frameset", "object", "embed", "applet",
+    "textarea", "select", "option", "xmp", "noembed", "noframes", "title", "head", "plaintext", "canvas",
+    "audio", "video", "picture", "source", "portal",
+})
+"""Elements removed with everything inside them (their text means nothing as text, or is code)."""
+
+_COMMON = {"class", "title", "id", "style", "align", "valign", "lang"}
+ATTRIBUTES = {
+    "*": _COMMON,
+    "a": {"href"},
+    "img": {"src", "alt", "width", "height"},
+    "td": {"colspan", "rowspan", "headers", "scope", "nowrap"},
+    "th": {"colspan", "rowspan", "headers", "scope", "nowrap"},
+    "table": {"border", "cellpadding", "cellspacing", "summary", "width"},
+    "col": {"span", "width"},
+    "colgroup": {"span", "width"},
+    "ol": {"start", "type", "reversed"},
+    "li": {"value"},
+    "details": {"open"},
+    "time": {"datetime"},
+}
+ID_PREFIX = "nba-u-"
+"""Put before every `id` of sanitized HTML (and before `#id` in its style sheets): no clobbering of the page."""
+_KEPT_CLASSES = frozenset({"nba-cell-link", "nba-md-image", "nba-pre", "nba-code", "nba-diff", "nba-diff-add",
+                           "nba-diff-del", "nba-diff-at"})
+"""Classes of the page's own kept all the same: they only style text (a link, a block of code, a diff's
+lines), so the notebook tools' results (cell diffs) look as the rest of the view does."""
+_PAGE_CLASSES = ("nba", "jp-", "lm-", "p-", "widget-", "jupyter-", "jupyter_", "mathjax", "tex2jax")
+
+_IMAGE_URL = re.compile(r"^data:image/(?:png|jpeg|jpg|gif|webp|bmp);base64,[A-Za-z0-9+/=\s]*$", re.I)
+_HREF = re.compile(r"^(?:https?://|mailto:|#)", re.I)
+_STYLE_ELEMENT = re.compile(r"<style>(.*?)</style>", re.S)
+_TABLE_GAPS = re.compile(r">\s+(?=</?(?:table|thead|tbody|tfoot|tr|td|th)[\s>])")
+
+CSS_PROPERTIES = frozenset({
+    "color", "background-color", "background", "background-image", "opacity",
+    "font", "font-family", "font-size", "font-style", "font-weight", "font-variant", "font-variant-numeric",
+    "text-align", "text-decoration", "text-decoration-line", "text-decoration-color", "text-decoration-style",
+    "text-transform", "text-indent", "text-overflow", "vertical-align", "white-space", "word-break",
+    "word-wrap", "overflow-wrap", "line-height", "letter-spacing", "word-spacing",
+    "border", "border-top", "border-right", "border-bottom", "border-left", "border-color", "border-style",
+    "border-width", "border-radius", "border-collapse", "border-spacing", "border-top-color",
+    "border-right-color", "border-bottom-color", "border-left-color", "border-top-style", "border-right-style",
+    "border-bottom-style", "border-left-style", "border-top-width", "border-right-width",
+    "border-bottom-width", "border-left-width", "outline", "outline-color", "outline-style", "outline-width",
+    "padding", "padding-top", "padding-right", "padding-bottom", "padding-left",
+    "margin", "margin-top", "margin-right", "margin-bottom", "margin-left",
+    "width", "min-width", "max-width", "height", "min-height", "max-height",
+    "display", "visibility", "overflow", "overflow-x", "overflow-y", "table-layout", "caption-side",
+    "empty-cells", "list-style-type", "list-style-position", "float", "clear", "box-sizing",
+})
+"""CSS properties kept, in `style` attributes and style sheets alike (their values filtered too).
+
+Left out on purpose: `position`, `top`/`left`/..., `z-index`, `transform`, `filter`, `clip-path`, `mask`,
+`content`, `cursor`, `pointer-events`, `animation`, `transition`, `direction`/`unicode-bidi`: what lets a
+fragment cover or imitate the rest of the page, load something, or reorder text."""
+_CSS_FUNCTIONS = frozenset({"rgb", "rgba", "hsl", "hsla", "linear-gradient", "repeating-linear-gradient"})
+_CSS_FUNCTION = re.compile(r"([A-Za-z_-][\w-]*)\s*\(")
+_CSS_BAD = re.compile(r"[\\<>@{}]|/\*|javascript:|expression|-moz-binding|behavior", re.I)
+_DISPLAY = frozenset({"none", "inline", "block", "inline-block", "table", "table-cell", "table-row",
+                      "table-header-group", "table-row-group", "table-column", "list-item", "flow-root"})
+_SELECTOR_OK = re.compile(r"^[\w\s.#:>+~*()\[\]=\"',|^$-]+$")
+_SELECTOR_ID = re.compile(r"#(-?[A-Za-z_][\w-]*)")
+
+
+def _clean_value(prop: str, value: str) -> str | None:
+    value = value.strip()
+    if not value or _CSS_BAD.search(value):
+        return None
+    if any(name.lower() not in _CSS_FUNCTIONS for name in _CSS_FUNCTION.findall(value)):
+        return None  # url(), image-set(), var(), attr(), env(), element(), ...: nothing that loads or reads
+    if prop.startswith("margin") and "-" in value:
+        return None  # a negative margin moves the fragment over the page around it
+    if prop == "display" and value.lower().replace("!important", "").strip() not in _DISPLAY:
+        return None
+    return value
+
+
+def clean_css_declarations(text: str) -> str:
+    """The safe part of a list of CSS declarations (`color: red; position: fixed` -> `color: red`)."""
+    out = []
+    for part in text.split(";"):
+        prop, colon, value = part.partition(":")
+        prop = prop.strip().lower()
+        if not colon or prop not in CSS_PROPERTIES:
+            continue
+        cleaned = _clean_value(prop, value)
+        if cleaned is not None:
+            out.append(f"{prop}: {cleaned}")
+    return "; ".join(out)
+
+
+def _scope_selector(selector: str, scope: str) -> str | None:
+    selector = selector.strip()
+    if not selector or not _SELECTOR_OK.match(selector):
+        return None
+    selector = _SELECTOR_ID.sub(lambda m: "#" + ID_PREFIX + m.group(1), selector)
+    return f".{scope} {selector}"
+
+
+def clean_stylesheet(css: str, scope: str) -> str:
+    """A style sheet reduced to plain rules whose selectors all start with `.scope` and whose declarations
+    are safe (see `clean_css_declarations`). At-rules (`@import`, `@font-face`, `@media`, ...) are dropped
+    whole, and so is any rule that cannot be read plainly (escapes, nested braces)."""
+    css = re.sub(r"/\*.*?(?:\*/|$)", " ", css, flags=re.S)
+    if "\\" in css or "<" in css:
+        return ""  # escapes spell anything (`u\72l(`); nothing a table's styling needs
+    rules = []
+    i, n = 0, len(css)
+    while i < n:
+        brace = css.find("{", i)
+        if brace == -1:
+            break
+        head = css[i:brace]
+        semi = head.find(";")
+        if "@" in head[: semi if semi != -1 else len(head)] and semi != -1:
+            i += semi + 1  # `@import ...;`, `@charset ...;`
+            continue
+        # the rule's body: to the matching brace (nested blocks are skipped, and dropped)
+        depth, j = 1, brace + 1
+        while j < n and depth:
+            if css[j] == "{":
+                depth += 1
+            elif css[j] == "}":
+                depth -= 1
+            j += 1
+        body = css[brace + 1 : j - 1]
+        i = j
+        if "@" in head or "{" in body:
+            continue
+        selectors = [_scope_selector(s, scope) for s in head.split(",")]
+        if not selectors or any(s is None for s in selectors):
+            continue
+        declarations = clean_css_declarations(body)
+        if declarations:
+            rules.append(f"{', '.join(selectors)} {{ {declarations} }}")  # type: ignore[arg-type]
+    return "\n".join(rules)
+
+
+def image_data_url(value: str) -> bool:
+    """Whether `value` is an inline raster image (`data:image/png;base64,...`): the only `src` an image keeps."""
+    return bool(_IMAGE_URL.match(value.strip()))
+
+
+def _attribute_filter(tag: str, attr: str, value: str) -> str | None:
+    if attr == "href":
+        return value if _HREF.match(value.strip()) else None
+    if attr == "src":
+        return value if image_data_url(value) else None
+    if attr == "style":
+        return clean_css_declarations(value) or None
+    if attr == "class":
+        kept = [c for c in value.split() if c in _KEPT_CLASSES or not c.lower().startswith(_PAGE_CLASSES)]
+        return " ".join(kept) or None
+    return value
+
+
+_cleaner: Any = None
+
+
+def _nh3() -> Any:
+    global _cleaner
+    if _cleaner is None:
+        import nh3
+
+        _cleaner = nh3.Cleaner(
+            tags=set(TAGS), clean_content_tags=set(DROPPED_WITH_CONTENT), attributes={k: set(v) for k, v in ATTRIBUTES.items()},
+            attribute_filter=_attribute_filter, strip_comments=True, link_rel="noopener noreferrer nofollow",
+            url_schemes={"http", "https", "mailto", "data"}, url_relative="pass_through", id_prefix=ID_PREFIX,
+            set_tag_attribute_values={"a": {"target": "_blank"}},
+        )
+    return _cleaner
+
+
+def sanitize_html(markup: str, *, wrap: bool = True, scope: str | None = None) -> str:
+    """HTML someone else wrote, made inert: what the allowlist keeps, wrapped in `<div class="nba-safe SCOPE">`.
+
+    `scope` names the wrapper's own class, the one its style sheets are confined to; by default one derived
+    from the markup (the same markup gives the same HTML: a saved notebook does not change on a re-render).
+    `wrap=False` (for a piece that goes inline: a link, Markdown) leaves the wrapper out, and with it every
+    style sheet. Never raises for odd input: what cannot be read plainly is dropped.
+
+    The last 64 results (of markup up to `CACHED_CHARS`) are kept: a view draws the same result several
+    times (its row when the call ends, the whole view when the run ends, the static form a notebook saves).
+    """
+    if not isinstance(markup, str):
+        markup = str(markup)
+    if len(markup) > CACHED_CHARS:
+        return _sanitize(markup, wrap, scope)
+    return _cached(markup, wrap, scope)
+
+
+CACHED_CHARS = 100_000
+"""Markup longer than this is sanitized anew each time."""
+
+
+def _sanitize(markup: str, wrap: bool = True, scope: str | None = None) -> str:
+    # the indentation between a table's own tags shows nothing, and is a quarter of a DataFrame's repr: nh3
+    # reads it faster without (measured: 0.58 -> 0.41 ms for a 30x6 DataFrame)
+    cleaned = _nh3().clean(_TABLE_GAPS.sub(">", markup))
+    if not wrap:
+        return _STYLE_ELEMENT.sub("", cleaned) if "<style>" in cleaned else cleaned
+    if "<style>" in cleaned:  # nh3's output escapes `<` in attribute values: each `<style>` is an element
+        scope = scope or f"nba-safe-{zlib.crc32(markup.encode('utf-8', 'surrogatepass')):08x}"
+
+        def sheet(m: re.Match[str]) -> str:
+            css = clean_stylesheet(m.group(1), scope)
+            return f"<style>{css}</style>" if css else ""
+
+        cleaned = _STYLE_ELEMENT.sub(sheet, cleaned)
+    cls = f"nba-safe {scope}" if scope else "nba-safe"
+    return f'<div class="{cls}">{cleaned}</div>'
+
+
+_cached = functools.lru_cache(maxsize=64)(_sanitize)
+
+
+# --------------------------------------------------------------------------------------------------
+# Text
+# --------------------------------------------------------------------------------------------------
+_BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+_INVISIBLE = ("\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b\u200c\u2060-\u2064\u206a-\u206f"
+              "\u3164\ufeff\uffa0\ufff9-\ufffb\U000e0000-\U000e007f")
+_EMOJI_PARTS = "\u200d\ufe00-\ufe0f"  # the joiner and the variation selectors: invisible, and inside emoji
+_CONTROL = "\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"  # every C0 but tab, newline and CR, DEL, every C1
+# a carriage return counts only alone: before a newline it is a Windows line end, and hides nothing
+_HIDDEN = re.compile(f"\r(?!\n)|[{_CONTROL}{_BIDI}{_INVISIBLE}{_EMOJI_PARTS}\u2028\u2029]")
+_HIDDEN_PROSE = re.compile(f"\r(?!\n)|[{_CONTROL}{_BIDI}{_INVISIBLE}\u2028\u2029]")
+_ESCAPE_SEQUENCE = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"              # CSI: colours, cursor moves, clearing
+    r"|\x1b[\]PX^_][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"  # OSC (title, hyperlinks, clipboard), DCS, SOS, PM, APC
+    r"|\x1b[ -/]*[0-~]"                     # the other escapes (charset, keypad, reset)
+    r"|\x9b[0-?]*[ -/]*[@-~]"               # 8-bit CSI
+    r"|[\x90\x9d-\x9f][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?")  # 8-bit OSC, DCS, ...
+_NAMES = {"\x1b": "ESC", "\r": "CR", "\x07": "BEL", "\x08": "BS", "\x00": "NUL", "\x7f": "DEL", "\x0c": "FF",
+          "\x0b": "VT", "\x9b": "CSI"}
+
+
+def _name(ch: str) -> str:
+    name = _NAMES.get(ch) or unicodedata.name(ch, "")
+    if not name:
+        return "CONTROL"
+    return name
+
+
+def _code(ch: str) -> str:
+    return f"U+{ord(ch):04X}"
+
+
+def has_hidden_characters(text: str) -> bool:
+    """Whether `text` holds a control, bidi or invisible character (what `visible` would show)."""
+    return isinstance(text, str) and _HIDDEN.search(text) is not None
+
+
+def _kind(ch: str) -> str:
+    if ch in _BIDI:
+        return ("bidi controls (they change the order in which text is shown, so what you read is not the "
+                "order it runs in)")
+    if ch == "\x1b" or ch == "\x9b":
+        return "terminal escape sequences (they can rewrite what a terminal shows)"
+    if ch in "\u2028\u2029":
+        return "line or paragraph separators (a line break that some programs do not count as one)"
+    if ch == "\r" or re.match(f"[{_CONTROL}]", ch):
+        return "control characters"
+    return "invisible characters (zero-width and the like: text that looks the same can differ)"
+
+
+def visible(text: str, *, prose: bool = False) -> tuple[str, list[str]]:
+    """Text a person is about to approve, with nothing hidden: `(shown, warnings)`.
+
+    Every control character (C0 but newline and tab, a carriage return not before a newline, DEL, C1), bidi control (U+202A-202E, U+2066-2069,
+    U+200E/200F, U+061C), invisible character (U+200B-200D, U+2060-2064, U+FEFF, soft hyphen, variation
+    selectors, tags) and line/paragraph separator is shown as `⟨U+202E RIGHT-TO-LEFT OVERRIDE⟩`; nothing is
+    removed, so every character that will run is there to see. `warnings` has one sentence per kind found
+    ("bidi controls (...)"), to show beside the text; it is empty for ordinary text.
+
+    `prose=True` (text to read, not to approve: the model's Markdown) leaves the joiner and the variation
+    selectors that emoji are made of (U+200D, U+FE00-FE0F) as they are.
+    """
+    if not isinstance(text, str):
+        text = str(text)
+    pattern = _HIDDEN_PROSE if prose else _HIDDEN
+    if pattern.search(text) is None:
+        return text, []
+    kinds: dict[str, int] = {}
+
+    def show(m: re.Match[str]) -> str:
+        ch = m.group(0)
+        kind = _kind(ch)
+        kinds[kind] = kinds.get(kind, 0) + 1
+        return f"⟨{_code(ch)} {_name(ch)}⟩"
+
+    shown = pattern.sub(show, text)
+    warnings = [f"It contains {kind}: {count} shown as ⟨U+XXXX NAME⟩." for kind, count in kinds.items()]
+    return shown, warnings
+
+
+def terminal_safe(text: Any) -> str:
+    """Text for a terminal or a log: escape sequences removed, every other control, bidi or invisible
+    character shown as `⟨U+XXXX⟩` (newline and tab kept; a carriage return alone becomes a newline)."""
+    if not isinstance(text, str):
+        text = str(text)
+    if _HIDDEN.search(text) is None:
+        return text
+    text = _ESCAPE_SEQUENCE.sub("", text)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _HIDDEN.sub(lambda m: f"⟨{_code(m.group(0))}⟩", text)
+
