@@ -19,12 +19,13 @@ Layers, from the bottom (a module may import its own layer, without a cycle, and
 the same way (the core below it counts as one layer, which every module of the front may import):
 
     settings   config                                           (nothing of the front)
-    parts      approval, capture, document, instructions, mcp, notebook_comm, text, throttle
+    parts      approval, capture, document, instructions, mcp, notebook_comm, text, throttle,
+               panel_model, panel_prompts
     tools      notebook_cells, notebook_tools, kernel_tools     (the notebook tools and the kernel's toolbox)
     views      widget_kit, approval_panel, call_row, widgets    (the live run view)
     seams      resolve, conversation, notebook_runs             (options -> agent, the store, runs and views)
     session    session                                          (starts a run through the seams)
-    entry      nbagent.jupyter, magics, headless                (everything)
+    entry      nbagent.jupyter, magics, headless, panel         (everything)
 
 and no module of the front is longer than 500 lines.
 """
@@ -201,12 +202,13 @@ def test_no_module_is_long_without_saying_why(module):
 # -- the notebook front (nbagent/jupyter/) ----------------------------------------------------------------
 FRONT_LAYERS: dict[str, tuple[str, ...]] = {
     "settings": ("config",),
-    "parts": ("approval", "capture", "document", "instructions", "mcp", "notebook_comm", "text", "throttle"),
+    "parts": ("approval", "capture", "document", "instructions", "mcp", "notebook_comm", "text", "throttle",
+              "panel_model", "panel_prompts"),
     "tools": ("notebook_cells", "notebook_tools", "kernel_tools"),
     "views": ("widget_kit", "approval_panel", "call_row", "steering", "widgets"),
     "seams": ("resolve", "conversation", "notebook_runs"),
     "session": ("session",),
-    "entry": ("__init__", "magics", "headless"),
+    "entry": ("__init__", "magics", "headless", "panel"),
 }
 FRONT_MAY_IMPORT: dict[str, set[str]] = {
     "settings": {"core", "settings"},

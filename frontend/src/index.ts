@@ -11,6 +11,8 @@ import { Cell, CodeCell, MarkdownCell } from '@jupyterlab/cells';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 
+import { panelPlugin } from './plugin';
+
 const TARGET = 'nbagent.notebook';
 const TEXT_LIMIT = 20000;
 const HTML_LIMIT = 4000;
@@ -366,4 +368,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default plugin;
+export default [plugin, panelPlugin];

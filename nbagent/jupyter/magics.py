@@ -323,6 +323,9 @@ def register(shell: InteractiveShell) -> NotebookSession:
         shell.input_transformers_post.append(add_await)
     if quote_prompts not in shell.input_transformers_cleanup:
         shell.input_transformers_cleanup.append(quote_prompts)
+    from .panel import attach_panel
+
+    attach_panel(shell, session)  # the side panel and the buttons on cells talk to this session
     return session
 
 
@@ -341,6 +344,9 @@ def unregister(shell: InteractiveShell) -> None:
         shell.input_transformers_cleanup.remove(quote_prompts)
     session = getattr(shell, "_nbagent_session", None)
     if session is not None:
+        from .panel import detach_panel
+
+        detach_panel(shell, session)
         session.close()
     if session is not None and session.config in shell.configurables:
         shell.configurables.remove(session.config)

@@ -140,7 +140,7 @@ def test_the_agent_works_in_the_notebook(server):
         # 1. insert_cell asks, with a diff saying where; Approve puts the cell there
         row = ask(page, "insert_cell")
         text = row.inner_text()
-        assert 'a new code cell, after cell "c2" (x = 1)' in text and "+" + INSERTED in text
+        assert "a new code cell, after cell 3 x = 1" in text and "+" + INSERTED in text
         page.shot(f"notebook-tools-{app}-insert-pending", p.locator(".nba-view"))
         press(row, "approve")
         cells = wait_sources(page, lambda s: len(s) == 7, "the inserted cell did not appear")

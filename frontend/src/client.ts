@@ -1,0 +1,332 @@
+/**
+ * The page's end of the `nbagent.panel` comm (kernel side: nbagent/jupyter/panel.py): one client per open
+ * notebook. It opens the comm when the notebook has a kernel, asks for the conversation, keeps the runs'
+ * summaries the kernel pushes, and says what is wrong when nobody answers: no kernel, nbagent not loaded in
+ * it, the kernel restarted (the runs it showed are kept, marked as from before the restart).
+ *
+ * Everything the kernel sends is data: summaries are JSON; the HTML in them is sanitized where it is shown.
+ */
+import { Cell, CodeCell } from '@jupyterlab/cells';
+import { NotebookPanel } from '@jupyterlab/notebook';
+import { Kernel, KernelMessage } from '@jupyterlab/services';
+import { Signal } from '@lumino/signaling';
+
+export const PANEL_TARGET = 'nbagent.panel';
+const TIMEOUT = 15000;
+
+type JSONDict = { [key: string]: any };
+
+export interface IReview {
+  call: string;
+  tool: string;
+  digest: string;
+  arguments?: JSONDict;
+}
+
+export interface IChange {
+  call: string;
+  action: 'inserted' | 'edited' | 'deleted';
+  cell_id: string;
+  index: number;
+  cell_type: string;
+  before: string | null;
+  after: string;
+  undone: boolean;
+}
+
+export interface IRunSummary {
+  id: string;
+  status: string;
+  label: string;
+  source: 'panel' | 'cell';
+  kind: string;
+  cell: string | null;
+  head: JSONDict;
+  widget: string | null;
+  html: string | null;
+  reviews: IReview[];
+  changes: IChange[];
+  /** set by the page: the kernel restarted after this summary */
+  before_restart?: boolean;
+}
+
+export type ClientState = 'connecting' | 'ready' | 'absent' | 'nokernel';
+
+export class PanelClient {
+  readonly changed = new Signal<PanelClient, void>(this);
+  readonly notebook: NotebookPanel;
+  state: ClientState = 'connecting';
+  runs = new Map<string, IRunSummary>();
+  stored: JSONDict | null = null;
+  config: JSONDict = {};
+  sessionId: string | null = null;
+  kernelOrigin: string | null = null;
+  restarted = false;
+  error = '';
+  private comm: Kernel.IComm | null = null;
+  private kernel: Kernel.IKernelConnection | null = null;
+  private ids = 1;
+  private waiting = new Map<number, { resolve: (v: any) => void; reject: (e: Error) => void }>();
+  private retryTimer = 0;
+
+  constructor(notebook: NotebookPanel) {
+    this.notebook = notebook;
+    const session = notebook.sessionContext;
+    session.kernelChanged.connect(() => this.reconnect());
+    session.statusChanged.connect((_s, status) => {
+      if (status === 'restarting' || status === 'autorestarting') {
+        this.onRestart();
+      } else if (status === 'idle') {
+        this.retrySoon(); // the cell that just ran may have loaded nbagent, or changed its settings
+      }
+    });
+    void session.ready.then(() => this.reconnect());
+  }
+
+  dispose(): void {
+    this.closeComm();
+    window.clearTimeout(this.retryTimer);
+  }
+
+  private emit(): void {
+    this.changed.emit();
+  }
+
+  private onRestart(): void {
+    this.restarted = true;
+    for (const run of this.runs.values()) {
+      run.before_restart = true;
+      run.widget = null;
+      run.reviews = [];
+    }
+    this.closeComm();
+    this.state = 'connecting';
+    this.emit();
+  }
+
+  private retrySoon(): void {
+    window.clearTimeout(this.retryTimer);
+    this.retryTimer = window.setTimeout(() => {
+      if (this.state === 'ready') {
+        if (this.runs.size === 0) {
+          void this.refresh(); // the settings shown before the first run (a later cell may set the model)
+        }
+      } else if (this.state !== 'connecting' || !this.comm) {
+        this.reconnect();
+      }
+    }, 300);
+  }
+
+  private closeComm(): void {
+    const comm = this.comm;
+    this.comm = null;
+    for (const w of this.waiting.values()) {
+      w.reject(new Error('the kernel went away before it answered'));
+    }
+    this.waiting.clear();
+    if (comm && !comm.isDisposed) {
+      try {
+        comm.close();
+      } catch {
+        /* gone */
+      }
+    }
+  }
+
+  reconnect(): void {
+    this.closeComm();
+    const kernel = this.notebook.sessionContext.session?.kernel ?? null;
+    this.kernel = kernel;
+    if (!kernel) {
+      this.state = 'nokernel';
+      this.emit();
+      return;
+    }
+    this.state = 'connecting';
+    let comm: Kernel.IComm;
+    try {
+      comm = kernel.createComm(PANEL_TARGET);
+    } catch (err) {
+      this.state = 'absent';
+      this.error = String(err);
+      this.emit();
+      return;
+    }
+    this.comm = comm;
+    comm.onMsg = msg => this.onMsg(msg);
+    comm.onClose = () => {
+      if (this.comm === comm) {
+        this.comm = null;
+        this.state = this.kernel ? 'absent' : 'nokernel';
+        for (const w of this.waiting.values()) {
+          w.reject(new Error('nbagent is not loaded in this kernel'));
+        }
+        this.waiting.clear();
+        this.emit();
+      }
+    };
+    comm.open({ protocol: 1 });
+    void this.refresh();
+  }
+
+  async refresh(): Promise<void> {
+    try {
+      const state = await this.request('state', {});
+      this.state = 'ready';
+      this.error = '';
+      this.config = state.config ?? {};
+      this.stored = state.stored ?? null;
+      this.sessionId = state.session_id ?? null;
+      if (this.kernelOrigin && state.kernel !== this.kernelOrigin) {
+        this.restarted = true;
+      }
+      this.kernelOrigin = state.kernel ?? null;
+      const fresh = new Map<string, IRunSummary>();
+      if (this.restarted && !(state.stored && !state.runs.length)) {
+        // until the kernel shows the stored conversation, keep what was shown before the restart
+        for (const [id, run] of this.runs) {
+          fresh.set(id, { ...run, before_restart: true, widget: null, reviews: [] });
+        }
+      }
+      for (const run of state.runs as IRunSummary[]) {
+        fresh.set(run.id, run);
+      }
+      this.runs = fresh;
+    } catch (err) {
+      if (this.state === 'connecting' && this.comm) {
+        this.state = 'absent';
+      }
+      this.error = err instanceof Error ? err.message : String(err);
+    }
+    this.emit();
+  }
+
+  private onMsg(msg: KernelMessage.ICommMsgMsg): void {
+    const data = msg.content.data as JSONDict;
+    if (!data || typeof data !== 'object') {
+      return;
+    }
+    if (typeof data.id === 'number') {
+      const w = this.waiting.get(data.id);
+      if (w) {
+        this.waiting.delete(data.id);
+        if (data.ok) {
+          w.resolve(data.result);
+        } else {
+          w.reject(new Error(String(data.error ?? 'refused')));
+        }
+      }
+      return;
+    }
+    if (data.event === 'run' && data.run && typeof data.run.id === 'string') {
+      this.runs.set(data.run.id, data.run as IRunSummary);
+      this.emit();
+    }
+  }
+
+  request(op: string, fields: JSONDict): Promise<any> {
+    const comm = this.comm;
+    if (!comm || comm.isDisposed) {
+      return Promise.reject(new Error(this.absentText()));
+    }
+    const id = this.ids++;
+    return new Promise((resolve, reject) => {
+      const timer = window.setTimeout(() => {
+        if (this.waiting.delete(id)) {
+          reject(new Error(`the kernel did not answer within ${TIMEOUT / 1000} s (is it busy running a cell?)`));
+        }
+      }, TIMEOUT);
+      this.waiting.set(id, {
+        resolve: v => {
+          window.clearTimeout(timer);
+          resolve(v);
+        },
+        reject: e => {
+          window.clearTimeout(timer);
+          reject(e);
+        }
+      });
+      comm.send({ id, op, ...fields });
+    });
+  }
+
+  absentText(): string {
+    if (this.state === 'nokernel') {
+      return 'This notebook has no kernel: choose one (Kernel > Change Kernel), then run %load_ext nbagent in it.';
+    }
+    return 'nbagent is not loaded in this notebook\'s kernel: run %load_ext nbagent in a cell (or click Load nbagent).';
+  }
+
+  /** Run `%load_ext nbagent` in the kernel, silently (the person clicked "Load nbagent"). */
+  async loadExtension(): Promise<void> {
+    const kernel = this.notebook.sessionContext.session?.kernel;
+    if (!kernel) {
+      throw new Error(this.absentText());
+    }
+    const future = kernel.requestExecute({ code: '%load_ext nbagent', silent: true, store_history: false });
+    const reply = await future.done;
+    if (reply.content.status !== 'ok') {
+      throw new Error('%load_ext nbagent failed in the kernel: is nbagent installed in its environment?');
+    }
+    this.reconnect();
+  }
+
+  async start(prompt: string, kind: string, cell: Cell | null, model: string, fresh: boolean): Promise<IRunSummary> {
+    const fields: JSONDict = { prompt, kind, cell: cell ? cellPayload(cell) : null, new: fresh };
+    if (model.trim()) {
+      fields.model = model.trim();
+    }
+    if (!fresh && this.runs.size === 0 && this.stored && typeof this.stored.id === 'string') {
+      fields.resume = this.stored.id;
+    }
+    const run = (await this.request('start', fields)) as IRunSummary;
+    this.runs.set(run.id, run);
+    this.emit();
+    return run;
+  }
+
+  decide(run: string, review: IReview, choice: 'approve' | 'deny' | 'always', reason = ''): Promise<any> {
+    return this.request('decide', { run, call: review.call, digest: review.digest, choice, reason });
+  }
+
+  stop(run: string): Promise<any> {
+    return this.request('stop', { run });
+  }
+
+  undone(run: string, call: string): Promise<any> {
+    return this.request('undone', { run, call });
+  }
+}
+
+/** What the kernel is told of a cell for "Fix", "Explain" and "Ask": its id, source and error outputs. */
+export function cellPayload(cell: Cell): JSONDict {
+  const payload: JSONDict = { id: cell.model.id, source: cell.model.sharedModel.getSource(), outputs: [] };
+  if (cell instanceof CodeCell) {
+    const outputs = cell.model.outputs;
+    for (let i = 0; i < outputs.length && payload.outputs.length < 20; i++) {
+      const out = outputs.get(i).toJSON() as JSONDict;
+      if (out.output_type === 'error') {
+        const tb = Array.isArray(out.traceback) ? out.traceback.slice(-40) : [];
+        payload.outputs.push({ output_type: 'error', ename: String(out.ename ?? ''), evalue: String(out.evalue ?? ''),
+          traceback: tb.map((x: any) => String(x).slice(0, 4000)) });
+      } else if (out.output_type === 'stream') {
+        const text = Array.isArray(out.text) ? out.text.join('') : String(out.text ?? '');
+        payload.outputs.push({ output_type: 'stream', name: String(out.name ?? ''), text: text.slice(-2000) });
+      }
+    }
+  }
+  return payload;
+}
+
+export function hasError(cell: Cell): boolean {
+  if (!(cell instanceof CodeCell)) {
+    return false;
+  }
+  const outputs = cell.model.outputs;
+  for (let i = 0; i < outputs.length; i++) {
+    if (outputs.get(i).type === 'error') {
+      return true;
+    }
+  }
+  return false;
+}

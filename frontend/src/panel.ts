@@ -1,0 +1,429 @@
+/**
+ * The nbagent side panel: the current notebook's conversation, a prompt box that starts a run in its kernel,
+ * each run's live view (drawn with that notebook's own widget manager, so Approve / Deny / Always allow and
+ * Stop work here as in the cell), the run's static rendering once it ended, its model, mode, tools, cost and
+ * context gauge, and the cells it changed with Undo.
+ *
+ * What reaches the page is inert: the static rendering is HTML from the kernel and goes through JupyterLab's
+ * sanitizer; everything else (labels, stored messages, errors) is written as text.
+ */
+import { Cell } from '@jupyterlab/cells';
+import { NotebookPanel } from '@jupyterlab/notebook';
+import { IRenderMime, MimeModel } from '@jupyterlab/rendermime';
+import { Widget } from '@lumino/widgets';
+
+import { IChange, IRunSummary, PanelClient } from './client';
+import { undoChange } from './review';
+
+export const WIDGET_MIME = 'application/vnd.jupyter.widget-view+json';
+
+type Card = {
+  el: HTMLElement;
+  title: HTMLElement;
+  body: HTMLElement;
+  changes: HTMLElement;
+  shown: string; // what the body shows: "w:<model id>", "h:<html>", "n:<note>"
+  renderer: (IRenderMime.IRenderer & Widget) | null;
+};
+
+function el(tag: string, cls: string, text?: string): HTMLElement {
+  const node = document.createElement(tag);
+  node.className = cls;
+  if (text !== undefined) {
+    node.textContent = text;
+  }
+  return node;
+}
+
+export class AgentPanel extends Widget {
+  private notebook: NotebookPanel | null = null;
+  private client: PanelClient | null = null;
+  private cards = new WeakMap<PanelClient, Map<string, Card>>();
+  private about: Cell | null = null;
+  private readonly statusEl = el('div', 'nba-panel-status');
+  private readonly convEl = el('div', 'nba-panel-conv');
+  private readonly runsEl = el('div', 'nba-panel-runs');
+  private readonly storedEl = el('div', 'nba-panel-stored');
+  private readonly aboutEl = el('div', 'nba-panel-about');
+  private readonly prompt = document.createElement('textarea');
+  private readonly model = document.createElement('input');
+  private readonly fresh = document.createElement('input');
+  private readonly send = el('button', 'nba-panel-send jp-Button', 'Send') as HTMLButtonElement;
+  private readonly errorEl = el('div', 'nba-panel-error');
+  private readonly pathEl = el('div', 'nba-panel-path');
+
+  constructor(private readonly clientOf: (nb: NotebookPanel) => PanelClient) {
+    super();
+    this.id = 'nbagent-panel';
+    this.addClass('nba-panel');
+    this.title.caption = 'nbagent';
+    const top = el('div', 'nba-panel-top');
+    top.append(el('div', 'nba-panel-name', 'nbagent'), this.pathEl);
+    this.prompt.className = 'nba-panel-prompt';
+    this.prompt.placeholder = 'Ask nbagent to do something in this notebook (Ctrl+Enter sends)';
+    this.prompt.rows = 3;
+    this.model.className = 'nba-panel-model';
+    this.model.placeholder = 'model (the conversation\'s)';
+    this.fresh.type = 'checkbox';
+    this.fresh.className = 'nba-panel-new';
+    const freshLabel = el('label', 'nba-panel-newlabel');
+    freshLabel.append(this.fresh, document.createTextNode(' new conversation'));
+    const row = el('div', 'nba-panel-row');
+    row.append(this.model, freshLabel, this.send);
+    const ask = el('div', 'nba-panel-ask');
+    ask.append(this.aboutEl, this.prompt, row, this.errorEl);
+    this.node.append(top, this.statusEl, this.convEl, this.runsEl, this.storedEl, ask);
+    this.send.onclick = () => void this.submit();
+    this.prompt.addEventListener('keydown', event => {
+      if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) {
+        event.preventDefault();
+        void this.submit();
+      }
+    });
+  }
+
+  /** Show this notebook's conversation (the current notebook changed). */
+  follow(nb: NotebookPanel | null): void {
+    if (nb === this.notebook) {
+      return;
+    }
+    if (this.client) {
+      this.client.changed.disconnect(this.render, this);
+    }
+    this.notebook = nb;
+    this.about = null;
+    this.client = nb ? this.clientOf(nb) : null;
+    if (this.client) {
+      this.client.changed.connect(this.render, this);
+    }
+    this.runsEl.textContent = '';
+    this.render();
+  }
+
+  /** "Ask nbagent" on a cell: the next prompt is about it. */
+  askAbout(cell: Cell): void {
+    this.about = cell;
+    this.render();
+    this.prompt.focus();
+  }
+
+  /** Scroll to a run's card (and flash it), e.g. from a cell's badge. */
+  showRun(runId: string): void {
+    const card = this.client ? this.cards.get(this.client)?.get(runId) : undefined;
+    if (card) {
+      card.el.scrollIntoView({ block: 'nearest' });
+      card.el.classList.add('nba-flash');
+      window.setTimeout(() => card.el.classList.remove('nba-flash'), 1500);
+    }
+  }
+
+  async startOn(cell: Cell, kind: 'fix' | 'explain'): Promise<void> {
+    await this.run('', kind, cell);
+  }
+
+  private async submit(): Promise<void> {
+    const text = this.prompt.value;
+    const cell = this.about;
+    if (!text.trim() && !cell) {
+      this.showError('Type what nbagent should do first.');
+      return;
+    }
+    if (await this.run(text, cell ? 'ask' : 'prompt', cell)) {
+      this.prompt.value = '';
+      this.about = null;
+      this.render();
+    }
+  }
+
+  private async run(prompt: string, kind: string, cell: Cell | null): Promise<boolean> {
+    const client = this.client;
+    if (!client) {
+      this.showError('Open a notebook first: the panel works on the current notebook.');
+      return false;
+    }
+    this.showError('');
+    this.send.disabled = true;
+    try {
+      await client.start(prompt, kind, cell, this.model.value, this.fresh.checked);
+      this.fresh.checked = false;
+      return true;
+    } catch (err) {
+      this.showError(err instanceof Error ? err.message : String(err));
+      return false;
+    } finally {
+      this.send.disabled = false;
+    }
+  }
+
+  private showError(text: string): void {
+    this.errorEl.textContent = text;
+  }
+
+  protected onAfterShow(): void {
+    this.render();
+  }
+
+  /** A hidden panel draws no live views (each is a second view of the run's widgets): they come back on show. */
+  protected onAfterHide(): void {
+    const cards = this.client ? this.cards.get(this.client) : undefined;
+    for (const card of cards?.values() ?? []) {
+      if (card.shown.startsWith('w:')) {
+        this.dropRenderer(card);
+        card.body.textContent = '';
+        card.shown = '';
+      }
+    }
+  }
+
+  private render(): void {
+    const client = this.client;
+    const nb = this.notebook;
+    this.pathEl.textContent = nb ? nb.context.path : 'no notebook open';
+    this.statusEl.textContent = '';
+    this.convEl.textContent = '';
+    this.storedEl.textContent = '';
+    this.aboutEl.textContent = '';
+    if (!client || !nb) {
+      this.statusEl.append(el('div', 'nba-panel-note', 'Open a notebook: the panel shows its conversation with nbagent.'));
+      return;
+    }
+    const storedShown = !!client.stored && ![...client.runs.values()].some(r => !r.before_restart);
+    if (client.restarted) {
+      this.statusEl.append(el('div', 'nba-panel-restarted', storedShown && client.runs.size === 0
+        ? 'The kernel restarted: its variables and the runs that were going are gone. Below is the stored ' +
+          'conversation; the next prompt continues it.'
+        : 'The kernel restarted: its variables and the runs that were going are gone. What the panel showed ' +
+          'is kept below.'));
+    }
+    if (client.state === 'connecting') {
+      this.statusEl.append(el('div', 'nba-panel-note', 'Connecting to the kernel…'));
+    } else if (client.state !== 'ready') {
+      const note = el('div', 'nba-panel-absent', client.absentText());
+      this.statusEl.append(note);
+      if (client.state === 'absent') {
+        const load = el('button', 'jp-Button nba-panel-load', 'Load nbagent') as HTMLButtonElement;
+        load.onclick = () => {
+          load.disabled = true;
+          client.loadExtension().catch(err => this.showError(err instanceof Error ? err.message : String(err)));
+        };
+        this.statusEl.append(load);
+      }
+    }
+    this.renderConversation(client);
+    this.renderRuns(client, nb);
+    if (storedShown) {
+      this.renderStored(client.stored!);
+    }
+    if (this.about && !this.about.isDisposed) {
+      const chip = el('span', 'nba-panel-chip', `About cell ${this.about.model.id}`);
+      const clear = el('button', 'nba-panel-chip-x', '✕');
+      clear.title = 'Ask about the notebook instead';
+      clear.onclick = () => {
+        this.about = null;
+        this.render();
+      };
+      this.aboutEl.append(chip, clear);
+    }
+    this.send.disabled = client.state !== 'ready';
+  }
+
+  private renderConversation(client: PanelClient): void {
+    const runs = [...client.runs.values()];
+    const last = runs.length ? runs[runs.length - 1] : null;
+    const head = last?.head ?? {};
+    const model = head.model ?? client.config.model ?? 'no model set';
+    const mode = head.mode ?? client.config.mode ?? '';
+    const chips: [string, string, string][] = [
+      ['nba-panel-m', `model: ${model}`, 'the model of the conversation (type another below to change it)'],
+      ['nba-panel-mode', `mode: ${mode}`, '%config NBAgent.mode sets it']
+    ];
+    if (head.tools) {
+      chips.push(['nba-panel-tools', String(head.tools), String(head.tools_title ?? '')]);
+    }
+    if (head.cost) {
+      chips.push(['nba-panel-cost', String(head.cost), String(head.cost_title ?? '')]);
+    }
+    for (const [cls, text, title] of chips) {
+      const chip = el('span', `nba-chip ${cls}`, text);
+      chip.title = title;
+      this.convEl.append(chip);
+    }
+    if (head.context) {
+      const gauge = el('span', 'nba-gauge nba-panel-gauge');
+      gauge.title = String(head.context_title ?? '');
+      if (typeof head.fraction === 'number') {
+        const bar = el('span', 'nba-gauge-bar');
+        const fill = el('span', 'nba-gauge-fill');
+        fill.style.width = `${Math.max(0, Math.min(1, head.fraction)) * 100}%`;
+        bar.append(fill);
+        gauge.append(bar);
+      }
+      gauge.append(document.createTextNode(String(head.context)));
+      this.convEl.append(gauge);
+    }
+  }
+
+  private renderStored(stored: { [key: string]: any }): void {
+    const title = stored.error
+      ? String(stored.error)
+      : `Stored conversation ${stored.id} (${stored.runs} runs): the next prompt continues it (as %agent --resume).`;
+    this.storedEl.append(el('div', 'nba-panel-stored-title', title));
+    for (const m of (stored.messages ?? []) as { role: string; text: string }[]) {
+      const item = el('div', `nba-panel-msg nba-panel-msg-${m.role === 'you' ? 'you' : 'agent'}`);
+      item.append(el('span', 'nba-panel-role', m.role === 'you' ? 'YOU' : 'nbagent'), el('span', 'nba-panel-text', m.text));
+      this.storedEl.append(item);
+    }
+  }
+
+  private renderRuns(client: PanelClient, nb: NotebookPanel): void {
+    let cards = this.cards.get(client);
+    if (!cards) {
+      cards = new Map();
+      this.cards.set(client, cards);
+    }
+    const order: HTMLElement[] = [];
+    for (const run of client.runs.values()) {
+      let card = cards.get(run.id);
+      if (!card) {
+        const cardEl = el('div', 'nba-panel-run');
+        cardEl.dataset.run = run.id;
+        const title = el('div', 'nba-panel-run-title');
+        const body = el('div', 'nba-panel-run-body');
+        const changes = el('div', 'nba-panel-changes');
+        cardEl.append(title, body, changes);
+        card = { el: cardEl, title, body, changes, shown: '', renderer: null };
+        cards.set(run.id, card);
+      }
+      this.updateCard(card, run, client, nb);
+      order.push(card.el);
+    }
+    order.forEach((node, i) => {
+      if (this.runsEl.children[i] !== node) {
+        this.runsEl.insertBefore(node, this.runsEl.children[i] ?? null);
+      }
+    });
+    while (this.runsEl.children.length > order.length) {
+      this.runsEl.lastElementChild!.remove();
+    }
+  }
+
+  private updateCard(card: Card, run: IRunSummary, client: PanelClient, nb: NotebookPanel): void {
+    card.el.dataset.status = run.status;
+    card.title.textContent = '';
+    const from = run.source === 'panel' ? 'from the panel' : 'from a cell';
+    card.title.append(el('span', 'nba-panel-run-label', run.label), el('span', 'nba-panel-run-meta', ` · ${run.status} · ${from}`));
+    let want: string;
+    if (run.widget && !this.isVisible) {
+      want = 'n:hidden';
+    } else if (run.widget) {
+      want = `w:${run.widget}`;
+    } else if (run.html) {
+      want = `h:${run.html}`;
+    } else {
+      want = run.before_restart ? 'n:restart' : 'n:wait';
+    }
+    if (card.shown !== want) {
+      this.dropRenderer(card);
+      card.body.textContent = '';
+      card.shown = want;
+      if (want.startsWith('w:')) {
+        this.renderWidget(card, run.widget!, nb);
+      } else if (run.html) {
+        const holder = el('div', 'nba-panel-static');
+        // HTML from the kernel: through JupyterLab's sanitizer (no script, no handlers, no remote loads)
+        holder.innerHTML = nb.content.rendermime.sanitizer.sanitize(run.html);
+        card.body.append(holder);
+      } else {
+        card.body.append(el('div', 'nba-panel-note', run.before_restart
+          ? 'This run was going when the kernel restarted; it was stopped. Its record is in the stored conversation.'
+          : run.widget ? 'Going on (its live view shows while the panel is open).' : 'Starting…'));
+      }
+    }
+    this.renderChanges(card, run, client, nb);
+  }
+
+  private renderWidget(card: Card, modelId: string, nb: NotebookPanel): void {
+    const rendermime = nb.content.rendermime;
+    if (!rendermime.mimeTypes.includes(WIDGET_MIME)) {
+      card.body.append(el('div', 'nba-panel-absent',
+        'This notebook has no widget manager, so the live view cannot be drawn here (install ipywidgets in the ' +
+        'kernel and jupyterlab_widgets in the server, then reload the page). Approve or deny in the cell instead.'));
+      return;
+    }
+    const renderer = rendermime.createRenderer(WIDGET_MIME) as IRenderMime.IRenderer & Widget;
+    card.renderer = renderer;
+    const model = new MimeModel({ data: { [WIDGET_MIME]: { model_id: modelId, version_major: 2, version_minor: 1 } } });
+    const host = el('div', 'nba-panel-live');
+    card.body.append(host);
+    const attach = (tries: number): void => {
+      if (card.renderer !== renderer) {
+        return;
+      }
+      renderer.renderModel(model).then(() => {
+        if (card.renderer === renderer && !renderer.isAttached && host.isConnected) {
+          Widget.attach(renderer, host);
+        } else if (card.renderer === renderer && !renderer.isAttached) {
+          window.setTimeout(() => attach(0), 200);
+        }
+      }, () => {
+        // the widget's model may not have reached this page yet: ask again shortly
+        if (tries > 0) {
+          window.setTimeout(() => attach(tries - 1), 250);
+        } else if (card.renderer === renderer) {
+          host.textContent = 'The live view is not available on this page (its widgets are gone); it shows here when the run ends.';
+        }
+      });
+    };
+    attach(20);
+  }
+
+  private dropRenderer(card: Card): void {
+    if (card.renderer) {
+      const r = card.renderer;
+      card.renderer = null;
+      if (r.isAttached) {
+        Widget.detach(r);
+      }
+      r.dispose();
+    }
+  }
+
+  private renderChanges(card: Card, run: IRunSummary, client: PanelClient, nb: NotebookPanel): void {
+    card.changes.textContent = '';
+    if (!run.changes.length) {
+      return;
+    }
+    card.changes.append(el('div', 'nba-panel-changes-title', `Changes (${run.changes.length})`));
+    for (const change of run.changes) {
+      const row = el('div', 'nba-panel-change');
+      row.dataset.call = change.call;
+      const what = `${change.action} cell ${change.cell_id}`;
+      const link = el('a', 'nba-panel-change-link', what) as HTMLAnchorElement;
+      link.href = `#nbagent-cell=${encodeURIComponent(change.cell_id)}`;
+      row.append(link);
+      if (change.undone) {
+        row.append(el('span', 'nba-panel-undone', ' · undone'));
+      } else {
+        const undo = el('button', 'jp-Button nba-panel-undo', 'Undo') as HTMLButtonElement;
+        undo.title = 'Put the cell back as it was before this change (only while it still holds what nbagent left)';
+        undo.onclick = () => this.undo(client, nb, run, change, undo);
+        row.append(undo);
+      }
+      card.changes.append(row);
+    }
+  }
+
+  private undo(client: PanelClient, nb: NotebookPanel, run: IRunSummary, change: IChange, button: HTMLButtonElement): void {
+    button.disabled = true;
+    try {
+      undoChange(nb, change);
+    } catch (err) {
+      button.disabled = false;
+      this.showError(err instanceof Error ? err.message : String(err));
+      return;
+    }
+    change.undone = true;
+    this.render();
+    client.undone(run.id, change.call).catch(err => this.showError(String(err)));
+  }
+}

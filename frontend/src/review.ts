@@ -1,0 +1,281 @@
+/**
+ * nbagent in the cells: a badge on each cell the agent inserted or changed (its run and call; a click shows
+ * the run in the panel), "Fix with nbagent" and "Explain" under an error, and a proposed edit shown as a diff
+ * on its target cell with Accept / Reject. Accept and Reject are the run's own approval of that call, bound to
+ * the digest of the exact arguments shown: the kernel takes one decision, whichever button is clicked first
+ * (here, in the panel's view, or in the cell's view).
+ *
+ * Everything drawn here is text (textContent): cell sources, the model's arguments and ids never become HTML.
+ */
+import { Cell } from '@jupyterlab/cells';
+import { NotebookPanel } from '@jupyterlab/notebook';
+
+import { IChange, IReview, PanelClient, hasError } from './client';
+import { diffNode } from './diff';
+
+type JSONDict = { [key: string]: any };
+
+export interface IActions {
+  fix(cell: Cell): void;
+  explain(cell: Cell): void;
+  showRun(run: string): void;
+}
+
+function button(text: string, cls: string, title: string, onclick: () => void): HTMLButtonElement {
+  const b = document.createElement('button');
+  b.className = `jp-Button nba-cbtn ${cls}`;
+  b.textContent = text;
+  b.title = title;
+  b.onclick = event => {
+    event.stopPropagation();
+    onclick();
+  };
+  return b;
+}
+
+function div(cls: string, text?: string): HTMLElement {
+  const d = document.createElement('div');
+  d.className = cls;
+  if (text !== undefined) {
+    d.textContent = text;
+  }
+  return d;
+}
+
+/** The source `edit_cell(old, new)` would leave, or null if `old` does not occur exactly once. */
+export function applyEdit(source: string, old: string, replacement: string): string | null {
+  const at = source.indexOf(old);
+  if (!old || at < 0 || source.indexOf(old, at + 1) >= 0) {
+    return null;
+  }
+  return source.slice(0, at) + replacement + source.slice(at + old.length);
+}
+
+export class CellDecorator {
+  private frame = 0;
+  private hooked = new WeakSet<object>();
+  private boxes = new Map<string, { node: HTMLElement; key: string }>();
+
+  constructor(
+    private readonly nb: NotebookPanel,
+    private readonly client: PanelClient,
+    private readonly actions: IActions
+  ) {
+    client.changed.connect(this.schedule, this);
+    nb.content.modelContentChanged.connect(this.schedule, this);
+    nb.content.model?.cells.changed.connect(this.schedule, this);
+    this.schedule();
+  }
+
+  dispose(): void {
+    this.client.changed.disconnect(this.schedule, this);
+    window.cancelAnimationFrame(this.frame);
+  }
+
+  schedule(): void {
+    if (this.frame) {
+      return;
+    }
+    this.frame = window.requestAnimationFrame(() => {
+      this.frame = 0;
+      if (!this.nb.isDisposed) {
+        this.update();
+      }
+    });
+  }
+
+  private update(): void {
+    const cells = this.nb.content.widgets;
+    const reviews = this.pendingEdits();
+    const seen = new Set<string>();
+    cells.forEach((cell, i) => {
+      this.hook(cell);
+      this.mark(cell);
+      this.errorBar(cell);
+      const id = cell.model.id;
+      for (const [key, item] of reviews) {
+        if (item.target === id || (item.target === null && i === cells.length - 1)) {
+          seen.add(key);
+          this.reviewBox(cell, key, item.run, item.review);
+        }
+      }
+    });
+    for (const [key, box] of this.boxes) {
+      if (!seen.has(key)) {
+        box.node.remove();
+        this.boxes.delete(key);
+      }
+    }
+  }
+
+  private hook(cell: Cell): void {
+    const model = cell.model as any;
+    if (this.hooked.has(model)) {
+      return;
+    }
+    this.hooked.add(model);
+    model.metadataChanged?.connect(() => this.schedule());
+    model.outputs?.changed?.connect(() => this.schedule());
+  }
+
+  /** The notebook edits waiting for a decision, by call: the run, the review, the cell it is shown on. */
+  private pendingEdits(): Map<string, { run: string; review: IReview; target: string | null }> {
+    const out = new Map<string, { run: string; review: IReview; target: string | null }>();
+    for (const run of this.client.runs.values()) {
+      if (run.before_restart) {
+        continue;
+      }
+      for (const review of run.reviews) {
+        const args = review.arguments;
+        if (!args) {
+          continue;
+        }
+        const target = review.tool === 'insert_cell' ? (args.after ?? null) : String(args.cell_id ?? '');
+        out.set(`${run.id}:${review.call}`, { run: run.id, review, target });
+      }
+    }
+    return out;
+  }
+
+  private mark(cell: Cell): void {
+    const mark = cell.model.getMetadata('nbagent') as JSONDict | undefined;
+    const host = (cell.node.querySelector('.jp-Cell-inputWrapper') as HTMLElement | null) ?? cell.node;
+    let badge = host.querySelector(':scope > .nba-cell-badge') as HTMLElement | null;
+    const valid = mark && typeof mark === 'object' && typeof mark.action === 'string';
+    cell.node.classList.toggle('nba-agent-cell', !!valid);
+    if (!valid) {
+      badge?.remove();
+      return;
+    }
+    const run = typeof mark.run === 'string' ? mark.run : '';
+    const call = typeof mark.call === 'string' ? mark.call : '';
+    const text = `nbagent · ${mark.action}`;
+    if (!badge) {
+      badge = div('nba-cell-badge');
+      host.append(badge);
+      badge.addEventListener('click', event => {
+        event.stopPropagation();
+        const m = cell.model.getMetadata('nbagent') as JSONDict | undefined;
+        if (m && typeof m.run === 'string') {
+          this.actions.showRun(m.run);
+        }
+      });
+    }
+    if (badge.textContent !== text) {
+      badge.textContent = text;
+    }
+    badge.dataset.run = run;
+    badge.dataset.call = call;
+    badge.title = `written by nbagent: run ${run || '?'}, call ${call || '?'} (click: show the run in the nbagent panel)`;
+  }
+
+  private errorBar(cell: Cell): void {
+    let bar = cell.node.querySelector(':scope > .nba-fixbar') as HTMLElement | null;
+    if (!hasError(cell)) {
+      bar?.remove();
+      return;
+    }
+    if (bar) {
+      return;
+    }
+    bar = div('nba-fixbar');
+    bar.append(
+      button('Fix with nbagent', 'nba-fix', 'nbagent proposes a fix of this cell, as an edit you review here', () => this.actions.fix(cell)),
+      button('Explain', 'nba-explain', 'nbagent explains this error in the panel', () => this.actions.explain(cell))
+    );
+    cell.node.append(bar);
+  }
+
+  private reviewBox(cell: Cell, key: string, run: string, review: IReview): void {
+    const args = review.arguments ?? {};
+    const source = cell.model.sharedModel.getSource();
+    const stamp = `${key}:${review.digest}:${review.tool === 'insert_cell' ? '' : source}`;
+    const existing = this.boxes.get(key);
+    if (existing && existing.key === stamp && existing.node.parentElement === cell.node) {
+      return;
+    }
+    existing?.node.remove();
+    const box = div('nba-review');
+    box.dataset.call = review.call;
+    box.dataset.run = run;
+    let before = source;
+    let after: string | null = source;
+    let what: string;
+    if (review.tool === 'edit_cell') {
+      what = 'nbagent proposes this edit of the cell';
+      after = applyEdit(source, String(args.old ?? ''), String(args.new ?? ''));
+    } else if (review.tool === 'delete_cell') {
+      what = 'nbagent proposes deleting this cell';
+      after = '';
+    } else {
+      what = `nbagent proposes a new ${args.cell_type ?? 'code'} cell ${args.after ? 'after this one' : 'at the end'}`;
+      before = '';
+      after = String(args.source ?? '');
+    }
+    box.append(div('nba-review-title', `${what} (run ${run}, call ${review.call})`));
+    if (after === null) {
+      box.append(div('nba-review-stale',
+        'The cell no longer holds the text this edit replaces: accepting it will be refused. The edit as proposed:'));
+      box.append(diffNode(String(args.old ?? ''), String(args.new ?? '')));
+    } else {
+      box.append(diffNode(before, after));
+    }
+    const note = div('nba-review-note');
+    const decide = (choice: 'approve' | 'deny') => {
+      box.querySelectorAll('button').forEach(b => ((b as HTMLButtonElement).disabled = true));
+      note.textContent = choice === 'approve' ? 'Accepting…' : 'Rejecting…';
+      this.client.decide(run, review, choice, choice === 'deny' ? 'rejected on the cell' : '').then(result => {
+        note.textContent = result && result.taken ? '' : String(result?.why ?? 'already decided');
+      }, err => {
+        note.textContent = err instanceof Error ? err.message : String(err);
+      });
+    };
+    const buttons = div('nba-review-buttons');
+    buttons.append(
+      button('Accept', 'nba-accept', 'Approve this call, with exactly these arguments (the same as Approve in the run\'s view)',
+        () => decide('approve')),
+      button('Reject', 'nba-reject', 'Deny this call: nothing changes; the model is told', () => decide('deny'))
+    );
+    box.append(buttons, note);
+    cell.node.append(box);
+    this.boxes.set(key, { node: box, key: stamp });
+  }
+}
+
+/** Undo one change of a run in the notebook, only while the cell still holds what nbagent left there. */
+export function undoChange(nb: NotebookPanel, change: IChange): void {
+  const notebook = nb.content;
+  const shared = nb.model!.sharedModel;
+  const index = notebook.widgets.findIndex(w => w.model.id === change.cell_id);
+  if (change.action === 'deleted') {
+    if (index >= 0) {
+      throw new Error(`cell ${change.cell_id} is in the notebook again; nothing was undone`);
+    }
+    const at = Math.max(0, Math.min(change.index, notebook.widgets.length));
+    shared.transact(() => {
+      shared.insertCell(at, { cell_type: change.cell_type === 'markdown' ? 'markdown' : change.cell_type === 'raw' ? 'raw' : 'code',
+        source: change.before ?? '', id: change.cell_id } as any);
+    });
+    return;
+  }
+  if (index < 0) {
+    throw new Error(`cell ${change.cell_id} is not in the notebook any more; nothing was undone`);
+  }
+  const cell = notebook.widgets[index].model.sharedModel;
+  if (cell.getSource() !== change.after) {
+    throw new Error(`cell ${change.cell_id} was changed after nbagent ${change.action} it; nothing was undone ` +
+      '(undo your own edits with Ctrl+Z in the cell)');
+  }
+  if (change.action === 'inserted') {
+    shared.transact(() => shared.deleteCell(index));
+    return;
+  }
+  if (change.before === null) {
+    throw new Error(`what cell ${change.cell_id} held before cannot be told for sure; undo it with Ctrl+Z in the cell`);
+  }
+  const before = change.before;
+  cell.transact(() => {
+    cell.setSource(before);
+    cell.deleteMetadata('nbagent');
+  });
+}
