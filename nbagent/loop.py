@@ -430,6 +430,7 @@ def _take_steering(state: RunState) -> None:
     while state.steering:
         message = state.steering.popleft()
         state.messages.append(message)
+        state.timeline.append(message)  # what the run's view shows, in its place
         state.emit(Steered(message, message.text))
 
 

@@ -165,12 +165,15 @@ class BackgroundProcess:
         runs in a session of its own), SIGKILL after a grace period; then what it left is stopped."""
         if self.running:
             self.killed = True
+            _signal(self.proc, signal.SIGSTOP)  # nothing in its group forks while its family is read
             family = _descendants(self.proc.pid)
             _signal(self.proc, signal.SIGTERM, family)
+            _signal(self.proc, signal.SIGCONT, family)
             try:
                 await asyncio.wait_for(asyncio.shield(self._watch), KILL_GRACE)
             except (asyncio.TimeoutError, TimeoutError):
                 pass
+            family += [pid for pid in _descendants(self.proc.pid) if pid not in family]
             _signal(self.proc, signal.SIGKILL, family)
         if self._watch is not None:
             await asyncio.shield(self._watch)
