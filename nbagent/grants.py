@@ -150,4 +150,7 @@ def grant_label(request: Any) -> GrantLabel | None:
     grants, pattern = derived_grant(request.tool, request.suggested_scope)
     if not grants:
         return None
+    protected = getattr(request.tool, "protected_write_reason", None)
+    if protected is not None and protected(request.arguments):
+        return None  # configuration that runs code always asks: a grant would never be used
     return label_for(request.tool, pattern)

@@ -6,6 +6,8 @@ decides, decides:
 1. `deny` rules                      -> denied (nothing overrides a deny: no mode, grant or approval)
 2. mode `plan`                       -> anything but a read-only call is not executed
 3. `allow` rules                     -> allowed
+   a write to configuration that can run programs (`.mcp.json`, `.nbagent/`, `.git`, editor and
+   Jupyter settings: `nbagent.protected`)  -> ask, whatever the mode or grant (skips gates 4-7)
 4. `ask` rules                       -> ask (skips gates 5-7)
 5. grants remembered this session    -> allowed
 6. read-only tools and calls         -> allowed
@@ -254,6 +256,9 @@ class PermissionPolicy:
         rule = self._first_rule("allow", tool, args, ctx)
         if rule is not None:
             return Decision(True, source="rule", reason=f"allowed by rule '{rule}'", rule=str(rule)), ""
+        protected = tool.protected_write_reason(args, ctx)
+        if protected:
+            return None, f"{protected}; this always asks (no mode or grant covers it)"
         rule = self._first_rule("ask", tool, args, ctx)
         if rule is not None:
             return None, f"rule '{rule}' asks for approval"

@@ -5,31 +5,42 @@ Three policies, named as other agents name them:
 | policy | reads | writes | network | processes |
 |---|---|---|---|---|
 | `read-only` (what auto-allow runs) | the workspace, system and runtime paths | none (a private `/tmp` that vanishes) | off | all gone when the call ends |
-| `workspace-write` (what an approval runs) | the same | the workspace, except `.git/config`, `.git/hooks`, `.git/modules`, `.nbagent/` | off unless allowed | all gone when the call ends |
+| `workspace-write` (what an approval runs) | the same | the workspace, except `PROTECTED_PATHS` (`.git`, `.nbagent/`, `.mcp.json`, editor settings...), each kept whole | off unless allowed | all gone when the call ends |
 | `danger-full-access` (explicit opt-in) | everything | everything | on | the process group is stopped |
+
+Never shown, under either backend: `secret_places()` (credential stores under home and Jupyter's runtime
+folder), wherever a runtime path or the workspace would bring them in. Runtime paths are the Python
+runtime and `PATH`'s directories; an entry's parent (`~/.local` for `~/.local/bin`) only when it holds
+none of those places.
 
 Backends, chosen once per process by `sandbox_backend()`:
 
 - **Linux, bubblewrap** (`bwrap`, Debian's `bubblewrap`): a new mount namespace that shows only the
-  system paths (`/usr`, `/etc`, `/opt`, the `/lib*` and `/bin` links), the Python runtime and the
-  directories on `PATH`, then the workspace; the home directory is an empty `tmpfs` (so `~/.ssh`,
-  `~/.aws`, dotfiles are not there; `~/.gitconfig` is shown read-only for git's identity). Its own PID
-  namespace, killed with its parent, so every process the command starts (`setsid`, `nohup`, daemons)
-  is gone when the call ends; its own network namespace (only loopback); no capabilities, even as root;
-  `no_new_privs`, so setuid programs cannot raise privileges. Files hidden by read deny rules
-  (`deny: read_file(.env)`) are replaced by empty ones inside the sandbox.
+  system paths (`/usr`, `/etc`, `/opt`, the `/lib*` and `/bin` links), the runtime paths, then the
+  workspace; the home directory is an empty `tmpfs` (`~/.gitconfig` is shown read-only for git's
+  identity); secret places inside what is shown are masked. Its own PID namespace, killed with its
+  parent, so every process the command starts is gone when the call ends and no other process's `/proc`
+  is there; its own network namespace (only loopback: every protocol off); no capabilities, even as
+  root; `no_new_privs`. Protected paths are bound read-only over themselves, and the directories between
+  them and the workspace (`.git`) over themselves, so none of them can be renamed away (EBUSY on a
+  mount point). Files hidden by read deny rules look empty.
 - **Linux, Landlock** (kernel 5.13+; where bubblewrap is missing or cannot make namespaces, as in many
-  containers): the same reads and writes, enforced by the kernel on every open, with TCP off (ABI 4+)
-  and signals and abstract sockets scoped to the sandbox (ABI 6+); no privileges needed. It cannot hide
-  single files below the workspace or keep `.git/hooks` read-only inside it, and it has no PID
-  namespace: processes left running are found by a marker in their environment and stopped.
+  containers): the same reads and writes, enforced by the kernel on every open (`nbagent.sandbox_linux`);
+  hidden files and secret places are left out of its rules (refused, not empty); TCP off by Landlock and
+  every other protocol by a seccomp filter; no capabilities (root's CAP_SYS_PTRACE would read other
+  processes' `/proc/<pid>/environ` past Landlock's ptrace scoping); no privileges needed. It cannot keep
+  protected paths read-only inside a writable workspace, and it has no PID namespace: processes left
+  running are found by a marker in their environment and stopped.
 - **No sandbox** (neither can run, macOS, Windows, or `danger-full-access`): commands
   run as plain processes in their own process group. The view's header says so, and shell auto-allow
   shrinks to `STRICT_READ_ONLY_COMMANDS`, whose options are fully known.
 
-macOS (`sandbox-exec` with a generated profile) is planned, not built: it cannot be tested here.
-The `python` tool runs in the kernel itself, by design: no sandbox applies to it.
-"""
+A scan that cannot finish fails closed (`hidden_paths`); a protected path a command made is removed.
+
+macOS (`sandbox-exec`) is planned, not built. The `python` tool runs in the kernel: no sandbox applies.
+
+It reads the workspace's names (to find what deny rules protect), which anyone could have written: they
+are only compared with the rules; nothing found there is run."""
 
 from __future__ import annotations
 
@@ -42,13 +53,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-__all__ = ["HIDDEN_SCAN_LIMIT", "MARKER_VARIABLE", "PROTECTED_PATHS", "Prepared", "SandboxBackend", "hidden_paths",
-           "landlock_abi", "prepare", "SandboxPolicy", "sandbox_backend", "sandbox_command",
-           "sandbox_policy"]
+from .sandbox_linux import _DEVICES, MARKER_VARIABLE, LandlockRuleset, bubblewrap_seccomp, landlock_abi, stop_marked
 
-PROTECTED_PATHS = (".git/config", ".git/hooks", ".git/modules", ".git/info", ".nbagent")
-"""Paths inside the workspace that `workspace-write` keeps read-only: what could make a later git
-(yours, outside nbagent) run a program, and nbagent's own records."""
+__all__ = ["CREDENTIAL_STORES", "HIDDEN_SCAN_LIMIT", "HiddenScanError", "MARKER_VARIABLE", "PROTECTED_PATHS",
+           "Prepared", "SandboxBackend", "hidden_paths", "jupyter_runtime_dirs", "landlock_abi", "prepare",
+           "SandboxPolicy", "sandbox_backend", "sandbox_command", "sandbox_policy", "secret_places"]
+
+from .protected import PROTECTED_PATHS  # noqa: E402 - the one list: configuration that can run programs
+"""Paths inside the workspace that `workspace-write` keeps read-only: configuration that can run programs
+(`.git`, `.mcp.json`, `.nbagent/`, editor and Jupyter settings; see `nbagent.protected`)."""
 
 _SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix", "/snap")
 _HOME_FILES_SHOWN = (".gitconfig", ".config/git")
@@ -145,24 +158,84 @@ def _bubblewrap() -> SandboxBackend:
     return SandboxBackend("bubblewrap", bwrap, runtime_paths=_runtime_paths())
 
 
-def _runtime_paths() -> tuple[str, ...]:
-    """The Python runtime and PATH's directories, where they lie outside the system paths."""
+CREDENTIAL_STORES = (".ssh", ".aws", ".azure", ".config/gcloud", ".netrc", ".docker", ".kube", ".gnupg",
+                     ".git-credentials", ".npmrc", ".pypirc", ".cargo/credentials", ".cargo/credentials.toml",
+                     ".config/gh", ".config/hub", ".password-store", ".terraform.d", ".config/nbagent",
+                     ".local/share/nbagent")
+"""Places under home that hold credentials (or nbagent's own trust and keys): never shown to a command."""
+
+
+def jupyter_runtime_dirs() -> tuple[str, ...]:
+    """Where Jupyter keeps kernels' connection files (their HMAC keys): `jupyter_core.paths.
+    jupyter_runtime_dir()` when jupyter_core is installed, and the places it would choose from the
+    environment (`JUPYTER_RUNTIME_DIR`, `JUPYTER_DATA_DIR`, `XDG_DATA_HOME`, `~/.local/share/jupyter`)."""
+    home = os.path.expanduser("~")
+    data = os.environ.get("JUPYTER_DATA_DIR") or os.path.join(
+        os.environ.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share"), "jupyter")
+    found = [os.environ.get("JUPYTER_RUNTIME_DIR") or "", os.path.join(data, "runtime"),
+             os.path.join(home, ".local", "share", "jupyter", "runtime")]
+    try:
+        from jupyter_core.paths import jupyter_runtime_dir
+
+        found.append(jupyter_runtime_dir())
+    except Exception:  # not installed, or it could not tell
+        pass
+    return tuple(dict.fromkeys(os.path.realpath(p) for p in found if p))
+
+
+def secret_places() -> tuple[str, ...]:
+    """Real paths no sandboxed command may see: `CREDENTIAL_STORES` under home and the Jupyter runtime
+    folders (whether they exist or not)."""
+    env = os.environ
+    return _secret_places(env.get("HOME", ""), env.get("JUPYTER_RUNTIME_DIR", ""), env.get("JUPYTER_DATA_DIR", ""),
+                          env.get("XDG_DATA_HOME", ""))
+
+
+@functools.lru_cache(maxsize=8)
+def _secret_places(*_environment: str) -> tuple[str, ...]:
     home = os.path.realpath(os.path.expanduser("~"))
+    return tuple(dict.fromkeys([os.path.realpath(os.path.join(home, p)) for p in CREDENTIAL_STORES]
+                               + list(jupyter_runtime_dirs())))
+
+
+def _holds(path: str, places: Iterable[str]) -> bool:
+    """Whether `path` is one of `places`, inside one, or holds one."""
+    return any(p == path or p.startswith(path.rstrip("/") + "/") or path.startswith(p + "/") for p in places)
+
+
+_NOT_BOUND = ("/tmp/",)
+"""Runtime paths never bound (the sandbox has a /tmp of its own)."""
+
+
+def _runtime_paths() -> tuple[str, ...]:
+    """The Python runtime and PATH's directories, where they lie outside the system paths: a PATH entry
+    named `bin` or `shims` brings its parent (a virtual environment, `~/.pyenv`) unless that parent holds
+    a credential store or the Jupyter runtime folder (`~/.local`, `~/.cargo`): then only the entry itself,
+    and never a directory that is or holds one of `secret_places()`."""
+    import site
+
+    home = os.path.realpath(os.path.expanduser("~"))
+    places = secret_places()
     found: list[str] = []
     candidates = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable)]
     candidates += os.environ.get("PATH", "").split(os.pathsep)
+    try:
+        candidates.append(site.getusersitepackages())  # what programs in ~/.local/bin import
+    except Exception:  # pragma: no cover
+        pass
     for entry in candidates:
         if not entry or not os.path.isabs(entry):
             continue
         real = os.path.realpath(entry)
-        if os.path.basename(real) in ("bin", "shims"):
-            real = os.path.dirname(real)  # ~/.local/bin -> ~/.local, ~/.pyenv/shims -> ~/.pyenv
-        if not os.path.isdir(real) or real in ("/", home) or home.startswith(real.rstrip("/") + "/"):
-            continue  # never the root or the home directory itself, nor a parent of home
-        if _under_system(real) or real.startswith("/tmp/"):
-            continue
-        if not any(real == f or real.startswith(f + "/") for f in found):
-            found = [f for f in found if not f.startswith(real + "/")] + [real]
+        choices = [os.path.dirname(real), real] if os.path.basename(real) in ("bin", "shims") else [real]
+        for choice in choices:
+            if not os.path.isdir(choice) or choice in ("/", home) or home.startswith(choice.rstrip("/") + "/"):
+                continue  # never the root or the home directory itself, nor a parent of home
+            if _under_system(choice) or choice.startswith(_NOT_BOUND) or _holds(choice, places):
+                continue
+            if not any(choice == f or choice.startswith(f + "/") for f in found):
+                found = [f for f in found if not f.startswith(choice + "/")] + [choice]
+            break
     return tuple(sorted(found))
 
 
@@ -215,155 +288,138 @@ def sandbox_command(
             real = os.path.realpath(extra)
             if os.path.isdir(real):
                 args += ["--bind", real, real]
-        try:  # nbagent's own folder is protected even before nbagent first writes into it
-            (ws / ".nbagent").mkdir(exist_ok=True)
-        except OSError:
-            pass
-        for rel in PROTECTED_PATHS:
-            target = ws / rel
-            if target.exists() and not target.is_symlink():
-                args += ["--ro-bind", str(target), str(target)]
+        args += protected_binds(ws)
+    bound = [str(ws), *backend.runtime_paths, *(os.path.realpath(p) for p in policy.writable)]
+    for place in secret_places():  # a credential store or Jupyter's runtime folder inside what is shown
+        if any(place == b or place.startswith(b + "/") for b in bound) and os.path.lexists(place):
+            args += _masked(place)
     for path in hidden:
         real = Path(os.path.realpath(path))
         if real != ws and ws in real.parents and real.exists():
-            if real.is_dir():
-                args += ["--tmpfs", str(real), "--remount-ro", str(real)]
-            else:
-                args += ["--ro-bind", "/dev/null", str(real)]
+            args += _masked(str(real))
     args += ["--chdir", str(Path(os.path.realpath(cwd)) if cwd is not None else ws), "--"]
     return args + list(argv)
 
 
+def _masked(path: str) -> list[str]:
+    """bubblewrap arguments that make `path` look empty (a directory) or blank (a file), read-only."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        return ["--tmpfs", path, "--remount-ro", path]
+    return ["--ro-bind", "/dev/null", path]
+
+
+def protected_binds(ws: Path) -> list[str]:
+    """bubblewrap arguments that keep `PROTECTED_PATHS` read-only as a whole: each one that exists is
+    bound read-only over itself (a mount point, so it cannot be written, removed, renamed away or replaced),
+    and each directory between it and the workspace (`.git`) is bound over itself, writable, so that it
+    cannot be renamed away either (rename of a mount point fails with EBUSY). One that does not exist yet
+    is removed after the call if the command made it (`created_protected`)."""
+    _make_own_folder(ws)
+    args: list[str] = []
+    parents: list[str] = []
+    for rel in PROTECTED_PATHS:
+        target = ws / rel
+        for parent in reversed(Path(rel).parents[:-1]):  # .git for .git/hooks
+            where = ws / parent
+            if str(where) not in parents and where.is_dir() and not where.is_symlink():
+                parents.append(str(where))
+                args += ["--bind", str(where), str(where)]
+    for rel in PROTECTED_PATHS:
+        target = ws / rel
+        if target.is_symlink():
+            real = os.path.realpath(target)
+            if real.startswith(str(ws) + "/") and os.path.exists(real):
+                args += ["--ro-bind", real, real]  # where the link leads, inside the workspace
+        elif target.exists():
+            args += ["--ro-bind", str(target), str(target)]
+    return args
+
+
+def _make_own_folder(ws: Path) -> None:
+    try:  # nbagent's own folder is protected even before nbagent first writes into it
+        (ws / ".nbagent").mkdir(exist_ok=True)
+    except OSError:
+        pass
+
+
+def missing_protected(ws: Path) -> list[Path]:
+    """The `PROTECTED_PATHS` of `ws` that do not exist now (what `remove_created` looks at after a call)."""
+    _make_own_folder(ws)
+    return [ws / rel for rel in PROTECTED_PATHS if not os.path.lexists(ws / rel)]
+
+
+def remove_created(paths: Iterable[Path]) -> list[str]:
+    """Remove what a command created at protected paths that did not exist before it ran (`missing_protected`);
+    the paths removed."""
+    removed = []
+    for path in paths:
+        if os.path.lexists(path):
+            try:
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+                removed.append(str(path))
+            except OSError:
+                removed.append(f"{path} (could not be removed)")
+    return removed
+
+
 HIDDEN_SCAN_LIMIT = 50_000
 """How many entries of the workspace `hidden_paths` looks at, at most."""
-_SKIP_DIRS = {".git", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache", ".pytest_cache"}
+_SCANNED_LAST = {".git", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache", ".pytest_cache"}
+
+
+class HiddenScanError(OSError):
+    """The workspace's top folder alone holds more entries than `hidden_paths` may look at."""
 
 
 def hidden_paths(root: Path, denied: Any) -> tuple[Path, ...]:
     """The files and directories under `root` that `denied(rel, real)` (read deny rules) protects: the
-    sandbox shows them empty. A directory that is denied hides all it holds. Bounded by
-    `HIDDEN_SCAN_LIMIT`; `.git`'s internals and virtual environments are not searched (a pattern naming
-    one of them directly, such as `.venv`, still hides it)."""
+    sandbox shows them empty. A directory that is denied hides all it holds. It fails closed: a folder it
+    cannot finish looking through (past `HIDDEN_SCAN_LIMIT` entries, or unreadable) is hidden whole, and so
+    is an entry the rule raises on; `.git`, virtual environments and caches are looked through last.
+    Raises `HiddenScanError` when the workspace's top folder itself cannot be looked through."""
     found: list[Path] = []
     seen = 0
-    stack = [Path(os.path.realpath(root))]
-    base = stack[0]
-    while stack and seen < HIDDEN_SCAN_LIMIT:
-        directory = stack.pop()
+    base = Path(os.path.realpath(root))
+    pending: list[Path] = [base]
+    later: list[Path] = []
+    while pending or later:
+        directory = pending.pop() if pending else later.pop()
         try:
             entries = list(os.scandir(directory))
         except OSError:
+            entries = None
+        if entries is None or seen + len(entries) > HIDDEN_SCAN_LIMIT:
+            if directory == base:
+                raise HiddenScanError(f"the workspace cannot be looked through for the files deny rules protect "
+                                      f"(more than {HIDDEN_SCAN_LIMIT:,} entries at its top, or unreadable)")
+            found.append(directory)  # not looked through: hidden whole
+            seen = HIDDEN_SCAN_LIMIT if entries is not None else seen
             continue
         for entry in entries:
             seen += 1
-            if seen > HIDDEN_SCAN_LIMIT:
-                break
             path = Path(entry.path)
             rel = path.relative_to(base).as_posix()
             # walked from a real path without following links: only a link's real path differs
             real = os.path.realpath(entry.path) if entry.is_symlink() else entry.path
             try:
-                if denied(rel, real):
-                    found.append(path)
-                    continue
-            except Exception:  # a broken rule hides nothing more; the classifier still applies
-                continue
-            if entry.is_dir(follow_symlinks=False) and entry.name not in _SKIP_DIRS:
-                stack.append(path)
+                hide = denied(rel, real)
+            except Exception:  # a rule that cannot answer hides the entry
+                hide = True
+            if hide:
+                found.append(path)
+            elif entry.is_dir(follow_symlinks=False):
+                (later if entry.name in _SCANNED_LAST else pending).append(path)
     return tuple(found)
 
 
-# -- Landlock: the fallback where bubblewrap cannot run ----------------------------------------------------
+# -- Landlock: the fallback where bubblewrap cannot run (nbagent.sandbox_linux) ---------------------------
 # Landlock (Linux 5.13+) restricts what a process and its children may open, with no namespaces and no
-# privileges. It cannot hide single files below a directory it allows, nor keep `.git/hooks` read-only
-# inside a writable workspace, and it has no PID namespace: processes that outlive the command are found
-# by a marker in their environment and stopped (a program that wipes its environment escapes that sweep).
-
-_SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446  # the same on x86_64 and arm64
-_PR_SET_NO_NEW_PRIVS = 38
-_FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
-_FS_READ = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
-_FS_RIGHTS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1,
-                     5: (1 << 16) - 1, 6: (1 << 16) - 1}
-_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
-MARKER_VARIABLE = "NBAGENT_SANDBOX_CALL"
-"""The environment variable that marks a Landlock-sandboxed command's processes."""
-
-
-@functools.lru_cache(maxsize=1)
-def landlock_abi() -> int:
-    """The kernel's Landlock ABI version (0: none)."""
-    if not sys.platform.startswith("linux"):
-        return 0
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        version = libc.syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
-    except (OSError, AttributeError):
-        return 0
-    return max(int(version), 0)
-
-
-class LandlockRuleset:
-    """A ruleset made in the parent; the child only restricts itself with it (little work after fork)."""
-
-    def __init__(self, *, readable: Iterable[str], writable: Iterable[str], devices: Iterable[str],
-                 network: bool) -> None:
-        import ctypes
-
-        abi = landlock_abi()
-        if abi < 1:
-            raise OSError("Landlock is not available")
-        self._libc = ctypes.CDLL(None, use_errno=True)
-        fs = _FS_RIGHTS_BY_ABI.get(abi, _FS_RIGHTS_BY_ABI[6])
-        net = 0 if network or abi < 4 else 0b11  # bind and connect over TCP
-        scoped = 0b11 if abi >= 6 else 0  # abstract unix sockets and signals outside the sandbox
-        attr = (ctypes.c_uint64 * 3)(fs, net, scoped)
-        size = 8 if abi < 4 else 16 if abi < 6 else 24
-        fd = self._libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
-        if fd < 0:
-            raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
-        self.fd = fd
-        for path in readable:
-            self._allow(path, _FS_READ, fs)
-        for path in devices:
-            self._allow(path, _FS_READ_FILE | _FS_WRITE_FILE | (1 << 15 if abi >= 5 else 0), fs)
-        for path in writable:
-            self._allow(path, fs, fs)
-
-    def _allow(self, path: str, rights: int, handled: int) -> None:
-        import ctypes
-
-        try:
-            target = os.open(path, os.O_PATH | os.O_CLOEXEC)
-        except OSError:
-            return
-        try:
-            if not os.path.isdir(path):  # a file takes only the rights that apply to files
-                rights &= _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | (1 << 14) | (1 << 15)
-            attr = (ctypes.c_ubyte * 12).from_buffer_copy(
-                int(rights & handled).to_bytes(8, "little") + int(target).to_bytes(4, "little", signed=True))
-            if self._libc.syscall(_SYS_ADD_RULE, ctypes.c_int(self.fd), ctypes.c_int(1), ctypes.byref(attr),
-                                  ctypes.c_uint32(0)) < 0:
-                raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
-        finally:
-            os.close(target)
-
-    def restrict(self) -> None:
-        """In the child, before exec: no new privileges, then the ruleset."""
-        import ctypes
-
-        if self._libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            os._exit(126)
-        if self._libc.syscall(_SYS_RESTRICT_SELF, ctypes.c_int(self.fd), ctypes.c_uint32(0)) != 0:
-            os._exit(126)
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
+# privileges. It cannot keep `.git/hooks` read-only inside a writable workspace, and it has no PID
+# namespace: processes that outlive the command are found by a marker in their environment and stopped
+# (a program that wipes its environment escapes that sweep).
 
 @dataclass(slots=True)
 class Prepared:
@@ -376,6 +432,21 @@ class Prepared:
     ruleset: LandlockRuleset | None = None
     marker: str | None = None
     tmpdir: str | None = None
+    watched: list[Path] = field(default_factory=list)
+    """Protected paths that did not exist before the call: removed after it if the command made them."""
+    removed: list[str] = field(default_factory=list)
+    """What `cleanup()` removed of them."""
+    pass_fds: tuple[int, ...] = ()
+    """File descriptors the sandbox program reads (bubblewrap's seccomp filter): passed, then closed."""
+
+    def started(self) -> None:
+        """Once the process started: close what was passed to it."""
+        for fd in self.pass_fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.pass_fds = ()
 
     def stop_leftovers(self) -> None:
         """Once the command exited: stop what it left running (Landlock; bubblewrap's PID namespace
@@ -386,35 +457,14 @@ class Prepared:
     def cleanup(self) -> None:
         """After the command: stop what it left running, free what was made for it."""
         self.stop_leftovers()
+        self.started()
+        if self.watched:
+            self.removed = remove_created(self.watched)
+            self.watched = []
         if self.ruleset is not None:
             self.ruleset.close()
         if self.tmpdir is not None:
             shutil.rmtree(self.tmpdir, ignore_errors=True)
-
-
-def stop_marked(marker: str) -> int:
-    """SIGKILL every process whose environment carries `MARKER_VARIABLE=marker`; how many there were."""
-    import signal
-
-    needle = f"{MARKER_VARIABLE}={marker}".encode()
-    stopped = 0
-    for _ in range(3):  # a process may fork while the sweep runs
-        found = 0
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) == os.getpid():
-                continue
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as f:
-                    if needle not in f.read():
-                        continue
-                os.kill(int(entry), signal.SIGKILL)
-                found += 1
-            except OSError:
-                continue
-        stopped += found
-        if not found:
-            break
-    return stopped
 
 
 def prepare(
@@ -431,13 +481,18 @@ def prepare(
     backend = backend or sandbox_backend()
     if policy.name == "danger-full-access" or not backend.available:
         return Prepared(list(argv))
+    ws = os.path.realpath(workspace)
+    watched = missing_protected(Path(ws)) if policy.name == "workspace-write" else []
+    network = policy.network and policy.name == "workspace-write"
     if backend.name == "bubblewrap":
-        return Prepared(sandbox_command(argv, workspace=workspace, cwd=cwd, policy=policy, hidden=hidden,
-                                        backend=backend))
+        wrapped = sandbox_command(argv, workspace=workspace, cwd=cwd, policy=policy, hidden=hidden, backend=backend)
+        fds = bubblewrap_seccomp(wrapped) if not network else ()  # a unix socket of the workspace is a way out
+        return Prepared(wrapped, watched=watched, pass_fds=fds)
     import tempfile
     import uuid
 
-    ws = os.path.realpath(workspace)
+    if any(ws == p or ws.startswith(p + "/") for p in secret_places()):
+        raise OSError("the workspace is inside a credential store or Jupyter's runtime folder")
     tmpdir = tempfile.mkdtemp(prefix="nbagent-sandbox-")
     writable = [tmpdir]
     if policy.name == "workspace-write":
@@ -445,8 +500,14 @@ def prepare(
     home = os.path.realpath(os.path.expanduser("~"))
     readable = [p for p in _SYSTEM_PATHS if os.path.exists(p)] + list(backend.runtime_paths) + [ws, "/proc"]
     readable += [os.path.join(home, name) for name in _HOME_FILES_SHOWN]
-    ruleset = LandlockRuleset(readable=readable, writable=writable, devices=_DEVICES,
-                              network=policy.network and policy.name == "workspace-write")
+    excluded = list(secret_places()) + [os.path.realpath(h) for h in hidden]
+    try:
+        ruleset = LandlockRuleset(readable=readable, writable=writable, devices=_DEVICES, excluded=excluded,
+                                  network=network)
+    except BaseException:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        raise
     marker = uuid.uuid4().hex
     env = {MARKER_VARIABLE: marker, "TMPDIR": tmpdir, "TMP": tmpdir, "TEMP": tmpdir}
-    return Prepared(list(argv), env=env, preexec_fn=ruleset.restrict, ruleset=ruleset, marker=marker, tmpdir=tmpdir)
+    return Prepared(list(argv), env=env, preexec_fn=ruleset.restrict, ruleset=ruleset, marker=marker, tmpdir=tmpdir,
+                    watched=watched)

@@ -2,13 +2,20 @@
 
 Two kinds of secret are removed, wherever text leaves a tool or a provider:
 
-- the values of the environment's credential variables (names ending in `_API_KEY`, `_TOKEN`,
-  `_SECRET`, `_PASSWORD`, plus a few well-known ones), read when redaction runs, so a key set after
-  `import nbagent` is covered too;
+- the values of the environment's credential variables (names ending in `_KEY`, `_TOKEN`, `_AUTH`,
+  `_SECRET`, `PASSWORD` (`PGPASSWORD` too), `_PWD`, plus a few well-known ones), read when redaction
+  runs, so a key set after `import nbagent` is covered too;
 - values registered with `add_secret(value, name)`: a key passed as `api_key=` rather than through the
   environment, a credential header;
 - strings shaped like provider keys and tokens (`sk-...`, `sk-ant-...`, `AIza...`, `ghp_...`,
   `xoxb-...`, `AKIA...`, `hf_...`), wherever they come from: a notebook variable, a file, a command's output.
+
+Secrets are matched in pieces too: any run of `PIECE_LENGTH` characters or more (mixing letter cases or
+digits, as pieces of random keys do) of a secret of `MIN_PIECE_SECRET_LENGTH` or more (`key[:8]`, the head a truncated repr kept, a slice `cut -c` made), of the
+secret reversed, or its base64 or hex encoding at any alignment, is redacted as `[REDACTED:NAME piece]`.
+Pieces shorter than that are not recognisable; the tools keep them unreachable instead (`inspect_variable`
+indexes no string, auto-allowed commands get no credential variables, the sandbox hides credential
+stores and the kernel's `/proc`).
 
 `redact(text)` replaces each with `[REDACTED:NAME]` (the variable's name, or the kind of token);
 `redact_value(obj)` does it through the strings of a JSON-like value (dicts, lists, tuples), returning
@@ -27,14 +34,19 @@ import re
 import time
 from typing import Any
 
-__all__ = ["MIN_SECRET_LENGTH", "SECRET_VARIABLE_PATTERN", "TOKEN_PATTERNS", "add_secret", "redact",
+__all__ = ["MIN_PIECE_SECRET_LENGTH", "MIN_SECRET_LENGTH", "PIECE_LENGTH", "SECRET_VARIABLE_PATTERN", "TOKEN_PATTERNS", "add_secret", "redact",
            "redact_exception", "redact_value", "secret_values"]
 
 MIN_SECRET_LENGTH = 8
 """Shorter values of credential variables are left alone."""
+PIECE_LENGTH = 6
+"""Runs of this many characters of a secret are redacted wherever they appear."""
+MIN_PIECE_SECRET_LENGTH = 12
+"""Only secrets at least this long are matched by the piece (a short password's pieces are ordinary words)."""
 
 SECRET_VARIABLE_PATTERN = re.compile(
-    r"(?:^|_)(?:API_?KEY|TOKEN|SECRET|SECRET_KEY|PASSWORD|PASSWD|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)$"
+    r"(?:^|_)(?:API_?KEY|KEY|AUTH|AUTH_KEY|TOKEN|SECRET|SECRET_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)$|_PWD$"
+    r"|(?:PASSWORD|PASSWD|PASSPHRASE)$"
     r"|^(?:ANTHROPIC|OPENAI|GEMINI|GOOGLE|MISTRAL|GROQ|COHERE|HF|HUGGING_FACE_HUB|GITHUB|GH|AWS)_.*KEY",
     re.IGNORECASE,
 )
@@ -56,7 +68,7 @@ _TOKENS = re.compile("|".join(f"(?P<{name.replace('-', '_')}>{p.pattern})" for n
 _MARKERS = re.compile(r"sk-|AIza|gh[pousr]_|github_pat_|xox|AKIA|ASIA|hf_")
 """Every token shape holds one of these: a cheap first look."""
 
-_cache: tuple[tuple[tuple[str, str], ...], re.Pattern[str] | None, dict[str, str]] | None = None
+_cache: Any = None
 _seen_environment: Any = None
 _seen_at = -1.0
 _seen_registered = 0
@@ -81,7 +93,7 @@ def secret_values() -> dict[str, str]:
     return dict(_compiled()[2])
 
 
-def _compiled(fresh: bool = True) -> tuple[tuple[tuple[str, str], ...], re.Pattern[str] | None, dict[str, str]]:
+def _compiled(fresh: bool = True) -> Any:
     global _cache, _seen_environment, _seen_at, _seen_registered
     now = time.monotonic()
     if not fresh and _cache is not None and now - _seen_at < _RECHECK and _seen_registered == len(_registered):
@@ -100,35 +112,107 @@ def _compiled(fresh: bool = True) -> tuple[tuple[tuple[str, str], ...], re.Patte
     if _cache is not None and _cache[0] == items:
         return _cache
     values: dict[str, str] = {}
+    pieces: dict[str, str] = {}
     for name, value in items:
         for candidate in {value, value.strip()}:
             if len(candidate) >= MIN_SECRET_LENGTH:
                 values.setdefault(candidate, name)
                 # as it appears inside JSON text, where quotes, backslashes and controls are escaped
                 values.setdefault(json.dumps(candidate, ensure_ascii=False)[1:-1], name)
+                for form in _encodings(candidate):
+                    values.setdefault(form, name)
+            if len(candidate) >= MIN_PIECE_SECRET_LENGTH:
+                for form in (candidate, candidate[::-1]):
+                    for k in range(len(form) - PIECE_LENGTH + 1):
+                        piece = form[k : k + PIECE_LENGTH]
+                        if _looks_random(piece):
+                            pieces.setdefault(piece, name)
     pattern = None
     if values:
         # longest first, so a key that contains another is replaced whole
         pattern = re.compile("|".join(re.escape(v) for v in sorted(values, key=len, reverse=True)))
-    _cache = (items, pattern, values)
+    piece_pattern = re.compile(_trie(sorted(pieces))) if pieces else None
+    _cache = (items, pattern, values, piece_pattern, pieces)
     return _cache
+
+
+def _looks_random(piece: str) -> bool:
+    """A piece worth matching: it mixes at least two of lower case, upper case and digits (a piece of a
+    random key nearly always does; `mistra`, `-small`, `sk-pro` of a readable test key or prefix do not)."""
+    return sum((any(c.islower() for c in piece), any(c.isupper() for c in piece), any(c.isdigit() for c in piece))) >= 2
+
+
+def _encodings(value: str) -> list[str]:
+    """The secret in base64 (at each of the three alignments it can start at, the characters that depend
+    on it alone) and in hex."""
+    import base64
+    import binascii
+
+    raw = value.encode()
+    out = [binascii.hexlify(raw).decode(), binascii.hexlify(raw).decode().upper()]
+    for skip in range(3):  # the first group of three bytes may hold something else too: start after it
+        rest = raw[skip:]
+        body = base64.b64encode(rest).decode()[: len(rest) // 3 * 4]
+        if len(body) >= MIN_SECRET_LENGTH:
+            out += [body, body.replace("+", "-").replace("/", "_")]  # standard and URL-safe alphabets
+    return out
+
+
+def _trie(words: list[str]) -> str:
+    """One regular expression matching any of `words` (all the same length), as a trie: fast to scan."""
+    tree: dict = {}
+    for word in words:
+        node = tree
+        for ch in word:
+            node = node.setdefault(ch, {})
+    def emit(node: dict) -> str:
+        if not node:
+            return ""
+        parts = [re.escape(ch) + emit(child) for ch, child in sorted(node.items())]
+        return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+    return emit(tree)
 
 
 def redact(text: str, *, fresh: bool = True) -> str:
     """`text` with every secret replaced by `[REDACTED:NAME]`. `fresh=False`: for many short texts in a
     row (progress), the environment is looked at again only every `_RECHECK` seconds."""
-    if not isinstance(text, str) or len(text) < MIN_SECRET_LENGTH:
+    if not isinstance(text, str) or len(text) < PIECE_LENGTH:
         return text
     return _redact(text, _compiled(fresh))
 
 
-def _redact(text: str, compiled: tuple[Any, re.Pattern[str] | None, dict[str, str]]) -> str:
-    _, pattern, values = compiled
+def _redact(text: str, compiled: Any) -> str:
+    _, pattern, values, piece_pattern, pieces = compiled
     if pattern is not None:
         text = pattern.sub(lambda m: f"[REDACTED:{values[m.group(0)]}]", text)
+    if piece_pattern is not None:
+        text = _redact_pieces(text, piece_pattern, pieces)
     if _might_hold_token(text):
         text = _TOKENS.sub(lambda m: f"[REDACTED:{(m.lastgroup or 'token').replace('_', '-')}]", text)
     return text
+
+
+def _redact_pieces(text: str, piece_pattern: re.Pattern[str], pieces: dict[str, str]) -> str:
+    """Each run of overlapping secret pieces, replaced whole (a piece of 6 found, the run it belongs to)."""
+    out: list[str] = []
+    last = 0
+    pos = 0
+    while True:
+        m = piece_pattern.search(text, pos)
+        if m is None:
+            break
+        start, end = m.start(), m.end()
+        name = pieces[m.group(0)]
+        # extend while the next window is a piece too (the slice goes on)
+        while end < len(text) and text[end - PIECE_LENGTH + 1 : end + 1] in pieces:
+            end += 1
+        out.append(text[last:start])
+        out.append(f"[REDACTED:{name} piece]")
+        last = pos = end
+    if not out:
+        return text
+    out.append(text[last:])
+    return "".join(out)
 
 
 def _might_hold_token(text: str) -> bool:
@@ -141,9 +225,9 @@ def redact_value(value: Any) -> Any:
     return _redact_value(value, _compiled())  # the secrets are looked up once for the whole value
 
 
-def _redact_value(value: Any, compiled: tuple[Any, re.Pattern[str] | None, dict[str, str]]) -> Any:
+def _redact_value(value: Any, compiled: Any) -> Any:
     if isinstance(value, str):
-        return _redact(value, compiled) if len(value) >= MIN_SECRET_LENGTH else value
+        return _redact(value, compiled) if len(value) >= PIECE_LENGTH else value
     if isinstance(value, dict):
         changed = False
         out = {}

@@ -24,11 +24,23 @@ is stored cut, with the whole text in a side file (restored when the session is 
 Reading: `load_session` skips a truncated or corrupt line with a warning (never fatal), refuses a file
 written by a newer format with a clear message, and gives calls that were in flight when the writer
 died a synthesised "interrupted" result, so the transcript is valid before the next request.
+
+Reads: files in the workspace, which the model, a cloned repository or anyone who can write the workspace
+could have forged or changed. What could happen: a forged conversation resumed or replayed (calls nobody
+saw, answers nobody gave), an id or a side-file name that builds a path outside the store. What stops it:
+every line is signed (`nbagent.signing`: HMAC-SHA256, chained, with a key kept outside the workspace),
+and `load_session` refuses a file whose lines do not verify, naming the file and the line; side files are
+named by a digest inside their signed line; ids are checked (`_ID`) before they build a path, a header
+must name its own file, and every path read stays inside the sessions folder. A file with no signatures
+(written before they existed, or stripped) is refused unless explicitly allowed (`unsigned=True`, or
+`NBAGENT_UNSIGNED_SESSIONS=allow`), and is then marked `signed=False`. A replay approves nothing by itself
+either way: every call goes through the permission pipeline.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -41,7 +53,9 @@ from typing import Any, Iterable
 
 from .messages import AssistantMessage, Message, TextBlock, ToolResultMessage, UserMessage
 from .secrets import redact, redact_value
+from .signing import START, has_mac, key_id, seal, signer, unseal
 from .transcript import message_from_neutral, neutral_message
+from .trust import config_dir, session_key
 
 __all__ = ["FORMAT", "SIDE_FILE_CHARS", "SessionError", "SessionInfo", "SessionWriter", "StoredSession",
            "delete_session", "find_session", "list_sessions", "load_session", "new_session_id", "repair_transcript",
@@ -54,6 +68,9 @@ SIDE_FILE_CHARS = 64_000
 INTERRUPTED = ("interrupted: the kernel stopped before this call finished, so it has no result. "
                "It may or may not have had its effect; check before repeating it.")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,80}$")
+_SIDE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,100}\.txt$")
+UNSIGNED_VARIABLE = "NBAGENT_UNSIGNED_SESSIONS"
+"""`allow`: resume and replay files with no signatures (read as untrusted: `StoredSession.signed` False)."""
 
 
 class SessionError(ValueError):
@@ -90,14 +107,20 @@ class SessionWriter:
         self._side: dict[str, str] = {}
         self._last_body: Any = None
         self._fd = -1
+        self._newline = False
+        self._signer: Any = None
+        self._size = 0
         self.dir.mkdir(parents=True, exist_ok=True)
         if not resume or not self.path.exists():
             if self.path.exists():
                 raise SessionError(f"session {self.id} exists already")
+            self._key, self._chain = _writing_key(), START
             self._add({"kind": "session", "format": FORMAT, "id": self.id, "created": time.time(),
                        "notebook": notebook, "workspace": str(Path(workspace).resolve()), "model": model,
-                       "origin": origin})
+                       "origin": origin, "key_id": key_id(self._key) if self._key else None})
             self.commit()
+        else:
+            self._key, self._chain, self._newline, self._size = _resume_chain(self.path)
 
     # facts
     def run_started(self, prompt: Any, *, model: str | None = None, mode: str | None = None) -> None:
@@ -178,10 +201,11 @@ class SessionWriter:
             text = block.get("text") if block.get("type") == "text" else None
             if text is not None and len(text) > SIDE_FILE_CHARS:
                 name = f"{_safe(data.get('tool_call_id', 'result'))}-{i}.txt"
-                self._side[name] = text
+                self._side[name] = whole = redact_value(text)
                 head, tail = text[: SIDE_FILE_CHARS // 2], text[-SIDE_FILE_CHARS // 4:]
                 block = {**block, "text": f"{head}\n[... {len(text) - len(head) - len(tail):,} characters in "
-                                        f"side file {name} ...]\n{tail}", "side_file": name}
+                                        f"side file {name} ...]\n{tail}", "side_file": name,
+                         "side_sha256": hashlib.sha256(whole.encode("utf-8")).hexdigest()}
                 changed = True
             out.append(block)
         return {**data, "content": out} if changed else data
@@ -192,27 +216,46 @@ class SessionWriter:
             side = self.dir / f"{self.id}.d"
             side.mkdir(exist_ok=True)
             for name, text in self._side.items():
-                (side / name).write_text(redact_value(text), encoding="utf-8")
+                (side / name).write_text(text, encoding="utf-8")  # redacted when it was cut
             self._side.clear()
         if not self._pending:
             return
-        # redacted as text, once per batch: one regex pass (secrets are also matched in their JSON-escaped
-        # spelling, see nbagent.secrets; the replacement holds no character JSON would escape)
-        data = (redact("\n".join(self._pending)) + "\n").encode("utf-8")
-        self._pending.clear()
         if self._fd < 0:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         fd = self._fd
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
+            size = os.fstat(fd).st_size
+            if size != self._size:  # another kernel appended since: our lines continue its chain
+                mac, self._newline = _tail(self.path)
+                if mac is not None and self._key is not None:
+                    self._chain = mac
+            data, chain = self._encode(self._pending)
+            self._pending.clear()
             view = memoryview(data)
             while view:
                 written = os.write(fd, view)
                 view = view[written:]
             if fsync:
                 os.fsync(fd)
+            self._chain, self._size = chain, size + len(data)
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _encode(self, lines: list[str]) -> tuple[bytes, bytes]:
+        """The record-encoding step, one place: the batch redacted as text, once (one regex pass; secrets are
+        also matched in their JSON-escaped spelling, see nbagent.secrets; the replacement holds no character
+        JSON would escape), then each line signed (`nbagent.signing`). Returns the bytes and the chain after."""
+        data = redact("\n".join(lines)).encode("utf-8")
+        if self._key is None:
+            data, chain = data + b"\n", self._chain
+        else:
+            if self._signer is None:
+                self._signer = signer(self._key)
+            data, chain = seal(self._signer, self._chain, data.split(b"\n"))
+        if self._newline:  # the file ended in a line cut short (a killed kernel): start a line of our own
+            data, self._newline = b"\n" + data, False
+        return data, chain
 
     def close(self) -> None:
         """Write what is left and let the file go."""
@@ -224,6 +267,51 @@ class SessionWriter:
     def __del__(self) -> None:
         if getattr(self, "_fd", -1) >= 0:
             os.close(self._fd)
+
+
+def _writing_key() -> bytes | None:
+    """The signing key for a new file; None (the file is then unsigned, and says so when read) when it
+    cannot be made: recording never fails a run."""
+    try:
+        return session_key()
+    except OSError as exc:
+        warnings.warn(f"nbagent cannot make its session key in {config_dir()} ({exc}): this conversation is "
+                      "stored unsigned, and will be refused for resume and replay unless unsigned files are "
+                      "allowed", stacklevel=3)
+        return None
+
+
+def _tail(path: Path) -> tuple[bytes | None, bool]:
+    """The MAC of a file's last whole line (None: it has none), and whether the file ends in a line cut
+    short (a killed writer)."""
+    with open(path, "rb") as f:
+        at = f.seek(0, os.SEEK_END)
+        tail = b""
+        while at > 0 and tail.count(b"\n") < 2:
+            step = min(at, 65536)
+            at -= step
+            f.seek(at)
+            tail = f.read(step) + tail
+    cut = bool(tail) and not tail.endswith(b"\n")
+    lines = [line for line in tail.split(b"\n")[:-1] if line.strip()]
+    last = lines[-1].rstrip(b"\r") if lines else b""
+    return (bytes.fromhex(last[-66:-2].decode("ascii")) if has_mac(last) else None), cut
+
+
+def _resume_chain(path: Path) -> tuple[bytes | None, bytes, bool, int]:
+    """To append to a file: the key (None when the file is unsigned), the chain value of its last whole
+    line, whether it ends in a line cut short, and its size."""
+    size = path.stat().st_size
+    mac, cut = _tail(path)
+    if mac is None:
+        return None, START, cut, size
+    try:
+        key = session_key(create=False)
+    except OSError:
+        key = None
+    if key is None:  # its key is gone: what is written now would not verify either way
+        return None, START, cut, size
+    return key, mac, cut, size
 
 
 def _safe(name: Any) -> str:
@@ -274,13 +362,18 @@ class SessionInfo:
 
     def __str__(self) -> str:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.created))
-        nb = Path(self.notebook).name if self.notebook else "-"
+        nb = _printable(Path(self.notebook).name) if self.notebook else "-"  # a stored name may carry escapes
         prompt = self.last_prompt if len(self.last_prompt) <= 50 else self.last_prompt[:49] + "…"
         from .sanitize import terminal_safe  # the file is stored state: anyone who can write it chose these
 
         return terminal_safe(f"{self.id}  {nb}  {when}  {self.runs} run{'s' if self.runs != 1 else ''}, {self.turns} "
                              f"turn{'s' if self.turns != 1 else ''}, {self.calls} call{'s' if self.calls != 1 else ''}"
                              f"  {prompt!r}")
+
+
+def _printable(text: str) -> str:
+    """Control characters (terminal escapes among them) written as escapes, never sent to a terminal."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 @dataclass(slots=True)
@@ -300,9 +393,15 @@ class StoredSession:
     interrupted: list[str] = field(default_factory=list)
     """Ids of calls that got a synthesised "interrupted" result."""
     warnings: list[str] = field(default_factory=list)
+    signed: bool = True
+    """False for a file with no signatures that was explicitly allowed (`unsigned=True`): untrusted."""
 
 
-def _read_lines(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+def _read_lines(path: Path, *, verify: bool = False,
+                unsigned: bool = False) -> tuple[list[dict[str, Any]], list[str], bool]:
+    """The facts of a file, the problems skipped, and whether it was verified. With `verify`, a line that
+    does not verify raises `SessionError` naming the file and the line; an unsigned file does unless
+    `unsigned`."""
     facts: list[dict[str, Any]] = []
     problems: list[str] = []
     try:
@@ -310,6 +409,9 @@ def _read_lines(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     except OSError as exc:
         raise SessionError(f"cannot read {path}: {exc}") from None
     lines = raw.split(b"\n")
+    key: bytes | None = None
+    chain = START
+    signed = False
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -322,8 +424,43 @@ def _read_lines(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
             what = "truncated last line" if last else f"corrupt line {number}"
             problems.append(f"{path.name}: {what} skipped ({exc})")
             continue
+        if verify:
+            if not facts:
+                _header(path, [fact])  # a newer format says so (it may sign differently); no header says so
+                signed = "mac" in fact
+                key = _reading_key(path, fact) if signed else None
+                if not signed and not unsigned:
+                    raise SessionError(
+                        f"{path} is not signed (written before nbagent signed its sessions, or its signatures were "
+                        f"removed): it cannot be told apart from a forged one, so it is not resumed or replayed. "
+                        f"If you know where it came from: {UNSIGNED_VARIABLE}=allow, or unsigned=True")
+            if signed:
+                opened = unseal(key, chain, line)  # type: ignore[arg-type]
+                if opened is None:
+                    why = "it has no signature" if "mac" not in fact else "its signature does not match"
+                    raise SessionError(
+                        f"{path}: line {number} does not verify ({why}): the file was changed by something other "
+                        "than nbagent (a line edited, added, moved, taken from another file, or one before it "
+                        "removed), so it is not resumed or replayed")
+                chain = opened[1]
+        fact.pop("mac", None)
         facts.append(fact)
-    return facts, problems
+    return facts, problems, signed
+
+
+def _reading_key(path: Path, header: dict[str, Any]) -> bytes:
+    try:
+        key = session_key(create=False)
+    except OSError as exc:
+        raise SessionError(f"{path} is signed, but nbagent's session key cannot be read: {exc}") from None
+    if key is None:
+        raise SessionError(f"{path} is signed, but nbagent's session key ({config_dir() / 'session.key'}) is "
+                           "missing, so it cannot be verified: it was written on another machine or account, or "
+                           "the key was removed")
+    if header.get("key_id") != key_id(key):
+        raise SessionError(f"{path} was signed with another session key than this one ({config_dir()}): "
+                           "written on another machine or account, or the key was replaced; it cannot be verified")
+    return key
 
 
 def _header(path: Path, facts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -341,8 +478,15 @@ def _header(path: Path, facts: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _info(path: Path, facts: list[dict[str, Any]]) -> SessionInfo:
     head = _header(path, facts)
-    info = SessionInfo(head.get("id") or path.stem, path, head.get("notebook"), head.get("created") or 0.0,
-                       model=head.get("model"), origin=head.get("origin"))
+    given = head.get("id")
+    if not isinstance(given, str) or given != path.stem or not _ID.match(given):
+        raise SessionError(f"{path}: its header names the session {given!r}, not {path.stem!r}, the file's own "
+                           "name (the file was renamed, copied or forged), so it is not used")
+    text = lambda v: v if isinstance(v, str) else None  # noqa: E731
+    created = head.get("created")
+    info = SessionInfo(given, path, text(head.get("notebook")),
+                       created if isinstance(created, (int, float)) and not isinstance(created, bool) else 0.0,
+                       model=text(head.get("model")), origin=text(head.get("origin")))
     for fact in facts[1:]:
         kind = fact.get("kind")
         if kind == "run":
@@ -368,7 +512,9 @@ def list_sessions(workspace: str | os.PathLike[str], *, notebook: str | None = N
         return found
     for path in folder.glob("*.jsonl"):
         try:
-            facts, _ = _read_lines(path)
+            _check_id(path.stem)
+            _inside(path, folder)
+            facts, _, _ = _read_lines(path)
             info = _info(path, facts)
         except SessionError:
             continue
@@ -384,21 +530,37 @@ def _same_notebook(a: str | None, b: str) -> bool:
     return os.path.normcase(os.path.abspath(a)) == os.path.normcase(os.path.abspath(b))
 
 
-def load_session(workspace: str | os.PathLike[str], session_id: str) -> StoredSession:
-    """Read a stored conversation back (see the module docstring for what is repaired)."""
-    path = sessions_dir(workspace) / f"{_check_id(session_id)}.jsonl"
+def _inside(path: Path, folder: Path) -> Path:
+    """The real path of `path`, which must stay inside `folder` (no link or name leads out)."""
+    real, top = os.path.realpath(path), os.path.realpath(folder)
+    if not real.startswith(top.rstrip(os.sep) + os.sep):
+        raise SessionError(f"{path} leads outside {folder} (a symbolic link?), so it is not read")
+    return Path(real)
+
+
+def load_session(workspace: str | os.PathLike[str], session_id: str, *, unsigned: bool | None = None) -> StoredSession:
+    """Read a stored conversation back (see the module docstring for what is repaired and verified).
+
+    `unsigned`: accept a file with no signatures, as untrusted (default: `NBAGENT_UNSIGNED_SESSIONS=allow`)."""
+    if unsigned is None:
+        unsigned = os.environ.get(UNSIGNED_VARIABLE, "").strip().lower() == "allow"
+    folder = sessions_dir(workspace)
+    path = folder / f"{_check_id(session_id)}.jsonl"
     if not path.exists():
         known = ", ".join(i.id for i in list_sessions(workspace)[-5:]) or "none"
         raise SessionError(f"no session {session_id!r} in {path.parent} (recent: {known})")
-    facts, problems = _read_lines(path)
+    _inside(path, folder)
+    facts, problems, signed = _read_lines(path, verify=True, unsigned=unsigned)
     info = _info(path, facts)
-    stored = StoredSession(info, warnings=problems)
+    stored = StoredSession(info, warnings=problems, signed=signed)
+    if not signed:
+        stored.warnings.append(f"{path.name} is not signed: read as untrusted, because unsigned files were allowed")
     side = path.parent / f"{info.id}.d"
     for fact in facts[1:]:
         kind = fact.get("kind")
         try:
             if kind == "message":
-                data = _restore(fact["message"], side)
+                data = _restore(fact["message"], side, signed)
                 message = message_from_neutral(data)
                 stored.messages.append(message)
                 if isinstance(message, AssistantMessage):
@@ -407,7 +569,7 @@ def load_session(workspace: str | os.PathLike[str], session_id: str) -> StoredSe
                 start, end = int(fact["start"]), int(fact["end"])
                 if not 0 <= start <= end <= len(stored.messages):
                     raise ValueError(f"it replaces messages {start}:{end} of {len(stored.messages)}")
-                stored.messages[start:end] = [message_from_neutral(_restore(m, side)) for m in fact["replacement"]]
+                stored.messages[start:end] = [message_from_neutral(_restore(m, side, signed)) for m in fact["replacement"]]
                 stored.responses.extend(message_from_neutral(m) for m in fact.get("responses", []))
                 stored.compactions.append(fact)
             elif kind == "call":
@@ -416,6 +578,8 @@ def load_session(workspace: str | os.PathLike[str], session_id: str) -> StoredSe
                 stored.requests.append(_whole_body(fact.get("body"), stored.requests[-1] if stored.requests else None))
             elif kind in ("run", "end"):
                 stored.runs.append(fact)
+        except SessionError:
+            raise
         except (KeyError, TypeError, ValueError) as exc:
             stored.warnings.append(f"{path.name}: a {kind} line could not be read ({exc}); skipped")
     stored.messages, stored.interrupted = repair_transcript(stored.messages)
@@ -439,7 +603,7 @@ def _whole_body(body: Any, previous: Any) -> Any:
 
 
 def find_session(workspace: str | os.PathLike[str], session_id: str | None = None, *,
-                 notebook: str | None = None) -> StoredSession:
+                 notebook: str | None = None, unsigned: bool | None = None) -> StoredSession:
     """`load_session(session_id)`, or with None the latest conversation of `notebook` (when given and it
     has one), else the workspace's latest; `SessionError` saying so when there is none."""
     if session_id is None:
@@ -447,21 +611,29 @@ def find_session(workspace: str | os.PathLike[str], session_id: str | None = Non
         if not found:
             raise SessionError(f"no stored conversation in {workspace} to resume")
         session_id = found[-1].id
-    return load_session(workspace, session_id)
+    return load_session(workspace, session_id, unsigned=unsigned)
 
 
-def _restore(data: dict[str, Any], side: Path) -> dict[str, Any]:
+def _restore(data: dict[str, Any], side: Path, signed: bool = False) -> dict[str, Any]:
     content = data.get("content")
     if not isinstance(content, list) or not any(isinstance(b, dict) and b.get("side_file") for b in content):
         return data
     blocks = []
     for block in content:
         name = block.get("side_file") if isinstance(block, dict) else None
-        if isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9_-]+\.txt", name):
+        if isinstance(name, str) and _SIDE_NAME.match(name):
             try:
-                block = {**block, "text": (side / name).read_text(encoding="utf-8")}
-            except OSError:
+                path = _inside(side / name, side.parent)
+                text = path.read_text(encoding="utf-8")
+            except (OSError, SessionError):
                 pass  # the cut copy stands in
+            else:
+                digest = block.get("side_sha256")
+                if digest != hashlib.sha256(text.encode("utf-8")).hexdigest() and (signed or digest is not None):
+                    raise SessionError(f"the side file {side.name}/{name} is not the one its signed line names (it "
+                                       "was changed or replaced), so this session is not resumed or replayed")
+                block = {k: v for k, v in block.items() if k != "side_sha256"}
+                block["text"] = text
         blocks.append(block)
     return {**data, "content": blocks}
 

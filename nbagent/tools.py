@@ -83,6 +83,9 @@ class Tool:
         read_only_call: `f(args) -> bool` (or `f(args, ctx)`), whether one call only reads (auto-allowed).
         suggest_grant: `f(args) -> pattern` (or `f(args, ctx)`), the scope of an "always allow" for a call
             like this one.
+        protected_write: `f(args) -> str | None` (or `f(args, ctx)`): why this call writes configuration that
+            can run programs (`nbagent.protected`), or None. Such a call always asks: no mode or grant
+            allows it, only an allow rule the person wrote.
     """
 
     def __init__(
@@ -110,6 +113,7 @@ class Tool:
         rule_matcher: Callable[..., bool] | None = None,
         read_only_call: Callable[..., bool] | None = None,
         suggest_grant: Callable[..., str | None] | None = None,
+        protected_write: Callable[..., str | None] | None = None,
         _localns: dict[str, Any] | None = None,
     ) -> None:
         if not callable(fn):
@@ -158,6 +162,8 @@ class Tool:
         self._read_only_call = _flexible(read_only_call, 1) if read_only_call is not None else None
         self._suggest_grant = _flexible(suggest_grant, 1) if suggest_grant is not None else None
         self._edits_files = _flexible(edits_files, 1) if callable(edits_files) else None
+        self.protected_write = protected_write
+        self._protected_write = _flexible(protected_write, 1) if protected_write is not None else None
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
 
         self._model: type[pydantic.BaseModel] | None = None
@@ -291,6 +297,17 @@ class Tool:
             except Exception:
                 return False
         return bool(self.edits_files)
+
+    def protected_write_reason(self, args: Arguments, ctx: ToolContext | None = None) -> str | None:
+        """Why this call writes configuration that can run programs (it then always asks), or None. A hook
+        that fails counts as a yes (fails closed)."""
+        if self._protected_write is None:
+            return None
+        try:
+            reason = self._protected_write(args, ctx=ctx)
+        except Exception as exc:
+            return f"it could not be checked whether this writes configuration that can run programs ({exc})"
+        return str(reason) if reason else None
 
     def suggested_scope(self, args: Arguments, ctx: ToolContext | None = None) -> str | None:
         """The argument pattern an "always allow" of this call would cover (None: the whole tool)."""

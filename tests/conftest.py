@@ -18,3 +18,11 @@ def clean_environ(monkeypatch):
     for name in _PROVIDER_ENV:
         monkeypatch.delenv(name, raising=False)
     yield
+
+
+@pytest.fixture(autouse=True)
+def private_config_dir(tmp_path_factory, monkeypatch):
+    """nbagent's trust store and session key in a folder of the test run, never the real home's."""
+    monkeypatch.setenv("NBAGENT_CONFIG_DIR", str(tmp_path_factory.mktemp("nbagent-config")))
+    monkeypatch.delenv("NBAGENT_UNSIGNED_SESSIONS", raising=False)
+    monkeypatch.delenv("NBAGENT_TRUST_WORKSPACE_MCP", raising=False)

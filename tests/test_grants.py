@@ -163,3 +163,11 @@ def test_labels_show_hidden_characters_of_the_pattern(ws):
     tool = builtin_tools(ws)["shell"]
     label, _, _, _ = remember(tool, {"command": "echo \u202eabc"})
     assert "⟨U+202E RIGHT-TO-LEFT OVERRIDE⟩" in label.short and "bidi" in label.full
+
+
+def test_a_write_of_configuration_that_runs_code_offers_no_always_allow(ws):
+    write = builtin_tools(ws)["write_file"]
+    label, _, _, _ = remember(write, {"path": ".mcp.json", "content": "{}"})
+    assert label is None  # it always asks: a remembered grant would never be used, so none is offered
+    label, _, _, _ = remember(write, {"path": "notes.md", "content": "x"})
+    assert label is not None  # an ordinary file still can be always allowed

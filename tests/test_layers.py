@@ -6,7 +6,9 @@ The graph is read with `ast` from the source, so an import that only a type chec
 Layers, from the bottom (a module may import its own layer, without a cycle, and the layers it lists):
 
     data       messages, errors, secrets, context, decisions, records, events, transcript, reprs, sandbox,
-               sessions (the store of transcripts), sanitize (what reaches the page and the terminal)
+               sessions (the store of transcripts), sanitize (what reaches the page and the terminal),
+               protected, trust, signing (configuration that runs code, the person's trust in it, signed
+               session lines)
     tools      tools, docstrings, schemas, arguments, results, images, paths, plan, structured, partial_json
     stages     hooks, permissions, grants, interrupt, execution (one call's path)
     providers  providers/*                                      (beside the stages: data and tools only)
@@ -41,7 +43,8 @@ ROOT = Path(__file__).resolve().parents[1] / "nbagent"
 
 LAYERS: dict[str, tuple[str, ...]] = {
     "data": ("messages", "errors", "secrets", "context", "decisions", "records", "events", "transcript",
-             "reprs", "sandbox", "sessions", "recording", "pricing", "window", "sanitize"),
+             "reprs", "sandbox", "sandbox_linux", "sessions", "recording", "pricing", "window", "sanitize",
+             "protected", "trust", "signing"),
     "tools": ("tools", "docstrings", "schemas", "arguments", "results", "images", "paths", "plan",
               "structured", "partial_json"),
     "stages": ("hooks", "permissions", "grants", "interrupt", "execution", "compaction"),
@@ -205,7 +208,7 @@ FRONT_LAYERS: dict[str, tuple[str, ...]] = {
     "parts": ("approval", "capture", "document", "instructions", "mcp", "notebook_comm", "text", "throttle",
               "panel_model", "panel_prompts"),
     "tools": ("notebook_cells", "notebook_tools", "kernel_tools"),
-    "views": ("widget_kit", "approval_panel", "call_row", "steering", "widgets"),
+    "views": ("widget_kit", "approval_panel", "call_row", "steering", "widgets", "consent"),
     "seams": ("resolve", "conversation", "notebook_runs"),
     "session": ("session",),
     "entry": ("__init__", "magics", "headless", "panel"),

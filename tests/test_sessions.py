@@ -161,6 +161,7 @@ def test_two_kernels_writing_one_file_never_interleave_lines(tmp_path: Path) -> 
     facts = [json.loads(line) for line in lines[1:]]  # every line whole: none cut into by the other writer
     assert len(facts) == 400
     assert all(len(f["message"]["content"]) > 5000 for f in facts)
+    assert load_session(tmp_path, w.id).signed  # each writer continued the other's chain: it verifies
 
 
 def test_repair_answers_every_call_in_place() -> None:

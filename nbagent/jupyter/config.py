@@ -122,8 +122,17 @@ class NBAgent(Configurable):
         help="MCP servers whose tools %agent runs get (named SERVER__TOOL), in the mcpServers format other MCP "
         "clients use: {'time': {'command': 'mcp-server-time', 'args': [], 'env': {}}, 'web': {'url': '...', "
         "'headers': {}}}; add 'trusted': True to believe a server's read-only hints. Servers in the workspace's "
-        ".mcp.json (or .nbagent/mcp.json) are added; these win. %agent --mcp NAME,... picks some for one run; "
-        "%agent --mcp-list shows them.",
+        ".mcp.json (or .nbagent/mcp.json) are added once you trusted that file; these win. %agent --mcp NAME,... "
+        "picks some for one run; %agent --mcp-list shows them.",
+    ).tag(config=True)
+
+    workspace_mcp = Enum(
+        ["ask", "trust", "off"],
+        "ask",
+        help="The workspace's .mcp.json and .nbagent/mcp.json: 'ask' shows what their servers would run, with "
+        "Trust / Not now buttons, and starts them only once you trusted that exact content (recorded outside the "
+        "workspace; asked again when it changes); 'trust' starts them without asking, unrecorded (a CI job "
+        "running its own repository; NBAGENT_TRUST_WORKSPACE_MCP=1 does too); 'off' never reads them.",
     ).tag(config=True)
 
     workspace = Unicode(

@@ -1,9 +1,12 @@
 """Run notebooks with no one at the screen (nbclient), as CI does and as `./dev quickstart` does.
 
     python -m nbagent.jupyter.headless [NOTEBOOK] [--out EXECUTED.ipynb] [--replay [rerun|recorded]]
+                                       [--trust-workspace-mcp]
 
-Nobody can click Approve, so a policy decides: `NBAGENT_APPROVAL` (allow or deny; `allow` is used when it is
-not set), or `%config NBAgent.approver` inside the notebook. A background run must be awaited by a later
+Nobody can click Approve, so a policy decides: `NBAGENT_APPROVAL` (allow or deny; with none set, every call
+that would ask is denied), or `%config NBAgent.approver` inside the notebook. A replay is no policy: a
+replayed call that would ask is decided the same way. Nobody can click Trust either: the workspace's MCP
+servers start only if their configuration was trusted before, or with `--trust-workspace-mcp`. A background run must be awaited by a later
 cell (`await run`), since the kernel stops after the last cell. After the last cell, the runner asks the
 same kernel what its runs did and prints it.
 
@@ -11,6 +14,11 @@ same kernel what its runs did and prints it.
 it last ran): every `%agent` answers with the recorded responses, with no network and no cost, and tools
 run again (`rerun`, the default; differences from the record are shown) or return their recorded
 results (`recorded`). That is how an agent notebook runs in CI without keys.
+
+Reads: a notebook and the workspace's stored sessions and MCP configuration, any of which someone else
+could have written. What stops harm: no policy means deny (nobody is asked, nothing is approved by
+itself, a replay included); stored sessions are verified by the store; workspace MCP servers start only if
+trusted before (or `--trust-workspace-mcp`). Running a notebook runs its cells: that is the person's choice.
 """
 
 from __future__ import annotations
@@ -125,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebook", nargs="?", default=str(here / "notebooks" / "quickstart.ipynb"))
     parser.add_argument("--out", help="where to save the executed copy (default: build/<name>.ipynb)")
     parser.add_argument("--timeout", type=int, default=300, help="seconds one cell may take")
+    parser.add_argument("--trust-workspace-mcp", action="store_true",
+                        help="start the MCP servers of the workspace's .mcp.json / .nbagent/mcp.json without asking "
+                             "(unrecorded; only for a repository you trust)")
     parser.add_argument("--replay", nargs="?", const="rerun", choices=["rerun", "recorded"],
                         help="answer every %%agent from the notebook's stored conversations, offline; tools run "
                              "again (rerun) or return their recorded results (recorded)")
@@ -137,12 +148,15 @@ def main(argv: list[str] | None = None) -> int:
     env.setdefault("NBAGENT_NOTEBOOK", str(notebook.resolve()))  # the stored conversations name it
     if args.replay:
         env["NBAGENT_REPLAY"] = args.replay
+    if args.trust_workspace_mcp:
+        env["NBAGENT_TRUST_WORKSPACE_MCP"] = "1"
     policy = env.get("NBAGENT_APPROVAL", "").strip().lower()
-    if policy not in ("allow", "deny"):
-        env["NBAGENT_APPROVAL"] = policy = "allow"
+    if policy not in ("allow", "deny"):  # nobody is there to ask, and a replay approves nothing by itself
+        env["NBAGENT_APPROVAL"] = policy = "deny"
     model_note = (f"replaying its stored conversations ({args.replay}), offline" if args.replay
                   else _model_note(env))
-    print(f"== executing {notebook} headless: {model_note}; approvals decided by NBAGENT_APPROVAL={policy}",
+    how = "" if os.environ.get("NBAGENT_APPROVAL", "").strip().lower() == policy else " (none was set)"
+    print(f"== executing {notebook} headless: {model_note}; approvals decided by NBAGENT_APPROVAL={policy}{how}",
           flush=True)
     t0 = time.monotonic()
     from nbclient.exceptions import CellExecutionError

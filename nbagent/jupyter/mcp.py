@@ -1,4 +1,8 @@
-"""`%agent --mcp-list`: the MCP servers of the notebook, their state and their tools."""
+"""`%agent --mcp-list`: the MCP servers of the notebook, their state and their tools.
+
+Reads: server configurations (a workspace file's among them) and what servers said (names, errors): all
+escaped in the HTML. A workspace server that is not trusted yet is listed as such, and not started here.
+"""
 
 from __future__ import annotations
 
@@ -33,6 +37,8 @@ class ServerList:
         for s in self.servers:
             trust = ", trusted" if s["trusted"] else ""
             state = "not started (the first run that uses it starts it)" if s["state"] == "idle" else s["state"]
+            if s["state"] == "not trusted yet":
+                state, trust = "not trusted yet, not started", ""
             lines.append(f"{s['name']}: {state}{trust} ({s['transport']}: {s['target']})")
             if s["tools"]:
                 lines.append("  tools: " + ", ".join(s["tools"]))

@@ -4,12 +4,14 @@ the instructions and the compaction settings of one run.
 A user mistake (a model that is no model, a tool that is no function, a bad MCP config) becomes a
 `UsageError` that says what to do. Nothing here shows or stores a run: `session.py` starts it, with the
 agent made here. The workspace's `.mcp.json` (anyone who can write the workspace could have written it) is
-read by `nbagent.mcp`, not here: its rules for what such a file may do are there.
+read by `nbagent.mcp`, not here: its rules for what such a file may do are there; an untrusted one gets
+the consent prompt (`consent.py`) and its servers wait, not started, until the person trusts it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import weakref
 from dataclasses import dataclass
@@ -95,6 +97,9 @@ class AgentFactory:
         self.replay_mode = replay_mode
         self.models: dict[str, Model] = {}
         """Models loaded from a spec, by spec: a conversation keeps talking to the same object."""
+        self.consent_prompts: list[Any] = []
+        """The MCP trust prompts shown (`consent.TrustPrompt`), oldest first."""
+        self._consent_asked: set[tuple[str, str]] = set()
 
     @property
     def workspace(self) -> Path:
@@ -194,12 +199,19 @@ class AgentFactory:
 
     def mcp_servers(self, names: list[str] | None = None) -> Any:
         """The MCP servers of a run: the workspace's `.mcp.json`, then `NBAgent.mcp_servers` (these win),
-        narrowed to `names` when given. None when there are none."""
-        from ..mcp import MCPServers, parse_servers, workspace_servers
+        narrowed to `names` when given. None when there are none.
 
+        A workspace file's servers start only once the person trusted its exact content
+        (`NBAgent.workspace_mcp`): until then its prompt shows what they would run (`consent.py`), and runs
+        go on without them."""
+        from ..mcp import MCPServers, parse_servers, workspace_configs
+
+        setting = "trust" if os.environ.get("NBAGENT_TRUST_WORKSPACE_MCP") == "1" else self.config.workspace_mcp
         try:
-            servers = {**workspace_servers(self.workspace),
-                       **parse_servers(self.config.mcp_servers, source="NBAgent.mcp_servers")}
+            configs = workspace_configs(self.workspace) if setting != "off" else []
+            servers = {name: dataclasses.replace(s, approved=True) if setting == "trust" else s
+                       for c in configs for name, s in c.servers.items()}
+            servers.update(parse_servers(self.config.mcp_servers, source="NBAgent.mcp_servers"))
             if names is not None and not names:
                 return None
             toolset = MCPServers(servers)
@@ -207,7 +219,10 @@ class AgentFactory:
                 toolset = toolset.select(names)
         except ConfigurationError as exc:
             raise UsageError(str(exc)) from None
-        if not toolset.active:
+        if setting == "ask":
+            self._ask_trust([c for c in configs if c.servers and not c.trusted
+                             and any(n in toolset.servers and servers.get(n) is s for n, s in c.servers.items())])
+        if not toolset.active and not toolset.waiting:
             return None
         try:
             loop = asyncio.get_running_loop()
@@ -218,6 +233,27 @@ class AgentFactory:
 
             use_loop(loop)
         return toolset
+
+    def _ask_trust(self, configs: list[Any]) -> None:
+        """Show the consent prompt of each untrusted workspace configuration (once per content a session)."""
+        if not configs:
+            return
+        from IPython.display import display
+
+        from .consent import TrustPrompt
+
+        try:
+            loop: Any = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        for config in configs:
+            key = (config.real, config.digest)
+            if key in self._consent_asked:
+                continue
+            self._consent_asked.add(key)
+            prompt = TrustPrompt(config, loop)
+            self.consent_prompts.append(prompt)
+            display(prompt.widget)
 
     def mcp_list(self, names: list[str] | None = None) -> Any:
         """`%agent --mcp-list`: the servers, their state and tools (those not started are started)."""

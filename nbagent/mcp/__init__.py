@@ -8,7 +8,8 @@ like any other tool.
     }, rules=["allow: time__*"])
 
 The mapping is the `mcpServers` one other MCP clients use (also read from `.mcp.json` or
-`.nbagent/mcp.json` in a workspace: `workspace_servers(path)`). Tools are named `SERVER__TOOL`; when there
+`.nbagent/mcp.json` in a workspace: `workspace_servers(path)`; those start only once the person trusted
+the file's exact content, see `_workspace`). Tools are named `SERVER__TOOL`; when there
 are many they wait behind `search_tools`. Servers start when a run first needs them, are shared by every run
 of the process (a kernel), and stop at exit or with `close()`. A server that fails to start, crashes, hangs
 or answers garbage gives error results that say why (with its stderr), and is started again on next use.
@@ -21,7 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._config import CONFIG_FILES, ServerConfig, load_config_file, parse_servers, server_environment, workspace_servers
+from ._config import CONFIG_FILES, ServerConfig, load_config_file, parse_servers, server_environment, untrusted
+from ._workspace import WorkspaceConfig, server_summary, trust_workspace, workspace_configs, workspace_servers
 from ._tools import DEFER_THRESHOLD, MCPResult, MCPServers, MCPTool, to_tool_result
 
 __all__ = [
@@ -31,13 +33,18 @@ __all__ = [
     "MCPServers",
     "MCPTool",
     "ServerConfig",
+    "WorkspaceConfig",
     "close",
     "load_config_file",
     "parse_servers",
     "server_environment",
+    "server_summary",
     "status",
     "to_tool_result",
+    "trust_workspace",
+    "untrusted",
     "use_loop",
+    "workspace_configs",
     "workspace_servers",
 ]
 

@@ -9,6 +9,15 @@ Besides the usual keys, an entry may say `"trusted": true` (its read-only hints 
 `"disabled": true`. `${VAR}` and `${VAR:-default}` in a command, args, env values, url and headers are
 read from the environment when the server starts: that is how a key is passed on purpose.
 
+Reads: configurations the person wrote (code, `%config`), and files in a workspace (`.mcp.json`,
+`.nbagent/mcp.json`), which the model, a cloned repository or a download could have written. What could
+happen: a workspace file names programs to start outside the sandbox and URLs to send the kernel's keys
+to (`${OPENAI_API_KEY}` in a header). What stops it: a configuration read from a workspace file carries
+its `source` and `digest`, and `untrusted()` says why it may not start until the person trusted that
+exact content (`nbagent.trust`; `nbagent.mcp._workspace` reads the files); `expand` is never applied to
+an untrusted configuration (`expand_trusted`), and a stdio server gets only the variables it needs to
+start plus those its configuration names (`server_environment`).
+
 This module imports neither the `mcp` SDK nor anything above the data layer.
 """
 
@@ -23,9 +32,10 @@ from typing import Any, Mapping
 
 from ..errors import ConfigurationError
 from ..secrets import SECRET_VARIABLE_PATTERN
+from ..trust import is_trusted
 
-__all__ = ["CONFIG_FILES", "ServerConfig", "load_config_file", "parse_servers", "server_environment",
-           "workspace_servers"]
+__all__ = ["CONFIG_FILES", "ServerConfig", "expand_trusted", "load_config_file", "parse_servers",
+           "server_environment", "untrusted"]
 
 CONFIG_FILES = (".mcp.json", ".nbagent/mcp.json")
 """Files in a workspace that configure servers, in the order they are read (a later one wins per name)."""
@@ -74,6 +84,13 @@ class ServerConfig:
     """Configured but not started."""
     description: str = ""
     """What the server is for (shown by tool search)."""
+    source: str | None = None
+    """The workspace file it was read from (its real path); None: the person wrote it (code, `%config`, a
+    file they named), and it is trusted as written."""
+    digest: str | None = None
+    """The sha256 that file (and the workspace files it runs) had when it was read: what a trust is for."""
+    approved: bool = False
+    """Trusted for this process by an explicit setting (`workspace_servers(..., trust=True)`), not recorded."""
     _memo: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
@@ -88,7 +105,7 @@ class ServerConfig:
         key = self._memo.get("key")
         if key is None:
             data = {k: getattr(self, k) for k in ("name", "command", "args", "env", "cwd", "url", "headers",
-                                                  "startup_timeout", "log_level")}
+                                                  "startup_timeout", "log_level", "source", "digest", "approved")}
             key = self._memo["key"] = json.dumps(data, sort_keys=True)
         return key
 
@@ -195,25 +212,46 @@ def _seconds(value: Any, where: str) -> float:
 
 
 def load_config_file(path: str | os.PathLike) -> dict[str, ServerConfig]:
-    """The servers a JSON file configures (`{"mcpServers": {...}}`)."""
+    """The servers a JSON file configures (`{"mcpServers": {...}}`), trusted as written: for a file the
+    person named. Workspace files go through `nbagent.mcp.workspace_servers`, which asks for trust."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ConfigurationError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(data, Mapping) or not isinstance(data.get("mcpServers", {}), Mapping):
-        raise ConfigurationError(f"{path}: expected {{\"mcpServers\": {{NAME: {{...}}}}}}")
-    return parse_servers(data.get("mcpServers", {}), source=str(path))
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigurationError(f"{path}: cannot be read ({exc})") from None
+    return parse_document(data, str(path))
 
 
-def workspace_servers(workspace: str | os.PathLike) -> dict[str, ServerConfig]:
-    """The servers configured by `.mcp.json` and `.nbagent/mcp.json` in a workspace (the latter wins)."""
-    servers: dict[str, ServerConfig] = {}
-    for name in CONFIG_FILES:
-        path = Path(workspace) / name
-        if path.is_file():
-            servers.update(load_config_file(path))
-    return servers
+def parse_document(data: bytes, source: str) -> dict[str, ServerConfig]:
+    """The servers of a configuration file's bytes."""
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigurationError(f"{source}: not valid JSON ({exc})") from None
+    if not isinstance(document, Mapping) or not isinstance(document.get("mcpServers", {}), Mapping):
+        raise ConfigurationError(f"{source}: expected {{\"mcpServers\": {{NAME: {{...}}}}}}")
+    return parse_servers(document.get("mcpServers", {}), source=source)
+
+
+def untrusted(config: ServerConfig) -> str | None:
+    """Why this configuration may not start (None: it may): one read from a workspace file starts only when
+    the person trusted that exact content, or an explicit setting said so."""
+    if config.source is None or config.approved:
+        return None
+    if config.digest and is_trusted(config.source, config.digest):
+        return None
+    return (f"not trusted yet: the MCP server {config.name!r} is configured in {config.source}, a file in the "
+            "workspace that the model, a cloned repository or a download could have written; nothing it names "
+            "starts until you trust this exact content (the Trust button %agent shows, or "
+            "nbagent.mcp.trust_workspace(folder))")
+
+
+def expand_trusted(config: ServerConfig, text: str, environ: Mapping[str, str] | None = None) -> str:
+    """`expand(text)` for a configuration that may start; an untrusted one is never expanded."""
+    why = untrusted(config)
+    if why is not None:
+        raise ConfigurationError(f"${{VAR}} is not expanded for {config.name!r}: {why}")
+    return expand(text, environ)
 
 
 def expand(text: str, environ: Mapping[str, str] | None = None) -> str:
@@ -238,6 +276,9 @@ def server_environment(config: ServerConfig, environ: Mapping[str, str] | None =
     configured `env` (expanded). The kernel's credentials (`*_API_KEY`, `*_TOKEN`...) are never passed unless
     the configuration names them."""
     environ = os.environ if environ is None else environ
+    why = untrusted(config)
+    if why is not None:
+        raise ConfigurationError(why)
     env = {}
     for name, value in environ.items():
         if (name in PASSED_VARIABLES or name.startswith("LC_")) and not SECRET_VARIABLE_PATTERN.search(name):

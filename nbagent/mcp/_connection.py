@@ -15,6 +15,10 @@ has closed is started again on the next use.
                          a server that does not answer a ping afterwards is restarted on next use
     close_all()          at exit, or `nbagent.mcp.close()`
 
+Before anything is spawned or connected, `_check_trusted` refuses a configuration read from a workspace
+file the person has not trusted (`_config.untrusted`), and `${VAR}` is expanded only through
+`expand_trusted`: an untrusted configuration starts no program, sends no request and reads no variable.
+
 This module imports the `mcp` SDK; nothing imports it before a server is used. It is one module because
 the lifecycle above (start, the home loop, the stdio transport that keeps the pid and stderr, call,
 restart, close) is one state machine over one connection object; split, each part would reach into the
@@ -43,7 +47,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
-from ._config import ServerConfig, expand, server_environment
+from ._config import ServerConfig, expand_trusted, server_environment, untrusted
 
 __all__ = ["Connection", "ServerError", "close_all", "connection", "connections", "on_home", "run_blocking",
            "set_loop"]
@@ -503,9 +507,10 @@ class Connection:
     async def _stdio(self):
         """Spawn the server with exactly the environment it is given; yield the SDK's stream pair."""
         config = self.config
+        self._check_trusted()
         env = server_environment(config)
-        command = expand(config.command or "")
-        args = [expand(a) for a in config.args]
+        command = expand_trusted(config, config.command or "")
+        args = [expand_trusted(config, a) for a in config.args]
         exe = shutil.which(command, path=env.get("PATH")) or command
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -587,6 +592,12 @@ class Connection:
                 with contextlib.suppress(Exception):
                     transport.close()
 
+    def _check_trusted(self) -> None:
+        """Nothing from a workspace file the person has not trusted starts or connects (see `_workspace`)."""
+        why = untrusted(self.config)
+        if why is not None:
+            raise ServerError(why)
+
     def _on_stderr(self, chunk: bytes) -> None:
         data = self._stderr_tail + chunk
         *lines, self._stderr_tail = data.split(b"\n")
@@ -618,8 +629,9 @@ class Connection:
         from mcp.shared._httpx_utils import create_mcp_http_client
 
         config = self.config
-        url = expand(config.url or "")
-        headers = {k: expand(v) for k, v in config.headers.items()}
+        self._check_trusted()
+        url = expand_trusted(config, config.url or "")
+        headers = {k: expand_trusted(config, v) for k, v in config.headers.items()}
         client = create_mcp_http_client(headers=headers, timeout=httpx2.Timeout(config.startup_timeout, read=300.0))
         async with client:
             async with streamable_http_client(url, http_client=client) as streams:

@@ -26,7 +26,7 @@ from ..messages import ImageBlock, TextBlock, ToolResult
 from ..plan import Toolset
 from ..results import error_result
 from ..tools import ArgumentsError, Tool, ToolDefinitionError
-from ._config import ServerConfig, parse_servers
+from ._config import ServerConfig, parse_servers, untrusted
 
 __all__ = ["DEFER_THRESHOLD", "MCPResult", "MCPServers", "MCPTool", "to_tool_result"]
 
@@ -256,7 +256,13 @@ class MCPServers(Toolset):
     # -- which servers ---------------------------------------------------------------------------------
     @property
     def active(self) -> list[ServerConfig]:
-        return [c for c in self.servers.values() if not c.disabled]
+        """The servers a run gets: enabled, and trusted (one from a workspace file waits for the person)."""
+        return [c for c in self.servers.values() if not c.disabled and untrusted(c) is None]
+
+    @property
+    def waiting(self) -> list[ServerConfig]:
+        """Servers from workspace files the person has not trusted yet (they start nothing)."""
+        return [c for c in self.servers.values() if not c.disabled and untrusted(c) is not None]
 
     def select(self, names: Iterable[str]) -> MCPServers:
         """The same toolset with only these servers (what `%agent --mcp NAME,...` picks)."""
@@ -336,7 +342,7 @@ class MCPServers(Toolset):
         not started (or the tool appeared since). The call then says clearly what is wrong."""
         server, sep, base = name.partition("__")
         config = self.servers.get(server)
-        if not sep or config is None or not base:
+        if not sep or config is None or not base or untrusted(config) is not None:
             return None
         from . import _connection
 
@@ -359,6 +365,9 @@ class MCPServers(Toolset):
             entry = _connection.connection(config).status()
             entry["disabled"] = config.disabled
             entry["trusted"] = config.trusted
+            why = untrusted(config)
+            if why is not None:
+                entry["state"], entry["error"] = "not trusted yet", why
             out.append(entry)
         return out
 

@@ -16,6 +16,10 @@ Tools, as the person picks (`replay_tools`):
   a `NotRestored` that says what it was.
 Either way every call goes through the permission pipeline as in the live run: replaying a
 destructive call still asks.
+
+Reads: a stored session, which anyone who can write the workspace could have forged. What stops harm: the
+store refuses a file whose signatures do not verify (`nbagent.sessions`), and a replay approves nothing by
+itself: a recorded decision is never reused, every call is decided again by rules, mode and approver.
 """
 
 from __future__ import annotations

@@ -12,9 +12,10 @@ with a clear message whatever the mode, rules or approvals. Rule patterns for th
 relative to the workspace (`write_file(notebooks/**)`, `deny: read_file(.env)`; see
 `nbagent.permissions.path_rule_matcher`); `grep` also skips files that a deny rule of `read_file` or
 `grep` protects, and `list_files` hides what a deny rule of `list_files` covers. `write_file` and
-`edit_file` count as file edits for the `acceptEdits` mode, except inside a `.git` directory and for the
-files that make a directory a git repository of its own (`HEAD`, `config`, `commondir`, `packed-refs`,
-a `.git` file): git's configuration can make later `git` commands run programs, so changing it always asks.
+`edit_file` count as file edits for the `acceptEdits` mode, except for configuration that can run programs
+(`nbagent.protected`: `.mcp.json`, `.nbagent/`, `.git` and the files that make a bare repository, editor,
+Jupyter and other agents' settings), matched in any case and spelling, as given and as resolved: a write
+there always asks, whatever the mode or grant; only an allow rule the person wrote allows it.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from pydantic import Field
 from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
 from ..paths import glob_regex, match_path, path_rule_matcher
+from ..protected import protected_reason
 from ..results import error_result, image_result, sniff_image_type
 from ..tools import Tool
 from ._binding import Binding, read_denied_check
@@ -59,9 +61,6 @@ MAX_GREP_FILE_BYTES = 20 * 1024 * 1024
 MAX_LIST_SCAN = 200_000
 """Entries list_files and grep look at before they stop."""
 _SNIFF = 8192
-_PROTECTED_DIRS = (".git",)
-_GIT_LAYOUT_NAMES = ("head", "config", "commondir", "packed-refs", "gitdir")
-"""File names (any case) that, with `objects/` and `refs/` beside them, make a bare repository."""
 
 _BINARY_HINTS = {
     ".parquet": "pandas.read_parquet", ".feather": "pandas.read_feather", ".xlsx": "pandas.read_excel",
@@ -149,19 +148,30 @@ def _unified_diff(before: str, after: str, rel: str, limit: int = 8000) -> str:
     return cut("".join(out), limit, what="characters of the diff")
 
 
+def _protected_write(binding: Binding):
+    """Why a write/edit call writes configuration that can run programs (`nbagent.protected`), or None."""
+
+    def reason(args: Any, ctx: Any = None) -> str | None:
+        given = args.get("path")
+        try:
+            resolved = binding.workspace_for(ctx).resolve(given)
+        except WorkspaceError:
+            return None  # refused by the tool itself, whatever is decided
+        return protected_reason([str(given), resolved.rel], real_path=str(resolved.path))
+
+    return reason
+
+
 def _edit_call(binding: Binding):
     """Whether a write/edit call is a plain file edit inside the workspace (what acceptEdits allows)."""
+    protected = _protected_write(binding)
 
     def edits(args: Any, ctx: Any = None) -> bool:
         try:
-            resolved = binding.workspace_for(ctx).resolve(args.get("path"))
+            binding.workspace_for(ctx).resolve(args.get("path"))
         except WorkspaceError:
             return False
-        given = str(args.get("path", "")).replace("\\", "/").lower().split("/")
-        real = [p.lower() for p in resolved.parts]
-        if any(p in _PROTECTED_DIRS for p in real + given):
-            return False
-        return not ((real and real[-1] in _GIT_LAYOUT_NAMES) or (given and given[-1] in _GIT_LAYOUT_NAMES))
+        return protected(args, ctx) is None
 
     return edits
 
@@ -464,7 +474,7 @@ def make_file_tools(binding: Binding) -> dict[str, Tool]:
 
     write_tool = Tool(
         write_file, edits_files=_edit_call(binding), capability="write", rule_matcher=path_matcher,
-        suggest_grant=_grant_scope(binding),
+        suggest_grant=_grant_scope(binding), protected_write=_protected_write(binding),
         describe_activity=lambda a: f"Writing {_short(a.path)}",
         describe_completed_activity=lambda a, r: (
             f"{'Created' if r.created else 'Wrote'} {_short(a.path)}" if isinstance(r, FileChange) else f"Wrote {_short(a.path)}"),
@@ -534,7 +544,7 @@ def make_file_tools(binding: Binding) -> dict[str, Tool]:
 
     edit_tool = Tool(
         edit_file, edits_files=_edit_call(binding), capability="write", rule_matcher=path_matcher,
-        suggest_grant=_grant_scope(binding),
+        suggest_grant=_grant_scope(binding), protected_write=_protected_write(binding),
         describe_activity=lambda a: f"Editing {_short(a.path)}",
         describe_completed_activity=lambda a, r: f"Edited {_short(a.path)}",
     )

@@ -24,7 +24,7 @@ from ..tools import Tool
 from ._binding import Binding, read_denied_check
 from ._guard import guard_reads
 from ._runner import Execution
-from ._values import cut, image_of, inspect_text, is_figure, summary, text_form, type_name
+from ._values import credential_holder, cut, image_of, inspect_text, is_figure, summary, text_form, type_name
 from ._workspace import WorkspaceError
 
 __all__ = ["execution_result", "make_namespace_tools"]
@@ -181,8 +181,20 @@ def make_namespace_tools(binding: Binding, *, python_timeout: float | None = Non
             return ToolResult([TextBlock(str(exc))], is_error=True)
         return ToolResult([TextBlock(inspect_text(name.strip(), value))], details=value)
 
+    def inspect_reads_no_credential(args: Any, ctx: Any = None) -> bool:
+        """Auto-allowed only when no value on the path is or holds a credential (`credential_holder`):
+        `os.environ`, a client holding its key, a config with a token ask first."""
+        name = args.get("name")
+        if not isinstance(name, str):
+            return False
+        try:
+            chain = _lookup_chain(binding.runner_for(ctx).namespace, name)
+        except LookupError:
+            return True  # it will only say that there is no such value
+        return not any(credential_holder(v, n) for n, v in chain)
+
     inspect_tool = Tool(
-        inspect_variable, read_only=True,
+        inspect_variable, capability="read", read_only_call=inspect_reads_no_credential,
         describe_activity=lambda a: f"Inspecting {a.name[:40]}",
         describe_completed_activity=lambda a, r: f"Inspected {a.name[:40]}",
     )
@@ -250,15 +262,32 @@ def _python_done(args: Any, result: Any) -> str:
 def _lookup(namespace: dict[str, Any], expression: str) -> Any:
     """`name`, `name.attr`, `name["key"]`, `name[0]`: evaluated without running any code but attribute
     and item access (no calls, no operators)."""
+    return _lookup_chain(namespace, expression)[-1][1]
+
+
+def _lookup_chain(namespace: dict[str, Any], expression: str) -> list[tuple[str, Any]]:
+    """Each value on the way to `expression`, with the name or key it was reached by."""
     text = expression.strip()
     try:
         node = ast.parse(text, mode="eval").body
     except SyntaxError:
         raise LookupError(f"{expression!r} is not a variable name (use a name like df, df.columns or d['key'])") from None
-    return _resolve(namespace, node, text)
+    chain: list[tuple[str, Any]] = []
+    _resolve(namespace, node, text, chain)
+    return chain
 
 
-def _resolve(namespace: dict[str, Any], node: ast.AST, text: str) -> Any:
+def _resolve(namespace: dict[str, Any], node: ast.AST, text: str, chain: list | None = None) -> Any:
+    chain = [] if chain is None else chain
+    value = _resolve_one(namespace, node, text, chain)
+    label = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        label = str(node.slice.value)
+    chain.append((label, value))
+    return value
+
+
+def _resolve_one(namespace: dict[str, Any], node: ast.AST, text: str, chain: list) -> Any:
     if isinstance(node, ast.Name):
         if node.id not in namespace:
             raise LookupError(f"there is no variable {node.id!r} in the namespace (list_variables shows what there is)")
@@ -266,17 +295,19 @@ def _resolve(namespace: dict[str, Any], node: ast.AST, text: str) -> Any:
     if isinstance(node, ast.Attribute):
         if node.attr.startswith("__"):
             raise LookupError(f"{text!r}: special attributes (__...__) cannot be inspected")
-        base = _resolve(namespace, node.value, text)
+        base = _resolve(namespace, node.value, text, chain)
         try:
             return getattr(base, node.attr)
         except Exception as exc:
             raise LookupError(f"{text!r}: {type(exc).__name__}: {exc}") from None
     if isinstance(node, ast.Subscript):
-        base = _resolve(namespace, node.value, text)
+        base = _resolve(namespace, node.value, text, chain)
         try:
             key = ast.literal_eval(node.slice)
         except ValueError:
             raise LookupError(f"{text!r}: only literal keys (strings, numbers) can be used in [...]") from None
+        if isinstance(base, (str, bytes, bytearray, memoryview)):  # pieces of a string: inspect it whole
+            raise LookupError(f"{text!r}: a string is inspected whole, not by index")
         try:
             return base[key]
         except Exception as exc:

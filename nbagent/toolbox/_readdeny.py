@@ -69,7 +69,8 @@ def _git_shows_no_contents(words: list[str], sub: str) -> bool:
     return True
 
 
-def reveals_denied(command: str, workspace: Workspace, read_denied: DeniedCheck | None) -> str | None:
+def reveals_denied(command: str, workspace: Workspace, read_denied: DeniedCheck | None, *,
+                   hidden_by_sandbox: bool = False) -> str | None:
     """Why `command` may show a file that a deny rule on reading protects, or None when it can be shown
     that it does not name one.
 
@@ -83,9 +84,15 @@ def reveals_denied(command: str, workspace: Workspace, read_denied: DeniedCheck 
     contents from history (`git log -p`, `git show`, `git grep`, an alias...), which can hold the
     protected file under any name. A program that computes a path while it runs (`python script.py`)
     cannot be seen through: that is what the OS sandbox is for.
+
+    `hidden_by_sandbox`: the command runs in a sandbox that hides the protected files (`sandbox.
+    hidden_paths`). Then only a line that names one is refused, unless the workspace holds a git
+    repository, whose history the sandbox does not hide (anything that may run git is refused as above).
     """
     if read_denied is None:
         return None
+    if hidden_by_sandbox and not _holds_git(str(workspace.root)):
+        return _names_denied(command, workspace, read_denied)
     parsed = parse(command)
     if parsed.error is not None:
         return f"it cannot be read whole ({parsed.error}), and deny rules protect some files"
@@ -218,3 +225,29 @@ def _glob_hits_denied(pattern: str, workspace: Workspace, read_denied: DeniedChe
             if rel is not None and regex.match(rel) and read_denied(rel, os.path.realpath(full)):
                 return True
     return False
+
+
+def _holds_git(root: str, limit: int = 5000) -> bool:
+    """Whether a git repository lies in `root` (True too past `limit` entries: it may)."""
+    seen = 0
+    for _dirpath, dirnames, filenames in os.walk(root):
+        if ".git" in dirnames or ".git" in filenames:
+            return True
+        seen += len(dirnames) + len(filenames)
+        if seen > limit:
+            return True
+    return False
+
+
+def _names_denied(command: str, workspace: Workspace, read_denied: DeniedCheck) -> str | None:
+    """Whether a word of the line names a protected path that exists (however it is quoted)."""
+    parsed = parse(command)
+    root = str(workspace.root)
+    words = [w.value for cmd in parsed.commands for w in cmd] + [w.value for w in parsed.redirects]
+    for word in words:
+        for cand in {word, *_SPLIT.split(word), *_TOKEN.findall(word)}:
+            if cand and not any(c in cand for c in "*?[{"):
+                problem = _denied_path(cand, root, workspace, read_denied)
+                if problem:
+                    return problem
+    return None

@@ -43,7 +43,9 @@ import stat as stat_module
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
+from ..secrets import secret_values
 from ._gitsafety import configured_programs
+from ._secretreads import SLICING, WHOLE_READERS, holder_of_secret
 from ._shellwords import parse
 from ._workspace import Workspace
 
@@ -447,7 +449,28 @@ def read_only_problem(command: str, workspace: Workspace, read_denied: DeniedChe
     problem = _spec_problem(name, spec, p, workspace, read_denied)
     if problem is None and not sandboxed:
         problem = _strict_problem(name, p, workspace)
+    if problem is None:
+        problem = _secret_problem(name, spec, p, workspace)
     return problem
+
+
+def _secret_problem(name: str, spec: _Spec, p: _Parsed, workspace: Workspace) -> str | None:
+    """A command that could take a credential apart (`_secretreads`) over a file holding one."""
+    slicing = SLICING.get(name, ())
+    if name in WHOLE_READERS or (name in ("head", "tail") and not p.has(*slicing)):
+        return None
+    paths = [] if spec.positional == "text" else list(p.positional)
+    if spec.positional == "pattern" and not p.has("regexp", "file"):
+        paths = paths[1:]
+    paths += [v for _o, v, kind in p.options if kind == "@" and v is not None]
+    recursive = p.has(*spec.recurses) or (name == "grep" and any(v.startswith("r") for v in p.values("directories")))
+    if not paths and recursive:
+        paths = ["."]
+    found = holder_of_secret(paths, str(workspace.root), recursive=recursive)
+    if found:
+        return (f"{name} would read {found!r}, which holds a credential, in a form redaction cannot follow "
+                "(pieces of it, or answers to questions about it)")
+    return None
 
 
 def _spec_problem(name: str, spec: _Spec, p: _Parsed, workspace: Workspace,
@@ -723,9 +746,11 @@ def _git_problem(args: list[str], workspace: Workspace, read_denied: DeniedCheck
         if name in _GIT_BAD:
             return f"git {sub} --{name} {_GIT_BAD[name]}"
         return f"git {sub}: {p}"
-    for opt, _value, _kind in p.options:
+    for opt, value, _kind in p.options:
         if opt in _GIT_BAD:
             return f"git {sub} --{opt} {_GIT_BAD[opt]}"
+        if opt in ("format", "pretty") and value and "%G" in value:
+            return f"git {sub} --{opt} with %G... verifies signatures: it runs gpg (gpg.program may be configured)"
     if git.check is not None:
         problem = git.check(p)
         if problem:
@@ -735,6 +760,8 @@ def _git_problem(args: list[str], workspace: Workspace, read_denied: DeniedCheck
         if problem:
             return problem
     content = git.content(p)
+    if p.has("S", "G") and secret_values():
+        return f"git {sub} -S/-G searches history for text: an oracle on credentials it may hold"
     if read_denied is not None and content:
         return f"git {sub} shows file contents across the repository, and deny rules protect some files"
     if content or git.worktree:

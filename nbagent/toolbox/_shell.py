@@ -16,7 +16,8 @@ The sandbox (see `nbagent.sandbox`) is the second wall, for when the classifier 
 command runs under the `read-only` policy, an approved one under the agent's (`workspace-write` by
 default), each in its own PID and network namespace, so nothing it starts outlives the call. Files that
 read deny rules protect look empty inside it, and credential variables are left out of its
-environment unless the policy allows the network. Without a sandbox (none on this OS, or
+environment unless it was approved and the policy allows the network (an auto-allowed command never
+gets them, with or without a sandbox). Without a sandbox (none on this OS, or
 `danger-full-access`), auto-allow shrinks to a short list of commands whose options are fully known.
 """
 
@@ -240,18 +241,21 @@ def make_shell_tool(binding: Binding) -> Tool:
         if "\x00" in command:
             return ToolResult([TextBlock("the command contains a NUL byte")], is_error=True)
         denied = read_denied_check(ctx)
-        revealing = reveals_denied(command, ws, denied)
-        if revealing:  # a deny rule on reading holds here too, whatever was approved
-            return ToolResult([TextBlock(f"not run: {revealing}")], is_error=True)
         policy = call_policy(ctx)
         sandboxed = _sandboxed(policy)
-        hidden = hidden_paths(ws.root, denied) if sandboxed and denied is not None else ()
+        revealing = reveals_denied(command, ws, denied, hidden_by_sandbox=sandboxed)
+        if revealing:  # a deny rule on reading holds here too, whatever was approved
+            return ToolResult([TextBlock(f"not run: {revealing}")], is_error=True)
         try:
+            hidden = hidden_paths(ws.root, denied) if sandboxed and denied is not None else ()
             prepared = prepare([_bash(), "-c", command], workspace=ws.root, policy=policy, hidden=hidden)
         except OSError as exc:
             return ToolResult([TextBlock(f"the sandbox could not be set up ({exc}); the command did not run")],
                               is_error=True)
-        env = _environment(keep_secrets=not sandboxed or policy.network)
+        # credentials only for a command the person approved that may use the network (or runs unsandboxed);
+        # never for one that was auto-allowed, sandbox or not
+        auto = getattr(getattr(ctx, "decision", None), "source", None) == "read_only"
+        env = _environment(keep_secrets=not auto and (not sandboxed or policy.network))
         env.update(prepared.env)
         if background or yield_ms:  # the background mode: nbagent.toolbox._background
             return await _start_background(ctx, command, prepared, env, ws, policy, sandboxed, timeout, yield_ms)
@@ -259,10 +263,11 @@ def make_shell_tool(binding: Binding) -> Tool:
         starting = asyncio.ensure_future(asyncio.create_subprocess_exec(
             *prepared.argv, cwd=str(ws.root), stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-            env=env, preexec_fn=prepared.preexec_fn,
+            env=env, preexec_fn=prepared.preexec_fn, pass_fds=prepared.pass_fds,
         ))
         try:
             proc = await asyncio.shield(starting)
+            prepared.started()
         except asyncio.CancelledError:
             # cancelled while the process was being started: it may be running already, so stop it too
             try:
@@ -313,7 +318,7 @@ def make_shell_tool(binding: Binding) -> Tool:
             duration=time.monotonic() - started, dropped_bytes=collector.dropped,
             sandbox=str(policy) if sandboxed else "none",
         )
-        return _result(details, timeout, left_running)
+        return _result(details, timeout, left_running, prepared.removed)
 
     tool_ = Tool(
         shell,
@@ -369,7 +374,7 @@ def _read_only_call(binding: Binding):
         # without a sandbox to catch its mistakes, the classifier trusts only commands it knows fully
         sandboxed = _sandboxed(_agent_policy(ctx))
         return (read_only_problem(command, ws, denied, sandboxed=sandboxed) is None
-                and reveals_denied(command, ws, denied) is None)
+                and reveals_denied(command, ws, denied, hidden_by_sandbox=sandboxed) is None)
 
     return read_only
 
@@ -387,7 +392,7 @@ def _completed(args: Any, result: Any) -> str:
     return f"Ran `{_short(args.command)}`"
 
 
-def _result(details: ShellResult, timeout: float, left_running: bool) -> ToolResult:
+def _result(details: ShellResult, timeout: float, left_running: bool, removed: list[str] = ()) -> ToolResult:
     output = details.output
     body = cut(output, MAX_MODEL_CHARS, what="characters of output") if output else "(no output)"
     notes = []
@@ -403,6 +408,9 @@ def _result(details: ShellResult, timeout: float, left_running: bool) -> ToolRes
                                            or "Permission denied" in details.stderr):
         notes.append("it ran in the read-only sandbox (as a command that only reads): writing needs a command "
                      "that is not auto-allowed, so that the person can approve it")
+    if removed:
+        notes.append("it created protected paths, removed after it: " + ", ".join(removed)
+                     + " (they configure programs or hold nbagent's records: write them with an approved edit)")
     if details.dropped_bytes:
         notes.append(f"{details.dropped_bytes:,} characters of output were not kept")
     text = body.rstrip("\n") + "\n[" + "; ".join(notes) + "]"

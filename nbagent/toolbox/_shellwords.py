@@ -28,6 +28,8 @@ import fnmatch
 import os
 from dataclasses import dataclass, field
 
+from ._runsprograms import unseen, unseen_assignment
+
 __all__ = ["Parsed", "Word", "glob_escape", "literal_pattern", "parse", "pattern_matches", "suggest_pattern"]
 
 _OPERATOR_CHARS = ";&|"
@@ -559,9 +561,18 @@ def subcommands(command: str, depth: int = 0) -> tuple[list[list[str]], bool]:
     ok = True
     for words in parsed.commands:
         values = [w.value for w in words]
-        # leading assignments (FOO=1 cmd) are not the command
-        while values and _is_assignment(values[0]) and not words[len(words) - len(values)].quoted:
+        # leading assignments (FOO=1 cmd) are not the command; one that may make a program run another
+        # (PATH=., LD_PRELOAD=, LESSOPEN=, GIT_SSH_COMMAND=...) makes the line unreadable
+        assignments = []
+        while values and _is_assignment(values[0]) and (not words[len(words) - len(values)].quoted or _is_assignment(
+                words[len(words) - len(values)].raw.split("=", 1)[0] + "=")):  # NAME='value' assigns too
+            assignments.append(values[0])
             values = values[1:]
+        if any(unseen_assignment(a, values[0] if values else None) for a in assignments):
+            ok = False
+        if values and values[0] in ("export", "declare", "typeset", "readonly", "local") and any(
+                _is_assignment(v) and unseen_assignment(v) for v in values[1:]):
+            ok = False
         if values and values[0] == "function":
             values = values[2:]  # function NAME { ...; }: the body's first command follows
         while values and values[0] in _KEYWORDS and values[0] != "time":
@@ -629,9 +640,12 @@ def _unwrap(values: list[str], depth: int) -> list[list[str] | None]:
             value = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
             if any(c in value for c in " \t\n;|&`$()<>"):
                 script(value)
-    if head in _CODE_RUNNERS or head.startswith(("python", "perl", "ruby", "php", "lua", "node")):
-        if not all(a in _SHELL_HARMLESS for a in rest):
-            found.append(None)  # runs code from its arguments or stdin (awk's system(), make's recipes...)
+    if unseen(values) is not None:
+        found.append(None)  # it runs commands nbagent is not shown (`_runsprograms`): deny rules then match
+    if head == "env":
+        program = next((a for a in rest if not a.startswith("-") and not _is_assignment(a)), None)
+        if any(_is_assignment(a) and unseen_assignment(a, program or "env") for a in rest):
+            found.append(None)  # `env LD_PRELOAD=... cmd`, `env PATH=. ls`
     if head == "git" or head.startswith("git-"):
         found.extend(_git_forms(head, rest))
     if head == "find" or head == "fd":
@@ -648,10 +662,6 @@ def _unwrap(values: list[str], depth: int) -> list[list[str] | None]:
 
 
 _SHELL_HARMLESS = {"--version", "--help", "-version", "-help"}
-_CODE_RUNNERS = frozenset({"awk", "gawk", "mawk", "nawk", "busybox", "make", "gmake", "bmake", "cmake", "ninja",
-                           "node", "nodejs", "deno", "bun", "tclsh", "wish", "expect", "Rscript", "R", "julia",
-                           "osascript", "vim", "vi", "nvim", "emacs", "ed", "ex", "gdb", "lldb", "jq"})
-"""Programs that run code given in their arguments or on stdin: a deny rule cannot see what they run."""
 _GIT_GLOBAL_WITH_VALUE = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--super-prefix",
                           "--config-env", "--attr-source", "--list-cmds"}
 

@@ -6,6 +6,11 @@ repr, cut); `summary` is one line for a listing (type, shape, length); `inspect_
 value (dtypes, head, signature, docstring). `image_of` is the picture of a value the model should see
 (a matplotlib figure or axes, or anything with `_repr_png_`). None of these import pandas, numpy or
 matplotlib: values are recognised by their type's module and name.
+
+Secrets: every text here is redacted before it is cut or truncated (a key split by a cut is no longer
+whole, and redaction matches whole keys or pieces of six characters or more), and `credential_holder`
+says whether a value is or holds a credential (`os.environ`, a string that is a known secret, an object
+or mapping with an `api_key`, `token`, `password`... field): `inspect_variable` asks before showing one.
 """
 
 from __future__ import annotations
@@ -15,15 +20,22 @@ import io
 import reprlib
 import sys
 import types
+import os
+import re
 from typing import Any
 
-__all__ = ["cut", "image_of", "inspect_text", "is_figure", "summary", "text_form", "type_name"]
+from ..secrets import add_secret, redact, secret_values
+
+__all__ = ["credential_holder", "cut", "image_of", "inspect_text", "is_figure", "summary", "text_form", "type_name"]
 
 MAX_TEXT = 8_000
 
 
 def cut(text: str, limit: int, *, what: str = "characters") -> str:
     """`text` kept to about `limit` characters: its head and tail, with a note of how much was cut."""
+    if len(text) <= limit:
+        return text
+    text = redact(text)  # before cutting: a secret cut in two would no longer be recognised
     if len(text) <= limit:
         return text
     head = int(limit * 0.7)
@@ -67,7 +79,24 @@ def is_axes(value: Any) -> bool:
     return _is(value, "matplotlib", "Axes", "_AxesBase") and hasattr(value, "get_figure")
 
 
-_repr = reprlib.Repr()
+class _RedactingRepr(reprlib.Repr):
+    """reprlib, redacting strings and reprs before it shortens them (it keeps their two ends)."""
+
+    def repr_str(self, x: str, level: int) -> str:
+        return super().repr_str(redact(x), level)
+
+    def repr_instance(self, x: Any, level: int) -> str:
+        try:
+            text = redact(repr(x))
+        except Exception:
+            return super().repr_instance(x, level)
+        if len(text) > self.maxother:
+            i = max(0, (self.maxother - 3) // 2)
+            text = text[:i] + "..." + text[len(text) - (self.maxother - 3 - i):]
+        return text
+
+
+_repr = _RedactingRepr()
 _repr.maxlevel = 4
 _repr.maxlist = _repr.maxtuple = _repr.maxset = _repr.maxfrozenset = _repr.maxdeque = 40
 _repr.maxdict = 30
@@ -80,7 +109,7 @@ def text_form(value: Any, limit: int = MAX_TEXT) -> str:
     """What the model reads for a value: faithful, bounded to about `limit` characters."""
     try:
         if is_dataframe(value) or is_series(value):
-            return cut(_pandas_text(value), limit)
+            return cut(redact(_pandas_text(value)), limit)
         if is_ndarray(value):
             return cut(_numpy_text(value), limit)
         if is_figure(value):
@@ -88,12 +117,12 @@ def text_form(value: Any, limit: int = MAX_TEXT) -> str:
         if is_axes(value):
             return f"<Axes{_title(value)} in {figure_text(value.get_figure())}>"
         if isinstance(value, str):
-            return cut(repr(value), limit)
+            return cut(repr(redact(value)), limit)
         if type(value) in (list, tuple, dict, set, frozenset):
             text = _repr.repr(value)
             shown = _repr.maxdict if isinstance(value, dict) else _repr.maxlist
             return cut(text, limit) + (f"  [{len(value):,} items]" if len(value) > shown else "")
-        return cut(repr(value), limit)
+        return cut(redact(repr(value)), limit)
     except Exception as exc:  # a repr that fails must not fail the call
         return f"<{type_name(value)} object; its repr raised {type(exc).__name__}: {exc}>"
 
@@ -181,7 +210,8 @@ def summary(value: Any) -> str:
         if is_figure(value):
             return figure_text(value)
         if isinstance(value, (str, bytes)):
-            return f"{len(value):,} {'characters' if isinstance(value, str) else 'bytes'}: " + cut(repr(value[:80]), 90)
+            shown = redact(value)[:80] if isinstance(value, str) else value[:80]
+            return f"{len(value):,} {'characters' if isinstance(value, str) else 'bytes'}: " + cut(repr(shown), 90)
         if isinstance(value, (bool, int, float, complex)) or value is None:
             return cut(repr(value), 80)
         if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
@@ -195,7 +225,7 @@ def summary(value: Any) -> str:
                 return f"{len(value):,} items"
             except Exception:
                 pass
-        return cut(repr(value), 80).replace("\n", " ")
+        return cut(redact(repr(value)), 80).replace("\n", " ")
     except Exception as exc:
         return f"<its repr raised {type(exc).__name__}>"
 
@@ -258,7 +288,7 @@ def inspect_text(name: str, value: Any, limit: int = 6_000) -> str:
         elif isinstance(value, dict):
             lines.append(f"length: {len(value):,}")
             keys = list(value.keys())[:50]
-            lines.append("keys: " + cut(", ".join(repr(k) for k in keys), 2000) + (" ..." if len(value) > 50 else ""))
+            lines.append("keys: " + cut(redact(", ".join(repr(k) for k in keys)), 2000) + (" ..." if len(value) > 50 else ""))
             lines.append("value: " + text_form(value, 3000))
         elif isinstance(value, (list, tuple, set, frozenset)):
             lines.append(f"length: {len(value):,}")
@@ -269,7 +299,7 @@ def inspect_text(name: str, value: Any, limit: int = 6_000) -> str:
             lines.append("value: " + text_form(value, 3000))
         elif isinstance(value, (str, bytes)):
             lines.append(f"length: {len(value):,}")
-            lines.append("value: " + cut(repr(value), 3000))
+            lines.append("value: " + cut(repr(redact(value) if isinstance(value, str) else value), 3000))
         else:
             lines.append("value: " + text_form(value, 3000))
             public = [n for n in dir(value) if not n.startswith("_")][:60]
@@ -280,7 +310,7 @@ def inspect_text(name: str, value: Any, limit: int = 6_000) -> str:
             lines.append(f"size: {_size(size)} (shallow)")
     except Exception as exc:
         lines.append(f"(could not inspect further: {type(exc).__name__}: {exc})")
-    return cut("\n".join(lines), limit)
+    return cut(redact("\n".join(lines)), limit)
 
 
 def _sizeof(value: Any) -> int | None:
@@ -297,3 +327,70 @@ def _size(n: int) -> str:
             return f"{size:,.0f} {unit}" if unit == "bytes" else f"{size:,.1f} {unit}"
         size /= 1024
     return f"{n} bytes"  # pragma: no cover
+
+
+# --------------------------------------------------------------------------------------------------
+# Credential holders
+# --------------------------------------------------------------------------------------------------
+_SECRET_FIELD = re.compile(r"(?:^|_)(?:api_?key|apikey|token|secret|password|passwd|credentials?|authorization"
+                           r"|private_key|access_key|auth)$", re.IGNORECASE)
+"""Attribute and key names whose string values are taken as credentials."""
+_SCAN_LIMIT = 2000
+_SCAN_DEPTH = 8
+
+
+def credential_holder(value: Any, name: str = "") -> str | None:
+    """Why `value` is or holds a credential, or None: `os.environ` (and `os.environb`), a string that is
+    or contains a known secret (`nbagent.secrets`), or a value reached within a few levels (mapping items,
+    sequence items, attributes) that is, or sits under a name like `api_key`, `token`, `password`,
+    `authorization`. A credential found under such a name is registered (`add_secret`), so it is redacted
+    from then on wherever it appears. `name`: the last name of the path it was reached by."""
+    if isinstance(value, type(os.environ)) or value is os.environ or value is getattr(os, "environb", None):
+        return "it is the process environment, which holds the keys"
+    known = [v for v in secret_values() if len(v) >= 8]
+    budget = [_SCAN_LIMIT]
+    found = _holder(value, name, known, budget, 0, set())
+    if found is None and budget[0] < 0:  # too much to look through: it may hold one (fail closed)
+        return "it holds too much to be checked for credentials"
+    return found
+
+
+def _holder(value: Any, name: str, known: list[str], budget: list[int], depth: int, seen: set[int]) -> str | None:
+    budget[0] -= 1
+    if budget[0] < 0:
+        return None
+    if isinstance(value, (str, bytes)):
+        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+        if name and _SECRET_FIELD.search(name) and len(text.strip()) >= 8:
+            add_secret(text.strip(), name)
+            return f"{name!r} holds a credential"
+        if len(text) >= 8 and any(k in text for k in known):
+            return "it holds a known secret"
+        if len(text) >= 6 and text != redact(text):
+            return "it holds a secret or a piece of one"
+        return None
+    if depth >= _SCAN_DEPTH or id(value) in seen or isinstance(value, (int, float, complex, bool, type(None))):
+        return None
+    seen.add(id(value))
+    if isinstance(value, type(os.environ)):
+        return "it holds the process environment"
+    children: list[tuple[str, Any]] = []
+    try:
+        if isinstance(value, dict):
+            children = [(str(k), v) for k, v in list(value.items())[:100]]
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            children = [(name, v) for v in list(value)[:100]]
+        elif not isinstance(value, type) and not callable(value) and type(value).__module__ not in ("builtins",):
+            attrs = getattr(value, "__dict__", None)
+            if isinstance(attrs, dict):
+                children = [(str(k), v) for k, v in list(attrs.items())[:100]]
+            for slot in getattr(type(value), "__slots__", ()) or ():
+                if isinstance(slot, str) and hasattr(value, slot):
+                    children.append((slot, getattr(value, slot, None)))
+    except Exception:
+        return None
+    for child_name, child in children:
+        found = _holder(child, child_name, known, budget, depth + 1, seen)
+        if found:
+            return found
+    return None

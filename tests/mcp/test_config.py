@@ -12,7 +12,7 @@ import pytest
 
 from nbagent import Agent, ConfigurationError, ImageBlock, ScriptedModel
 from nbagent.mcp import MCPServers, MCPTool, ServerConfig, parse_servers, server_environment, to_tool_result
-from nbagent.mcp import workspace_servers
+from nbagent.mcp import workspace_configs, workspace_servers
 from nbagent.mcp._tools import tool_name
 
 
@@ -57,9 +57,11 @@ def test_workspace_files(tmp_path):
     servers = workspace_servers(tmp_path)
     assert servers["a"].command == "x" and servers["b"].command == "z"
     assert workspace_servers(tmp_path / "nowhere") == {}
+    assert all(s.source is not None and s.digest for s in servers.values())  # from the workspace: trust asked
     (tmp_path / ".mcp.json").write_text("{not json")
-    with pytest.raises(ConfigurationError, match="not valid JSON"):
-        workspace_servers(tmp_path)
+    broken = workspace_configs(tmp_path)[0]  # a broken file configures nothing, and never stops a run
+    assert "not valid JSON" in broken.error and broken.servers == {} and not broken.trusted
+    assert list(workspace_servers(tmp_path)) == ["b"]
 
 
 def test_the_environment_of_a_stdio_server():

@@ -43,6 +43,21 @@ async def test_servers_from_config_and_the_workspace_file(shell, tmp_path):
     assert run.calls[0].status == "ok" and run.calls[0].decision.source == "read_only"
     assert run.requests[0].tools == ("time__convert_time", "time__get_current_time")  # only --mcp time
 
+    # the workspace's file is not trusted yet: its server does not start, the run goes on without it
+    shell.user_ns["model"] = ScriptedModel(["done"])
+    await run_cell(shell, "run = %agent --model model --new Hello")
+    run = await finish(shell.user_ns["run"])
+    assert set(run.requests[0].tools) == {"time__convert_time", "time__get_current_time"}
+    assert not any(c.name == "other" and c.state != "idle" for c in _connection.connections())
+    prompts = get_session(shell).agents.consent_prompts
+    assert len(prompts) == 1 and "misbehaving.py" in prompts[0].text.value and "not trusted yet" in prompts[0].text.value
+    result = await run_cell(shell, "listing = %agent --mcp-list")
+    assert "other: not trusted yet, not started" in str(shell.user_ns["listing"])
+    assert len(get_session(shell).agents.consent_prompts) == 1  # asked once per content a session
+
+    prompts[0].trust_button.click()  # as a person's click: handed to the loop, recorded there
+    await asyncio.sleep(0)
+    assert prompts[0].decision is True and "Trusted" in prompts[0].text.value
     shell.user_ns["model"] = ScriptedModel(["done"])
     await run_cell(shell, "run = %agent --model model --new Hello")
     run = await finish(shell.user_ns["run"])

@@ -29,8 +29,8 @@ def keyed(ws, monkeypatch):
     return ws
 
 
-def _auto(ws, *calls, namespace=None):
-    approver = Recorder(False)
+def _auto(ws, *calls, namespace=None, approve=False):
+    approver = Recorder(approve)
     agent = Agent(model=turns(*calls), tools=toolbox.all(workspace=ws, namespace=namespace), approver=approver,
                   workspace=ws)
     run = agent.run_sync("go")
@@ -160,13 +160,14 @@ def test_credential_variables_outside_the_name_pattern_stay_secret(ws, monkeypat
     (auto-allowed) on os.environ shows them whole."""
     value = "c0ffee5e" + KEY
     monkeypatch.setenv(variable, value)
-    run, _ = _auto(ws, call("inspect_variable", name="os.environ"), namespace={"os": os})
-    assert run.calls[0].status == "ok"
+    # os.environ holds the keys: inspecting it asks first; approved, it shows them redacted
+    run, approver = _auto(ws, call("inspect_variable", name="os.environ"), namespace={"os": os}, approve=True)
+    assert run.calls[0].status == "ok" and approver.asked
     assert value[:12] not in everything_model_saw(run), f"{variable} reached the model through inspect_variable"
 
 
 def test_control_known_credential_variable_is_redacted_in_environ(keyed):
-    run, _ = _auto(keyed, call("inspect_variable", name="os.environ"), namespace={"os": os})
+    run, _ = _auto(keyed, call("inspect_variable", name="os.environ"), namespace={"os": os}, approve=True)
     seen = everything_model_saw(run)
     assert "MYSVC_API_KEY" in seen and KEY not in seen
 

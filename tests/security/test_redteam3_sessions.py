@@ -143,6 +143,8 @@ def _forged_replay(ws: Path, code: str) -> str:
 
 def test_replay_of_a_forged_session_approves_nothing_by_itself(ws, monkeypatch):
     monkeypatch.delenv("NBAGENT_APPROVAL", raising=False)
+    # an unsigned (forged) file is refused outright; allowed explicitly, the replay must still approve nothing
+    monkeypatch.setenv("NBAGENT_UNSIGNED_SESSIONS", "allow")
     marker = ws / "PWNED"
     sid = _forged_replay(ws, f"open({str(marker)!r}, 'w').write('x')")
     model = load_model(f"replay:{sid}", workspace=ws)

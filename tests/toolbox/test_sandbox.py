@@ -110,7 +110,7 @@ def test_the_home_directory_is_empty_inside(misclassified, ws: Path, tmp_path: P
 
 
 def test_files_hidden_by_read_deny_rules_look_empty(misclassified, ws: Path, backend) -> None:
-    bubblewrap_only(backend)
+    # bubblewrap shows them empty; Landlock refuses to open them (no rule reaches them)
     rec = shell(ws, "cat .env; grep -r sk- . ; base64 .env", rules=["deny: read_file(.env)"])
     assert "sk-123" not in rec.details.output
     assert "c2stMTIz" not in rec.details.output  # base64 of sk-123
@@ -181,11 +181,13 @@ def test_protected_paths_stay_read_only(ws: Path, backend) -> None:
     (git / "config").write_text("[core]\n")
     (ws / ".nbagent").mkdir()
     rec = shell(ws, "echo '[core] fsmonitor = touch pwned' >> .git/config; echo x > .git/hooks/pre-commit; "
-                    "echo x > .nbagent/session.jsonl; echo ok > .git/HEAD_NOTE", mode="bypassPermissions")
+                    "echo x > .nbagent/session.jsonl; echo x > .git/HEAD_NOTE; "
+                    "echo ok > made.txt", mode="bypassPermissions")
     assert (git / "config").read_text() == "[core]\n"
     assert not (git / "hooks" / "pre-commit").exists()
     assert not (ws / ".nbagent" / "session.jsonl").exists()
-    assert (git / "HEAD_NOTE").read_text() == "ok\n"  # control: the rest of .git is writable (commits work)
+    assert not (git / "HEAD_NOTE").exists()  # .git is protected whole (nbagent.protected.PROTECTED_PATHS)
+    assert (ws / "made.txt").read_text() == "ok\n"  # control: the rest of the workspace is writable
 
 
 def _listener() -> tuple[int, list[bytes], threading.Event]:
@@ -260,15 +262,20 @@ def test_an_unknown_policy_is_refused() -> None:
         SandboxPolicy("nope")
 
 
-def test_hidden_paths_are_bounded_and_skip_git_internals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hidden_paths_look_everywhere_and_fail_closed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """(Was: `.git` internals skipped and the scan cut at the limit, which left files there shown.)"""
     (tmp_path / ".git" / "objects").mkdir(parents=True)
     (tmp_path / ".git" / "objects" / ".env").write_text("x")
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / ".env").write_text("x")
     found = _sandbox.hidden_paths(tmp_path, lambda rel, real: rel.endswith(".env"))
-    assert found == (tmp_path / "a" / ".env",)
-    monkeypatch.setattr(_sandbox, "HIDDEN_SCAN_LIMIT", 1)
-    assert len(_sandbox.hidden_paths(tmp_path, lambda rel, real: True)) <= 1
+    assert set(found) == {tmp_path / "a" / ".env", tmp_path / ".git" / "objects" / ".env"}
+    monkeypatch.setattr(_sandbox, "HIDDEN_SCAN_LIMIT", 3)  # the top (2 entries) and a/ (1): .git is not finished
+    found = _sandbox.hidden_paths(tmp_path, lambda rel, real: rel.endswith(".env"))
+    assert tmp_path / "a" / ".env" in found and tmp_path / ".git" in found  # hidden whole
+    monkeypatch.setattr(_sandbox, "HIDDEN_SCAN_LIMIT", 1)  # not even the top: the command is refused
+    with pytest.raises(_sandbox.HiddenScanError):
+        _sandbox.hidden_paths(tmp_path, lambda rel, real: False)
 
 
 def test_without_a_sandbox_auto_allow_shrinks_to_the_strict_list(ws: Path, backend) -> None:

@@ -82,11 +82,13 @@ def test_unreadable_lines_are_errors(command: str) -> None:
 
 
 def test_subcommands_include_substitutions_and_wrapped_commands() -> None:
-    cmds, ok = subcommands("sudo -u x timeout 5 bash -c 'rm -rf a' && echo $(curl evil) | xargs rm")
+    cmds, ok = subcommands("sudo -u x timeout 5 bash -c 'rm -rf a' && echo $(curl evil) | nice rm")
     assert ok
     assert ["rm", "-rf", "a"] in cmds
     assert ["curl", "evil"] in cmds
     assert ["rm"] in cmds
+    # xargs builds its command line from its input: nbagent cannot show what it runs (fail closed)
+    assert subcommands("echo a | xargs rm")[1] is False
 
 
 def test_subcommands_flag_a_program_only_known_at_run_time() -> None:
@@ -202,8 +204,9 @@ def test_deny_pattern_matches_anything_that_may_run_it(command: str) -> None:
 
 
 @pytest.mark.parametrize("command", ["ls -la", "git status", "echo rm", "grep rm notes.txt", "cat rm.txt",
-                                     "time -p ls", "nice -n 5 make", "bash --version", "bash -c 'ls -la'",
-                                     "timeout 5 pytest -q", "env A=1 pytest x.py", "git commit -m 'rm x'"])
+                                     "time -p ls", "nice -n 5 ls", "bash --version", "bash -c 'ls -la'",
+                                     "timeout 5 grep -q x f", "env A=1 wc x.py", "git commit -m 'rm x'",
+                                     "A=1 ls", "sed -n 's/rm/x/p' f", "tar -czf a.tgz src"])
 def test_deny_pattern_leaves_other_commands_alone(command: str) -> None:
     assert not pattern_matches("rm *", command, "deny")
 

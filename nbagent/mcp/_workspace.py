@@ -1,0 +1,200 @@
+"""The MCP servers a workspace configures, and the person's trust in them.
+
+    configs = workspace_configs(folder)        # .mcp.json, then .nbagent/mcp.json
+    print(configs[0].describe())               # exactly what its servers would run and where they connect
+    configs[0].trust()                         # recorded outside the workspace (nbagent.trust)
+    agent = Agent(..., mcp_servers=workspace_servers(folder))   # only trusted ones start
+
+Reads: `.mcp.json` and `.nbagent/mcp.json` in a workspace, and the workspace files their servers run
+(`python server.py`): files the model (a file edit), a cloned repository or a download could have
+written. What could happen: programs started outside the sandbox, and the kernel's keys sent to a URL the
+file chose. What stops it: every server read here carries the file's real path and a digest of its bytes
+(and of the workspace files its command and args name), and starts only once the person trusted exactly
+that (`untrusted()` in `_config` is checked before any process starts or any request is sent, and before
+`${VAR}` is expanded); a change to any of those bytes asks again. Headless code never trusts by itself:
+`workspace_servers(folder, trust=True)` is the explicit way to start them unrecorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigurationError
+from ..secrets import SECRET_VARIABLE_PATTERN
+from ..trust import content_digest, is_trusted
+from ..trust import trust as _record_trust
+from ._config import CONFIG_FILES, ServerConfig, parse_document
+
+__all__ = ["WorkspaceConfig", "server_summary", "trust_workspace", "workspace_configs", "workspace_servers"]
+
+MAX_CONFIG_BYTES = 1_000_000
+MAX_PINNED = 32
+MAX_PINNED_BYTES = 20 * 1024 * 1024
+_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}")
+
+
+@dataclass(slots=True)
+class WorkspaceConfig:
+    """One configuration file of a workspace: its servers, and whether the person trusts its content."""
+
+    path: Path
+    """The file, as found in the workspace."""
+    real: str
+    """Its real path (what a trust is recorded for)."""
+    digest: str
+    """sha256 of its bytes, and of the workspace files its servers run."""
+    servers: dict[str, ServerConfig] = field(default_factory=dict)
+    pinned: dict[str, str] = field(default_factory=dict)
+    """Workspace files its servers run (command, args): path -> sha256; a change asks again."""
+    error: str | None = None
+    """Why it could not be read (it then configures nothing)."""
+
+    @property
+    def trusted(self) -> bool:
+        return self.error is None and is_trusted(self.real, self.digest)
+
+    def trust(self) -> None:
+        """Record that the person trusts exactly this content (asked again when it changes)."""
+        if self.error is not None:
+            raise ConfigurationError(f"{self.path} cannot be trusted: {self.error}")
+        _record_trust(self.real, self.digest)
+
+    def describe(self) -> str:
+        """What trusting it would make happen, server by server, as plain text."""
+        lines = [f"{self.path} (sha256 {self.digest[:16]}) configures {len(self.servers)} MCP server(s):"]
+        for config in self.servers.values():
+            s = server_summary(config)
+            if s["transport"] == "stdio":
+                lines.append(f"  {s['name']}: runs {s['command']!r} with arguments {s['args']!r}"
+                             + (f" in {s['cwd']}" if s["cwd"] else ""))
+                if s["env"]:
+                    lines.append(f"    environment it sets: {', '.join(s['env'])}")
+            else:
+                lines.append(f"  {s['name']}: sends requests to {s['url']}")
+                if s["headers"]:
+                    lines.append(f"    headers: {', '.join(s['headers'])}")
+            lines.extend(f"    ! {w}" for w in s["warnings"])
+        for path, digest in self.pinned.items():
+            lines.append(f"  runs the workspace file {path} (sha256 {digest[:16]}): a change to it asks again")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        state = "error" if self.error else "trusted" if self.trusted else "not trusted yet"
+        return f"<WorkspaceConfig {self.path} {state}: {', '.join(self.servers) or 'no servers'}>"
+
+
+def server_summary(config: ServerConfig) -> dict[str, Any]:
+    """What a server would do, raw as written (nothing expanded): command and args, cwd, the names of the
+    variables it sets, url, header names, the kernel's variables it reads, and warnings."""
+    texts = [config.command or "", *config.args, *config.env.values(), config.url or "", *config.headers.values()]
+    variables = sorted({m.group(1) for t in texts for m in _VAR_RE.finditer(t)})
+    warnings = []
+    secret = [v for v in variables if SECRET_VARIABLE_PATTERN.search(v)]
+    if secret:
+        where = config.url or "the program it starts"
+        warnings.append(f"sends the value of {', '.join(secret)} from the kernel's environment to {where}")
+    elif variables:
+        warnings.append(f"reads {', '.join(variables)} from the kernel's environment")
+    if config.trusted:
+        warnings.append("says \"trusted\": its tools that claim to be read-only run without asking")
+    if config.url and config.url.startswith("http://") and not re.match(r"http://(127\.|localhost[:/]|\[::1\])", config.url):
+        warnings.append("over plain http: what it sends can be read on the way")
+    return {
+        "name": config.name, "transport": config.transport, "command": config.command, "args": list(config.args),
+        "cwd": config.cwd, "env": sorted(config.env), "url": config.url, "headers": sorted(config.headers),
+        "variables": variables, "warnings": warnings, "source": config.source,
+    }
+
+
+def _pinned(servers: dict[str, ServerConfig], folder: Path) -> dict[str, str]:
+    """The workspace files the servers' commands and args name, with their sha256."""
+    out: dict[str, str] = {}
+    root = os.path.realpath(folder)
+    for config in servers.values():
+        if config.command is None:
+            continue
+        base = Path(config.cwd) if config.cwd and os.path.isabs(config.cwd) else folder / (config.cwd or "")
+        found = shutil.which(config.command) if "${" not in config.command else None  # PATH may reach in
+        for text in (config.command, *config.args, *([found] if found else [])):
+            if "${" in text or not text or len(out) >= MAX_PINNED:
+                continue
+            for candidate in {text, text.partition("=")[2]} - {""}:
+                real = os.path.realpath(candidate if os.path.isabs(candidate) else base / candidate)
+                if not (real == root or real.startswith(root + os.sep)) or not os.path.isfile(real):
+                    continue
+                rel = os.path.relpath(real, root)
+                try:
+                    if os.path.getsize(real) > MAX_PINNED_BYTES:
+                        out[rel] = "too-large-" + str(os.path.getmtime(real))
+                        continue
+                    out[rel] = hashlib.sha256(Path(real).read_bytes()).hexdigest()
+                except OSError:
+                    continue
+    return dict(sorted(out.items()))
+
+
+def _read(path: Path, folder: Path) -> WorkspaceConfig:
+    real = os.path.realpath(path)
+    try:
+        with open(real, "rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        return WorkspaceConfig(path, real, "", error=f"cannot be read ({exc})")
+    digest = content_digest(data)
+    if len(data) > MAX_CONFIG_BYTES:
+        return WorkspaceConfig(path, real, digest, error=f"larger than {MAX_CONFIG_BYTES:,} bytes")
+    try:
+        servers = parse_document(data, str(path))
+    except ConfigurationError as exc:
+        return WorkspaceConfig(path, real, digest, error=str(exc))
+    for name, config in servers.items():
+        if config.cwd and not os.path.isabs(config.cwd):  # relative to the workspace it came from
+            servers[name] = config = replace(config, cwd=str(folder / config.cwd))
+    pinned = _pinned(servers, folder)
+    if pinned:
+        digest = content_digest(data + b"\n" + json.dumps(pinned, sort_keys=True).encode())
+    servers = {name: replace(c, source=real, digest=digest) for name, c in servers.items()}
+    return WorkspaceConfig(path, real, digest, servers, pinned)
+
+
+def workspace_configs(workspace: str | os.PathLike[str]) -> list[WorkspaceConfig]:
+    """The configuration files of a workspace that exist, in the order they are read. A file that cannot
+    be read or parsed is one with an `error` and no servers (it never stops a run)."""
+    folder = Path(workspace)
+    found = []
+    for name in CONFIG_FILES:
+        path = folder / name
+        if path.is_file():
+            found.append(_read(path, folder))
+    return found
+
+
+def workspace_servers(workspace: str | os.PathLike[str], *, trust: bool = False) -> dict[str, ServerConfig]:
+    """The servers configured by `.mcp.json` and `.nbagent/mcp.json` in a workspace (the latter wins).
+
+    Each one starts only if the person trusted its file's exact content (`WorkspaceConfig.trust`, or the
+    notebook's Trust button); the others are listed, "not trusted yet", and start nothing. `trust=True`
+    is the explicit setting that starts them all for this process without recording anything (for a CI
+    job that runs its own repository)."""
+    servers: dict[str, ServerConfig] = {}
+    for config in workspace_configs(workspace):
+        for name, server in config.servers.items():
+            servers[name] = replace(server, approved=True) if trust else server
+    return servers
+
+
+def trust_workspace(workspace: str | os.PathLike[str]) -> list[WorkspaceConfig]:
+    """Record trust in every configuration file of the workspace as it is now, and return them (read their
+    `describe()` first: trusting starts what they name)."""
+    configs = workspace_configs(workspace)
+    for config in configs:
+        if config.error is None:
+            config.trust()
+    return configs
