@@ -332,8 +332,10 @@ async def start_background(ctx: ToolContext, *, command: str, argv: list[str], c
     proc = await asyncio.create_subprocess_exec(
         *argv, cwd=cwd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, start_new_session=True, env=env,
-        preexec_fn=_dies_with_us(prepared.preexec_fn),
+        preexec_fn=_dies_with_us(prepared.preexec_fn), pass_fds=getattr(prepared, "pass_fds", ()),
     )
+    if hasattr(prepared, "started"):
+        prepared.started()  # what the sandbox program read at its start (bubblewrap's seccomp filter)
     p = BackgroundProcess(registry.new_id(), command, sandbox, ctx.call_id, proc, prepared, _emit=registry.emit)
     p._progress = ctx.progress if yield_ms else None
     registry.processes[p.id] = p
