@@ -16,6 +16,7 @@ from .errors import (
     ProviderError,
     ScriptedModelExhausted,
 )
+from .batch import BatchRun, ItemResult
 from .events import Event
 from .hooks import Block, Hooks, StopAfterBatch
 from .messages import (
@@ -35,6 +36,7 @@ from .decisions import Decision
 from .permissions import Grant
 from .plan import Toolset
 from .providers import Model, ScriptedModel, load_model
+from .ratelimit import RateLimit
 from .records import ApprovalRequest, CallRecord
 from .results import error_result, image_result, json_result, text_result
 from .run import Agent, AgentRun
@@ -50,6 +52,7 @@ __all__ = [
     "ApprovalRequest",
     "Arguments",
     "AssistantMessage",
+    "BatchRun",
     "Block",
     "CallRecord",
     "CancellationToken",
@@ -61,6 +64,7 @@ __all__ = [
     "Grant",
     "Hooks",
     "ImageBlock",
+    "ItemResult",
     "MaxTurnsExceeded",
     "Message",
     "Model",
@@ -69,6 +73,7 @@ __all__ = [
     "Presentation",
     "ProgressUpdate",
     "ProviderError",
+    "RateLimit",
     "ScriptedModel",
     "ScriptedModelExhausted",
     "StopAfterBatch",

@@ -27,6 +27,7 @@ __all__ = [
     "Event",
     "ModelResponse",
     "ModelRetrying",
+    "ModelSilent",
     "ReasoningDelta",
     "RunFinished",
     "RunStarted",
@@ -40,6 +41,7 @@ __all__ = [
     "ToolPresented",
     "TurnStarted",
     "report_retry",
+    "report_silence",
     "retry_listener",
 ]
 
@@ -160,7 +162,20 @@ class ModelRetrying:
         return f"retrying ({self.attempt} of {self.max_attempts}) in {self.delay:.0f} s: {self.reason}"
 
 
-retry_listener: ContextVar[Callable[[ModelRetrying], None] | None] = ContextVar("nbagent_retry_listener", default=None)
+@dataclass(slots=True)
+class ModelSilent:
+    """The provider has sent nothing for `seconds` (it accepted the request): reported every few seconds
+    while that lasts, then once with `seconds` 0 when data arrives again."""
+
+    host: str
+    seconds: float
+    kind: Literal["model_silent"] = "model_silent"
+
+    def __str__(self) -> str:
+        return f"no answer from {self.host} for {self.seconds:.0f} s" if self.seconds else f"{self.host} answers again"
+
+
+retry_listener: ContextVar[Callable[[Any], None] | None] = ContextVar("nbagent_retry_listener", default=None)
 """Set by the loop around a model request: a provider's retry loop reports each wait through it."""
 
 
@@ -170,6 +185,16 @@ def report_retry(attempt: int, max_attempts: int, delay: float, reason: str) -> 
     if listener is not None:
         try:
             listener(ModelRetrying(attempt, max_attempts, delay, reason))
+        except Exception:  # a listener must not break the request
+            pass
+
+
+def report_silence(host: str, seconds: float) -> None:
+    """Called by a provider's request while nothing arrives (a no-op outside a run)."""
+    listener = retry_listener.get()
+    if listener is not None:
+        try:
+            listener(ModelSilent(host, seconds))
         except Exception:  # a listener must not break the request
             pass
 
@@ -291,7 +316,7 @@ class RunFinished:
 
 
 Event = Union[
-    TextDelta, ReasoningDelta, ToolCallDelta, ModelRetrying, RunStarted, TurnStarted, ModelResponse, ToolCallStarted,
+    TextDelta, ReasoningDelta, ToolCallDelta, ModelRetrying, ModelSilent, RunStarted, TurnStarted, ModelResponse, ToolCallStarted,
     ToolCallProgress, ApprovalRequested, ApprovalDecided, ToolCallFinished, Compacted, RunFinished,
     ApprovalStillWaiting, ToolPresented, Steered,
 ]

@@ -218,7 +218,13 @@ async def _lifecycle(env: CallEnvironment, plan: ToolPlan, rec: CallRecord, outc
         args = verdict
         rec.activity = tool.activity(args)
 
-    # 4. permission: the gates decide, or the approver is asked about a frozen copy, which is what runs
+    # 4. a tool that cannot run now fails first, without asking anyone; then permission: the gates
+    # decide, or the approver is asked about a frozen copy, which is what runs
+    unavailable = getattr(tool, "unavailable", None)
+    problem = await unavailable() if unavailable is not None else None
+    if problem:
+        await _settle(env, rec, "error", error_result(problem))
+        return
     decision, why = env.policy.evaluate(tool, args, ctx)
     run_args = args
     if decision is None:

@@ -519,6 +519,9 @@ def call_inner_html(
         note = decision_note(rec.decision)
         if note:
             notes.append(note)
+        stopped = getattr(getattr(rec.result, "details", None), "sandbox_stopped", None)
+        if isinstance(stopped, str) and stopped:  # a wall, not an ordinary failure: said apart, in amber
+            notes.append(f'<span class="nba-sandboxed">{_esc(stopped)}</span>')
         if rec.repairs:
             notes.append("arguments repaired: " + _esc("; ".join(rec.repairs)))
         for problem in rec.hook_errors:

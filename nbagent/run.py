@@ -334,6 +334,15 @@ class Agent:
             )
         return asyncio.run(self.run(prompt, history=history, on_event=on_event, output_type=output_type, tools=tools))
 
+    def map(self, inputs: Any, prompt: Any, **options: Any) -> Any:
+        """One run per input, bounded and rate-limited, returned at once as a `BatchRun` (`await` it).
+
+        `map(inputs, prompt, *, output_type=None, concurrency=8, rate_limit=None, max_retries=3,
+        max_cost=None, engine=None, session=None, resume=None)`: see `nbagent.batch`."""
+        from .batch import BatchRun
+
+        return BatchRun(self, inputs, prompt, **options)
+
     def start_compaction(self, history: Sequence[Message] | AgentRun | None = None, *,
                          previous: AgentRun | None = None) -> AgentRun:
         """Start a run that only compacts the conversation (`history`, else the stored one) by hand: older

@@ -501,9 +501,14 @@ def prepare(
     readable = [p for p in _SYSTEM_PATHS if os.path.exists(p)] + list(backend.runtime_paths) + [ws, "/proc"]
     readable += [os.path.join(home, name) for name in _HOME_FILES_SHOWN]
     excluded = list(secret_places()) + [os.path.realpath(h) for h in hidden]
+    # Landlock's rights on a directory hold for everything beneath it, so a protected path stays read-only
+    # only if no directory above it is writable: the workspace's own top level is then not writable either
+    # (its other entries are), and `.git` cannot be renamed away or written into.
+    protected = [os.path.join(ws, rel) for rel in PROTECTED_PATHS] if policy.name == "workspace-write" else []
+    read_only = [p for p in protected if os.path.lexists(p)]
     try:
         ruleset = LandlockRuleset(readable=readable, writable=writable, devices=_DEVICES, excluded=excluded,
-                                  network=network)
+                                  network=network, read_only=read_only)
     except BaseException:
         shutil.rmtree(tmpdir, ignore_errors=True)
         raise

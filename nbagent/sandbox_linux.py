@@ -167,7 +167,9 @@ class LandlockRuleset:
     """A ruleset made in the parent; the child only restricts itself with it (little work after fork)."""
 
     def __init__(self, *, readable: Iterable[str], writable: Iterable[str], devices: Iterable[str],
-                 network: bool, excluded: Iterable[str] = ()) -> None:
+                 network: bool, excluded: Iterable[str] = (), read_only: Iterable[str] = ()) -> None:
+        """`excluded`: neither readable nor writable; `read_only`: readable, but left out of `writable`'s
+        trees (and so is every directory above one of them: nothing there can be removed or renamed)."""
         import ctypes
 
         abi = landlock_abi()
@@ -192,8 +194,9 @@ class LandlockRuleset:
                 self._allow(path, _FS_READ if whole else _FS_READ_DIR, fs)
         for path in devices:
             self._allow(path, _FS_READ_FILE | _FS_WRITE_FILE | (1 << 15 if abi >= 5 else 0), fs)
+        kept = excluded + [os.path.realpath(p) for p in read_only]
         for root in writable:
-            for path, whole in _tree_except(root, excluded):
+            for path, whole in _tree_except(root, kept):
                 if whole:
                     self._allow(path, fs, fs)
 

@@ -99,7 +99,7 @@ class SessionWriter:
 
     def __init__(self, workspace: str | os.PathLike[str], session_id: str | None = None, *,
                  notebook: str | None = None, model: str | None = None, resume: bool = False,
-                 origin: str | None = None) -> None:
+                 origin: str | None = None, notebook_id: str | None = None) -> None:
         self.dir = sessions_dir(workspace)
         self.id = _check_id(session_id) if session_id else new_session_id()
         self.path = self.dir / f"{self.id}.jsonl"
@@ -117,12 +117,21 @@ class SessionWriter:
             self._key, self._chain = _writing_key(), START
             self._add({"kind": "session", "format": FORMAT, "id": self.id, "created": time.time(),
                        "notebook": notebook, "workspace": str(Path(workspace).resolve()), "model": model,
-                       "origin": origin, "key_id": key_id(self._key) if self._key else None})
+                       "origin": origin, "key_id": key_id(self._key) if self._key else None,
+                       "notebook_id": notebook_id})
             self.commit()
         else:
             self._key, self._chain, self._newline, self._size = _resume_chain(self.path)
 
     # facts
+    def notebook(self, notebook_id: str | None, path: str | None) -> None:
+        """Which notebook the conversation belongs to, learned (or changed: a rename) after it started."""
+        self._add({"kind": "notebook", "time": time.time(), "notebook_id": notebook_id, "notebook": path})
+
+    def settings(self, settings: dict[str, Any]) -> None:
+        """What the next run was started with (model, tools, mode...): what a resumed conversation keeps."""
+        self._add({"kind": "settings", "time": time.time(), "settings": settings})
+
     def run_started(self, prompt: Any, *, model: str | None = None, mode: str | None = None) -> None:
         self._add({"kind": "run", "time": time.time(), "prompt": _prompt_text(prompt), "model": model,
                    "mode": mode})
@@ -359,6 +368,17 @@ class SessionInfo:
     model: str | None = None
     origin: str | None = None
     """Which process wrote it (a notebook's kernel): the conversations of one execution share it."""
+    notebook_id: str | None = None
+    """The id kept in the notebook's metadata (`nbagent.id`): it follows the notebook through renames."""
+    settings: dict[str, Any] | None = None
+    """What its last run was started with (`settings` facts): model, tools, mode..."""
+    ended: list[str] = field(default_factory=list)
+    """How each run ended (done, failed, cancelled), in order."""
+
+    @property
+    def empty(self) -> bool:
+        """Nothing the model said: every run failed (or was stopped) before an answer."""
+        return self.turns == 0
 
     def __str__(self) -> str:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.created))
@@ -381,6 +401,8 @@ class StoredSession:
     """What `load_session` read back."""
 
     info: SessionInfo
+    why: str = ""
+    """Why `%agent --resume` picked it (set by the notebook front)."""
     messages: list[Message] = field(default_factory=list)
     """The transcript, repaired so it is valid (interrupted calls answered)."""
     calls: list[dict[str, Any]] = field(default_factory=list)
@@ -486,10 +508,18 @@ def _info(path: Path, facts: list[dict[str, Any]]) -> SessionInfo:
     created = head.get("created")
     info = SessionInfo(given, path, text(head.get("notebook")),
                        created if isinstance(created, (int, float)) and not isinstance(created, bool) else 0.0,
-                       model=text(head.get("model")), origin=text(head.get("origin")))
+                       model=text(head.get("model")), origin=text(head.get("origin")),
+                       notebook_id=text(head.get("notebook_id")))
     for fact in facts[1:]:
         kind = fact.get("kind")
-        if kind == "run":
+        if kind == "notebook":
+            info.notebook_id = text(fact.get("notebook_id")) or info.notebook_id
+            info.notebook = text(fact.get("notebook")) or info.notebook
+        elif kind == "settings" and isinstance(fact.get("settings"), dict):
+            info.settings = fact["settings"]
+        elif kind == "end":
+            info.ended.append(str(fact.get("status")))
+        elif kind == "run":
             info.runs += 1
             info.last_prompt = fact.get("prompt") or ""
             info.model = fact.get("model") or info.model
@@ -504,8 +534,10 @@ def _info(path: Path, facts: list[dict[str, Any]]) -> SessionInfo:
     return info
 
 
-def list_sessions(workspace: str | os.PathLike[str], *, notebook: str | None = None) -> list[SessionInfo]:
-    """The stored conversations of a workspace, oldest first (only `notebook`'s, when given)."""
+def list_sessions(workspace: str | os.PathLike[str], *, notebook: str | None = None,
+                  notebook_id: str | None = None) -> list[SessionInfo]:
+    """The stored conversations of a workspace, oldest first (only `notebook`'s, when given: those that carry
+    its `notebook_id`, or, written without one, its path)."""
     found: list[SessionInfo] = []
     folder = sessions_dir(workspace)
     if not folder.is_dir():
@@ -518,7 +550,10 @@ def list_sessions(workspace: str | os.PathLike[str], *, notebook: str | None = N
             info = _info(path, facts)
         except SessionError:
             continue
-        if notebook is None or _same_notebook(info.notebook, notebook):
+        if notebook_id is not None and info.notebook_id is not None:
+            if info.notebook_id == notebook_id:
+                found.append(info)
+        elif notebook is None and notebook_id is None or notebook is not None and _same_notebook(info.notebook, notebook):
             found.append(info)
     found.sort(key=lambda i: (i.created, i.id))
     return found

@@ -278,6 +278,11 @@ class Tool:
         subject = self.permission_subject(args) if self.permission_subject else None
         return subject is not None and fnmatch.fnmatchcase(subject, pattern)
 
+    async def unavailable(self) -> str | None:
+        """Why the tool cannot run now (None: it can). Checked before permission is asked, so a call that
+        cannot run fails first, without asking anyone (an MCP server that does not start, say)."""
+        return None
+
     def is_read_only_call(self, args: Arguments, ctx: ToolContext | None = None) -> bool:
         """Whether this particular call only reads (auto-allowed by the permission pipeline)."""
         if self.read_only:

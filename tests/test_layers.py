@@ -14,6 +14,9 @@ Layers, from the bottom (a module may import its own layer, without a cycle, and
     providers  providers/*                                      (beside the stages: data and tools only)
     render     render                                           (data only)
     toolbox    toolbox/*                                        (tools and data)
+    batch      batch, batch_items, batch_dask                   (one agent over many inputs: the stages and
+                                                                providers below; it runs items through the
+                                                                agent it is given, never importing run)
     loop       loop, run                                        (everything below)
     api        nbagent/__init__, demo                           (everything)
 
@@ -44,13 +47,14 @@ ROOT = Path(__file__).resolve().parents[1] / "nbagent"
 LAYERS: dict[str, tuple[str, ...]] = {
     "data": ("messages", "errors", "secrets", "context", "decisions", "records", "events", "transcript",
              "reprs", "sandbox", "sandbox_linux", "sessions", "recording", "pricing", "window", "sanitize",
-             "protected", "trust", "signing"),
+             "protected", "trust", "signing", "ratelimit", "batchstore"),
     "tools": ("tools", "docstrings", "schemas", "arguments", "results", "images", "paths", "plan",
               "structured", "partial_json"),
     "stages": ("hooks", "permissions", "grants", "interrupt", "execution", "compaction"),
     "providers": ("providers",),
-    "render": ("render", "render_usage", "render_live"),
+    "render": ("render", "render_usage", "render_live", "render_batch"),
     "toolbox": ("toolbox", "mcp"),
+    "batch": ("batch", "batch_items", "batch_dask"),
     "loop": ("loop", "run"),
     "api": ("__init__", "demo"),
 }
@@ -61,7 +65,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "providers": {"data", "tools", "providers"},
     "render": {"data", "render"},
     "toolbox": {"data", "tools", "toolbox"},
-    "loop": {"data", "tools", "stages", "providers", "render", "toolbox", "loop"},  # Agent(mcp_servers=...)
+    "batch": {"data", "tools", "stages", "providers", "render", "batch"},
+    "loop": {"data", "tools", "stages", "providers", "render", "toolbox", "batch", "loop"},  # Agent(mcp_servers=...)
     "api": set(LAYERS),
 }
 
@@ -205,10 +210,10 @@ def test_no_module_is_long_without_saying_why(module):
 # -- the notebook front (nbagent/jupyter/) ----------------------------------------------------------------
 FRONT_LAYERS: dict[str, tuple[str, ...]] = {
     "settings": ("config",),
-    "parts": ("approval", "capture", "document", "instructions", "mcp", "notebook_comm", "text", "throttle",
-              "panel_model", "panel_prompts"),
+    "parts": ("approval", "capture", "document", "instructions", "mcp", "notebook_comm", "snapshots", "text",
+              "throttle", "panel_model", "panel_prompts"),
     "tools": ("notebook_cells", "notebook_tools", "kernel_tools"),
-    "views": ("widget_kit", "approval_panel", "call_row", "steering", "widgets", "consent"),
+    "views": ("widget_kit", "approval_panel", "call_row", "steering", "widgets", "consent", "batch_view"),
     "seams": ("resolve", "conversation", "notebook_runs"),
     "session": ("session",),
     "entry": ("__init__", "magics", "headless", "panel"),

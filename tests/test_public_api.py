@@ -10,7 +10,7 @@ import sys
 import nbagent
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-API_NAMES = ["Agent", "AgentRun", "AssistantMessage", "Block", "Decision", "Hooks", "ImageBlock", "ScriptedModel",
+API_NAMES = ["Agent", "AgentRun", "AssistantMessage", "BatchRun", "Block", "Decision", "Hooks", "ImageBlock", "ItemResult", "RateLimit", "ScriptedModel",
              "StopAfterBatch", "TextBlock", "ToolCall", "ToolContext", "ToolResult", "UserMessage", "load_model", "tool"]
 
 

@@ -12,6 +12,7 @@ import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 
 import { panelPlugin } from './plugin';
+import { followRuns, keepRendering } from './runs';
 
 const TARGET = 'nbagent.notebook';
 const TEXT_LIMIT = 20000;
@@ -120,6 +121,21 @@ function checkExpected(cell: Cell, expected: unknown): void {
   }
 }
 
+/**
+ * The notebook's own id, kept in its metadata (`nbagent.id`; made the first time the kernel asks): it follows
+ * the notebook through renames, so the conversations stored for it stay its own.
+ */
+function notebookId(panel: NotebookPanel): string {
+  const model = panel.model!;
+  const mark = (model.getMetadata('nbagent') as JSONDict | undefined) ?? {};
+  if (typeof mark.id === 'string' && /^[A-Za-z0-9_-]{8,64}$/.test(mark.id)) {
+    return mark.id;
+  }
+  const id = typeof crypto !== 'undefined' && 'randomUUID' in crypto ? crypto.randomUUID() : newClientId() + newClientId();
+  model.setMetadata('nbagent', { ...mark, id });
+  return id;
+}
+
 class Answerer {
   readonly client = newClientId();
   private comm: Kernel.IComm;
@@ -178,7 +194,15 @@ class Answerer {
     switch (data.op) {
       case 'hello': {
         const app = document.body.dataset.notebook ? 'notebook' : 'lab';
-        return { client: this.client, path: panel.context.path, app };
+        return { client: this.client, path: panel.context.path, app, notebook_id: notebookId(panel) };
+      }
+      case 'snapshot': {
+        const html = typeof data.html === 'string' ? data.html : null;
+        const text = typeof data.text === 'string' ? data.text : null;
+        if (!keepRendering(panel, String(data.model_id), html, text)) {
+          throw new Error(`no output shows the widget ${data.model_id} in ${panel.context.path}`);
+        }
+        return { kept: html !== null };
       }
       case 'read': {
         const cells = notebook.widgets.map((w, i) => cellJSON(w, i));
@@ -358,6 +382,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     };
     tracker.widgetAdded.connect((_sender, panel) => {
+      followRuns(panel);
       const session = panel.sessionContext;
       follow(panel, session.session?.kernel);
       session.kernelChanged.connect((_s, change) => follow(panel, change.newValue));

@@ -5,11 +5,17 @@ Reads the workspace's stored sessions (`<workspace>/.nbagent/sessions/`), which 
 anything with write access to the workspace could have written. What stops harm: `nbagent.sessions` finds
 ids only inside the store, skips corrupt lines and answers calls left in flight (see its docstring); a
 resumed conversation is history sent to the model, never code run here.
+
+Reads the notebook file's metadata (`nbagent.id`, written by the frontend part; anyone who can write the
+notebook could have written it) to know which stored conversations are this notebook's: only an id of a
+fixed shape is taken, and it only narrows which stored conversations `--resume` picks and the list marks.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -24,14 +30,32 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..messages import Message
     from ..run import AgentRun
 
-__all__ = ["SessionList", "StoredConversation"]
+__all__ = ["SessionList", "StoredConversation", "notebook_id_of"]
+
+_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
+
+
+def notebook_id_of(path: str | None) -> str | None:
+    """The id the frontend part keeps in a saved notebook's metadata (`metadata.nbagent.id`), if any."""
+    if not path or not path.endswith(".ipynb"):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    found = ((data.get("metadata") or {}).get("nbagent") or {}).get("id") if isinstance(data, dict) else None
+    return found if isinstance(found, str) and _ID.fullmatch(found) else None
 
 
 class StoredConversation:
     """The current conversation of a kernel: its last run, a resumed history, and its stored session."""
 
-    def __init__(self, config: NBAgent, models: dict[str, Model]) -> None:
+    def __init__(self, config: NBAgent, models: dict[str, Model],
+                 frontend: Callable[[], dict[str, Any]] | None = None) -> None:
         self.config = config
+        self.frontend = frontend or dict
+        """What the notebook page said of itself (its `hello`: path, notebook_id), {} while it has not."""
         self.models = models
         """The kernel's loaded models (shared with `AgentFactory`): a replay model is loaded once per session."""
         self.last: AgentRun | None = None
@@ -44,6 +68,10 @@ class StoredConversation:
         """This kernel's mark on the sessions it writes (replay finds a notebook's last execution by it)."""
         self.count = 0
         """How many conversations this kernel started (replay takes the recorded ones in that order)."""
+        self.settings: dict[str, Any] = {}
+        """What the conversation's runs are started with unless a %agent says otherwise (model, tools, mode...)."""
+        self._identified: str | None = None
+        """The session whose notebook id is written (once per session)."""
 
     @property
     def workspace(self) -> Path:
@@ -52,6 +80,7 @@ class StoredConversation:
     def begin(self) -> None:
         """A new conversation: a new stored session when its first run starts."""
         self.session_id = None
+        self.settings = {}
         self.count += 1
 
     def carried(self, last: AgentRun, cell: str | None, cell_of: Callable[[AgentRun], str | None]) -> list[Message]:
@@ -74,14 +103,22 @@ class StoredConversation:
         given = getattr(self.config, "notebook_path", None) or os.environ.get("NBAGENT_NOTEBOOK")
         if given:
             return str(Path(given).resolve())
-        name = os.environ.get("JPY_SESSION_NAME")
+        name = self.frontend().get("path") or os.environ.get("JPY_SESSION_NAME")
         if not name:
             return None
         here = Path.cwd() / Path(name).name
         return str(here) if here.exists() else name
 
+    def notebook_id(self) -> str | None:
+        """The id that follows this notebook through renames: what the page said, else the saved file's."""
+        found = self.frontend().get("notebook_id")
+        if isinstance(found, str) and _ID.fullmatch(found):
+            return found
+        return notebook_id_of(self.notebook_path())
+
     def record(self, run: AgentRun) -> None:
-        """Write the run into this conversation's stored session (a new one for a new conversation)."""
+        """Write the run into this conversation's stored session (a new one for a new conversation), with
+        what it was started with (`settings`: what a resumed conversation keeps)."""
         if not self.config.store_sessions or getattr(run.model, "provider", None) == "replay":
             return
         from ..recording import SessionRecorder
@@ -89,33 +126,106 @@ class StoredConversation:
 
         try:
             if self.session_id is None:
+                nid = self.notebook_id()
                 writer = SessionWriter(self.workspace, notebook=self.notebook_path(), model=run.model.spec,
-                                       origin=self.origin)
+                                       origin=self.origin, notebook_id=nid)
                 self.session_id = writer.id
+                self._identified = writer.id if nid else None
             else:
                 writer = SessionWriter(self.workspace, self.session_id, resume=True)
+            settings = dict(self.settings)
+            spec = getattr(run.model, "spec", None)
+            if settings.get("model") is None and isinstance(spec, str) and ":" in spec and not spec.startswith(
+                    ("scripted", "replay")):
+                settings["model"] = spec  # from a key or the settings: a resumed conversation keeps the provider
+            writer.settings(settings)
+            writer.commit(fsync=False)
             SessionRecorder(writer, run).attach()
         except OSError as exc:  # a read-only workspace: the run goes on, unrecorded, and says so once
             print(f"nbagent: this conversation is not being stored ({exc})")
+            return
+        session_id = self.session_id
+
+        def on_event(event: Any) -> None:  # the page's id arrives after the first run started: note it then
+            if event.kind == "run_finished" and self._identified != session_id:
+                self.identify(session_id)
+
+        run.subscribe(on_event)
+
+    def identify(self, session_id: str | None) -> None:
+        """Note in a stored session which notebook it belongs to, once the page said (see `notebook_id`)."""
+        from ..sessions import SessionWriter
+
+        nid = self.notebook_id()
+        if session_id is None or nid is None or self._identified == session_id:
+            return
+        try:
+            writer = SessionWriter(self.workspace, session_id, resume=True)
+            writer.notebook(nid, self.notebook_path())
+            writer.commit(fsync=False)
+            self._identified = session_id
+        except OSError:
+            pass
+
+    def mine(self) -> list[Any]:
+        """This notebook's stored conversations (by its id, else its path), oldest first, leaving out those
+        in which the model never answered (runs that failed before it did)."""
+        from ..sessions import list_sessions
+
+        notebook, nid = self.notebook_path(), self.notebook_id()
+        if notebook is None and nid is None:
+            return []
+        return [i for i in list_sessions(self.workspace, notebook=notebook, notebook_id=nid) if not i.empty]
 
     def resume(self, session_id: str | None = None) -> Any:
-        """`%agent --resume [ID]`: the next %agent continues a stored conversation (default: this notebook's
-        latest, else the workspace's latest)."""
-        from ..sessions import SessionError, find_session
+        """`%agent --resume [ID]`: the next %agent continues a stored conversation; without an id, this
+        notebook's latest (never another notebook's: none of its own is an error that lists them). The
+        conversation keeps the model, tools and settings it was stored with. `why` says what was picked."""
+        from ..sessions import SessionError, load_session
 
+        if session_id is None and self.notebook_path() is None and self.notebook_id() is None:
+            found = [i for i in self._listed() if not i.empty]  # no notebook (a terminal): the workspace's
+            if not found:
+                raise UsageError(f"--resume: no stored conversation in {self.workspace} to resume")
+            session_id = found[-1].id
+            why = "the workspace's latest conversation (this kernel serves no notebook it knows of)"
+        elif session_id is None:
+            found = self.mine()
+            if not found:
+                others = [i for i in self._listed() if not i.empty]
+                n = len(others)
+                hint = (f" The workspace has {n} conversation{'s' if n != 1 else ''} of other notebooks: %agent "
+                        "--resume ID continues one (%agent --sessions lists them).") if others else ""
+                where = Path(self.notebook_path()).name if self.notebook_path() else "this notebook"
+                raise UsageError(f"--resume: {where} has no stored conversation yet.{hint}")
+            session_id = found[-1].id
+            why = "the latest conversation of this notebook"
+        else:
+            why = "the conversation asked for"
         try:
-            stored = find_session(self.workspace, session_id, notebook=self.notebook_path())
+            stored = load_session(self.workspace, session_id)
         except SessionError as exc:
             raise UsageError(f"{exc} (%agent --sessions lists them)") from None
         self.resumed = stored.messages
         self.session_id = stored.info.id
+        self._identified = None
         self.last = None
+        self.settings = dict(stored.info.settings or {})
+        info = stored.info
+        started = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.created))
+        stored.why = (f"{why}, started {started}, {info.runs} run{'s' if info.runs != 1 else ''}, "
+                      f"{info.turns} turn{'s' if info.turns != 1 else ''}")
         return stored
 
-    def sessions(self) -> Any:
+    def _listed(self) -> list[Any]:
         from ..sessions import list_sessions
 
-        return SessionList(list_sessions(self.workspace), self.notebook_path(), self.session_id)
+        return list_sessions(self.workspace)
+
+    def sessions(self) -> Any:
+        mine = {i.id for i in self.mine()}
+        infos = [i for i in self._listed() if not i.empty]
+        return SessionList(infos, self.notebook_path(), self.session_id, mine)
 
     def replay_mode(self) -> str:
         mode = (os.environ.get("NBAGENT_REPLAY") or "").strip().lower()
@@ -155,10 +265,13 @@ class StoredConversation:
 class SessionList:
     """`%agent --sessions`: the stored conversations of the workspace, this notebook's marked."""
 
-    def __init__(self, infos: list[Any], notebook: str | None, current: str | None) -> None:
+    def __init__(self, infos: list[Any], notebook: str | None, current: str | None,
+                 mine: set[str] | None = None) -> None:
         self.infos = infos
         self.notebook = notebook
         self.current = current
+        self.mine = mine or set()
+        """The ids of this notebook's conversations (they follow it through renames)."""
 
     def __len__(self) -> int:
         return len(self.infos)
@@ -173,7 +286,7 @@ class SessionList:
                  "(%agent --resume ID continues one; %agent --delete-session ID removes one):"]
         for info in self.infos:
             mark = "*" if info.id == self.current else " "
-            lines.append(f" {mark} {info}")
+            lines.append(f" {mark} {info}{'  (this notebook)' if info.id in self.mine else ''}")
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -183,7 +296,7 @@ class SessionList:
             return "<p>No stored conversations in this workspace yet.</p>"
         rows = "".join(
             f"<tr><td><code>{escape(i.id)}</code>{' (current)' if i.id == self.current else ''}</td>"
-            f"<td>{escape(Path(i.notebook).name if i.notebook else '-')}</td>"
+            f"<td>{escape(Path(i.notebook).name if i.notebook else '-')}{' (this notebook)' if i.id in self.mine else ''}</td>"
             f"<td>{escape(time.strftime('%Y-%m-%d %H:%M', time.localtime(i.created)))}</td>"
             f"<td>{i.runs}</td><td>{i.turns}</td><td>{i.calls}</td><td>{escape(i.last_prompt[:80])}</td></tr>"
             for i in self.infos)

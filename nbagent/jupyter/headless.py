@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"== done in {time.monotonic() - t0:.1f} s; the executed notebook is {out}\n")
     print(terminal_safe(summary))
-    print(f"\nOpen it with: ./dev lab   (or jupyter lab {out})")
+    print(f"\nOpen it with: ./dev lab {out}")
     return 0 if "TRANSCRIPT INVALID" not in summary else 1
 
 

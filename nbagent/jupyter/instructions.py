@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ..render import one_line
+from ..secrets import redact
 
 __all__ = ["notebook_instructions", "summarise_value", "summarise_variables"]
 
@@ -48,8 +49,9 @@ def summarise_value(value: Any) -> str:
         doc = value.description.strip().splitlines()[0] if value.description.strip() else ""
         return f"tool {value.name}({props})" + (f": {doc}" if doc else "")
     if isinstance(value, _PLAIN):
-        return f"{type(value).__name__} = {value!r}"
+        return redact(f"{type(value).__name__} = {value!r}")
     if isinstance(value, str):
+        value = redact(value)  # whole, before the cut: a piece of a key is no longer recognised as one
         return f"str of {len(value):,} characters: {value[:60]!r}" + ("…" if len(value) > 60 else "")
     if isinstance(value, (bytes, bytearray)):
         return f"{type(value).__name__} of {len(value):,} bytes"

@@ -29,6 +29,8 @@ __all__ = ["AgentMagics", "add_await", "quote_prompts", "register", "split_optio
 
 _SESSION_ID = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{6}$")
 """What a stored conversation's id looks like (`%agent --resume ID` takes one; other words start the prompt)."""
+_BATCH_ID = re.compile(r"^[0-9a-f]{12}$")
+"""What a stored batch's id looks like (`%agent --map VAR --resume ID`)."""
 _TOKEN = re.compile(r"""\s*((?:"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|[^\s"']+|["'])+)""")
 
 
@@ -67,7 +69,7 @@ def split_options(line: str, parser: Any) -> tuple[list[str], str]:
             argv.append(name)
         elif name in optional and not eq:
             nxt = _TOKEN.match(line, m.end())
-            if nxt is not None and _SESSION_ID.match(nxt.group(1)):
+            if nxt is not None and (_SESSION_ID.match(nxt.group(1)) or _BATCH_ID.match(nxt.group(1))):
                 argv.extend([name, nxt.group(1)])
                 m = nxt
             else:
@@ -140,6 +142,12 @@ class AgentMagics(Magics):
     @argument("--steer", action="store_true",
               help="send the text into the latest run that is still going, instead of starting a run: it joins "
                    "at the run's next turn (the live view has a box for the same).")
+    @argument("--map", metavar="VAR",
+              help="run the prompt once per item of the notebook variable VAR (a list, any iterable, or a DataFrame: "
+                   "one item per row), the prompt a template such as 'Label: {text}' ({item} is the whole item); "
+                   "one live batch view; with --resume [ID], only the items not done in that stored batch.")
+    @argument("--concurrency", type=int, metavar="N", help="with --map: how many items run at once (default 8).")
+    @argument("--output", metavar="TYPE", help="with --map: the name of a type each item's answer must be.")
     @argument("--instructions", metavar="TEXT_OR_NAME",
               help="instructions replacing the default ones: quoted text, or the name of a string variable.")
     @line_cell_magic
@@ -175,6 +183,12 @@ class AgentMagics(Magics):
         args = parser.parse_args(argv)
         if cell is not None and cell.strip():
             prompt = f"{prompt}\n{cell.strip()}" if prompt else cell.strip()
+        if args.map is not None:  # one agent over many inputs: nbagent/jupyter/batch_view.py
+            from .batch_view import start_batch_here
+
+            tools = None if args.tools is None else [t.strip() for t in args.tools.split(",") if t.strip()]
+            options = RunOptions(model=args.model, mode=args.mode, tools=tools, new=True, max_turns=args.max_turns)
+            return start_batch_here(self.session, self.shell, args, prompt, options)
         if args.runs:
             from .notebook_runs import RunList
 
@@ -202,12 +216,15 @@ class AgentMagics(Magics):
             return None
         if args.resume is not None:
             stored = self.session.stored.resume(args.resume or None)
+            info = stored.info
+            extra = (f"; {len(stored.interrupted)} call{'s' if len(stored.interrupted) != 1 else ''} that were "
+                     "in flight got an 'interrupted' result") if stored.interrupted else ""
+            model = self.session.stored.settings.get("model")
+            model = f", with --model {model}" if isinstance(model, str) else ""
+            then = "This %agent continues it" if prompt else "The next %agent continues it"
+            print(f"Resumed {info.id}: {stored.why or 'the conversation asked for'}, {info.calls} calls{extra}"
+                  f"{model}. {then}. Live objects of its calls did not survive the restart.")
             if not prompt:
-                info = stored.info
-                extra = (f"; {len(stored.interrupted)} call{'s' if len(stored.interrupted) != 1 else ''} that were "
-                         "in flight got an 'interrupted' result") if stored.interrupted else ""
-                print(f"Resumed {info.id} ({info.runs} runs, {info.turns} turns, {info.calls} calls{extra}): the next "
-                      "%agent continues it. Live objects of its calls did not survive the restart.")
                 return None
         if args.compact:
             if prompt:
@@ -316,6 +333,8 @@ def register(shell: InteractiveShell) -> NotebookSession:
         shell._nbagent_session = session
         shell.configurables.append(session.config)
         print(loaded_message(session.config))
+        if os.environ.get("JPY_SESSION_NAME"):  # a notebook's kernel: the page names the notebook (its id)
+            session._greet()
     shell.register_magics(AgentMagics(shell, session))
     formatter = shell.display_formatter.ipython_display_formatter
     formatter.for_type(AgentRun, session.display_run)

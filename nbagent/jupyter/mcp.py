@@ -22,7 +22,8 @@ class ServerList:
         from ..mcp import _connection
 
         names = {c.name: c for c in toolset.active}
-        toolset.tools(None)  # starts those not started yet, bounded by their startup timeouts
+        for config in toolset.active:  # started now (also from a cell, which the kernel's loop is running)
+            _connection.start_now(_connection.connection(config), config.startup_timeout + 5)
         for entry in toolset.status():
             config = names.get(entry["name"])
             if config is not None:
@@ -36,9 +37,9 @@ class ServerList:
         lines = []
         for s in self.servers:
             trust = ", trusted" if s["trusted"] else ""
-            state = "not started (the first run that uses it starts it)" if s["state"] == "idle" else s["state"]
+            state = state_of(s)
             if s["state"] == "not trusted yet":
-                state, trust = "not trusted yet, not started", ""
+                trust = ""
             lines.append(f"{s['name']}: {state}{trust} ({s['transport']}: {s['target']})")
             if s["tools"]:
                 lines.append("  tools: " + ", ".join(s["tools"]))
@@ -59,8 +60,26 @@ class ServerList:
         for s in self.servers:
             error = f"<pre>{html.escape(s['error'])}</pre>" if s["error"] else ""
             rows.append(
-                f"<tr><td><b>{html.escape(s['name'])}</b></td><td>{html.escape(s['state'])}"
+                f"<tr><td><b>{html.escape(s['name'])}</b></td><td>{html.escape(state_of(s))}"
                 f"{' (trusted)' if s['trusted'] else ''}</td><td><code>{html.escape(s['target'])}</code></td>"
                 f"<td>{html.escape(', '.join(s['tools']))}{error}</td></tr>")
         return ("<table><tr><th>server</th><th>state</th><th>transport</th><th>tools</th></tr>"
                 + "".join(rows) + "</table>")
+
+
+
+def state_of(server: dict[str, Any]) -> str:
+    """A server's state, said with why: ready (N tools), failed (why below), disabled, not started."""
+    state = server["state"]
+    if state == "not trusted yet":
+        return "not trusted yet, not started"
+    if server.get("disabled"):
+        return "disabled (its configuration says so; %agent --mcp NAME uses it anyway)"
+    if state == "ready":
+        n = len(server.get("tools") or ())
+        return f"ready, {n} tool{'s' if n != 1 else ''}"
+    if state == "failed":
+        return "failed to start (why below)" if server.get("error") else "failed"
+    if state == "idle":
+        return "not started (it did not answer in time; the first run that uses it tries again)"
+    return state

@@ -16,6 +16,8 @@ from IPython.display import display
 
 from .config import NBAgent
 from .document import Displays
+from .notebook_comm import frontend_for
+from .snapshots import Snapshots
 
 if TYPE_CHECKING:  # pragma: no cover
     from IPython.core.interactiveshell import InteractiveShell
@@ -37,6 +39,8 @@ class NotebookRuns:
         self._views: weakref.WeakKeyDictionary[AgentRun, Any] = weakref.WeakKeyDictionary()
         self.displays = Displays(shell)
         """Which cell is executing; display updates that reach the reader of that cell (see document.py)."""
+        self.snapshots = Snapshots(lambda: frontend_for(shell))
+        """What the frontend keeps of each live view, for when the kernel goes first (see snapshots.py)."""
         self.styled_cell: str | None = None
         """The cell whose run's static rendering carries the stylesheet (once per notebook, not per run)."""
         watch_shutdown(self)
@@ -74,6 +78,7 @@ class NotebookRuns:
             if hasattr(view, "widget"):
                 view.on_end = self._ended
                 display(view)
+                self.snapshots.follow(view)
         except BaseException:
             run.cancel("the live view could not be shown")
             raise

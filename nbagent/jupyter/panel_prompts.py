@@ -18,6 +18,7 @@ import tokenize
 from typing import Any
 
 from ..render import describe_object
+from ..secrets import redact
 
 __all__ = ["cell_prompt", "relevant_variables", "KINDS"]
 
@@ -50,6 +51,10 @@ def _names(source: str) -> list[str]:
     return list(seen)
 
 
+_CELL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""nbformat's cell id pattern: an id that is anything else is not written into the instructions."""
+
+
 def relevant_variables(source: str, namespace: dict[str, Any], hidden: Any = ()) -> list[tuple[str, str]]:
     """(name, what it holds) for the names the cell uses that the namespace defines (no modules' internals,
     no IPython's own), at most `MAX_VARIABLES`, each described in one short line."""
@@ -62,9 +67,11 @@ def relevant_variables(source: str, namespace: dict[str, Any], hidden: Any = ())
             continue
         try:
             if isinstance(value, (bool, int, float, complex, str, bytes, type(None))):  # the value itself helps most
-                text = f"{type(value).__name__} = {reprlib.repr(value)}"
+                # redacted whole before it is shortened: a cut would leave pieces of a key unrecognised
+                shown = redact(value) if isinstance(value, str) else value
+                text = f"{type(value).__name__} = {reprlib.repr(shown)}"
             else:
-                text = describe_object(value)
+                text = redact(describe_object(value))
         except Exception as exc:  # a repr that raises says so, and the prompt goes on
             text = f"{type(value).__name__} (its description failed: {type(exc).__name__})"
         found.append((name, _clip(" ".join(str(text).split()), MAX_VALUE)))
@@ -106,6 +113,8 @@ def cell_prompt(kind: str, cell: dict[str, Any], question: str, namespace: dict[
     `cell` is {"id", "source", "outputs"} as the page sent it; `question` what the person typed (may be empty).
     """
     cell_id = str(cell.get("id") or "")
+    if not _CELL_ID.fullmatch(cell_id):  # the id comes from the notebook file: it is not allowed to speak
+        cell_id = "(the selected cell)"
     source = _clip(str(cell.get("source") or ""), MAX_SOURCE)
     outputs = cell.get("outputs") if isinstance(cell.get("outputs"), list) else []
     error = error_text([o for o in outputs if isinstance(o, dict)])
@@ -138,4 +147,4 @@ def cell_prompt(kind: str, cell: dict[str, Any], question: str, namespace: dict[
     if variables:
         parts.append(_block("Values in the kernel of names the cell uses:",
                             "\n".join(f"{name}: {text}" for name, text in variables)))
-    return "\n\n".join(parts), label
+    return redact("\n\n".join(parts)), redact(label)

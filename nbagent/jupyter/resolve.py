@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from IPython.core.error import UsageError
 
 from ..errors import ConfigurationError
+from ..secrets import redact
 from ..hooks import Hooks
 from ..permissions import Grants
 from ..providers import Model, load_model
@@ -106,7 +107,16 @@ class AgentFactory:
         return workspace_of(self.config)
 
     def resolve_model(self, value: Any = None) -> Model:
-        """The model of a run: `--model`, else `NBAgent.model`, else the first provider whose key is set."""
+        """The model of a run: `--model`, else `NBAgent.model`, else the first provider whose key is set.
+
+        A mistake is a `UsageError` that never carries a secret: `--model` may name any variable of the
+        notebook (a string holding a key, say), and its message reaches the page."""
+        try:
+            return self._resolve_model(value)
+        except UsageError as exc:
+            raise UsageError(redact(str(exc))) from None
+
+    def _resolve_model(self, value: Any = None) -> Model:
         if value is None:
             value = self.config.model
         if value is None:
@@ -133,7 +143,11 @@ class AgentFactory:
                     f"{value!r} in the notebook is {_a(type(obj).__name__)}, not a Model: pass a spec such as "
                     "'anthropic:claude-sonnet-4-5', or the name of a Model object (a ScriptedModel, say)"
                 )
-            value = obj.strip()
+            spec = obj.strip()
+            if ":" not in spec and spec != "scripted":  # not a spec: say so without quoting what it holds
+                raise UsageError(f"{value!r} in the notebook is a string that is not a model spec (a spec has a "
+                                 "provider prefix, e.g. 'openai:gpt-4.1'); its text is not shown here")
+            value = spec
         elif value.isidentifier() and value != "scripted":
             raise UsageError(
                 f"--model {value}: there is no variable named {value!r} in the notebook, and a model spec has a "

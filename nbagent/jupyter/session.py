@@ -51,8 +51,42 @@ class NotebookSession:
                                    replay_model=lambda session_id: self.stored.replay_model(session_id),
                                    replay_mode=lambda: self.stored.replay_mode())
         """Turns a `%agent`'s options and the settings into an `Agent`."""
-        self.stored = StoredConversation(self.config, self.agents.models)
+        self.stored = StoredConversation(self.config, self.agents.models, frontend=self._page)
         """The conversation the next %agent continues, and the stored session it is written to."""
+        self._greeting: asyncio.Task | None = None
+        """The hello to the notebook page under way (see `_greet`)."""
+
+    def _page(self) -> dict[str, Any]:
+        """What the notebook page said of itself (path, notebook_id), {} until it has: see `_greet`."""
+        frontend = getattr(self.shell, "_nbagent_frontend", None)
+        return dict(getattr(frontend, "info", None) or {})
+
+    def _greet(self) -> None:
+        """Say hello to the notebook page in the background (its answer names the notebook: its id follows it
+        through renames). Only in a kernel; a page that does not answer is not remembered as absent."""
+        if getattr(self.shell, "kernel", None) is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        from .notebook_comm import NoFrontend, frontend_for
+
+        frontend = frontend_for(self.shell)
+        if frontend.connected or self._greeting is not None:
+            return
+
+        async def hello() -> None:
+            try:
+                await frontend.connect()
+            except NoFrontend:
+                frontend._absent_until = 0.0  # the tools ask again when they need the page
+            except Exception:  # pragma: no cover - nothing of a run depends on it
+                pass
+            finally:
+                self._greeting = None
+
+        self._greeting = loop.create_task(hello())
 
     def close(self) -> None:
         """`%unload_ext`: stop following cells (runs already started go on)."""
@@ -90,6 +124,7 @@ class NotebookSession:
         that run's live view again, first, so it stays reachable; and says so.
         """
         runs, stored = self.notebook_runs, self.stored
+        self._greet()
         cell = runs.displays.cell_id
         again = runs.again_in(cell)
         history = None
@@ -117,6 +152,7 @@ class NotebookSession:
         if options.new or (stored.last is None and stored.resumed is None):
             stored.begin()
         stored.resumed = None
+        options = self.carry(options, previous)
         if again:
             print(f"The run this cell started before is still going ({status_of(again[0])}): its live view is "
                   "shown again above. The new run follows.")
@@ -137,3 +173,41 @@ class NotebookSession:
         runs.add(run)
         stored.last = run
         return run
+
+    def _still_defined(self, names: list[str]) -> list[str]:
+        """The conversation's tools that this kernel has (a resumed conversation's functions may not be
+        defined again yet): the others are left out, and the cell says so."""
+        builtin = {getattr(t, "name", None) for t in builtin_tools(self.shell, self.workspace)}
+        here = [n for n in names if n in self.shell.user_ns or n in builtin]
+        gone = [n for n in names if n not in here]
+        if gone:
+            print(f"The conversation's tool{'s' if len(gone) != 1 else ''} {', '.join(gone)} "
+                  f"{'are' if len(gone) != 1 else 'is'} not defined in this kernel: left out of this run "
+                  "(define them, then --tools offers them again).")
+        return here
+
+    def carry(self, options: RunOptions, previous: AgentRun | None) -> RunOptions:
+        """A conversation keeps what its first run was started with: a later %agent without --model,
+        --tools, --mode... continues with those of the run it follows (also after --resume: they are
+        stored with the session). What a %agent gives replaces them for it and the runs after it."""
+        from dataclasses import replace
+
+        kept = self.stored.settings
+        changes: dict[str, Any] = {}
+        for name in ("model", "mode", "max_turns", "instructions", "mcp"):
+            if getattr(options, name) is None and kept.get(name) is not None:
+                changes[name] = kept[name]
+        if options.tools is None and kept.get("tools") is not None:
+            changes["tools"] = self._still_defined(list(kept["tools"]))
+            changes["only_tools"] = bool(kept.get("only_tools"))
+        if options.model is None and kept.get("model") is None and previous is not None:
+            changes["model"] = previous.model  # the same object: the same provider, the same script
+        options = replace(options, **changes) if changes else options
+        live = options.model
+        self.stored.settings = {
+            "model": live if isinstance(live, str) else kept.get("model"),
+            "mode": options.mode, "max_turns": options.max_turns, "mcp": options.mcp,
+            "tools": options.tools, "only_tools": options.only_tools,
+            "instructions": options.instructions if isinstance(options.instructions, str) else None,
+        }
+        return options

@@ -47,7 +47,7 @@ class TextView:
         kind = event.kind
         if kind == "text_delta":
             self._write(terminal_safe(event.text))
-        elif kind == "model_retrying":
+        elif kind == "model_retrying" or kind == "model_silent" and event.seconds:
             self._line(terminal_safe(f"[{event}]"))
         elif kind == "tool_call_finished":
             self._line("  " + render.call_text(event.call).replace("\n", "\n  "))

@@ -172,8 +172,8 @@ class RunView:
     # -- events (on the run's loop) ------------------------------------------------------------------------
     def _on_event(self, event: Any) -> None:
         kind = event.kind
-        if kind == "model_retrying":
-            self.retrying = event
+        if kind in ("model_retrying", "model_silent"):  # the header says it ("no answer from HOST for 30 s")
+            self.retrying = event if kind == "model_retrying" or event.seconds else None
             self._mark("head")
             return
         if self.retrying is not None and kind != "tool_call_progress":

@@ -287,3 +287,27 @@ def server_environment(config: ServerConfig, environ: Mapping[str, str] | None =
     for name, value in config.env.items():
         env[name] = expand(value, environ)
     return env
+
+
+
+def command_places(path: str) -> list[str]:
+    """Where a stdio server's bare command is looked for: this Python's own scripts (a virtualenv's `bin`,
+    which a kernel started by Jupyter often lacks on its PATH), then `path` (the PATH the server gets)."""
+    import sys
+    import sysconfig
+
+    out: list[str] = []
+    for place in [os.path.dirname(sys.executable), sysconfig.get_path("scripts"), *path.split(os.pathsep)]:
+        if place and place not in out:
+            out.append(place)
+    return out
+
+
+def find_command(command: str, path: str) -> str | None:
+    """The executable a stdio server's command names (None: not found in `command_places`). A command with
+    a directory in it is taken as it is (relative to the server's `cwd`)."""
+    import shutil
+
+    if os.path.dirname(command):
+        return command
+    return shutil.which(command, path=os.pathsep.join(command_places(path)))

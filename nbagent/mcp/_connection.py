@@ -32,7 +32,6 @@ import atexit
 import contextlib
 import logging
 import os
-import shutil
 import signal
 import threading
 import time
@@ -47,7 +46,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
-from ._config import ServerConfig, expand_trusted, server_environment, untrusted
+from ._config import ServerConfig, command_places, expand_trusted, find_command, server_environment, untrusted
 
 __all__ = ["Connection", "ServerError", "close_all", "connection", "connections", "on_home", "run_blocking",
            "set_loop"]
@@ -144,6 +143,21 @@ def run_blocking(conn: Connection, make: Callable[[], Any], timeout: float) -> A
     if _on_this_thread(home):
         return None
     return asyncio.run_coroutine_threadsafe(make(), home).result(timeout)
+
+
+def start_now(conn: Connection, timeout: float) -> None:
+    """Start a server from synchronous code and wait for it (`%agent --mcp-list`): on its loop when that is
+    another thread's; when it is this thread's, busy running the caller, on the background thread's (the
+    connection then lives there). A failure is left in `conn.state` / `conn.error`."""
+    if conn.state in ("ready", "starting"):
+        return
+    home = _home_of(conn)
+    if _on_this_thread(home):
+        home = _background_loop()
+    try:
+        asyncio.run_coroutine_threadsafe(conn.ensure(), home).result(timeout)
+    except Exception as exc:  # ServerError: recorded on the connection; a timeout: ensure() records it
+        log.debug("%s: %s", conn.name, exc)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -511,7 +525,10 @@ class Connection:
         env = server_environment(config)
         command = expand_trusted(config, config.command or "")
         args = [expand_trusted(config, a) for a in config.args]
-        exe = shutil.which(command, path=env.get("PATH")) or command
+        exe = find_command(command, env.get("PATH", ""))
+        if exe is None:
+            places = ", ".join(command_places(env.get("PATH", "")))
+            raise ServerError(self._why(f"could not be started: {command!r} was not found: looked in {places}"))
         try:
             proc = await asyncio.create_subprocess_exec(
                 exe, *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,

@@ -174,6 +174,9 @@ class MCPTool(Tool):
         """A server's `readOnlyHint` is believed only when the server is trusted."""
         return self.trusted and super().is_read_only_call(args, ctx)
 
+    async def unavailable(self) -> str | None:
+        return await _server_down(self.config)
+
     async def _call(self, _ctx: ToolContext, **arguments: Any) -> ToolResult:
         return await call_tool(self.config, self.remote_name, arguments, _ctx)
 
@@ -190,6 +193,19 @@ class _Unlisted(Tool):
         super().__init__(self._call, name=base_name, namespace=config.name, json_schema=dict(_ANY_OBJECT),
                          description=f"A tool of the MCP server {config.name} (not listed yet).",
                          describe_activity=lambda args: f"{config.name}: {base_name}")
+
+    async def unavailable(self) -> str | None:
+        """The server does not start, or has no such tool: said before anyone is asked to approve the call."""
+        from . import _connection
+
+        down = await _server_down(self.config)
+        if down is not None:
+            return down
+        tools = self.toolset._server_tools(self.config, _connection.connection(self.config))
+        if not any(t.name == self.name for t in tools):
+            names = ", ".join(t.name for t in tools) or "none"
+            return f"The MCP server {self.config.name!r} has no tool {self.base_name!r}. Its tools: {names}."
+        return None
 
     async def _call(self, _ctx: ToolContext, **arguments: Any) -> ToolResult:
         from . import _connection
@@ -209,6 +225,20 @@ class _Unlisted(Tool):
                 return await call_tool(self.config, tool.remote_name, args, _ctx)
         names = ", ".join(t.name for t in self.toolset._server_tools(self.config, conn)) or "none"
         return error_result(f"The MCP server {self.config.name!r} has no tool {self.base_name!r}. Its tools: {names}.")
+
+
+async def _server_down(config: ServerConfig) -> str | None:
+    """Why a server cannot take a call (it does not start: the message says why), None when it is up."""
+    from . import _connection
+
+    conn = _connection.connection(config)
+    if conn.state == "ready":
+        return None
+    try:
+        await _connection.on_home(conn, conn.ensure)
+    except _connection.ServerError as exc:
+        return str(exc)
+    return None
 
 
 async def call_tool(config: ServerConfig, remote_name: str, arguments: Mapping[str, Any],

@@ -38,7 +38,8 @@ import httpx
 
 from .. import secrets as _secrets
 from ..errors import AuthenticationError, ConfigurationError, ProviderConnectionError, ProviderError, StreamError
-from ..events import report_retry
+from ..events import report_retry, report_silence
+from ..ratelimit import request_gate
 from ._errors import error_message, error_type, is_context_length_message, map_http_error, retry_reason, scrub
 from ._sse import SSEDecoder, ServerSentEvent, loads
 from .base import OnRequest
@@ -65,9 +66,46 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=15.0, read=600.0, write=60.0, pool=30.0)
 """`read` is the longest silence tolerated between two chunks of a stream."""
+SILENCE_NOTICE = 30.0
+"""Seconds without a byte from the provider before the run says so ("no answer from HOST for 30 s")."""
+SILENCE_EVERY = 10.0
+"""Then how often it says so again, with the time it has lasted."""
+
+
+class _Silence:
+    """Watches one request for silence: reports it (`report_silence`) while nothing arrives, and once
+    more (0 s) when something does."""
+
+    def __init__(self, host: str, after: float, every: float) -> None:
+        self.host, self.after, self.every = host, after, every
+        self.last = time.monotonic()
+        self.noticed = False
+        self._task = asyncio.get_running_loop().create_task(self._watch())
+
+    def heard(self) -> None:
+        self.last = time.monotonic()
+        if self.noticed:
+            self.noticed = False
+            report_silence(self.host, 0)
+
+    async def _watch(self) -> None:
+        while True:
+            quiet = time.monotonic() - self.last
+            if quiet < self.after:
+                await asyncio.sleep(self.after - quiet)
+                continue
+            self.noticed = True
+            report_silence(self.host, quiet)
+            await asyncio.sleep(self.every)
+
+    def close(self) -> None:
+        self._task.cancel()
 
 _MAX_ERROR_BODY = 64 * 1024
 _MAX_REDIRECTS = 5
+_MAX_GATED_WAITS = 20
+"""429s a request may meet under a batch's limiter (which waits them out for the whole batch) before its
+own retries count them."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -242,6 +280,8 @@ class ProviderHTTP:
         self.timeout = DEFAULT_TIMEOUT if timeout is None else (
             timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout, connect=min(timeout, 15.0)))
         self.retry = retry or RetryPolicy()
+        self.silence_after, self.silence_every = SILENCE_NOTICE, SILENCE_EVERY
+        """When a run says the provider has sent nothing for a while (see `_Silence`)."""
         self._given_client = client
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
@@ -271,6 +311,14 @@ class ProviderHTTP:
         client, self._client, self._client_loop = self._client, None, None
         if client is not None and not client.is_closed:
             await client.aclose()
+
+    @property
+    def host(self) -> str:
+        """The host (and port) requests go to, as messages name it."""
+        try:
+            return httpx.URL(self.base_url).netloc.decode("ascii", "replace") or self.base_url
+        except httpx.InvalidURL:
+            return self.base_url
 
     def url(self, path: str) -> str:
         return path if path.startswith(("http://", "https://")) else f"{self.base_url}/{path.lstrip('/')}"
@@ -303,7 +351,13 @@ class ProviderHTTP:
         if on_request is not None:
             on_request(body)
         content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        response, first, chunks = await self._open(path, content, {**base_headers, **(headers or {})})
+        silence = _Silence(self.host, self.silence_after, self.silence_every)
+        try:
+            response, first, chunks = await self._open(path, content, {**base_headers, **(headers or {})}, silence)
+        except BaseException:
+            silence.close()
+            raise
+        silence.heard()
         decoder = SSEDecoder()
         feed = decoder.feed
         try:
@@ -313,13 +367,14 @@ class ProviderHTTP:
                 yield feed(first)
             try:
                 async for chunk in chunks:
+                    silence.heard()
                     events = feed(chunk)
                     if events:
                         yield events
             except httpx.TimeoutException as exc:
                 raise self._connection_error(
-                    f"the stream stalled: no data for {self.timeout.read:g}s after {decoder.bytes_read:,} bytes "
-                    "(not retried: the response had begun)", exc) from exc
+                    f"the stream stalled: no data from {self.host} for {self.timeout.read:g}s after "
+                    f"{decoder.bytes_read:,} bytes (not retried: the response had begun)", exc) from exc
             except httpx.TransportError as exc:
                 raise self._connection_error(
                     f"the connection dropped after {decoder.bytes_read:,} bytes of the response "
@@ -332,6 +387,7 @@ class ProviderHTTP:
             if last:
                 yield last
         finally:
+            silence.close()
             await response.aclose()
 
     def _json_instead_of_stream(self, raw: bytes) -> ProviderError:
@@ -368,15 +424,20 @@ class ProviderHTTP:
         return ProviderConnectionError(message, provider=self.provider)
 
     async def _open(
-        self, path: str, content: bytes, request_headers: Mapping[str, str]
+        self, path: str, content: bytes, request_headers: Mapping[str, str], silence: _Silence | None = None,
     ) -> tuple[httpx.Response, bytes, AsyncIterator[bytes]]:
         """Send until a 2xx response whose first chunk has arrived; return it, that chunk and the rest."""
         url: str | httpx.URL = self.url(path)
         policy = self.retry
+        gate = request_gate.get()  # a batch's shared limiter, when this request is one item's
+        paused = 0
         attempt = 0
         redirects = 0
         while True:
             attempt += 1
+            gated = False
+            if gate is not None:
+                await gate.before(len(content))
             headers = {"content-type": "application/json", "accept": "text/event-stream", **request_headers}
             client = self.client()
             try:
@@ -389,6 +450,8 @@ class ProviderHTTP:
             response: httpx.Response | None = None
             try:
                 response = await client.send(request, stream=True, follow_redirects=False)
+                if gate is not None:
+                    gated = gate.after(response.status_code, response.headers, parse_retry_after(response.headers))
                 if 300 <= response.status_code < 400:
                     redirect = self._redirect_target(response, request)
                     await response.aclose()
@@ -419,6 +482,12 @@ class ProviderHTTP:
                 raise ConfigurationError(
                     f"{self.provider}: the base URL {self.base_url!r} must start with http:// or https://"
                 ) from None
+            except httpx.ReadTimeout as exc:  # it accepted the request and said nothing: waiting again will not help
+                if response is not None:
+                    await response.aclose()
+                raise self._connection_error(
+                    f"no answer from {self.host} for {self.timeout.read:g} s: it accepted the request and sent "
+                    f"nothing (attempt {attempt}; not retried)", exc) from None
             except httpx.TimeoutException as exc:
                 cause = exc
                 error = self._connection_error(f"timed out (attempt {attempt})", exc)
@@ -449,7 +518,13 @@ class ProviderHTTP:
             log.info("%s: %s; retrying in %.1fs (retry %d of %d)", self.provider, error.message, delay, attempt,
                      policy.max_retries)
             report_retry(attempt, policy.max_retries, delay, retry_reason(error))
+            if gated and paused < _MAX_GATED_WAITS:  # the batch's limiter paused every item for this wait: the
+                paused += 1                          # next `before` waits it out; it is not this request's retry
+                attempt -= 1
+                continue
             await policy.sleep(delay)
+            if silence is not None:
+                silence.heard()  # the wait was ours, not the provider's silence
 
     async def _read_error_body(self, response: httpx.Response) -> bytes:
         chunks: list[bytes] = []

@@ -86,6 +86,28 @@ class ShellResult:
     def __str__(self) -> str:
         return self.output
 
+    @property
+    def sandbox_stopped(self) -> str | None:
+        """What the sandbox stopped, in words, when the command's errors say it hit the sandbox's walls (a
+        write outside what the policy allows, the network): a view shows it apart from ordinary failures."""
+        if self.sandbox == "none":
+            return None
+        text = self.stderr or self.output
+        if any(sign in text for sign in _NETWORK_SIGNS):
+            return f"stopped by the sandbox ({self.sandbox}): the network is off there"
+        if any(sign in text for sign in _WRITE_SIGNS):
+            if self.sandbox == "read-only":
+                return ("stopped by the sandbox (read-only: it ran as a command that only reads): writing needs a "
+                        "command that is not auto-allowed, so that the person can approve it")
+            return (f"stopped by the sandbox ({self.sandbox}): it writes only in the workspace, and protected "
+                    "paths (.git, .nbagent, configuration that runs code) stay read-only")
+        return None
+
+
+_WRITE_SIGNS = ("Read-only file system", "Permission denied", "Operation not permitted")
+_NETWORK_SIGNS = ("Network is unreachable", "Could not resolve host", "Temporary failure in name resolution",
+                  "Name or service not known", "Address family not supported")
+
 
 def _agent_policy(ctx: Any) -> SandboxPolicy:
     return sandbox_policy(getattr(getattr(ctx, "constraints", None), "sandbox", None))
@@ -404,10 +426,8 @@ def _result(details: ShellResult, timeout: float, left_running: bool, removed: l
         notes.append(f"exit code {details.exit_code}")
     if left_running:
         notes.append("programs it started in the background kept its output open; their later output is not shown")
-    if details.sandbox == "read-only" and ("Read-only file system" in details.stderr
-                                           or "Permission denied" in details.stderr):
-        notes.append("it ran in the read-only sandbox (as a command that only reads): writing needs a command "
-                     "that is not auto-allowed, so that the person can approve it")
+    if details.sandbox_stopped:
+        notes.append(details.sandbox_stopped)
     if removed:
         notes.append("it created protected paths, removed after it: " + ", ".join(removed)
                      + " (they configure programs or hold nbagent's records: write them with an approved edit)")

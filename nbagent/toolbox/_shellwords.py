@@ -28,6 +28,7 @@ import fnmatch
 import os
 from dataclasses import dataclass, field
 
+from ..paths import literal_glob
 from ._runsprograms import unseen, unseen_assignment
 
 __all__ = ["Parsed", "Word", "glob_escape", "literal_pattern", "parse", "pattern_matches", "suggest_pattern"]
@@ -719,19 +720,7 @@ def glob_escape(text: str) -> str:
 
 def _unescape(pattern: str) -> str | None:
     """The literal text a pattern stands for, or None when it has a wildcard."""
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "[" and i + 2 < len(pattern) and pattern[i + 2] == "]" and pattern[i + 1] in "*?[":
-            out.append(pattern[i + 1])
-            i += 3
-            continue
-        if c in "*?[":
-            return None
-        out.append(c)
-        i += 1
-    return "".join(out)
+    return literal_glob(pattern)
 
 
 def _norm_pattern(pattern: str) -> str:

@@ -25,6 +25,10 @@ class FakeNotebook:
             c.setdefault("execution_count", None)
             c.setdefault("metadata", {})
         self.client = uuid.uuid4().hex[:8]
+        self.metadata: dict[str, Any] = {}
+        """The notebook's metadata (the frontend part keeps the notebook's id in `nbagent.id`)."""
+        self.snapshots: dict[str, dict[str, str]] = {}
+        """The static renderings of live views the kernel sent (`snapshot`), by widget model id."""
         self.requests: list[dict[str, Any]] = []
         self.on_run: Callable[[dict[str, Any]], tuple[list[dict], str]] | None = None
         self._count = 0
@@ -58,8 +62,16 @@ class FakeNotebook:
 
     def _handle(self, data: dict[str, Any]) -> Any:
         op = data["op"]
-        if op == "hello":
-            return {"client": self.client, "path": self.path, "app": "fake"}
+        if op == "hello":  # the notebook's id is made the first time (frontend/src/index.ts, notebookId)
+            self.metadata.setdefault("nbagent", {}).setdefault("id", uuid.uuid4().hex)
+            return {"client": self.client, "path": self.path, "app": "fake",
+                    "notebook_id": self.metadata["nbagent"]["id"]}
+        if op == "snapshot":  # kept by widget model id (frontend/src/runs.ts keeps them in the cell's metadata)
+            if data.get("html") is None:
+                self.snapshots.pop(data["model_id"], None)
+            else:
+                self.snapshots[data["model_id"]] = {"html": data["html"], "text": data["text"]}
+            return {"kept": data.get("html") is not None}
         if op == "read":
             return {"path": self.path, "cells": [self._json(i) for i in range(len(self.cells))]}
         if op == "insert":

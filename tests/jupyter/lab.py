@@ -50,6 +50,7 @@ class LabServer:
             (settings / "@jupyterlab" / "apputils-extension" / "themes.jupyterlab-settings").write_text(
                 json.dumps({"theme": theme}))
         (root / ".lab-workspaces").mkdir(exist_ok=True)
+        env.setdefault("JUPYTER_PATH", str(extension_path(root)))  # this checkout's frontend part
         full_env = kernel_env(root, JUPYTERLAB_SETTINGS_DIR=str(settings),
                               JUPYTERLAB_WORKSPACES_DIR=str(root / ".lab-workspaces"), **env)
         self.log = (root / "lab.log").open("w")
@@ -86,6 +87,17 @@ class LabServer:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=5)
         self.log.close()
+
+
+def extension_path(root: Path) -> Path:
+    """A JUPYTER_PATH entry whose labextensions/nbagent is this checkout's built frontend part (ahead of the
+    one the virtualenv links to, which may be another checkout's)."""
+    jp = root / ".jupyter-path"
+    (jp / "labextensions").mkdir(parents=True, exist_ok=True)
+    link = jp / "labextensions" / "nbagent"
+    if not link.exists():
+        link.symlink_to(ROOT / "nbagent" / "labextension", target_is_directory=True)
+    return jp
 
 
 def write_notebook(path: Path, cells: list[str | tuple[str, dict]]) -> Path:
@@ -139,6 +151,21 @@ class LabPage:
             }""",
             timeout=timeout * 1000,
         )
+
+    def wait_text(self, locator: Any, *texts: str, timeout: float = 30) -> str:
+        """The text of `locator` (its first match) once it holds every one of `texts`: what a person waits to
+        see, however loaded the machine. Fails after `timeout` seconds, saying what the text was then."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                last = locator.first.inner_text(timeout=5000)
+            except Exception:  # not drawn yet
+                last = ""
+            if all(t in last for t in texts):
+                return last
+            if time.monotonic() > deadline:
+                raise AssertionError(f"waited {timeout:g} s for {texts!r}; the text is {last[:3000]!r}")
+            time.sleep(0.1)
 
     def hide_sidebar(self) -> None:
         """Fold the left sidebar away (View > Show Left Sidebar)."""

@@ -89,17 +89,15 @@ def test_approve_in_the_page_runs_the_tool_and_the_view_says_done(page, lab):
     try:
         run_agent(page)
         view = page.page.locator(".nba-view")
-        assert "Needs your approval" in view.inner_text() and "old-export.csv" in view.inner_text()
+        page.wait_text(view, "Needs your approval", "old-export.csv")
         page.shot("browser-approval-pending", view)
         page.page.click(".nba-view button.nba-approve")
         # the run ended: its cell holds the static rendering in place of the live view
         page.page.wait_for_selector(DONE, timeout=30_000)
         final = page.page.locator(".jp-OutputArea .nba").first
-        text = final.inner_text()
-        assert "Removed old-export.csv" in text and "approved by you" in text
-        assert "The old export is gone." in text
+        page.wait_text(final, "Removed old-export.csv", "approved by you", "The old export is gone.")
         assert not (lab.root / "old-export.csv").exists()
-        assert page.page.locator(".nba-view").count() == 0
+        page.page.wait_for_function("() => document.querySelectorAll('.nba-view').length === 0", timeout=30_000)
         page.shot("browser-approved", final)
     except Exception:
         page.shot("browser-approve-failure")
@@ -113,9 +111,7 @@ def test_deny_in_the_page_keeps_the_file_and_tells_the_model_why(page, lab):
         page.page.click(".nba-view button.nba-deny")
         page.page.wait_for_selector(DONE, timeout=30_000)
         view = page.page.locator(".jp-OutputArea .nba").first
-        text = view.inner_text()
-        assert "denied by you: “keep it for the audit”" in text
-        assert "I left it in place, as you asked." in text
+        page.wait_text(view, "denied by you: “keep it for the audit”", "I left it in place, as you asked.")
         assert (lab.root / "old-export.csv").exists()
         page.shot("browser-denied", view)
     except Exception:
@@ -130,7 +126,7 @@ def test_approve_in_notebook_7(notebook7):
         page.page.click(".nba-view button.nba-approve")
         page.page.wait_for_selector(DONE, timeout=30_000)
         final = page.page.locator(".jp-OutputArea .nba").first
-        assert "The old export is gone." in final.inner_text()
+        page.wait_text(final, "The old export is gone.")
         assert not (notebook7.root / "old-export.csv").exists()
         page.shot("browser-notebook7-approved", final)
     except Exception:

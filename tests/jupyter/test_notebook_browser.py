@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .lab import ROOT, LabPage, LabServer, write_notebook
+from .lab import LabPage, LabServer, extension_path, write_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -54,16 +54,6 @@ model2 = ScriptedModel([call("python", code="21 * 2"), "It is 42; the cell is in
 
 TYPED = "typed = 40 + 2"
 INSERTED = "print('hello from the agent')"
-
-
-def extension_path(root: Path) -> Path:
-    """A JUPYTER_PATH entry whose labextensions/nbagent is this checkout's built frontend part."""
-    jp = root / ".jupyter-path"
-    (jp / "labextensions").mkdir(parents=True, exist_ok=True)
-    link = jp / "labextensions" / "nbagent"
-    if not link.exists():
-        link.symlink_to(ROOT / "nbagent" / "labextension", target_is_directory=True)
-    return jp
 
 
 @pytest.fixture(scope="module", params=["lab", "notebook"])
@@ -139,8 +129,7 @@ def test_the_agent_works_in_the_notebook(server):
 
         # 1. insert_cell asks, with a diff saying where; Approve puts the cell there
         row = ask(page, "insert_cell")
-        text = row.inner_text()
-        assert "a new code cell, after cell 3 x = 1" in text and "+" + INSERTED in text
+        page.wait_text(row, "a new code cell, after cell 3 x = 1", "+" + INSERTED)
         page.shot(f"notebook-tools-{app}-insert-pending", p.locator(".nba-view"))
         press(row, "approve")
         cells = wait_sources(page, lambda s: len(s) == 7, "the inserted cell did not appear")
@@ -148,7 +137,7 @@ def test_the_agent_works_in_the_notebook(server):
 
         # 2. edit_cell: Approve, the cell changes
         row = ask(page, "edit_cell")
-        assert "-x = 1" in row.inner_text() and "+x = 2" in row.inner_text()
+        page.wait_text(row, "-x = 1", "+x = 2")
         press(row, "approve")
         wait_sources(page, lambda s: s[2] == "x = 2", "the edit was not applied")
 
@@ -156,7 +145,7 @@ def test_the_agent_works_in_the_notebook(server):
         press(ask(page, "run_cell"), "approve")
         out = p.locator(".jp-Notebook .jp-Cell").nth(3).locator(".jp-OutputArea-output")
         out.first.wait_for(state="visible", timeout=30_000)
-        assert "hello from the agent" in out.first.inner_text()
+        page.wait_text(out, "hello from the agent")
 
         # 4. a denied edit changes nothing
         press(ask(page, "edit_cell"), "deny")
@@ -170,12 +159,11 @@ def test_the_agent_works_in_the_notebook(server):
         press(row, "approve")
         # the run ended: its live view was replaced by the run's static rendering (a div.nba)
         p.wait_for_selector(".nba-head .nba-pill.nba-s-done", timeout=30_000)
-        view = p.locator(":is(.nba-view, div.nba)").first.inner_text()
-        assert "changed since you last read it" in view
-        assert sources(page)[4] == TYPED + " + 1"
+        view = page.wait_text(p.locator(":is(.nba-view, div.nba)"), "changed since you last read it", "denied by you")
+        wait_sources(page, lambda s: s[4] == TYPED + " + 1", "the person's edit is not in the cell")
         assert "denied by you" in view
         assert f"The cell you typed holds: {TYPED}" in view  # read_notebook saw the unsaved, never-run cell
-        assert sources(page)[2] == "x = 2"
+        wait_sources(page, lambda s: s[2] == "x = 2", "the approved edit is not in the cell")
         p.locator(".jp-Notebook .jp-Cell").nth(2).evaluate("el => el.scrollIntoView({block: 'start'})")
         page.shot(f"notebook-tools-{app}-done")
 
@@ -198,7 +186,7 @@ def test_the_agent_works_in_the_notebook(server):
         cells = wait_sources(page, lambda s: len(s) == 8 and s[7] == "21 * 2", "the python cell did not appear")
         out = p.locator(".jp-Notebook .jp-Cell").nth(7).locator(".jp-OutputArea-output")
         out.first.wait_for(state="visible", timeout=30_000)
-        assert "42" in out.first.inner_text()
+        page.wait_text(out, "42")
         p.locator(".nba-head .nba-pill.nba-s-done").nth(1).wait_for(timeout=30_000)
         page.shot(f"notebook-tools-{app}-python-in-cells")
     except Exception:

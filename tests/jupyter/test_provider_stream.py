@@ -3,6 +3,8 @@ key that is set, the call's arguments arrive in pieces, and the header counts th
 
 from __future__ import annotations
 
+import contextlib
+
 from nbagent.jupyter import view
 from nbagent.transcript import check_transcript
 
@@ -51,3 +53,23 @@ async def test_an_anthropic_stream_in_the_live_view(shell, monkeypatch):
     head = view(run)._head_info.value
     assert "in · " in head and "out tokens" in head
     assert server.requests[0].headers["x-api-key"] == "test-key"
+
+
+async def test_a_provider_that_sends_nothing_is_shown_as_such_in_the_header(shell, monkeypatch):
+    from nbagent.providers import _http
+
+    monkeypatch.setattr(_http, "SILENCE_NOTICE", 0.05)
+    monkeypatch.setattr(_http, "SILENCE_EVERY", 0.05)
+    async with FakeServer() as server:
+        server.add(Reply.sse(FINAL, before=60.0))  # accepts the request, then says nothing
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        await run_cell(shell, "run = %agent Hello?")
+        run = shell.user_ns["run"]
+        host = server.url.split("//")[1]
+        await settle(lambda: f"no answer from {host} for" in view(run)._head_info.value, timeout=30)
+        assert run.status == "running"
+        run.cancel("the test is over")
+        with contextlib.suppress(BaseException):
+            await finish(run)
+        assert run.done

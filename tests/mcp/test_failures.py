@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import signal
+import sys
 
 import nbagent.mcp
 from nbagent import Agent, ScriptedModel
@@ -30,6 +31,30 @@ def test_a_command_that_does_not_exist():
     rec = run.calls[0]
     assert rec.status == "error" and "was not found" in rec.result.text
     assert run.requests[0].tools == ()  # nothing offered from a server that never started
+
+
+def test_a_call_to_a_server_that_does_not_start_fails_before_anyone_is_asked():
+    asked = []
+    model = ScriptedModel([calls(call("nope__anything", x=1)), "done"])
+    run = Agent(model=model, mcp_servers={"nope": {"command": "nbagent-no-such-mcp-server"}},
+                approver=lambda request: asked.append(request) or True).run_sync("go")
+    assert_valid(run)
+    rec = run.calls[0]
+    assert asked == [] and rec.decision is None  # nobody was asked to approve a call that cannot run
+    assert rec.status == "error" and "was not found: looked in" in rec.result.text
+    assert os.path.dirname(sys.executable) in rec.result.text  # this Python's own scripts are looked in first
+
+
+def test_a_bare_command_is_found_among_this_pythons_scripts_without_it_on_path(tmp_path, monkeypatch):
+    script = tmp_path / "bin" / "nbagent-test-time-server"
+    script.parent.mkdir()
+    script.write_text(f"#!{sys.executable}\nimport runpy, sys\nsys.argv[1:] = ['--local-timezone', 'UTC']\n"
+                      "runpy.run_module('mcp_server_time', run_name='__main__')\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(script.parent / "python"))  # a virtualenv's bin, not on PATH
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    run = run_calls({"t": {"command": script.name}}, [call("t__get_current_time", timezone="UTC")])
+    assert run.calls[0].status == "ok", run.calls[0].result.text
 
 
 def test_a_server_that_exits_at_start_keeps_its_stderr(tmp_path):

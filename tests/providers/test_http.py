@@ -368,6 +368,36 @@ async def test_stall_is_a_connection_error(fake_server: FakeServer, no_wait) -> 
         await collect(client)
 
 
+async def test_a_provider_that_sends_nothing_for_a_while_is_reported_until_it_answers(fake_server: FakeServer) -> None:
+    from nbagent.events import ModelSilent, retry_listener
+
+    fake_server.add(Reply.sse(STREAM, before=0.5))
+    client = http(fake_server)
+    client.silence_after = client.silence_every = 0.05
+    heard: list = []
+    token = retry_listener.set(heard.append)
+    try:
+        events = await collect(client)
+    finally:
+        retry_listener.reset(token)
+    assert len(events) == 3
+    silent = [e for e in heard if isinstance(e, ModelSilent)]
+    host = fake_server.url.split("//")[1]
+    assert silent and silent[0].seconds > 0 and str(silent[0]).startswith(f"no answer from {host} for ")
+    assert silent[-1].seconds == 0  # then that it answers again
+    assert all(e.seconds >= silent[0].seconds for e in silent[:-1])  # the time it has lasted, growing
+
+
+async def test_a_read_timeout_before_any_byte_names_the_host_and_is_not_retried(fake_server: FakeServer, no_wait) -> None:
+    policy, slept = no_wait
+    fake_server.add(Reply(hang=True), Reply.sse(STREAM))
+    client = http(fake_server, policy, timeout=httpx.Timeout(5.0, read=0.3))
+    host = fake_server.url.split("//")[1]
+    with pytest.raises(ProviderConnectionError, match=rf"no answer from {host} for 0.3 s: it accepted the request"):
+        await collect(client)
+    assert len(fake_server.requests) == 1 and slept.delays == []
+
+
 async def test_json_error_with_status_200(fake_server: FakeServer) -> None:
     fake_server.add(Reply.json(200, {"error": {"message": "model is loading"}}))
     with pytest.raises(StreamError, match="model is loading"):

@@ -141,3 +141,24 @@ def test_nul_bytes_are_refused(runner: Runner) -> None:
 def test_the_timeout_is_bounded(runner: Runner) -> None:
     assert runner.call("shell", command="true", timeout=0).status == "invalid_arguments"
     assert runner.call("shell", command="true", timeout=10_000).status == "invalid_arguments"
+
+
+def test_a_write_the_sandbox_stops_is_said_apart_from_an_ordinary_failure(tmp_path):
+    from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, render, toolbox
+    from nbagent.sandbox import sandbox_backend
+
+    if not sandbox_backend().available:
+        pytest.skip("no OS sandbox here")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config").write_text("[core]\n")
+    calls = [ToolCall(name="shell", arguments={"command": "echo x >> .git/config; true"}),
+             ToolCall(name="shell", arguments={"command": "ls no-such-file"})]
+    model = ScriptedModel([AssistantMessage(tool_calls=[c]) for c in calls] + ["done"])
+    run = Agent(model=model, tools=toolbox.all(workspace=tmp_path), approver=lambda r: True,
+                workspace=tmp_path).run_sync("go")
+    stopped, ordinary = run.calls
+    assert (tmp_path / ".git" / "config").read_text() == "[core]\n"
+    assert "stopped by the sandbox (workspace-write)" in stopped.result.text
+    assert "nba-sandboxed" in render.call_inner_html(stopped)  # the row says so, even though the command "passed"
+    assert "stopped by the sandbox" not in ordinary.result.text
+    assert "nba-sandboxed" not in render.call_inner_html(ordinary)

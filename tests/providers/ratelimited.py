@@ -1,0 +1,261 @@
+"""A fake OpenAI Chat Completions server on 127.0.0.1 that limits its rate, as a provider does.
+
+    server = await RateLimitedServer(requests_per_minute=600, latency=0.04).start()
+    model = OpenAIChatModel("gpt-4o-mini", base_url=server.url + "/v1", api_key="sk-test")
+    ...
+    server.stats()     # requests, 429s, the most requests in flight at once, answers per prompt
+
+Each request takes a permit from a token bucket (`requests_per_minute`, and `tokens_per_minute` counting the
+body's size / 4 plus the answer's); without one it is answered 429 with `retry-after-ms` / `retry-after` and
+OpenAI's `x-ratelimit-*` headers, as OpenAI does. Accepted requests wait `latency` seconds, then are
+answered streamed (SSE) or as one JSON body, whichever the request asks. The answer is `answer(request)`:
+by default "echo: <the last user message>"; when the request offers a `submit_result` tool the answer is a
+call to it with `structured(text)`. A prompt containing FAIL is answered 400 (an item that fails).
+
+Also a command, for the benchmarks (prints `port <n>` once listening):
+    python -m tests.providers.ratelimited --rpm 3000 --latency 0.04
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from typing import Any, Callable
+
+__all__ = ["RateLimitedServer"]
+
+
+class _Bucket:
+    def __init__(self, per_minute: float, burst_seconds: float) -> None:
+        self.rate = per_minute / 60.0
+        self.capacity = max(1.0, self.rate * burst_seconds)
+        self.level = self.capacity
+        self.stamp = time.monotonic()
+
+    def take(self, amount: float) -> float:
+        """0 when taken, else the seconds until it could be."""
+        now = time.monotonic()
+        self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
+        self.stamp = now
+        need = min(amount, self.capacity)
+        if self.level >= need:
+            self.level -= amount
+            return 0.0
+        return (need - self.level) / self.rate
+
+
+def _last_user_text(body: dict[str, Any]) -> str:
+    for message in reversed(body.get("messages", [])):
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+            return str(content)
+    return ""
+
+
+class RateLimitedServer:
+    """See the module docstring. `url` is `http://127.0.0.1:<port>`."""
+
+    def __init__(self, *, requests_per_minute: float | None = None, tokens_per_minute: float | None = None,
+                 latency: float = 0.0, burst_seconds: float = 1.0, answer: Callable[[dict], str] | None = None,
+                 structured: Callable[[str], dict] | None = None, model: str = "gpt-4o-mini") -> None:
+        self.requests_bucket = _Bucket(requests_per_minute, burst_seconds) if requests_per_minute else None
+        self.tokens_bucket = _Bucket(tokens_per_minute, burst_seconds) if tokens_per_minute else None
+        self.rpm, self.tpm = requests_per_minute, tokens_per_minute
+        self.latency = latency
+        self.answer = answer or (lambda body: "echo: " + _last_user_text(body))
+        self.structured = structured or (lambda text: {"text": text})
+        self.model = model
+        self.fail_word: str | None = "FAIL"
+        self.requests = 0
+        self.accepted = 0
+        self.limited = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.headers_seen: list[dict[str, str]] = []
+        self.bodies: list[bytes] = []
+        self.keep_bodies = True
+        self._server: asyncio.base_events.Server | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stats(self) -> dict[str, Any]:
+        return {"requests": self.requests, "accepted": self.accepted, "limited": self.limited,
+                "max_in_flight": self.max_in_flight}
+
+    async def start(self, port: int = 0) -> RateLimitedServer:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", port, backlog=1024)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def __aenter__(self) -> RateLimitedServer:
+        return await self.start()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    break
+                lines = head.decode("latin-1").split("\r\n")
+                headers = {}
+                for line in lines[1:]:
+                    if ":" in line:
+                        k, v = line.split(":", 1)
+                        headers[k.strip().lower()] = v.strip()
+                length = int(headers.get("content-length", "0"))
+                raw = await reader.readexactly(length) if length else b""
+                await self._handle(writer, headers, raw)
+        except (ConnectionError, asyncio.CancelledError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            self._tasks.discard(task)
+            if not writer.is_closing():
+                writer.close()
+
+    async def _handle(self, writer: asyncio.StreamWriter, headers: dict[str, str], raw: bytes) -> None:
+        self.requests += 1
+        if self.keep_bodies:
+            self.bodies.append(raw)
+            self.headers_seen.append(headers)
+        body = json.loads(raw or b"{}")
+        text = self.answer(body)
+        tokens = len(raw) // 4 + len(text) // 4 + 1
+        wait = 0.0
+        if self.requests_bucket is not None:
+            wait = self.requests_bucket.take(1)
+        if wait == 0.0 and self.tokens_bucket is not None:
+            wait = self.tokens_bucket.take(tokens)
+            if wait and self.requests_bucket is not None:
+                self.requests_bucket.level += 1  # refused: the request's permit goes back
+        limits = self._limit_headers()
+        if wait:
+            self.limited += 1
+            error = {"error": {"message": "Rate limit reached; please try again", "type": "requests",
+                               "code": "rate_limit_exceeded"}}
+            self._write(writer, 429, "application/json", json.dumps(error).encode(),
+                        {"retry-after-ms": str(int(wait * 1000) + 1), "retry-after": str(int(wait) + 1), **limits})
+            await writer.drain()
+            return
+        self.accepted += 1
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self.latency:
+                await asyncio.sleep(self.latency)
+        finally:
+            self.in_flight -= 1
+        if self.fail_word and self.fail_word in _last_user_text(body):
+            error = {"error": {"message": "this input cannot be answered", "type": "invalid_request_error"}}
+            self._write(writer, 400, "application/json", json.dumps(error).encode(), limits)
+            await writer.drain()
+            return
+        tool_names = [t.get("function", {}).get("name") for t in body.get("tools") or []]
+        last_role = (body.get("messages") or [{}])[-1].get("role")
+        call = None
+        if "submit_result" in tool_names and last_role != "tool":
+            call = {"index": 0, "id": f"call_{self.requests}", "type": "function",
+                    "function": {"name": "submit_result", "arguments": json.dumps(self.structured(text))}}
+        usage = {"prompt_tokens": len(raw) // 4, "completion_tokens": len(text) // 4 + 1,
+                 "total_tokens": len(raw) // 4 + len(text) // 4 + 1}
+        if body.get("stream"):
+            events = []
+            delta: dict[str, Any] = {"role": "assistant"}
+            if call is not None:
+                delta["tool_calls"] = [call]
+            else:
+                delta["content"] = text
+            chunk = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": self.model}
+            events.append({**chunk, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+            events.append({**chunk, "choices": [{"index": 0, "delta": {},
+                                                 "finish_reason": "tool_calls" if call else "stop"}]})
+            events.append({**chunk, "choices": [], "usage": usage})
+            payload = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+            self._write(writer, 200, "text/event-stream", payload.encode(), limits)
+        else:
+            message: dict[str, Any] = {"role": "assistant", "content": None if call else text}
+            if call is not None:
+                message["tool_calls"] = [{k: v for k, v in call.items() if k != "index"}]
+            completion = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": self.model,
+                          "choices": [{"index": 0, "message": message,
+                                       "finish_reason": "tool_calls" if call else "stop"}], "usage": usage}
+            self._write(writer, 200, "application/json", json.dumps(completion).encode(), limits)
+        await writer.drain()
+
+    def _limit_headers(self) -> dict[str, str]:
+        out = {}
+        if self.requests_bucket is not None:
+            out["x-ratelimit-limit-requests"] = str(int(self.rpm))
+            out["x-ratelimit-remaining-requests"] = str(max(0, int(self.requests_bucket.level)))
+        if self.tokens_bucket is not None:
+            out["x-ratelimit-limit-tokens"] = str(int(self.tpm))
+            out["x-ratelimit-remaining-tokens"] = str(max(0, int(self.tokens_bucket.level)))
+        return out
+
+    @staticmethod
+    def _write(writer: asyncio.StreamWriter, status: int, content_type: str, body: bytes,
+               headers: dict[str, str]) -> None:
+        reason = {200: "OK", 400: "Bad Request", 429: "Too Many Requests"}.get(status, "Status")
+        head = [f"HTTP/1.1 {status} {reason}", f"content-type: {content_type}", f"content-length: {len(body)}"]
+        head += [f"{k}: {v}" for k, v in headers.items()]
+        writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
+
+
+async def _main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rpm", type=float, default=None)
+    parser.add_argument("--tpm", type=float, default=None)
+    parser.add_argument("--latency", type=float, default=0.04)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--burst", type=float, default=1.0, help="seconds' worth of requests allowed at once")
+    opts = parser.parse_args()
+    server = RateLimitedServer(requests_per_minute=opts.rpm, tokens_per_minute=opts.tpm, latency=opts.latency,
+                               burst_seconds=opts.burst)
+    server.keep_bodies = False
+    await server.start(opts.port)
+    print(f"port {server.port}", flush=True)
+    loop = asyncio.get_running_loop()
+    # a line on stdin asks for the counters ("reset" zeroes them); end of stdin stops the server
+    while True:
+        line = await loop.run_in_executor(None, input_line)
+        if line is None:
+            break
+        if line.strip() == "reset":
+            server.requests = server.accepted = server.limited = server.max_in_flight = 0
+        print(json.dumps(server.stats()), flush=True)
+    await server.close()
+
+
+def input_line() -> str | None:
+    import sys
+
+    line = sys.stdin.readline()
+    return line if line else None
+
+
+if __name__ == "__main__":
+    asyncio.run(_main())

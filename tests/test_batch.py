@@ -1,0 +1,312 @@
+"""Agent.map: many items through one agent, against a real local server that limits its rate like a provider.
+
+Every test reads its answers back and checks each is in its place: the echo server answers "echo: <prompt>".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from pydantic import BaseModel
+
+import nbagent
+from nbagent import Agent, AssistantMessage, RateLimit, ScriptedModel, ToolCall, tool
+from nbagent.batchstore import batches_dir, load_batch
+from nbagent.providers.openai import OpenAIChatModel
+from tests.providers.ratelimited import RateLimitedServer
+
+KEY = "sk-batch-test-0123456789abcdef"
+
+
+def model_for(server: RateLimitedServer, **options) -> OpenAIChatModel:
+    return OpenAIChatModel("gpt-4o-mini", base_url=server.url + "/v1", api_key=KEY, **options)
+
+
+async def test_hundreds_of_items_bounded_and_rate_limited_every_answer_in_its_place(tmp_path):
+    async with RateLimitedServer(requests_per_minute=3000, burst_seconds=0.2, latency=0.02) as server:
+        agent = Agent(model=model_for(server), workspace=tmp_path)
+        batch = agent.map(range(300), "item {item}", concurrency=8,
+                          rate_limit=RateLimit(requests_per_minute=3000))
+        assert isinstance(batch, nbagent.BatchRun) and not batch.done  # returned at once
+        await batch
+    assert [r.status for r in batch.results] == ["done"] * 300
+    assert [r.output for r in batch.results] == [f"echo: item {i}" for i in range(300)]
+    assert [r.index for r in batch.results] == list(range(300))
+    assert server.max_in_flight <= 8
+    assert server.accepted == 300
+    assert server.limited <= 3  # few 429s: the limiter keeps under the provider's rate
+    assert all(r.tokens > 0 for r in batch.results)
+
+
+async def test_concurrency_is_the_bound_on_runs_in_flight(tmp_path):
+    async with RateLimitedServer(latency=0.05) as server:
+        batch = Agent(model=model_for(server), workspace=tmp_path).map(range(30), "n {item}", concurrency=3)
+        await batch
+    assert server.max_in_flight == 3
+    assert [r.output for r in batch.results] == [f"echo: n {i}" for i in range(30)]
+
+
+async def test_a_429_pauses_the_whole_batch_instead_of_every_item_retrying_on_its_own(tmp_path):
+    """The server sends no limit headers and the person set none: the first burst meets 429s. The batch
+    pauses for the retry-after and then paces itself: a handful of 429s, not one train per item."""
+    async with RateLimitedServer(requests_per_minute=2400, burst_seconds=0.25, latency=0.01) as server:
+        server._limit_headers = lambda: {}  # type: ignore[method-assign]
+        batch = Agent(model=model_for(server), workspace=tmp_path).map(range(60), "x {item}", concurrency=16)
+        await batch
+    assert [r.output for r in batch.results] == [f"echo: x {i}" for i in range(60)]
+    assert server.limited >= 1 and batch.limiter.rate_limited == server.limited
+    assert batch.limiter.pauses >= 1
+    assert server.limited <= 16 + 6
+    assert all(r.attempts == 1 for r in batch.results)  # the provider's retries were the limiter's waits
+
+
+async def test_the_limit_is_learned_from_the_provider_headers(tmp_path):
+    async with RateLimitedServer(requests_per_minute=1200, latency=0.01) as server:
+        batch = Agent(model=model_for(server), workspace=tmp_path).map(range(80), "h {item}", concurrency=8)
+        await batch
+    assert batch.limiter.requests is not None and batch.limiter.requests.rate == pytest.approx(20.0)
+    assert server.limited <= 3
+
+
+async def test_tokens_per_minute_hold(tmp_path):
+    async with RateLimitedServer(tokens_per_minute=60_000, latency=0.01) as server:
+        server._limit_headers = lambda: {}  # type: ignore[method-assign]
+        batch = Agent(model=model_for(server), workspace=tmp_path).map(
+            range(60), "tokens {item}", concurrency=8, rate_limit=RateLimit(tokens_per_minute=60_000))
+        await batch
+    assert [r.output for r in batch.results] == [f"echo: tokens {i}" for i in range(60)]
+    assert server.limited <= 2
+    used = sum(r.tokens for r in batch.results)
+    assert batch.limiter.tokens_reserved == pytest.approx(used, abs=5)  # every reservation was settled
+
+
+async def test_a_failing_item_fails_alone_and_retry_failed_reruns_only_it(tmp_path):
+    async with RateLimitedServer(latency=0.01) as server:
+        inputs = ["a", "b", "FAIL c", "d"]
+        agent = Agent(model=model_for(server), workspace=tmp_path)
+        batch = agent.map(inputs, "{item}", concurrency=2)
+        await batch
+        assert [r.status for r in batch.results] == ["done", "done", "failed", "done"]
+        failed = batch.results[2]
+        assert "400" in failed.error or "cannot be answered" in failed.error
+        assert failed.attempts == 1  # a request the provider refused as such is not retried
+        server.answer, server.fail_word = (lambda body: "fixed"), None
+        asked = server.requests
+        retry = batch.retry_failed()
+        await retry
+    assert server.requests == asked + 1  # only the failed item was asked again
+    assert [(r.index, r.status, r.output) for r in retry.results] == [(2, "done", "fixed")]
+
+
+async def test_an_item_that_fails_is_retried_up_to_max_retries(tmp_path):
+    async with RateLimitedServer(latency=0.0) as server:
+        server.answer = lambda body: "ok"
+        handle = server._handle
+        count = {"n": 0}
+
+        async def flaky(writer, headers, raw):
+            count["n"] += 1
+            if count["n"] <= 2:  # two broken connections: the provider's retry does not help (cut mid-body)
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+                             b"5\r\ndata:\r\n")
+                await writer.drain()
+                writer.transport.abort()
+                return
+            await handle(writer, headers, raw)
+        server._handle = flaky  # type: ignore[method-assign]
+        batch = Agent(model=model_for(server), workspace=tmp_path).map(["one"], "{item}", max_retries=3)
+        await batch
+    assert batch.results[0].status == "done" and batch.results[0].attempts == 3
+
+
+async def test_a_dataframe_gives_one_item_per_row_and_to_pandas_keeps_its_index(tmp_path):
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame({"text": ["late", "broken", "refund"], "id": [7, 8, 9]}, index=["t1", "t2", "t3"])
+    async with RateLimitedServer(latency=0.0) as server:
+        batch = Agent(model=model_for(server), workspace=tmp_path).map(df, "ticket {id}: {text}")
+        await batch
+    frame = batch.to_pandas()
+    assert list(frame.index) == ["t1", "t2", "t3"]
+    assert list(frame["output"]) == ["echo: ticket 7: late", "echo: ticket 8: broken", "echo: ticket 9: refund"]
+    assert list(frame["status"]) == ["done"] * 3
+    assert (frame["tokens"] > 0).all() and set(frame.columns) >= {"output", "status", "error", "tokens", "cost"}
+
+
+class Label(BaseModel):
+    text: str
+    urgent: bool
+
+
+async def test_output_type_gives_typed_outputs_and_columns(tmp_path):
+    pytest.importorskip("pandas")
+    async with RateLimitedServer(latency=0.0, structured=lambda text: {"text": text.upper(), "urgent": "!" in text}) as server:
+        batch = Agent(model=model_for(server), workspace=tmp_path).map(["calm", "fire!"], "{item}", output_type=Label)
+        await batch
+    assert [r.output for r in batch.results] == [Label(text="ECHO: CALM", urgent=False),
+                                                 Label(text="ECHO: FIRE!", urgent=True)]
+    frame = batch.to_pandas()
+    assert list(frame["text"]) == ["ECHO: CALM", "ECHO: FIRE!"] and list(frame["urgent"]) == [False, True]
+
+
+async def test_a_prompt_naming_a_missing_column_fails_that_item_with_a_clear_error(tmp_path):
+    batch = Agent(model=ScriptedModel(["ok"]), workspace=tmp_path).map([{"text": "a"}, {"other": 1}], "{text}")
+    await batch
+    assert batch.results[0].status == "done"
+    assert batch.results[1].status == "failed" and "{text}" in batch.results[1].error
+
+
+async def test_cancel_then_resume_asks_only_for_items_not_done(tmp_path):
+    async with RateLimitedServer(latency=0.05) as server:
+        agent = Agent(model=model_for(server), workspace=tmp_path)
+        batch = agent.map(range(40), "r {item}", concurrency=4, session=True)
+        seen = []
+
+        def on(kind, data):
+            if kind == "item_finished" and data.status == "done":
+                seen.append(data.index)
+                if len(seen) == 10:
+                    batch.cancel()
+        batch.subscribe(on)
+        await batch
+        statuses = [r.status for r in batch.results]
+        assert batch.status == "cancelled"
+        assert statuses.count("done") >= 10 and "cancelled" in statuses and "pending" in statuses
+        done_first = {r.index for r in batch.results if r.status == "done"}
+        _, stored = load_batch(tmp_path, batch.id)
+        assert {v["index"] for v in stored.values() if v["status"] == "done"} == done_first
+        server.bodies.clear()
+        again = agent.map(range(40), "r {item}", concurrency=4, resume=batch.id)
+        await again
+    assert again.resumed == len(done_first)
+    asked = {json.loads(b)["messages"][-1]["content"] for b in server.bodies}
+    assert asked == {f"r {i}" for i in range(40) if i not in done_first}  # done items were not asked again
+    assert [r.output for r in again.results] == [f"echo: r {i}" for i in range(40)]
+
+
+async def test_resume_asks_again_when_the_model_or_prompt_changed(tmp_path):
+    async with RateLimitedServer() as server:
+        agent = Agent(model=model_for(server), workspace=tmp_path)
+        first = agent.map(range(3), "p {item}", session=True)
+        await first
+        again = agent.map(range(3), "q {item}", resume=first.id)
+        await again
+    assert again.resumed == 0 and [r.output for r in again.results] == [f"echo: q {i}" for i in range(3)]
+
+
+async def test_a_forged_stored_output_that_does_not_fit_the_type_is_asked_again(tmp_path):
+    async with RateLimitedServer(structured=lambda text: {"text": text, "urgent": False}) as server:
+        agent = Agent(model=model_for(server), workspace=tmp_path)
+        first = agent.map(["a", "b"], "{item}", output_type=Label, session=True)
+        await first
+        path = batches_dir(tmp_path) / f"{first.id}.jsonl"
+        text = path.read_text()
+        assert text.count('"text":"echo: b"') == 1
+        path.write_text(text.replace('"text":"echo: b","urgent":false', '"text":"<script>","urgent":"not a bool"')
+                        + "not json\n")
+        requests = server.requests
+        with pytest.warns(UserWarning, match="could not be verified"):
+            again = agent.map(["a", "b"], "{item}", output_type=Label, resume=first.id)
+        await again
+    assert again.resumed == 1 and server.requests == requests + 1
+    assert again.results[1].output == Label(text="echo: b", urgent=False)
+
+
+async def test_the_store_groups_its_writes(tmp_path):
+    async with RateLimitedServer() as server:
+        batch = Agent(model=model_for(server), workspace=tmp_path).map(range(100), "s {item}", concurrency=8,
+                                                                       session=True)
+        await batch
+    _, stored = load_batch(tmp_path, batch.id)
+    assert len(stored) == 100
+    assert batch.store is not None and batch.store.writes < 20  # one write and fsync for many items
+    text = (batches_dir(tmp_path) / f"{batch.id}.jsonl").read_text()
+    assert KEY not in text
+
+
+async def test_max_cost_stops_starting_items_and_says_so(tmp_path):
+    async with RateLimitedServer(latency=0.01) as server:
+        server.answer = lambda body: "x" * 4000  # ~1000 output tokens an item
+        agent = Agent(model=model_for(server), workspace=tmp_path)
+        probe = agent.map(["one"], "{item}")
+        await probe
+        per_item = probe.results[0].cost
+        assert per_item and per_item > 0
+        batch = agent.map(range(50), "c {item}", concurrency=4, max_cost=per_item * 5.5)
+        await batch
+    done = [r for r in batch.results if r.status == "done"]
+    assert 1 <= len(done) <= 5
+    assert batch.cost <= per_item * 5.5
+    assert batch.status == "stopped" and "max_cost" in batch.stop_reason and "not started" in batch.stop_reason
+    assert [r.status for r in batch.results].count("pending") == 50 - len(done)
+
+
+def _note_model(n: int) -> ScriptedModel:
+    def step(messages):
+        last = messages[-1]
+        if getattr(last, "role", None) == "user" or type(last).__name__ == "UserMessage":
+            text = last.text if hasattr(last, "text") else str(last)
+            return AssistantMessage(tool_calls=[ToolCall(name="write_note", arguments={"path": f"notes/{text}.txt"})])
+        return "noted"
+    return ScriptedModel([step] * (2 * n))
+
+
+@tool
+def write_note(path: str) -> str:
+    """Write a note (not read-only: it asks)."""
+    return f"wrote {path}"
+
+
+async def test_approvals_wait_in_one_list_while_other_items_go_on(tmp_path):
+    agent = Agent(model=_note_model(3), tools=[write_note], workspace=tmp_path)
+    batch = agent.map(["a", "b", "c"], "{item}", concurrency=3).ask_here()
+    while len(batch.pending_approvals) < 3:
+        await asyncio.sleep(0.01)
+    labels = [p.label for p in batch.pending_approvals]
+    assert labels == ["write_note"] * 3 or all(label.startswith("write_note") for label in labels)
+    waiting = list(batch.pending_approvals)
+    waiting[0].deny()
+    first_left = waiting[1]
+    first_left.approve(all_like_this=True)  # a grant as wide as its label: the third goes on with it
+    await batch
+    assert [r.status for r in batch.results] == ["done"] * 3
+    decisions = [r.run.calls[0].decision for r in batch.results]
+    assert sorted(d.allow for d in decisions) == [False, True, True]
+    assert [str(g) for g in agent.grants] == [first_left.label]
+
+
+async def test_headless_approvals_follow_the_policy(tmp_path, monkeypatch):
+    monkeypatch.delenv("NBAGENT_APPROVAL", raising=False)
+    batch = Agent(model=_note_model(2), tools=[write_note], workspace=tmp_path).map(["a", "b"], "{item}")
+    await batch
+    assert all(not r.run.calls[0].decision.allow for r in batch.results)  # no approver, no policy: denied
+    monkeypatch.setenv("NBAGENT_APPROVAL", "allow")
+    batch = Agent(model=_note_model(2), tools=[write_note], workspace=tmp_path).map(["a", "b"], "{item}")
+    await batch
+    assert all(r.run.calls[0].decision.allow for r in batch.results)
+    assert not batch.pending_approvals
+
+
+async def test_the_view_renders_counts_and_escapes_answers(tmp_path):
+    batch = Agent(model=ScriptedModel(["<b>bold</b>", "plain"]), workspace=tmp_path).map(["x", "y"], "{item}")
+    await batch
+    page = batch._repr_html_()
+    assert "2/2 items" in page and "&lt;b&gt;bold&lt;/b&gt;" in page and "<b>bold</b>" not in page
+    assert "2 done" in str(batch)
+
+
+def test_map_needs_a_running_loop(tmp_path):
+    with pytest.raises(nbagent.ConfigurationError, match="running event loop"):
+        Agent(model=ScriptedModel(["x"]), workspace=tmp_path).map([1], "{item}")
+
+
+async def test_bad_settings_are_clear_errors(tmp_path):
+    agent = Agent(model=ScriptedModel(["x"]), workspace=tmp_path)
+    with pytest.raises(nbagent.ConfigurationError, match="concurrency"):
+        agent.map([1], "{item}", concurrency=0)
+    with pytest.raises(nbagent.ConfigurationError, match="known price"):
+        agent.map([1], "{item}", max_cost=1.0)
+    with pytest.raises(ValueError):
+        RateLimit(requests_per_minute=-1)
+
