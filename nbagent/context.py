@@ -12,7 +12,8 @@ from typing import Any, Callable, TypeVar
 
 from .secrets import redact
 
-__all__ = ["SANDBOX_POLICIES", "CancellationToken", "Constraints", "ProgressUpdate", "ToolCancelled", "ToolContext"]
+__all__ = ["SANDBOX_POLICIES", "CancellationToken", "Constraints", "ProgressUpdate", "RunScope", "ToolCancelled",
+           "ToolContext"]
 
 T = TypeVar("T")
 _MISSING: Any = object()
@@ -108,6 +109,53 @@ class CancellationToken:
 _TOKEN_LOCK = threading.Lock()
 
 
+class RunScope:
+    """What lives as long as one run: objects its tools share (the shell's background processes), each made
+    on first use and closed when the run ends, however it ends.
+
+    `scope.get(SomeType, factory)` returns the run's one object of that type (made by `factory()` the first
+    time); `scope.find(SomeType)` returns it or None. When the run ends the loop awaits `close()`, which
+    calls `aclose()` (or `close()`) on each, in reverse order of making. `emit` reaches the run's listeners.
+    """
+
+    __slots__ = ("_objects", "emit", "closed")
+
+    def __init__(self, emit: Callable[[Any], None] | None = None) -> None:
+        self._objects: dict[type, Any] = {}
+        self.emit = emit or (lambda event: None)
+        self.closed = False
+
+    def get(self, type_: type[T], factory: Callable[[], T]) -> T:
+        obj = self._objects.get(type_)
+        if obj is None:
+            if self.closed:
+                raise RuntimeError("the run is over: nothing new can be started in it")
+            obj = self._objects[type_] = factory()
+        return obj
+
+    def find(self, type_: type[T]) -> T | None:
+        return self._objects.get(type_)
+
+    @property
+    def holds_anything(self) -> bool:
+        return bool(self._objects)
+
+    async def close(self) -> None:
+        """Close what the run made (each failure logged, the rest still closed)."""
+        self.closed = True
+        for obj in reversed(list(self._objects.values())):
+            try:
+                closer = getattr(obj, "aclose", None)
+                if closer is not None:
+                    await closer()
+                elif hasattr(obj, "close"):
+                    obj.close()
+            except Exception:  # pragma: no cover - closing is best effort
+                import logging
+
+                logging.getLogger("nbagent.context").exception("closing %r at the end of the run failed", obj)
+
+
 SANDBOX_POLICIES = ("read-only", "workspace-write", "danger-full-access")
 """The OS sandbox policies for shell commands (see `nbagent.sandbox`)."""
 
@@ -148,8 +196,9 @@ class ProgressUpdate:
 class ToolContext:
     """Handed to a tool that asks for it (a parameter annotated `ToolContext`).
 
-    Gives the call id, the working directory, cancellation, `progress(...)`, the session's constraints
-    and typed extensions fetched by type: `ctx.get(SomeType)`.
+    Gives the call id, the run, agent and session it belongs to (`run_id`, `agent_name`, `session_id`: a
+    `before_tool_call` hook gets this context too), the working directory, cancellation, `progress(...)`,
+    the session's constraints and typed extensions fetched by type: `ctx.get(SomeType)`.
     """
 
     __slots__ = (
@@ -161,6 +210,9 @@ class ToolContext:
         "decision",
         "rules",
         "run_id",
+        "agent_name",
+        "session_id",
+        "scope",
         "_extensions",
         "_on_progress",
         "_loop",
@@ -182,10 +234,19 @@ class ToolContext:
         loop: asyncio.AbstractEventLoop | None = None,
         rules: tuple[Any, ...] = (),
         run_id: str | None = None,
+        agent_name: str | None = None,
+        session_id: str | None = None,
+        scope: RunScope | None = None,
     ) -> None:
         self.call_id = call_id
         self.run_id = run_id
         """The id of the run the call belongs to (`AgentRun.id`), for tools that mark what a run did."""
+        self.agent_name = agent_name
+        """The name of the agent making the call (`Agent(name=...)`)."""
+        self.session_id = session_id
+        """The stored conversation the run belongs to (`Agent.session_id`; None when it is not stored)."""
+        self.scope = scope if scope is not None else RunScope()
+        """What lives as long as the run (`RunScope`): a tool keeps there what must end with the run."""
         self.tool_name = tool_name
         self.cwd = cwd if isinstance(cwd, Path) else Path(cwd) if cwd is not None else Path.cwd()
         self.cancellation = cancellation if cancellation is not None else CancellationToken()  # not `or`: a token is falsy until cancelled

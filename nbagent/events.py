@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "ApprovalDecided",
     "ApprovalRequested",
+    "ApprovalStillWaiting",
     "Compacted",
     "Event",
     "ModelResponse",
@@ -30,12 +31,14 @@ __all__ = [
     "ReasoningDelta",
     "RunFinished",
     "RunStarted",
+    "Steered",
     "StreamEvent",
     "TextDelta",
     "ToolCallDelta",
     "ToolCallFinished",
     "ToolCallProgress",
     "ToolCallStarted",
+    "ToolPresented",
     "TurnStarted",
     "report_retry",
     "report_silence",
@@ -258,6 +261,35 @@ class ApprovalDecided:
 
 
 @dataclass(slots=True)
+class ApprovalStillWaiting:
+    """A call has waited `waited` seconds for a person's decision (`Agent(approval_notice_after=...)`); the
+    view shows a notice, and it is said again each time as long again has passed."""
+
+    call: CallRecord = field(repr=False)
+    waited: float = 0.0
+    kind: Literal["approval_still_waiting"] = "approval_still_waiting"
+
+
+@dataclass(slots=True)
+class ToolPresented:
+    """A finished call's result carries a UI-only payload (`Presentation`): for the view, never the model."""
+
+    call: CallRecord = field(repr=False)
+    presentation: Any = None
+    kind: Literal["tool_presented"] = "tool_presented"
+
+
+@dataclass(slots=True)
+class Steered:
+    """A message sent into the running run (`run.steer(...)`) joined the transcript at a turn boundary."""
+
+    message: Any = field(repr=False)
+    """The `UserMessage` appended."""
+    text: str = ""
+    kind: Literal["steered"] = "steered"
+
+
+@dataclass(slots=True)
 class ToolCallFinished:
     """A call has its final result and status."""
 
@@ -286,4 +318,5 @@ class RunFinished:
 Event = Union[
     TextDelta, ReasoningDelta, ToolCallDelta, ModelRetrying, ModelSilent, RunStarted, TurnStarted, ModelResponse, ToolCallStarted,
     ToolCallProgress, ApprovalRequested, ApprovalDecided, ToolCallFinished, Compacted, RunFinished,
+    ApprovalStillWaiting, ToolPresented, Steered,
 ]

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from .arguments import parse_arguments
-from .context import CancellationToken, Constraints, ProgressUpdate, ToolCancelled, ToolContext
+from .context import CancellationToken, Constraints, ProgressUpdate, RunScope, ToolCancelled, ToolContext
 from .decisions import Decision
-from .events import Event, ToolCallFinished, ToolCallProgress, ToolCallStarted
+from .events import ApprovalStillWaiting, Event, ToolCallFinished, ToolCallProgress, ToolCallStarted, ToolPresented
 from .hooks import Block, Hooks, run_after_tool_call, run_before_tool_call, run_tool_result_persist
 from .interrupt import NOT_STOPPED, ToolTimeout, run_in_thread
 from .messages import ToolResult, ToolResultMessage
@@ -68,9 +68,19 @@ class CallEnvironment:
     max_result_chars: int | None = None
     """Text of one result the model gets before it is cut."""
     loop: asyncio.AbstractEventLoop | None = None
+    """The run's event loop (progress from worker threads is brought back to it)."""
     run_id: str | None = None
     """The run's id, handed to each call's context."""
-    """The run's event loop (progress from worker threads is brought back to it)."""
+    agent_name: str | None = None
+    """The agent's name, handed to each call's context."""
+    session_id: str | None = None
+    """The stored conversation's id (None: not stored), handed to each call's context."""
+    scope: RunScope = field(default_factory=RunScope)
+    """What lives as long as the run (background processes): closed by the loop when the run ends."""
+    approval_notice_after: float | None = None
+    """Seconds a call waits for a person's decision before an `ApprovalStillWaiting` notice (None: never)."""
+    sequential: bool = False
+    """Every batch runs in order (`Agent(execution_mode="sequential")`), whatever its tools say."""
 
 
 @dataclass(slots=True)
@@ -92,7 +102,7 @@ async def execute_batch(env: CallEnvironment, plan: ToolPlan, records: list[Call
             rec.tool = plan.resolve(rec.name)
         if len(records) == 1:
             await _run_call(env, plan, records[0], outcome)
-        elif any(r.tool is not None and r.tool.execution_mode == "sequential" for r in records):
+        elif env.sequential or any(r.tool is not None and r.tool.execution_mode == "sequential" for r in records):
             for rec in records:
                 await _run_call(env, plan, rec, outcome)
         else:
@@ -144,6 +154,10 @@ async def _lifecycle(env: CallEnvironment, plan: ToolPlan, rec: CallRecord, outc
 
     # 1. lookup
     if tool is None:
+        refused = plan.refused.get(rec.name)
+        if refused is not None:
+            await _settle(env, rec, "not_found", error_result(f"Tool {rec.name!r} is not available here: {refused}."))
+            return
         available = ", ".join(plan.available()) or "none"
         await _settle(env, rec, "not_found", error_result(
             f"Tool {rec.name!r} does not exist. Available tools: {available}."))
@@ -184,6 +198,9 @@ async def _lifecycle(env: CallEnvironment, plan: ToolPlan, rec: CallRecord, outc
         loop=env.loop,
         rules=tuple(env.policy.rules),
         run_id=env.run_id,
+        agent_name=env.agent_name,
+        session_id=env.session_id,
+        scope=env.scope,
     )
 
     # 3. before_tool_call hooks
@@ -211,7 +228,7 @@ async def _lifecycle(env: CallEnvironment, plan: ToolPlan, rec: CallRecord, outc
     decision, why = env.policy.evaluate(tool, args, ctx)
     run_args = args
     if decision is None:
-        decision, run_args = await env.policy.request_approval(rec, tool, args, why, ctx, env.emit)
+        decision, run_args = await _request_approval(env, rec, tool, args, why, ctx)
     rec.decision = ctx.decision = decision
     if not decision.allow:
         await _settle(env, rec, "denied", error_result(
@@ -257,6 +274,31 @@ async def _lifecycle(env: CallEnvironment, plan: ToolPlan, rec: CallRecord, outc
     await _settle(env, rec, status, result)
 
 
+async def _request_approval(env: CallEnvironment, rec: CallRecord, tool: Tool, args: Any, why: str,
+                            ctx: ToolContext) -> tuple[Decision, Any]:
+    """Ask for consent; while the answer is awaited, say so after `approval_notice_after` seconds, and
+    again each time the wait has doubled."""
+    after = env.approval_notice_after
+    notice = asyncio.ensure_future(_still_waiting(env, rec, after)) if after else None
+    try:
+        return await env.policy.request_approval(rec, tool, args, why, ctx, env.emit)
+    finally:
+        if notice is not None:
+            notice.cancel()
+
+
+async def _still_waiting(env: CallEnvironment, rec: CallRecord, after: float) -> None:
+    t0 = time.monotonic()
+    due = after
+    while True:
+        await asyncio.sleep(max(0.0, due - (time.monotonic() - t0)))
+        if rec.status != "waiting_for_approval":
+            return
+        rec.approval_waited = time.monotonic() - t0
+        env.emit(ApprovalStillWaiting(rec, rec.approval_waited))
+        due *= 2
+
+
 def _invalid_arguments_result(tool: Tool, problem: str) -> ToolResult:
     schema = json.dumps(tool.parameters, ensure_ascii=False)
     if len(schema) > 2000:
@@ -280,11 +322,20 @@ async def _settle(env: CallEnvironment, rec: CallRecord, status: str, result: To
     result = normalise(result, env.max_result_chars)
     try:
         result = await run_tool_result_persist(env.hooks, rec, result)
-    finally:  # cancelled again while a hook awaited: the call still gets its (normalised) result
+    except asyncio.CancelledError:
+        # Cancelled while a persist hook (redaction, say) was at work: what it would have removed must not be
+        # kept, so the call's result is withheld (its content and details both), and the cancellation goes on.
+        if env.hooks.tool_result_persist:
+            result = error_result("The result was withheld: the run was cancelled before its "
+                                  "tool_result_persist hooks finished with it.")
+        raise
+    finally:  # the call still gets its one result
         rec.result = result
         rec.status = status
         rec.finished_at = time.monotonic()
         rec.message = ToolResultMessage(rec.id, rec.name, result.content, result.is_error, result)
+        for item in result.presentation:
+            env.emit(ToolPresented(rec, item))
         env.emit(ToolCallFinished(rec))
 
 

@@ -8,13 +8,14 @@ button and the grant the click makes come from the same function, `derived_grant
 | write_file, edit_file                  | `path`    | that one path (never what is inside it) | `write_file ./a.txt (this file only)`   |
 | shell                                  | `command` | that exact command line                | `` `git status` (this exact command) `` |
 | python                                 | `code`    | that exact code                        | `python: exactly this code`             |
-| run_cell                               | `once`    | nothing: approve once only             | (no Always-allow button)                |
+| run_cell, process                      | `once`    | nothing: approve once only             | (no Always-allow button)                |
 | insert_cell, edit_cell, delete_cell    | `tool`    | every call of the tool                 | `every edit_cell call`                  |
 | read-only tools (read_file, grep, ...) | `tool`    | every call of the tool                 | `every read_file call`                  |
 | any other tool                         | `pattern` when it suggests one, else `tool` | that pattern / every call | `` name(`pattern`) `` / `every name call` |
 
 `run_cell` runs whatever the cell holds when it runs: a grant by cell id would let a later, unasked edit
-run other code, so each run is asked. `python` and `shell` take code; their grants are never the whole
+run other code, so each run is asked. `process` writes to a background command's stdin (to a shell, that
+is code) or kills it: each such call is asked (listing and polling are read-only). `python` and `shell` take code; their grants are never the whole
 tool. A path grant is matched as that path only (`nbagent.paths`, action "grant"): "Always allow" on a
 folder does not cover the files in it; only a pattern that says `DIR/**` ("everything under DIR/")
 does, and only an approver that asks for it (`Decision(scope="DIR/**")`) makes one.
@@ -44,6 +45,7 @@ GRANT_SCOPES: dict[str, str] = {
     "shell": "command",
     "python": "code",
     "run_cell": "once",
+    "process": "once",
     "insert_cell": "tool",
     "edit_cell": "tool",
     "delete_cell": "tool",

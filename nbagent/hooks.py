@@ -3,7 +3,8 @@
     Hooks(before_tool_call=[fn], after_tool_call=[fn], tool_result_persist=[fn])
 
 - `before_tool_call(call, ctx)` returns None (go on), `Block("why")` (the call does not run), or a dict of
-  parameters shallow-merged into the call's arguments (which are then validated again).
+  parameters shallow-merged into the call's arguments (which are then validated again). `ctx` is the call's
+  `ToolContext`: `ctx.agent_name`, `ctx.session_id` and `ctx.run_id` say whose call it is.
 - `after_tool_call(call, result)` returns None, a replacement `ToolResult`, or `StopAfterBatch()`.
 - `tool_result_persist(call, result)` returns None or the `ToolResult` the transcript keeps (redaction).
 

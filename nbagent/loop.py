@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
@@ -34,6 +35,7 @@ from .events import (
     ReasoningDelta,
     RunFinished,
     RunStarted,
+    Steered,
     TextDelta,
     ToolCallDelta,
     ToolCallProgress,
@@ -42,7 +44,7 @@ from .events import (
 )
 from .execution import CallEnvironment, execute_batch
 from .messages import AssistantMessage, Message, Usage, UserMessage, new_call_id
-from .plan import build_plan, prepare_sources
+from .plan import build_plan, prepare_sources, with_namespaces
 from .pricing import Spend, format_cost, price_known, request_cost
 from .providers import Model
 from .records import CallRecord
@@ -105,7 +107,8 @@ class RunState:
     __slots__ = (
         "messages", "history_length", "calls", "requests", "events", "listeners", "spend", "before", "turns", "output",
         "context_tokens", "context_measured", "context_anchor", "compactions", "estimates", "timeline",
-        "error", "stop_reason", "outcome", "in_flight", "partial_text", "call_ids", "loaded_tools",
+        "error", "stop_reason", "outcome", "in_flight", "partial_text", "call_ids", "loaded_tools", "resolved_tools",
+        "steering",
         "cancellation", "started_at", "t0", "finished_at", "elapsed",
     )
 
@@ -150,6 +153,10 @@ class RunState:
         """Text of the response being streamed (kept in the transcript if the run is cancelled meanwhile)."""
         self.call_ids: set[str] = {c.id for m in self.messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
         self.loaded_tools: set[str] = set()
+        self.steering: deque[UserMessage] = deque()
+        """Messages sent into the running run (`AgentRun.steer`), waiting for the next turn boundary."""
+        self.resolved_tools: dict[str, Any] = {}
+        """Tools the agent's `tool_resolver` found in this run, by name: offered in its later requests."""
         self.cancellation = cancellation if cancellation is not None else CancellationToken()
         self.started_at = time.time()
         self.t0 = time.monotonic()
@@ -211,6 +218,7 @@ async def drive(settings: RunSettings, state: RunState) -> None:
                     f"the run reached max_turns={settings.max_turns} before the model finished; "
                     "continue it with another run, or raise max_turns"
                 )
+            _take_steering(state)  # messages sent in while the last turn ran join here, at the turn boundary
             state.turns += 1
             await prepare_sources(settings.sources, settings.handle)  # async set-up of toolsets (MCP servers)
             plan = build_plan(
@@ -221,6 +229,7 @@ async def drive(settings: RunSettings, state: RunState) -> None:
                 loaded=state.loaded_tools,
                 builtins=settings.builtins,
                 resolver=settings.resolver,
+                resolved=state.resolved_tools,
             )
             state.emit(TurnStarted(state.turns, plan.names))
             offered = plan.tools
@@ -245,6 +254,8 @@ async def drive(settings: RunSettings, state: RunState) -> None:
 
             if not message.tool_calls:
                 state.messages.append(message)
+                if state.steering:  # the person said more while the model answered: the run goes on
+                    continue
                 if settings.structured:
                     if reminded:
                         raise OutputError(
@@ -287,9 +298,23 @@ async def drive(settings: RunSettings, state: RunState) -> None:
         if not isinstance(exc, (ModelError, MaxTurnsExceeded, OutputError)):
             log.exception("run failed")
     finally:
+        # what lives as long as the run (background processes) ends with it, whatever ended the run
+        await _close_scope(settings)
         _measure(settings, state, offered)  # what the conversation takes now, its last response and tools included
         state.finish(status, error)
         state.emit(RunFinished(status, error))
+
+
+async def _close_scope(settings: RunSettings) -> None:
+    scope = settings.env.scope
+    if not scope.holds_anything:
+        scope.closed = True  # nothing to stop: the run ends without yielding to the loop first
+        return
+    closing = asyncio.ensure_future(scope.close())
+    try:
+        await asyncio.shield(closing)
+    except asyncio.CancelledError:  # cancelled again meanwhile: the closing still finishes
+        await closing
 
 
 def _last_text(messages: list[Message]) -> str:
@@ -300,7 +325,7 @@ def _last_text(messages: list[Message]) -> str:
 
 
 def _measure(settings: RunSettings, state: RunState, tools: Sequence[Tool]) -> int:
-    extra = estimate_prompt_extra(settings.instructions, tools)
+    extra = estimate_prompt_extra(with_namespaces(settings.instructions, tools), tools)
     tokens, measured = measure(state.messages, state.context_anchor, extra, state.estimates)
     state.context_tokens, state.context_measured = tokens, measured
     return tokens
@@ -335,7 +360,7 @@ async def _compact(settings: RunSettings, state: RunState, tools: Sequence[Tool]
     """Compact the transcript in place (a `Compacted` event says what was replaced). False: nothing to do."""
     policy = settings.compaction or CompactionSettings()
     window = settings.window or max(state.context_tokens, 1)
-    extra = estimate_prompt_extra(settings.instructions, tools)
+    extra = estimate_prompt_extra(with_namespaces(settings.instructions, tools), tools)
     done = await compact(state.messages, settings.model, window=window, settings=policy, reason=reason,
                          force=force, tokens=state.context_tokens or None, extra=extra,
                          on_request=state.requests.append)
@@ -363,7 +388,7 @@ async def _ask_model(settings: RunSettings, state: RunState, tools: Sequence[Too
     final: AssistantMessage | None = None
     token = retry_listener.set(state.emit)  # a provider's retry loop reports each wait (the view shows it)
     try:
-        async for item in model.stream(state.messages, tools, instructions=settings.instructions,
+        async for item in model.stream(state.messages, tools, instructions=with_namespaces(settings.instructions, tools),
                                        on_request=state.requests.append, **settings.model_settings):
             if isinstance(item, AssistantMessage):
                 final = item
@@ -397,6 +422,16 @@ def _commit(state: RunState) -> None:
     message, records = pending
     state.messages.append(message)
     state.messages.extend(rec.message for rec in records)
+
+
+def _take_steering(state: RunState) -> None:
+    """Append the messages sent into the run since the last boundary (the transcript is complete here:
+    every call of the last batch has its result), each as a user message, and say so."""
+    while state.steering:
+        message = state.steering.popleft()
+        state.messages.append(message)
+        state.timeline.append(message)  # what the run's view shows, in its place
+        state.emit(Steered(message, message.text))
 
 
 def _keep_partial_text(settings: RunSettings, state: RunState) -> None:

@@ -17,6 +17,7 @@ from typing import Any, Literal, Union
 from . import reprs
 
 __all__ = [
+    "Presentation",
     "AssistantMessage",
     "ContentBlock",
     "ImageBlock",
@@ -236,13 +237,34 @@ class AssistantMessage:
     kind: Literal["assistant"] = "assistant"
 
 
+PRESENTATION_KINDS = ("markdown", "text", "json")
+
+
+@dataclass(slots=True)
+class Presentation:
+    """A UI-only payload a tool returns beside its content: the run's view renders it, the model never sees it.
+
+    `kind` is markdown (rendered, raw HTML escaped), text (shown as it is) or json (any JSON-like value,
+    shown indented); `title` an optional heading.
+    """
+
+    kind: str = "markdown"
+    data: Any = None
+    title: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in PRESENTATION_KINDS:
+            raise ValueError(f"a presentation is one of {', '.join(PRESENTATION_KINDS)}, not {self.kind!r}")
+
+
 @dataclass(slots=True)
 class ToolResult:
     """What a tool call produced.
 
     `content` is what the model sees (a plain string stands for one `TextBlock`); `details` is any Python
     object, never sent, kept for the user (the DataFrame stays a DataFrame); `is_error` tells the model the
-    call failed; `terminate` asks the loop to stop when every result of the batch asks for it.
+    call failed; `terminate` asks the loop to stop when every result of the batch asks for it;
+    `presentation` is what the view shows beside the result and the model never sees (`Presentation`s).
     """
 
     content: list[ContentBlock] = field(default_factory=list)
@@ -253,8 +275,13 @@ class ToolResult:
     """True when the call failed: the model is told so."""
     terminate: bool = False
     """True to end the run after this batch (when every result of the batch says so)."""
+    presentation: list[Presentation] = field(default_factory=list)
+    """UI-only payloads (`Presentation`): rendered in the run's view, never sent to the model."""
 
     def __post_init__(self) -> None:
+        if self.presentation and not isinstance(self.presentation, list):
+            self.presentation = list(self.presentation) if not isinstance(self.presentation, Presentation) \
+                else [self.presentation]
         content = self.content
         if type(content) is list:
             for block in content:

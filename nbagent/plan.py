@@ -19,7 +19,8 @@ from typing import Any, Callable, Iterable
 
 from .tools import Tool, as_tool
 
-__all__ = ["CAPABILITY_MODES", "Toolset", "ToolPlan", "build_plan", "prepare_sources"]
+__all__ = ["CAPABILITY_MODES", "Toolset", "ToolPlan", "build_plan", "namespace_notes", "prepare_sources",
+           "with_namespaces"]
 
 log = logging.getLogger("nbagent.plan")
 
@@ -69,6 +70,13 @@ class ToolPlan:
     """Names of deferred tools loaded in this run (shared with the run: loading persists across turns)."""
     resolver: Callable[[str], Tool | None] | None = None
     """The agent's own fallback for names that are nowhere else."""
+    resolved: dict[str, Tool] = field(default_factory=dict)
+    """Tools the resolver found in this run (shared with the run: they are offered in its later requests)."""
+    capabilities: frozenset[str] = CAPABILITY_MODES["all"]
+    """What the capability mode keeps (a resolved tool passes the same filters as every other)."""
+    allowed_tools: tuple[str, ...] | None = None
+    refused: dict[str, str] = field(default_factory=dict)
+    """Names the resolver found a tool for that the session does not allow, and why."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -87,9 +95,16 @@ class ToolPlan:
             try:
                 found = self.resolver(name)
             except Exception:
+                log.exception("tool_resolver failed for %r (treated as not found)", name)
                 found = None
             if found is not None:
-                return as_tool(found)
+                found = as_tool(found)
+                why = _refusal(found, self.capabilities, self.allowed_tools)
+                if why is not None:
+                    self.refused[name] = why
+                    return None
+                self.resolved[found.name] = found
+                return found
         return None
 
     def available(self) -> list[str]:
@@ -108,6 +123,15 @@ async def prepare_sources(sources: Iterable[Any], run: Any = None) -> None:
                 log.exception("preparing the toolset %r failed (its tools may be missing this turn)", source)
 
 
+def _refusal(t: Tool, capabilities: frozenset[str], allowed_tools: tuple[str, ...] | None) -> str | None:
+    """Why the session's filters leave a tool out (None: they keep it)."""
+    if t.capability not in capabilities:
+        return f"this session's capability mode leaves out {t.capability} tools"
+    if not _allowed(t.name, allowed_tools):
+        return "it is not among this session's allowed_tools"
+    return None
+
+
 def _allowed(name: str, patterns: tuple[str, ...] | None) -> bool:
     if patterns is None:
         return True
@@ -123,6 +147,7 @@ def build_plan(
     loaded: set[str] | None = None,
     builtins: Iterable[Tool] = (),
     resolver: Callable[[str], Tool | None] | None = None,
+    resolved: dict[str, Tool] | None = None,
 ) -> ToolPlan:
     """Build this turn's plan from the sources (tools, functions, `Toolset`s) and the built-ins."""
     capabilities = CAPABILITY_MODES[capability_mode]
@@ -145,17 +170,43 @@ def build_plan(
                 add(as_tool(item))
         else:
             add(as_tool(source))
+    resolved = resolved if resolved is not None else {}
+    for t in list(resolved.values()):  # found by the resolver earlier in the run: offered from then on
+        if t.name not in catalog:
+            add(t)
     for t in builtins:
         catalog[t.name] = t  # built-ins are never filtered out (submit_result must stay callable)
 
-    offered = [t for t in catalog.values() if not t.defer_loading or t.name in loaded]
-    hidden = [t for t in catalog.values() if t.defer_loading and t.name not in loaded]
+    offered = [t for t in catalog.values() if not t.defer_loading or t.name in loaded or t.name in resolved]
+    hidden = [t for t in catalog.values() if t.defer_loading and t.name not in loaded and t.name not in resolved]
     if hidden and SEARCH_TOOL_NAME not in catalog:
         search = make_search_tool(catalog, loaded)
         catalog[search.name] = search
         offered.append(search)
     offered.sort(key=lambda t: t.sort_key or t.name)
-    return ToolPlan(tuple(offered), {t.name: t for t in offered}, catalog, loaded, resolver)
+    return ToolPlan(tuple(offered), {t.name: t for t in offered}, catalog, loaded, resolver, resolved,
+                    capabilities, allowed_tools)
+
+
+def namespace_notes(tools: Iterable[Tool]) -> str | None:
+    """What the model reads about the tool groups it is offered: one line per namespace that has a
+    description, in name order (the same bytes turn after turn while the offered tools stay the same)."""
+    about: dict[str, str] = {}
+    for t in tools:
+        if t.namespace and t.namespace_description and t.namespace not in about:
+            about[t.namespace] = " ".join(t.namespace_description.split())
+    if not about:
+        return None
+    lines = [f"- `{ns}__*`: {about[ns]}" for ns in sorted(about)]
+    return "Tool groups (tools are named `group__tool`):\n" + "\n".join(lines)
+
+
+def with_namespaces(instructions: str | None, tools: Iterable[Tool]) -> str | None:
+    """The instructions a request carries: the agent's, then the notes on the offered tools' namespaces."""
+    notes = namespace_notes(tools)
+    if notes is None:
+        return instructions
+    return f"{instructions}\n\n{notes}" if instructions else notes
 
 
 _WORD_RE = re.compile(r"[a-z0-9]+")

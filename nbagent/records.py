@@ -69,7 +69,7 @@ class CallRecord:
         "id", "name", "call", "turn", "index", "tool", "raw_arguments", "arguments", "partial_arguments",
         "repairs", "result", "message", "status", "decision", "activity", "completed_activity",
         "started_at", "finished_at", "_progress", "progress_count", "fraction", "_output_tail", "_errors",
-        "_hook_errors", "wire_format", "__weakref__",
+        "_hook_errors", "wire_format", "approval_waited", "__weakref__",
     )
 
     def __init__(self, call: ToolCall, turn: int = 0, index: int = 0,
@@ -89,6 +89,8 @@ class CallRecord:
         self.message: ToolResultMessage | None = None
         self.status: str = "pending"
         self.decision: Decision | None = None
+        self.approval_waited: float | None = None
+        """Seconds the call had waited for a decision when the last "still waiting" notice was given."""
         self.activity: str = f"Calling {call.name}"
         self.completed_activity: str | None = None
         self.started_at: float = time.monotonic()

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import reprs, sanitize
 from .messages import AssistantMessage, ImageBlock, TextBlock, UserMessage
+from .render_live import (approval_notice_html, presentation_html, presentation_text, processes_html,
+                          processes_text, steered_html)
 from .render_usage import compaction_html, context_text, cost_text, gauge_html, tokens_text
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -526,6 +528,7 @@ def call_inner_html(
             notes.append(_esc(problem))
     if notes:
         parts.append(f'<div class="nba-sub nba-note">{" · ".join(notes)}</div>')
+    parts.append(approval_notice_html(rec))
     if output and rec is not None and rec.progress_count and rec.output_tail.total:
         text = rec.output_tail.text
         cut = rec.output_tail.total - len(text)
@@ -545,6 +548,7 @@ def call_inner_html(
                 parts.append(f'<div class="nba-sub">{result_html(rec.result, index=index)}</div>')
         elif status == "ok":
             parts.append(f'<div class="nba-sub">{result_html(rec.result, index=index)}</div>')
+        parts.append(presentation_html(rec.result.presentation, markdown_html))
     return "".join(parts)
 
 
@@ -615,7 +619,8 @@ def header_html(run: AgentRun, *, waiting: int = 0, live: bool = False, stopped:
     return (f'<div class="{cls}"><span class="nba-brand">nbagent</span>{_pill(status, text)}'
             f'<span class="nba-model">{_esc(run.model.spec)}</span>'
             f'<span class="nba-chip">{_esc(run.agent.mode)} mode</span>{_tools_chip(run)}{_sandbox_chip(run)}'
-            f'<span class="nba-stats">{_esc(" · ".join(stats))}</span>{gauge_html(run)}{cost_html}{stale}</div>')
+            f'<span class="nba-stats">{_esc(" · ".join(stats))}</span>{gauge_html(run)}{cost_html}{stale}</div>'
+            + processes_html(run))
 
 
 def _is_builtin(tool: Any) -> bool:
@@ -623,9 +628,15 @@ def _is_builtin(tool: Any) -> bool:
     return module.startswith(("nbagent.toolbox", "nbagent.jupyter.kernel_tools", "nbagent.jupyter.notebook_tools"))
 
 
+def _run_tools(run: AgentRun) -> list[Any]:
+    """The run's tool catalogue (its own, else its agent's)."""
+    own = getattr(run, "tools", None)
+    return list(own) if isinstance(own, list) else list(getattr(run.agent, "tools", []) or [])
+
+
 def tools_summary(run: AgentRun) -> tuple[str, str]:
     """What tools the run was offered: a short form ("tools: add + 15 built-in") and every name."""
-    tools = [t for t in getattr(run.agent, "tools", []) if getattr(t, "name", None)]
+    tools = [t for t in _run_tools(run) if getattr(t, "name", None)]
     if not tools:
         return "no tools", "This run was offered no tools."
     own = [t.name for t in tools if not _is_builtin(t)]
@@ -647,7 +658,7 @@ def _tools_chip(run: AgentRun) -> str:
 def _sandbox_chip(run: AgentRun) -> str:
     """What the shell's commands run in, for runs that have a shell: "sandbox: workspace-write", or a
     warning that there is none (with the reason on hover)."""
-    if not any(getattr(t, "name", None) == "shell" for t in run.agent.tools):
+    if not any(getattr(t, "name", None) == "shell" for t in _run_tools(run)):
         return ""
     from .sandbox import sandbox_backend, sandbox_policy
 
@@ -745,6 +756,7 @@ def run_html(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
     waits = waits or {}
     parts = [prompt_html(run.prompt, len(run.messages) - len(run.new_messages))]
     by_id = {c.id: (i, c) for i, c in enumerate(run.calls)}
+    steered = {e.text for e in getattr(run, "events", ()) if getattr(e, "kind", "") == "steered"}
     for msg in shown_items(run):
         if not isinstance(msg, (AssistantMessage, UserMessage)):
             parts.append(compaction_html(msg))
@@ -757,7 +769,8 @@ def run_html(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
                     i, rec = found
                     parts.append(_call_div(rec, i, frozen, waits.get(rec.id)))
         elif isinstance(msg, UserMessage):
-            parts.append(f'<div class="nba-history">{_esc(one_line(msg.text, 200))}</div>')
+            parts.append(steered_html(one_line(msg.text, 200)) if msg.text in steered
+                         else f'<div class="nba-history">{_esc(one_line(msg.text, 200))}</div>')
     committed = {c.id for m in shown_items(run) if isinstance(m, AssistantMessage) for c in m.tool_calls}
     for i, rec in enumerate(run.calls):  # calls of a response still in flight
         if rec.id not in committed:
@@ -802,6 +815,10 @@ def call_text(rec: CallRecord, *, frozen: bool = False, waited: float | None = N
         out += f"  ({rec.decision})"
     if rec.done and rec.result is not None and rec.status != "denied":
         out += f"\n    -> {one_line(rec.result.text, 150)}"
+        for line in presentation_text(rec.result.presentation):
+            out += "\n" + line
+    elif rec.status == "waiting_for_approval" and getattr(rec, "approval_waited", None):
+        out += f"\n    still waiting for your approval ({seconds(rec.approval_waited)})"
     return sanitize.terminal_safe(out)
 
 
@@ -830,6 +847,10 @@ def run_text(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
     for rec in run.calls:
         waited = (waits or {}).get(rec.id)
         lines.extend("  " + line for line in call_text(rec, frozen=frozen, waited=waited).splitlines())
+    lines.extend(processes_text(run))
+    for event in getattr(run, "events", ()):
+        if getattr(event, "kind", "") == "steered":
+            lines.append(f"  you, while it ran: {one_line(event.text, 200)}")
     if _answer(run):
         lines.append("  answer: " + one_line(_answer(run), 400))
     if run.error is not None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from . import render
-from .context import SANDBOX_POLICIES, Constraints
+from .context import SANDBOX_POLICIES, Constraints, RunScope
 from .errors import ConfigurationError
 from .events import Event
 from .execution import CallEnvironment
@@ -35,7 +35,7 @@ from .plan import CAPABILITY_MODES
 from .providers import Model, load_model
 from .records import CallRecord
 from .results import DEFAULT_MAX_RESULT_CHARS
-from .tools import Tool, as_tool
+from .tools import Tool, ToolDefinitionError, as_tool
 
 __all__ = ["Agent", "AgentRun"]
 
@@ -58,7 +58,9 @@ class Agent:
             or `"allow"` / `"deny"`. Without one, `NBAGENT_APPROVAL` decides, else such calls are denied.
         max_turns: the most model requests one run makes.
         hooks: `Hooks(before_tool_call=..., after_tool_call=..., tool_result_persist=...)`.
-        output_type: a type the run must produce by calling `submit_result` (`run.output` is the value).
+        output_type: a type the run must produce by calling `submit_result` (`run.output` is the value), or a
+            JSON Schema dict (`run.output` is then the submitted JSON value). The submit tool is sent strict
+            where the provider supports strict tool schemas.
         workspace: the directory file tools are confined to (default: the working directory when the agent
             is made).
         cwd: the working directory tools get in their context (default: the workspace).
@@ -83,6 +85,15 @@ class Agent:
         mcp_servers: MCP servers whose tools the runs get (`SERVER__TOOL`): the `mcpServers` mapping other MCP
             clients use (`{"time": {"command": "mcp-server-time"}, "web": {"url": "..."}}`), a path to such
             a JSON file, or an `nbagent.mcp.MCPServers`. See `nbagent.mcp`.
+        execution_mode: "sequential" runs every batch of calls in order, one call after the other, whatever
+            its tools say (default "parallel": a batch runs concurrently unless one of its tools is sequential).
+        timeout: seconds one run may take: then it is cancelled (its calls get "cancelled" results, the
+            transcript stays valid) and `run.stop_reason` says it timed out.
+        session_timeout: seconds all the runs of this agent may take together: a run is cancelled the same way
+            when the total would pass it, and a run started after that ends at once.
+        approval_notice_after: seconds a call may wait for a person's decision before the run says it is still
+            waiting (an `ApprovalStillWaiting` event the view shows; said again each time the wait doubles;
+            None: never).
     """
 
     def __init__(
@@ -112,6 +123,10 @@ class Agent:
         context_window: int | None = None,
         compaction: bool | float | CompactionSettings = True,
         mcp_servers: Any = None,
+        execution_mode: str = "parallel",
+        timeout: float | None = None,
+        session_timeout: float | None = None,
+        approval_notice_after: float | None = 5.0,
     ) -> None:
         if mode not in MODES:
             raise ConfigurationError(f"unknown mode {mode!r}; choose one of: {', '.join(MODES)}")
@@ -127,6 +142,18 @@ class Agent:
             raise ConfigurationError(f"max_cost is US dollars (a number >= 0) or None, not {max_cost!r}")
         if context_window is not None and not (isinstance(context_window, int) and context_window > 0):
             raise ConfigurationError(f"context_window is a number of tokens (a positive integer), not {context_window!r}")
+        for label, value in (("timeout", timeout), ("session_timeout", session_timeout),
+                             ("approval_notice_after", approval_notice_after)):
+            if value is not None and not (isinstance(value, (int, float)) and value > 0):
+                raise ConfigurationError(f"{label} is a number of seconds (> 0) or None, not {value!r}")
+        self.timeout = timeout
+        self.session_timeout = session_timeout
+        self.session_elapsed = 0.0
+        """Seconds this agent's finished runs took together (what `session_timeout` counts)."""
+        self.approval_notice_after = approval_notice_after
+        if execution_mode not in ("parallel", "sequential"):
+            raise ConfigurationError(f"execution_mode is 'parallel' or 'sequential', not {execution_mode!r}")
+        self.execution_mode = execution_mode
         self.max_cost = max_cost
         self.context_window = context_window
         try:
@@ -140,6 +167,11 @@ class Agent:
         self.instructions = instructions
         self.max_turns = max_turns
         self.hooks = hooks if hooks is not None else Hooks()
+        if output_type is not None:
+            try:
+                make_submit_tool(output_type)  # a bad type or schema is said now, not at the first run
+            except ToolDefinitionError as exc:
+                raise ConfigurationError(f"output_type: {exc}") from None
         self.output_type = output_type
         # The workspace is fixed when the agent is made (not re-read from the working directory at each run),
         # so code that changes the working directory cannot move the file tools' boundary.
@@ -225,11 +257,16 @@ class Agent:
         history: Sequence[Message] | AgentRun | None = None,
         on_event: Callable[[Event], Any] | None = None,
         previous: AgentRun | None = None,
+        output_type: Any = None,
+        tools: Iterable[Any] | None = None,
     ) -> AgentRun:
         """Start a run as a task on the running event loop and return it at once (`await run` finishes it).
 
         `previous`: the run this one follows when `history` is given as messages (its conversation's usage
-        and cost, and its measure of the context after a compaction, carry over)."""
+        and cost, and its measure of the context after a compaction, carry over). `output_type`: this run
+        must finish through `submit_result` with a value of that type (a Python type, or a JSON Schema dict),
+        instead of the agent's. `tools`: this run's own tool catalogue, instead of the agent's (tools,
+        functions, `Toolset`s; `[*agent.tools, extra]` adds to them)."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -239,7 +276,8 @@ class Agent:
             ) from None
         stored = self.session_id is not None and history is None
         run = AgentRun(self, prompt, history=self.conversation if stored else history, loop=loop,
-                       before=self.conversation_spend if stored else None, previous=previous)
+                       before=self.conversation_spend if stored else None, previous=previous,
+                       output_type=output_type, tools=tools)
         if stored:
             self._record(run)
         if on_event is not None:
@@ -267,9 +305,12 @@ class Agent:
         *,
         history: Sequence[Message] | AgentRun | None = None,
         on_event: Callable[[Event], Any] | None = None,
+        output_type: Any = None,
+        tools: Iterable[Any] | None = None,
     ) -> AgentRun:
-        """Run to the end and return the finished run (raises the run's error if it failed)."""
-        run = self.start(prompt, history=history, on_event=on_event)
+        """Run to the end and return the finished run (raises the run's error if it failed). `output_type`
+        and `tools` as for `start`."""
+        run = self.start(prompt, history=history, on_event=on_event, output_type=output_type, tools=tools)
         return await run
 
     def run_sync(
@@ -278,6 +319,8 @@ class Agent:
         *,
         history: Sequence[Message] | AgentRun | None = None,
         on_event: Callable[[Event], Any] | None = None,
+        output_type: Any = None,
+        tools: Iterable[Any] | None = None,
     ) -> AgentRun:
         """Run to the end from synchronous code (where no event loop is running)."""
         try:
@@ -289,7 +332,7 @@ class Agent:
                 "run_sync() cannot be used while an event loop is running (as in a notebook): "
                 "use `await agent.run(...)` or `agent.start(...)`"
             )
-        return asyncio.run(self.run(prompt, history=history, on_event=on_event))
+        return asyncio.run(self.run(prompt, history=history, on_event=on_event, output_type=output_type, tools=tools))
 
     def map(self, inputs: Any, prompt: Any, **options: Any) -> Any:
         """One run per input, bounded and rate-limited, returned at once as a `BatchRun` (`await` it).
@@ -402,6 +445,8 @@ class AgentRun:
         compact_only: bool = False,
         before: Spend | None = None,
         previous: AgentRun | None = None,
+        output_type: Any = None,
+        tools: Iterable[Any] | None = None,
     ) -> None:
         if agent.model is None:
             raise ConfigurationError("this agent has no model: pass Agent(model=...), e.g. 'openai:gpt-4.1' or a ScriptedModel")
@@ -430,7 +475,16 @@ class AgentRun:
         self.context_window: int | None = context_window(self.model, agent.context_window)
         """The model's context window in tokens (None: unknown)."""
         self.cancellation = self._state.cancellation
-        self.output_tool = make_submit_tool(agent.output_type) if agent.output_type is not None else None
+        self.tools: list[Any] = agent.tools if tools is None else [t if _is_source(t) else as_tool(t) for t in tools]
+        """The tools and toolsets this run's plan is built from (the agent's, unless the run has its own)."""
+        if tools is not None:
+            _check_unique([t for t in self.tools if isinstance(t, Tool)])
+        self.output_type = output_type if output_type is not None else agent.output_type
+        """What the run must submit (None: a text answer)."""
+        try:
+            self.output_tool = make_submit_tool(self.output_type) if self.output_type is not None else None
+        except ToolDefinitionError as exc:
+            raise ConfigurationError(f"output_type: {exc}") from None
         self.builtin_tools: tuple[Tool, ...] = (self.output_tool,) if self.output_tool is not None else ()
         workspace = agent.workspace or Path.cwd()
         self.cwd = agent.cwd or workspace
@@ -441,7 +495,10 @@ class AgentRun:
         self.extensions = agent.extensions
         self.max_result_chars = agent.max_result_chars
         self.instructions = self._instructions()
+        self.scope = RunScope(self._state.emit)
+        """What lives as long as the run (its background processes): closed when the run ends."""
         self._task: asyncio.Task | None = None
+        self._deadline: asyncio.TimerHandle | None = None
 
     def _instructions(self) -> str | None:
         instructions = self.agent.instructions
@@ -455,9 +512,12 @@ class AgentRun:
             policy=self.policy, hooks=self.hooks, emit=state.emit, cancellation=state.cancellation,
             constraints=self.constraints, cwd=self.cwd, extensions=self.extensions,
             max_result_chars=self.max_result_chars, loop=self.loop, run_id=self.id,
+            agent_name=agent.name, session_id=agent.session_id, scope=self.scope,
+            approval_notice_after=agent.approval_notice_after,
+            sequential=agent.execution_mode == "sequential",
         )
         return RunSettings(
-            model=self.model, env=env, sources=agent.tools, builtins=self.builtin_tools,
+            model=self.model, env=env, sources=self.tools, builtins=self.builtin_tools,
             instructions=self.instructions, max_turns=agent.max_turns, capability_mode=agent.capability_mode,
             allowed_tools=agent.allowed_tools, resolver=agent.tool_resolver, model_settings=agent.model_settings,
             structured=self.output_tool is not None, handle=self, window=self.context_window,
@@ -570,6 +630,15 @@ class AgentRun:
         return self._state.loaded_tools
 
     @property
+    def processes(self) -> list[Any]:
+        """The background processes the run's shell started (`BackgroundProcess`: command, status, output),
+        in order; every one still running is stopped when the run ends."""
+        from .toolbox._background import ProcessRegistry
+
+        registry = self.scope.find(ProcessRegistry)
+        return list(registry.processes.values()) if registry is not None else []
+
+    @property
     def started_at(self) -> float:
         return self._state.started_at
 
@@ -582,7 +651,51 @@ class AgentRun:
         assert self.loop is not None
         self._task = self.loop.create_task(drive(self._settings(), self._state), name=f"nbagent-run-{id(self):x}")
         _ACTIVE_RUNS.add(self)
-        self._task.add_done_callback(lambda _: _ACTIVE_RUNS.discard(self))
+        self._task.add_done_callback(self._ended)
+        limit, why = self._time_limit()
+        if limit is not None:
+            self._deadline = self.loop.call_later(limit, self._time_out, why)
+
+    def _time_limit(self) -> tuple[float | None, str]:
+        """The seconds this run may take, and what sets them (the run's timeout or what is left of the
+        session's)."""
+        agent = self.agent
+        limit, why = agent.timeout, f"the run took longer than timeout={agent.timeout:g} s" if agent.timeout else ""
+        if agent.session_timeout is not None:
+            left = max(0.0, agent.session_timeout - agent.session_elapsed)
+            if limit is None or left < limit:
+                limit, why = left, f"the agent's runs reached session_timeout={agent.session_timeout:g} s"
+        return limit, why
+
+    def _time_out(self, why: str) -> None:
+        if self.done:
+            return
+        self._state.stop_reason = f"timeout: {why}"
+        self.cancel(f"timeout: {why}")
+
+    def _ended(self, _task: Any) -> None:
+        _ACTIVE_RUNS.discard(self)
+        if self._deadline is not None:
+            self._deadline.cancel()
+        self.agent.session_elapsed += self.elapsed
+
+    def steer(self, text: str | Sequence[ContentBlock] | UserMessage) -> bool:
+        """Send a message into the running run: it joins the transcript at the next turn boundary (once the
+        calls in flight have their results; or right after the model's answer, which then does not end the
+        run), as a user message, and the model reads it in its next request. Safe from any thread. Returns
+        False when the run is over (start another run instead)."""
+        if self.done or self._task is None:
+            return False
+        if isinstance(text, str) and not text.strip():
+            raise ValueError("a steering message needs some text")
+        message = text if isinstance(text, UserMessage) else UserMessage(text if isinstance(text, str) else list(text))
+        self._state.steering.append(message)
+        return True
+
+    @property
+    def steering(self) -> list[UserMessage]:
+        """Messages sent with `steer()` that have not joined the transcript yet."""
+        return list(self._state.steering)
 
     @property
     def done(self) -> bool:

@@ -35,6 +35,7 @@ CALLS = {
     "shell": ({"command": "git status"}, {"command": "git status; rm -rf ~"}),
     "python": ({"code": "print(1)"}, {"code": "print(1); import shutil; shutil.rmtree('/')"}),
     "run_cell": ({"cell_id": "abc"}, {"cell_id": "abc"}),
+    "process": ({"action": "write", "id": "p1", "input": "ls\n"}, {"action": "write", "id": "p1", "input": "rm -rf ~\n"}),
     "insert_cell": ({"source": "x = 1"}, {"source": "y = 2"}),
     "edit_cell": ({"cell_id": "abc", "source": "x = 1"}, {"cell_id": "def", "source": "y"}),
     "delete_cell": ({"cell_id": "abc"}, {"cell_id": "def"}),

@@ -113,3 +113,27 @@ def test_tool_resolver_is_the_last_resort():
 
     r = Agent(model=model, tools=[look], tool_resolver=resolver).run_sync("x")
     assert r.calls[0].status == "ok" and r.calls[0].result.text == "late 1"
+
+
+def test_namespace_description_reaches_the_model():
+    @tool(namespace="gh", namespace_description="GitHub: issues and pull requests of the current repository",
+          read_only=True)
+    def open_issue(title: str) -> str:
+        return "opened"
+
+    @tool(namespace="db", read_only=True)
+    def query(sql: str) -> str:
+        return "rows"
+
+    run = Agent(model=ScriptedModel(["done"]), tools=[open_issue, query, look], instructions="Be brief.").run_sync("x")
+    sent = run.requests[0].instructions
+    assert sent.startswith("Be brief.\n\n")
+    assert "`gh__*`: GitHub: issues and pull requests of the current repository" in sent
+    assert "db__" not in sent  # no description, no line
+
+
+def test_deferred_namespace_description_appears_once_its_tools_are_offered():
+    model = ScriptedModel([calls(call("search_tools", query="select:gh__create_issue")), "done"])
+    run = Agent(model=model, tools=[create_issue]).run_sync("x")
+    assert run.requests[0].instructions is None
+    assert "`gh__*`: GitHub" in run.requests[1].instructions

@@ -139,6 +139,9 @@ class AgentMagics(Magics):
                    "from NBAgent.mcp_servers and the workspace's .mcp.json); --mcp none: no MCP tools.")
     @argument("--mcp-list", action="store_true",
               help="show the MCP servers: their state and their tools (starting those not started); no prompt.")
+    @argument("--steer", action="store_true",
+              help="send the text into the latest run that is still going, instead of starting a run: it joins "
+                   "at the run's next turn (the live view has a box for the same).")
     @argument("--map", metavar="VAR",
               help="run the prompt once per item of the notebook variable VAR (a list, any iterable, or a DataFrame: "
                    "one item per row), the prompt a template such as 'Label: {text}' ({item} is the whole item); "
@@ -191,6 +194,10 @@ class AgentMagics(Magics):
 
             kept = self.session.notebook_runs
             return RunList(kept, kept.live_runs())
+        if args.steer:
+            from .steering import steer_latest
+
+            return steer_latest(self.session.notebook_runs, prompt)
         mcp = None if args.mcp is None else [n.strip() for n in args.mcp.split(",") if n.strip() not in ("", "none")]
         if args.mcp_list:
             return self.session.agents.mcp_list(mcp)

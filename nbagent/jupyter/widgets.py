@@ -35,6 +35,7 @@ from .approval import PendingApproval
 from .approval_panel import grant_label as _grant_label  # noqa: F401 - the name tests import from here
 from .call_row import LIVE, CallRow
 from .capture import close_figure, is_figure
+from .steering import SteerBox
 from .throttle import Throttle
 from .widget_kit import html_part, make_button, set_traits, shared
 
@@ -130,7 +131,10 @@ class RunView:
         self._foot.layout = s.hidden
         style = html_part(f"<style>{render.css()}</style>")
         style.layout = s.hidden
-        self.widget = W.VBox([style, self._head, self._body, self._foot], layout=s.plain,
+        self.steer = SteerBox(run)  # steering: a message into the running run (nbagent.jupyter.steering)
+        if run.done:
+            self.steer.close()
+        self.widget = W.VBox([style, self._head, self._body, self.steer.widget, self._foot], layout=s.plain,
                              _dom_classes=("nba-view",))
         self.throttle = Throttle(self.loop, self._flush, rate)
         self._replay()
@@ -205,7 +209,7 @@ class RunView:
             row.record = rec
             row.name = rec.name
             self._mark(row)
-        elif kind in ("approval_requested", "approval_decided", "tool_call_finished"):
+        elif kind in ("approval_requested", "approval_decided", "tool_call_finished", "approval_still_waiting"):
             self._mark(self._row_of(event.call))
             if kind == "tool_call_finished":
                 result = event.call.result
@@ -216,6 +220,7 @@ class RunView:
             self._items.append(note)
             self._mark(note)
         elif kind == "run_finished":
+            self.steer.close()
             self._dirty.update(self._segments.values())
             self._dirty.update(self.rows)
             self._dirty.add("end")

@@ -58,7 +58,8 @@ _CONTEXT_LENGTH = re.compile(
     r"context[ _-]?length|context window|maximum context|prompt is too long|too many tokens|"
     r"input (?:token count|is too long)|exceeds? the (?:maximum|max)[^.]*tokens|tokens? (?:exceed|limit)|"
     r"reduce the length of the (?:messages|prompt)|string_above_max_length|request_too_large|"
-    r"too large for model|maximum (?:number of )?tokens|prompt[^.]*too long",
+    r"too large for model|maximum (?:number of )?tokens|prompt[^.]*too long|"
+    r"exceeds the available context size|exceed_context_size",  # llama.cpp's server
     re.I,
 )
 
@@ -147,7 +148,7 @@ def map_http_error(
     if status == 429:
         return RateLimitError(f"{where}: rate limited{said}", status=status, provider=provider, body=payload,
                               retry_after=retry_after)
-    if is_context_length_message(message) or kind in ("context_length_exceeded", "request_too_large"):
+    if is_context_length_message(message) or kind in ("context_length_exceeded", "request_too_large", "exceed_context_size_error"):
         if status < 500:
             return ContextLengthError(f"{where}: the request does not fit the model's context{said}",
                                       status=status, provider=provider, body=payload)

@@ -37,6 +37,7 @@ from ._common import (
 )
 from ._errors import stream_error
 from ._model import HTTPModel
+from ._schema import strict_schema
 from ._sse import ServerSentEvent, loads
 
 __all__ = ["OPENAI_ERROR_MAP", "ChatProfile", "OllamaModel", "OpenAIChatModel"]
@@ -229,7 +230,8 @@ def _map_tool(tool: Tool, names: ToolNames) -> dict[str, Any]:
     function: dict[str, Any] = {"name": names.wire(tool.name)}
     if tool.description:
         function["description"] = tool.description
-    function["parameters"] = tool.parameters
+    # strict mode demands every property required (optional ones nullable) and no additional properties
+    function["parameters"] = strict_schema(tool.parameters) if tool.strict else tool.parameters
     if tool.strict is not None:
         function["strict"] = tool.strict
     return {"type": "function", "function": function}

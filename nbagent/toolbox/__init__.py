@@ -14,7 +14,8 @@
 | `grep` | `pattern`, `path`, `glob`, `ignore_case`, `max_results` | lines matching a regex (in a worker process: a runaway pattern is stopped, Stop kills it) | read-only | the path searched, as a workspace glob |
 | `write_file` | `path`, `content` | writes a whole file | a file edit (acceptEdits allows) | the path, as a workspace glob |
 | `edit_file` | `path`, `old`, `new`, `replace_all` | replaces exact text once; returns a diff | a file edit | the path, as a workspace glob |
-| `shell` | `command`, `timeout` | a bash command in the workspace (git with hooks, fsmonitor, pagers forced off) | read-only commands auto-allowed, else asks | the command line, as a prefix |
+| `shell` | `command`, `timeout`, `background`, `yield_ms` | a bash command in the workspace (git with hooks, fsmonitor, pagers forced off); in the background, as a process of the run | read-only commands auto-allowed, else asks | the command line, as a prefix |
+| `process` | `action`, `id`, `input`, `eof`, `wait_ms`, `offset`, `limit` | the run's background processes: list, poll, log, write to stdin, kill (all stopped when the run ends) | list, poll and log auto-allowed; write and kill ask | (nothing) |
 
 Workspace globs (`nbagent.permissions.path_rule_matcher`): relative to the workspace, `*` within a
 segment, `**` across segments, a pattern without `/` matching a name at any depth (`.env`), a directory
@@ -44,7 +45,7 @@ repository), are never auto-allowed by acceptEdits.
 Two ways to get them:
 
 - `toolbox.all(workspace=None, *, namespace=None, runner=None, history=None, python_timeout=None)` makes
-  the ten tools as one fresh set. A `workspace` fixes the directory the file tools and `shell` are
+  the eleven tools as one fresh set. A `workspace` fixes the directory the file tools and `shell` are
   confined to; without one they use the agent's workspace (`Agent(workspace=...)`, by default the working
   directory when the agent was made). `namespace` (a dict) or `runner` (a `PythonRunner`) is where
   `python` runs code; `history` is a `HistorySource`. Left out, they come from the agent's typed
@@ -52,7 +53,7 @@ Two ways to get them:
 - Each tool is also importable by name (`from nbagent.toolbox import read_file, shell`): these are one
   shared set, made like `toolbox.all()` with nothing fixed.
 
-In a notebook, `nbagent.jupyter.kernel_tools.kernel_toolbox(shell, workspace)` makes the same ten tools
+In a notebook, `nbagent.jupyter.kernel_tools.kernel_toolbox(shell, workspace)` makes the same eleven tools
 running code in the kernel's namespace, with IPython's history.
 
 The workspace is a hard boundary: no mode, rule or approval lets a file tool reach outside it. Rule
@@ -74,12 +75,14 @@ from ._python import execution_result, make_namespace_tools
 from ._gitsafety import git_safety_env
 from ._readonly import READ_ONLY_COMMANDS, STRICT_READ_ONLY_COMMANDS, read_only_problem
 from ._runner import Execution, HistoryEntry, HistorySource, PythonRunner, RunnerHistory
+from ._background import BackgroundProcess, make_process_tool
 from ._shell import ShellResult, make_shell_tool
 from ._shellwords import pattern_matches as shell_pattern_matches
 from ._shellwords import suggest_pattern as shell_suggest_pattern
 from ._workspace import Workspace, WorkspaceError
 
 __all__ = [
+    "BackgroundProcess",
     "Binding",
     "Execution",
     "FileChange",
@@ -106,6 +109,7 @@ __all__ = [
     "inspect_variable",
     "list_files",
     "list_variables",
+    "process",
     "python",
     "read_file",
     "read_only_problem",
@@ -116,7 +120,7 @@ __all__ = [
 ]
 
 TOOL_NAMES = ("python", "list_variables", "inspect_variable", "history", "read_file", "list_files", "grep",
-              "write_file", "edit_file", "shell")
+              "write_file", "edit_file", "shell", "process")
 """The names of the built-in tools, in the order `all()` returns them."""
 
 
@@ -125,6 +129,7 @@ def _make(binding: Binding, python_timeout: float | None = None) -> dict[str, To
     tools.update(make_namespace_tools(binding, python_timeout=python_timeout))
     tools.update(make_file_tools(binding))
     tools["shell"] = make_shell_tool(binding)
+    tools["process"] = make_process_tool()
     return tools
 
 
@@ -136,7 +141,7 @@ def all(  # noqa: A001 - the public name is toolbox.all
     history: HistorySource | None = None,
     python_timeout: float | None = None,
 ) -> list[Tool]:
-    """The ten built-in tools as one fresh set (see the module docstring).
+    """The eleven built-in tools as one fresh set (see the module docstring).
 
     Args:
         workspace: the directory file tools and `shell` are confined to (default: the agent's workspace).
@@ -168,3 +173,4 @@ grep: Tool = _shared["grep"]
 write_file: Tool = _shared["write_file"]
 edit_file: Tool = _shared["edit_file"]
 shell: Tool = _shared["shell"]
+process: Tool = _shared["process"]

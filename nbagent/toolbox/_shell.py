@@ -238,15 +238,21 @@ def make_shell_tool(binding: Binding) -> Tool:
     async def shell(
         command: str,
         timeout: Annotated[float, Field(gt=0, le=MAX_TIMEOUT)] = DEFAULT_TIMEOUT,
+        background: bool = False,
+        yield_ms: Annotated[int, Field(gt=0, le=int(MAX_TIMEOUT * 1000))] | None = None,
         ctx: ToolContext = None,  # type: ignore[assignment]
     ) -> ToolResult:
         """Run a bash command line in the workspace directory and return its output and exit code.
         Use it for git, package managers, test runners and other programs; stdin is closed, so
-        interactive programs will not work.
+        interactive programs will not work (run them with background=True and write to them).
 
         Args:
             command: the command line, e.g. `git status` or `pytest -q tests/`.
-            timeout: seconds before the command (and everything it started) is stopped.
+            timeout: seconds before the command (and everything it started) is stopped (a background
+                command runs until it ends, is killed, or the run ends).
+            background: start it and return at once (servers, builds, training loops); the `process`
+                tool then polls its output, writes to its stdin and kills it. Stopped when the run ends.
+            yield_ms: wait this long for it; if it is still running then, it goes on in the background.
         """
         try:
             ws = binding.workspace_for(ctx)
@@ -273,6 +279,8 @@ def make_shell_tool(binding: Binding) -> Tool:
         auto = getattr(getattr(ctx, "decision", None), "source", None) == "read_only"
         env = _environment(keep_secrets=not auto and (not sandboxed or policy.network))
         env.update(prepared.env)
+        if background or yield_ms:  # the background mode: nbagent.toolbox._background
+            return await _start_background(ctx, command, prepared, env, ws, policy, sandboxed, timeout, yield_ms)
         started = time.monotonic()
         starting = asyncio.ensure_future(asyncio.create_subprocess_exec(
             *prepared.argv, cwd=str(ws.root), stdin=asyncio.subprocess.DEVNULL,
@@ -346,6 +354,26 @@ def make_shell_tool(binding: Binding) -> Tool:
     )
     tool_.badge = "runs code"  # the view's word for it; a read-only command is shown as read-only
     return tool_
+
+
+async def _start_background(ctx: Any, command: str, prepared: Any, env: dict[str, str], ws: Any, policy: Any,
+                            sandboxed: bool, timeout: float, yield_ms: int | None) -> ToolResult:
+    from ._background import start_background
+
+    sandbox = str(policy) if sandboxed else "none"
+
+    def finished(output: str, exit_code: int | None, duration: float) -> ToolResult:
+        details = ShellResult(command=command, exit_code=exit_code, stdout=output, stderr="", output=output,
+                              duration=duration, sandbox=sandbox)
+        return _result(details, timeout, False)
+
+    try:
+        return await start_background(ctx, command=command, argv=prepared.argv, cwd=str(ws.root), env=env,
+                                      prepared=prepared, sandbox=sandbox, yield_ms=yield_ms, exited=_exited,
+                                      foreground_result=finished)
+    except OSError as exc:
+        prepared.cleanup()
+        return ToolResult([TextBlock(f"the command could not be started ({exc})")], is_error=True)
 
 
 def _rule_matcher(pattern: str, args: Any, action: str = "allow") -> bool:

@@ -262,7 +262,7 @@ async def test_tools_offered_are_visible_and_only_tools_offers_just_those(shell)
     await run_cell(shell, "def double(x: int) -> int:\n    return 2 * x")
     await run_cell(shell, "run = %agent --model model --tools double --wait hi")
     run = shell.user_ns["run"]
-    assert "tools: double + 15 built-in" in run._repr_html_() and "tools: double + 15 built-in" in str(run)
+    assert "tools: double + 16 built-in" in run._repr_html_() and "tools: double + 16 built-in" in str(run)
     await run_cell(shell, "run = %agent --model model --new --only-tools double,read_file --wait hi")
     run = shell.user_ns["run"]
     assert sorted(t.name for t in run.agent.tools) == ["double", "read_file"]

@@ -1,0 +1,183 @@
+"""The shell's background mode and the `process` tool: start, poll, write to stdin, list, kill; inside the
+sandbox; every process gone when the run ends (done or cancelled) and when the interpreter exits."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall
+from nbagent.sandbox import sandbox_backend
+from tests.helpers import assert_valid
+from tests.toolbox.test_shell_tool import _gone, _marker, _running
+
+
+def script(*calls: tuple[str, dict]) -> ScriptedModel:
+    return ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name=n, arguments=a)]) for n, a in calls] + ["done"])
+
+
+def texts(run) -> list[str]:
+    return [c.result.text for c in run.calls]
+
+
+def test_start_poll_write_list_kill(tools, ws: Path) -> None:
+    marker = _marker(30)
+    command = f'echo ready; read line; echo "got $line"; sleep {marker}'
+    model = script(
+        ("shell", {"command": command, "background": True}),
+        ("process", {"action": "poll", "id": "p1", "wait_ms": 10_000}),
+        ("process", {"action": "write", "id": "p1", "input": "hello\n"}),
+        ("process", {"action": "poll", "id": "p1", "wait_ms": 10_000}),
+        ("process", {"action": "list"}),
+        ("process", {"action": "kill", "id": "p1"}),
+        ("process", {"action": "poll", "id": "p9"}),
+    )
+    run = Agent(model=model, tools=tools, mode="bypassPermissions", workspace=ws).run_sync("go")
+    started, first, wrote, second, listed, killed, unknown = texts(run)
+    assert "process p1" in started and run.calls[0].status == "ok"
+    assert "ready" in first and "still running" in first
+    assert "wrote 6 characters to p1" in wrote
+    assert "got hello" in second and "ready" not in second  # only what is new since the last poll
+    assert listed.startswith("p1 · running") and command in listed
+    assert "p1 stopped" in killed
+    assert run.calls[6].status == "error" and "no process 'p9'" in unknown
+    (proc,) = run.processes
+    assert proc.status == "killed" and "got hello" in proc.output
+    assert _gone(marker)
+    assert_valid(run)
+    # the run's view lists its processes (the live view's header is the same HTML)
+    html = run._repr_html_()
+    assert "background processes · none running" in html and "got hello" in html and "p1" in html
+    assert f"process p1 · killed, exit code {proc.exit_code}" in str(run)
+
+
+def test_every_process_is_stopped_when_the_run_ends(tools, ws: Path) -> None:
+    marker = _marker(31)
+    model = script(("shell", {"command": f"sleep {marker} & sleep {marker}", "background": True}))
+    run = Agent(model=model, tools=tools, mode="bypassPermissions", workspace=ws).run_sync("go")
+    assert run.status == "done"
+    assert run.processes[0].status == "killed"
+    assert _gone(marker)  # the command and the child it put in the background
+
+
+async def test_cancelling_the_run_stops_its_processes(tools, ws: Path) -> None:
+    marker = _marker(32)
+    model = ScriptedModel([
+        AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={"command": f"sleep {marker}", "background": True})]),
+        AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={"command": "sleep 30"})]),
+        "done",
+    ])
+    run = Agent(model=model, tools=tools, mode="bypassPermissions", workspace=ws).start("go")
+    for _ in range(500):
+        if _running(marker) and len(run.calls) == 2:
+            break
+        await asyncio.sleep(0.02)
+    assert _running(marker)
+    run.cancel()
+    await asyncio.wait_for(asyncio.shield(run._task), 30)
+    assert run.status == "cancelled"
+    assert await asyncio.to_thread(_gone, marker)
+    assert_valid(run)
+
+
+def test_yield_ms_returns_a_quick_command_as_usual(tools, ws: Path) -> None:
+    model = script(("shell", {"command": "echo quick", "yield_ms": 20_000}))
+    run = Agent(model=model, tools=tools, mode="bypassPermissions", workspace=ws).run_sync("go")
+    assert "quick" in texts(run)[0] and "exit code 0" in texts(run)[0]
+    assert run.processes == []
+
+
+def test_yield_ms_moves_a_long_command_to_the_background(tools, ws: Path) -> None:
+    marker = _marker(33)
+    model = script(("shell", {"command": f"echo early; sleep {marker}", "yield_ms": 300}),
+                   ("process", {"action": "poll", "id": "p1"}))
+    run = Agent(model=model, tools=tools, mode="bypassPermissions", workspace=ws).run_sync("go")
+    first, poll = texts(run)
+    assert "still running after 300 ms" in first and "process p1" in first
+    assert "[p1: still running]" in poll
+    assert "early" in run.processes[0].output
+    assert _gone(marker)
+
+
+def test_background_commands_run_in_the_sandbox(tools, ws: Path, outside: Path) -> None:
+    if not sandbox_backend().available:
+        import pytest
+
+        pytest.skip(f"no OS sandbox here: {sandbox_backend().reason}")
+    target = outside / "escaped.txt"
+    model = script(("shell", {"command": f"echo x > {target}; echo inside > mine.txt", "yield_ms": 20_000}))
+    run = Agent(model=model, tools=tools, mode="bypassPermissions", workspace=ws).run_sync("go")
+    assert not target.exists()
+    assert (ws / "mine.txt").read_text() == "inside\n"
+    assert run.calls[0].result.details.sandbox == "workspace-write"
+
+
+def test_poll_list_and_log_are_read_only_write_and_kill_ask(tools, ws: Path) -> None:
+    marker = _marker(34)
+    asked: list[str] = []
+
+    def approver(request) -> bool:
+        asked.append(f"{request.call.name}:{request.call.arguments.get('action', '')}")
+        return True
+
+    model = script(("shell", {"command": f"cat; sleep {marker}", "background": True}),
+                   ("process", {"action": "list"}), ("process", {"action": "poll", "id": "p1"}),
+                   ("process", {"action": "log", "id": "p1"}),
+                   ("process", {"action": "write", "id": "p1", "input": "x\n"}),
+                   ("process", {"action": "kill", "id": "p1"}))
+    run = Agent(model=model, tools=tools, approver=approver, workspace=ws).run_sync("go")
+    assert asked == ["shell:", "process:write", "process:kill"]
+    assert all(c.status == "ok" for c in run.calls)
+    assert _gone(marker)
+
+
+def test_read_only_capability_mode_leaves_the_process_tool_out(tools, ws: Path) -> None:
+    run = Agent(model=ScriptedModel(["done"]), tools=tools, capability_mode="read-only", workspace=ws).run_sync("go")
+    assert "process" not in run.requests[0].tools and "shell" not in run.requests[0].tools
+
+
+def _interpreter_with_a_process(ws: Path, marker: str, ending: str, sandbox: str = "workspace-write"
+                                ) -> subprocess.CompletedProcess:
+    """A Python process whose run started `sleep marker` in the background and is still going when the
+    interpreter ends with `ending`."""
+    code = textwrap.dedent(f"""
+        import asyncio, sys
+        from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, toolbox
+        model = ScriptedModel([
+            AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={{"command": "sleep {marker}", "background": True}})]),
+            AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={{"command": "sleep 20"}})]),
+            "done"])
+        agent = Agent(model=model, tools=toolbox.all(workspace={str(ws)!r}), mode="bypassPermissions",
+                      workspace={str(ws)!r}, sandbox={sandbox!r})
+        loop = asyncio.new_event_loop()
+        async def main():
+            run = agent.start("go")
+            while len(run.calls) < 2:
+                await asyncio.sleep(0.02)
+            print("RUNNING", flush=True)
+        loop.run_until_complete(main())
+        {ending}
+    """)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+
+
+def test_processes_left_running_die_with_the_interpreter(ws: Path) -> None:
+    marker = _marker(35)
+    # the run is still in flight: only the exit handler can stop its process
+    out = _interpreter_with_a_process(ws, marker, "sys.exit(0)")
+    assert "RUNNING" in out.stdout, out.stderr
+    assert _gone(marker)
+
+
+def test_a_command_dies_with_an_interpreter_killed_outright(ws: Path) -> None:
+    # no exit handler runs: Linux kills the command itself (PR_SET_PDEATHSIG); shown without a sandbox,
+    # where nothing else would
+    marker = _marker(36)
+    out = _interpreter_with_a_process(ws, marker, "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
+                                      sandbox="danger-full-access")
+    assert "RUNNING" in out.stdout and out.returncode == -9, out.stderr
+    assert _gone(marker)
