@@ -203,8 +203,36 @@ def _markdown() -> Any:
             return (f'<a class="nba-md-image" href="{self.safe_url(url)}" title="an image the model linked; '
                     f'not loaded">{_esc(shown)}</a>')
 
+        def block_code(self, code: str, info: str | None = None) -> str:
+            """A fenced block in its language's colours (Pygments, when it is installed and knows the
+            language named after the fence); plain, escaped text otherwise."""
+            lang = (info or "").strip().split(None, 1)[0] if info else ""
+            shown = _highlight(code, lang)
+            if shown is None:
+                return super().block_code(code, info)
+            return f"<pre><code>{shown}</code></pre>\n"
+
     return mistune.create_markdown(escape=True, renderer=Renderer(escape=True),
                                    plugins=["strikethrough", "table", "url"])
+
+
+def _highlight(code: str, lang: str) -> str | None:
+    """`code` as HTML spans with `hl-*` classes (render.css colours them), or None: no Pygments, or a
+    language it does not know. The spans carry classes only; the sanitizer still sees all of it."""
+    if not lang:
+        return None
+    try:
+        from pygments import highlight
+        from pygments.formatters import HtmlFormatter
+        from pygments.lexers import get_lexer_by_name
+        from pygments.util import ClassNotFound
+    except ImportError:  # pragma: no cover - Pygments comes with IPython
+        return None
+    try:
+        lexer = get_lexer_by_name(lang)
+    except ClassNotFound:
+        return None
+    return highlight(code, lexer, HtmlFormatter(nowrap=True, classprefix="hl-"))
 
 
 def markdown_html(text: str) -> str:

@@ -140,3 +140,10 @@ def test_the_progress_message_stays_while_the_tool_prints_and_the_answer_line_re
     assert "20% · Loading March" in shown
     assert render.plain_answer("**Revenue** is up by *3%* in `march`, see [the chart](http://x)") == (
         "Revenue is up by 3% in march, see the chart")
+
+
+def test_the_models_code_blocks_are_highlighted_and_stay_inert():
+    shown = render.markdown_html("```python\nimport os  # hi\n```\n\n```python\n</code></pre><img src=x onerror=alert(1)>\n```")
+    assert '<span class="hl-kn">import</span>' in shown and '<span class="hl-c1"># hi</span>' in shown
+    assert "<img" not in shown and "onerror" in shown  # code is text, whatever it spells
+    assert render.markdown_html("```\nplain\n```") == "<pre><code>plain\n</code></pre>\n"  # no language: as it was

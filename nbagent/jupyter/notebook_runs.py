@@ -100,6 +100,13 @@ class NotebookRuns:
             if exc is run.error:
                 one_line_error(exc)
             raise
+        finally:
+            # The view's last update (its static rendering in place of the widget) goes out now, while this
+            # cell still executes: a reader that hears only this cell's messages (nbclient) gets it too.
+            view = self._views.get(run)
+            throttle = getattr(view, "throttle", None)
+            if run.done and throttle is not None:
+                throttle.flush_now()
 
     def _ended(self, view: Any) -> None:
         """A run ended: every display of its view becomes the static rendering, and the widgets go."""

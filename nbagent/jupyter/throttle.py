@@ -52,6 +52,14 @@ class Throttle:
         self.sent += sent
         self._next = self.loop.time() + max(sent, 1) / self.rate
 
+    def flush_now(self) -> None:
+        """Run the pending flush at once (a cell that waited for the run wants its last update while it still
+        executes: its reader, nbclient say, hears only that cell's messages)."""
+        if self._handle is None or self.closed:
+            return
+        self._handle.cancel()
+        self._run()
+
     def close(self) -> None:
         """Stop scheduling flushes (a pending one is dropped)."""
         self.closed = True
