@@ -175,10 +175,21 @@ class KernelSession:
     def interrupt(self) -> None:
         self.km.interrupt_kernel()
 
+    def restart(self, timeout: float = 60) -> None:
+        """Restart the kernel and wait for it. The IOPub reader is stopped meanwhile: `wait_for_ready` reads
+        IOPub too, and two threads on one zmq socket abort the process (libzmq asserts)."""
+        self._stop.set()
+        self._reader.join(timeout=5)
+        self.km.restart_kernel(now=True)
+        self.kc.wait_for_ready(timeout=timeout)
+        self._stop = threading.Event()
+        self._reader = threading.Thread(target=self._read_iopub, name="iopub-reader", daemon=True)
+        self._reader.start()
+
     def shutdown(self) -> None:
         self._stop.set()
+        self._reader.join(timeout=5)  # before the sockets close: no thread may be polling one then
         try:
             self.kc.stop_channels()
         finally:
             self.km.shutdown_kernel(now=True)
-        self._reader.join(timeout=5)

@@ -39,8 +39,7 @@ def test_map_over_a_dataframe_shows_one_view_and_resumes_after_a_restart(tmp_pat
         updates = k.messages("update_display_data")
         assert any("3/3 items" in json.dumps(m["content"]["data"]) for m in updates)  # the static rendering
         batch_id = k.value("batch.id")
-        k.km.restart_kernel(now=True)
-        k.kc.wait_for_ready(timeout=60)
+        k.restart()
         k.execute("%load_ext nbagent")
         k.execute(SETUP)
         k.execute("again = %agent --map df --model echo --resume Ticket: {text}")

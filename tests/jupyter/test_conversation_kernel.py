@@ -54,8 +54,7 @@ def test_a_follow_up_keeps_the_model_tools_and_mode_of_the_conversation_also_aft
         fresh = k.execute("%agent --new fresh", check=False)
         assert "No model is configured" in _text(fresh)
 
-        k.km.restart_kernel(now=True)
-        k.kc.wait_for_ready(timeout=60)
+        k.restart()
         k.execute("%load_ext nbagent")
         k.execute(ECHO)
         resumed = k.execute("run = %agent --resume --wait and now?", check=False)

@@ -40,8 +40,7 @@ def test_a_conversation_resumed_after_a_restart_sends_every_earlier_prompt(tmp_p
         for prompt in ("first", "second", "third"):
             k.execute(f"run = %agent --model echo --wait {prompt}")
         assert k.value("run.output") == "first | second | third"
-        k.km.restart_kernel(now=True)
-        k.kc.wait_for_ready(timeout=60)
+        k.restart()
         k.execute("%load_ext nbagent")
         k.execute(ECHO_MODEL)
         listing = k.execute("%agent --sessions")
@@ -74,8 +73,7 @@ def test_a_kernel_killed_mid_batch_resumes_with_the_call_interrupted(tmp_path: P
         k.wait_for("len(run.calls) == 2 and run.calls[1].status == 'running'", timeout=30)
         os.kill(k.km.provisioner.process.pid, signal.SIGKILL)  # the kernel dies mid-batch
         time.sleep(0.5)
-        k.km.restart_kernel(now=True)
-        k.kc.wait_for_ready(timeout=60)
+        k.restart()
         k.execute("%load_ext nbagent")
         out = k.execute("%agent --resume")
         assert "1 call that were in flight got an 'interrupted' result" in out["stdout"]
