@@ -28,9 +28,11 @@ Backends, chosen once per process by `sandbox_backend()`:
   containers): the same reads and writes, enforced by the kernel on every open (`nbagent.sandbox_linux`);
   hidden files and secret places are left out of its rules (refused, not empty); TCP off by Landlock and
   every other protocol by a seccomp filter; no capabilities (root's CAP_SYS_PTRACE would read other
-  processes' `/proc/<pid>/environ` past Landlock's ptrace scoping); no privileges needed. It cannot keep
-  protected paths read-only inside a writable workspace, and it has no PID namespace: processes left
-  running are found by a marker in their environment and stopped.
+  processes' `/proc/<pid>/environ` past Landlock's ptrace scoping); no privileges needed. A right on a
+  directory holds for all beneath it, so protected paths stay read-only by leaving them and every directory
+  above them (the workspace's top level) out of the writable trees: below the top level is writable, a new
+  entry at the top is not. It has no PID namespace: processes left running are found by a marker in their
+  environment and stopped, and other processes' `/proc` entries stay readable.
 - **No sandbox** (neither can run, macOS, Windows, or `danger-full-access`): commands
   run as plain processes in their own process group. The view's header says so, and shell auto-allow
   shrinks to `STRICT_READ_ONLY_COMMANDS`, whose options are fully known.
