@@ -244,8 +244,9 @@ def _dies_with_us(then: Any) -> Any:
     return preexec
 
 
-def _signal(proc: Any, sig: int, family: list[int] = ()) -> None:  # type: ignore[assignment]
-    """`sig` to the process group, then to each process of `family` (descendants found beforehand)."""
+def kill_group(proc: Any, sig: int) -> None:
+    """`sig` to a command's process group (it was started in a group of its own); to the process alone
+    where the group is gone. The shell tool stops its commands with it too."""
     try:
         os.killpg(proc.pid, sig)
     except (ProcessLookupError, PermissionError):
@@ -255,6 +256,11 @@ def _signal(proc: Any, sig: int, family: list[int] = ()) -> None:  # type: ignor
             proc.send_signal(sig)
         except ProcessLookupError:
             pass
+
+
+def _signal(proc: Any, sig: int, family: list[int] = ()) -> None:  # type: ignore[assignment]
+    """`sig` to the process group, then to each process of `family` (descendants found beforehand)."""
+    kill_group(proc, sig)
     for pid in family:
         try:
             os.kill(pid, sig)

@@ -38,6 +38,7 @@ from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
 from ..secrets import SECRET_VARIABLE_PATTERN
 from ..tools import Tool
+from ._background import kill_group as _kill_group
 from ._binding import Binding, read_denied_check
 from ._gitsafety import git_safety_env
 from ..sandbox import SandboxPolicy, hidden_paths, prepare, sandbox_backend, sandbox_policy
@@ -142,18 +143,6 @@ def _environment(keep_secrets: bool = True) -> dict[str, str]:
 
 def _bash() -> str:
     return shutil.which("bash") or "/bin/sh"
-
-
-def _kill_group(proc: asyncio.subprocess.Process, sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-    except OSError:  # pragma: no cover
-        try:
-            proc.send_signal(sig)
-        except ProcessLookupError:
-            pass
 
 
 def _close_pipes(proc: asyncio.subprocess.Process) -> None:
