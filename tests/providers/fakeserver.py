@@ -84,13 +84,13 @@ class RecordedRequest:
         return json.loads(self.body)
 
 
-class FakeServer:
-    """See the module docstring. `url` is `http://127.0.0.1:<port>`."""
+class LocalServer:
+    """A server on 127.0.0.1 run by asyncio, its connections' tasks tracked so that `close()` ends them all;
+    a subclass answers each connection in `_serve`. Used as `async with Server() as s:`."""
+
+    backlog = 100
 
     def __init__(self) -> None:
-        self.replies: deque[Reply | Callable[[RecordedRequest], Reply]] = deque()
-        self.requests: list[RecordedRequest] = []
-        self.connections = 0
         self._server: asyncio.base_events.Server | None = None
         self._tasks: set[asyncio.Task] = set()
         self.port = 0
@@ -99,13 +99,11 @@ class FakeServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def add(self, *replies: Reply | Callable[[RecordedRequest], Reply]) -> FakeServer:
-        """Queue replies (or functions of the request returning one), used in order."""
-        self.replies.extend(replies)
-        return self
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
 
-    async def start(self) -> FakeServer:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+    async def start(self, port: int = 0) -> Any:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", port, backlog=self.backlog)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -119,11 +117,26 @@ class FakeServer:
         if self._server is not None:
             await self._server.wait_closed()
 
-    async def __aenter__(self) -> FakeServer:
+    async def __aenter__(self) -> Any:
         return await self.start()
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
+
+
+class FakeServer(LocalServer):
+    """See the module docstring. `url` is `http://127.0.0.1:<port>`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.replies: deque[Reply | Callable[[RecordedRequest], Reply]] = deque()
+        self.requests: list[RecordedRequest] = []
+        self.connections = 0
+
+    def add(self, *replies: Reply | Callable[[RecordedRequest], Reply]) -> FakeServer:
+        """Queue replies (or functions of the request returning one), used in order."""
+        self.replies.extend(replies)
+        return self
 
     # -- the connection loop ---------------------------------------------------------------------------
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

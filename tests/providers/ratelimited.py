@@ -24,6 +24,8 @@ import json
 import time
 from typing import Any, Callable
 
+from tests.providers.fakeserver import LocalServer
+
 __all__ = ["RateLimitedServer"]
 
 
@@ -56,12 +58,15 @@ def _last_user_text(body: dict[str, Any]) -> str:
     return ""
 
 
-class RateLimitedServer:
+class RateLimitedServer(LocalServer):
     """See the module docstring. `url` is `http://127.0.0.1:<port>`."""
+
+    backlog = 1024
 
     def __init__(self, *, requests_per_minute: float | None = None, tokens_per_minute: float | None = None,
                  latency: float = 0.0, burst_seconds: float = 1.0, answer: Callable[[dict], str] | None = None,
                  structured: Callable[[str], dict] | None = None, model: str = "gpt-4o-mini") -> None:
+        super().__init__()
         self.requests_bucket = _Bucket(requests_per_minute, burst_seconds) if requests_per_minute else None
         self.tokens_bucket = _Bucket(tokens_per_minute, burst_seconds) if tokens_per_minute else None
         self.rpm, self.tpm = requests_per_minute, tokens_per_minute
@@ -78,38 +83,10 @@ class RateLimitedServer:
         self.headers_seen: list[dict[str, str]] = []
         self.bodies: list[bytes] = []
         self.keep_bodies = True
-        self._server: asyncio.base_events.Server | None = None
-        self._tasks: set[asyncio.Task] = set()
-        self.port = 0
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     def stats(self) -> dict[str, Any]:
         return {"requests": self.requests, "accepted": self.accepted, "limited": self.limited,
                 "max_in_flight": self.max_in_flight}
-
-    async def start(self, port: int = 0) -> RateLimitedServer:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", port, backlog=1024)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
-
-    async def __aenter__(self) -> RateLimitedServer:
-        return await self.start()
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
