@@ -12,7 +12,7 @@ Layers, from the bottom (a module may import its own layer, without a cycle, and
     tools      tools, docstrings, schemas, arguments, results, images, paths, plan, structured, partial_json
     stages     hooks, permissions, grants, interrupt, execution (one call's path)
     providers  providers/*                                      (beside the stages: data and tools only)
-    render     render                                           (data only)
+    render     render, render_*                                 (data only)
     toolbox    toolbox/*                                        (tools and data)
     batch      batch, batch_items, batch_dask                   (one agent over many inputs: the stages and
                                                                 providers below; it runs items through the
@@ -52,7 +52,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
               "structured", "partial_json"),
     "stages": ("hooks", "permissions", "grants", "interrupt", "execution", "compaction"),
     "providers": ("providers",),
-    "render": ("render", "render_usage", "render_live", "render_batch"),
+    "render": ("render", "render_base", "render_markdown", "render_results", "render_usage", "render_live",
+               "render_batch"),
     "toolbox": ("toolbox", "mcp"),
     "batch": ("batch", "batch_items", "batch_dask"),
     "loop": ("loop", "run"),
