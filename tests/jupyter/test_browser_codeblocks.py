@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from ..page_checks import active
-from .lab import LabPage, LabServer, extension_path, write_notebook
+from .lab import ARTIFACTS, LabPage, LabServer, extension_path, write_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -229,7 +229,11 @@ def test_copy_and_insert_as_cell_on_the_models_code_blocks(server):
         block(page, STATIC, "echo hello from bash").locator(".nba-code-insert").wait_for(state="attached", timeout=30_000)
         block(page, STATIC, "echo hello from bash").hover()
         page.shot(f"codeblocks-{app}-reopened", p.locator(STATIC).first)
-        page.shot(f"codeblocks-{app}-answer", p.locator(f"{STATIC} .nba-body > .nba-md").last)  # docs/code-block-buttons.png
+        view_box = p.locator(STATIC).first.bounding_box()
+        answer = p.locator(f"{STATIC} .nba-body > .nba-md").last.bounding_box()
+        ARTIFACTS.mkdir(exist_ok=True)  # the answer with a margin of the view around it: docs/code-block-buttons.png
+        p.screenshot(path=str(ARTIFACTS / f"codeblocks-{app}-answer.png"), clip={
+            "x": view_box["x"], "y": answer["y"] - 14, "width": view_box["width"], "height": answer["height"] + 28})
     except Exception:
         page.shot(f"codeblocks-{app}-failure")
         raise
