@@ -53,7 +53,7 @@ def confirm() -> str:
 
 
 model = ScriptedModel([
-    AssistantMessage(text="First:\n\n```python\nprint('live block')\n```",
+    AssistantMessage(text="First:\n\n```python\nprint('live block')  # \u202eyes\n```",
                      tool_calls=[ToolCall(name="lookup", arguments={})]),
     AssistantMessage(text="May I go on?", tool_calls=[ToolCall(name="confirm", arguments={})]),
     "Here it is:\n\n```python\nimport math\nprint(math.pi)\n```\n\nand in a shell:\n\n"
@@ -61,7 +61,7 @@ model = ScriptedModel([
 ], delay=0.02)'''
 
 AGENT = "run = %agent --model model --tools lookup,confirm Show me the code."
-LIVE = "print('live block')"
+LIVE = "print('live block')  # ⟨U+202E RIGHT-TO-LEFT OVERRIDE⟩yes"  # as shown, so as inserted: no hidden character
 PYTHON = "import math\nprint(math.pi)"
 BASH = "%%bash\necho hello from bash"
 STATIC = ".jp-OutputArea .nba:not(.nba-view)"
@@ -128,7 +128,7 @@ def test_copy_and_insert_as_cell_on_the_models_code_blocks(server):
         # 1. the live view, waiting for an approval: the model's first block has Copy and Insert as cell;
         #    the tool's forged blocks (result HTML, link, Markdown presentation) are there, without buttons
         p.locator(".nba-view button.nba-approve").first.wait_for(state="visible", timeout=60_000)
-        live = block(page, ".nba-view", LIVE)
+        live = block(page, ".nba-view", "print('live block')")
         live.locator(".nba-code-insert").wait_for(state="attached", timeout=30_000)
         view = p.locator(".nba-view")
         for forged in ("import forged_result", "echo forged_link", "import tool_presentation"):
@@ -138,6 +138,7 @@ def test_copy_and_insert_as_cell_on_the_models_code_blocks(server):
         live.locator(".nba-code-insert").click()
         now = wait_cells(page, lambda c: len(c) == 4, "Insert in the live view made no cell")
         assert now[3]["source"] == LIVE and not_run(now[3]) and not now[3]["markdown"]
+        assert "\u202e" not in now[3]["source"]
 
         # 2. Approve; the run ends and its static rendering has buttons on the model's three blocks
         p.locator(".nba-view button.nba-approve").first.click()
