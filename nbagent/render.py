@@ -268,6 +268,25 @@ def _value_html(value: Any, limit: int | None) -> str:
     return _esc(text)
 
 
+def _shown_arguments(rec: CallRecord) -> dict[str, Any]:
+    """A call's validated arguments without the defaults the model left out (`timeout 120.0`, `yield_ms
+    null`): what the model chose, and what code filled in (run_cell's pinned code) whenever it is not the
+    parameter's declared default."""
+    args = dict(rec.arguments or {})
+    sent = rec.raw_arguments
+    if isinstance(sent, str):
+        try:
+            sent = json.loads(sent)
+        except ValueError:
+            return args
+    props = (getattr(rec.tool, "parameters", None) or {}).get("properties", {})
+    if not isinstance(sent, dict) or not isinstance(props, dict):
+        return args
+    return {k: v for k, v in args.items()
+            if k in sent or not isinstance(props.get(k), dict) or "default" not in props[k]
+            or props[k]["default"] != v or type(props[k]["default"]) is not type(v)}
+
+
 def args_html(args: Any, *, limit: int | None = 600, streaming: bool = False) -> str:
     """Arguments as labelled rows (a block of text when they are not an object); `limit` characters per value
     (None: every character, as an approval shows them: a long value scrolls, it is never clipped).
@@ -510,7 +529,7 @@ def call_inner_html(
     if rec is None:
         args: Any = partial
     elif rec.arguments is not None:
-        args = dict(rec.arguments)
+        args = _shown_arguments(rec)
     else:
         args = rec.raw_arguments
     limit = None if waiting else 600  # what is being approved is shown whole (it scrolls), never clipped
@@ -727,6 +746,7 @@ _MD_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 def plain_answer(text: str, limit: int = 200) -> str:
     """A Markdown answer as one line of plain words (`**done**` reads `done`, a link its text, no `#`)."""
     text = _MD_LINK.sub(r"\1", text)
+    text = re.sub(r"^\s{0,3}(`{3,}|~{3,})[^\n]*$", "", text, flags=re.M)  # a code fence and its language
     text = re.sub(r"^\s{0,3}(#{1,6}|[-*+]|>)\s+", "", text, flags=re.M)
     return one_line(_MD_MARKS.sub("", text), limit)
 
