@@ -71,14 +71,22 @@ _WORDS = {
     "ok": "done", "done": "done", "error": "error", "failed": "failed", "denied": "denied", "blocked": "blocked",
     "not_found": "unknown tool", "invalid_arguments": "invalid arguments", "cancelled": "cancelled",
     "timeout": "timed out", "running": "running", "waiting_for_approval": "needs approval", "pending": "queued",
-    "streaming": "preparing", "unfinished": "did not finish",
+    "streaming": "preparing", "unfinished": "did not finish", "not_run": "never ran",
 }
 _ICONS = {
     "ok": "✓", "done": "✓", "error": "✕", "failed": "✕", "denied": "⊘", "blocked": "⊘", "not_found": "?",
     "invalid_arguments": "!", "cancelled": "■", "timeout": "✕", "waiting_for_approval": "!", "pending": "○",
-    "unfinished": "■",
+    "unfinished": "■", "not_run": "■",
 }
 _LIVE_STATUSES = frozenset({"running", "waiting_for_approval", "pending", "streaming"})
+
+
+def frozen_status(status: str) -> str:
+    """The status a call shows once its run can no longer go on (the kernel stopped, say): one that had
+    started did not finish; one still waiting for a decision or its turn never ran."""
+    if status in ("waiting_for_approval", "pending"):
+        return "not_run"
+    return "unfinished" if status in _LIVE_STATUSES else status
 
 
 @functools.cache
@@ -517,8 +525,8 @@ def call_inner_html(
     else:
         status, label, tool_name, tool = rec.status, call_label(rec), rec.name, rec.tool
         elapsed = rec.elapsed
-    if frozen and status in _LIVE_STATUSES:
-        status = "unfinished"
+    if frozen:
+        status = frozen_status(status)
     flags = _badge(tool, rec.decision if rec is not None else None)
     head = (f'<div class="nba-call-head"><span class="nba-icon">{_icon(status)}</span>'
             f'<span class="nba-label" title="{_esc(label)}">{_esc(label)}</span>'
@@ -681,12 +689,20 @@ def _run_tools(run: AgentRun) -> list[Any]:
     return list(own) if isinstance(own, list) else list(getattr(run.agent, "tools", []) or [])
 
 
+def _tool_name(tool: Any) -> str:
+    """A tool's name; MCP servers (a toolset of their tools) by the servers' names: "MCP time, git"."""
+    active = getattr(tool, "active", None)  # MCPServers.active: the servers a run gets
+    if isinstance(active, list) and all(isinstance(getattr(c, "name", None), str) for c in active):
+        return "MCP " + ", ".join(c.name for c in active) if active else "no MCP server"
+    return tool.name
+
+
 def tools_summary(run: AgentRun) -> tuple[str, str]:
     """What tools the run was offered: a short form ("tools: add + 15 built-in") and every name."""
     tools = [t for t in _run_tools(run) if getattr(t, "name", None)]
     if not tools:
         return "no tools", "This run was offered no tools."
-    own = [t.name for t in tools if not _is_builtin(t)]
+    own = [_tool_name(t) for t in tools if not _is_builtin(t)]
     builtin = [t.name for t in tools if _is_builtin(t)]
     parts = []
     if own:
@@ -840,7 +856,7 @@ def shown_items(run: Any) -> list[Any]:
 
 
 def _call_div(rec: CallRecord, index: int, frozen: bool, waited: float | None = None) -> str:
-    status = "unfinished" if frozen and rec.status in _LIVE_STATUSES else rec.status
+    status = frozen_status(rec.status) if frozen else rec.status
     body = call_inner_html(rec, index=index, frozen=frozen, output=True, waited=waited)
     return f'<div class="nba-call nba-s-{_esc(status)}">{body}</div>'
 
@@ -850,7 +866,7 @@ def _call_div(rec: CallRecord, index: int, frozen: bool, waited: float | None = 
 # --------------------------------------------------------------------------------------------------
 def call_text(rec: CallRecord, *, frozen: bool = False, waited: float | None = None) -> str:
     """One line for a call: status, label, tool, time (and apart, the time it waited for a decision), decision."""
-    status = "unfinished" if frozen and rec.status in _LIVE_STATUSES else rec.status
+    status = frozen_status(rec.status) if frozen else rec.status
     icon = _ICONS.get(status, "•") if rec.done or frozen else "…"
     out = f"{icon} {call_label(rec)}  [{rec.name} · {status_word(status)}"
     if rec.duration is not None:

@@ -165,3 +165,24 @@ def test_a_row_shows_the_arguments_the_model_chose_not_the_defaults_it_left_out(
     row = render.call_inner_html(run.calls[0])
     assert "&quot;http://a&quot;" in row and ">retries<" in row  # what the model sent stays, default or not
     assert ">timeout<" not in row and ">tag<" not in row  # defaults it left out are not its choice
+
+
+def test_a_call_still_waiting_for_a_decision_when_its_run_stopped_says_it_never_ran():
+    run = _run()
+    waiting, running = run.calls[0], run.calls[1]
+    waiting.status, running.status = "waiting_for_approval", "running"
+    assert "never ran" in render.call_inner_html(waiting, frozen=True)
+    assert "did not finish" in render.call_inner_html(running, frozen=True)
+    assert "never ran" in render.call_text(waiting, frozen=True)
+    assert "needs approval" in render.call_inner_html(waiting)  # while the run goes on: what it waits for
+
+
+def test_the_header_names_the_mcp_servers_a_run_was_offered():
+    from types import SimpleNamespace
+
+    from nbagent.mcp import MCPServers
+
+    servers = MCPServers({"time": {"command": "mcp-server-time"}, "git": {"command": "mcp-server-git"},
+                          "off": {"command": "x", "disabled": True}})
+    short, full = render.tools_summary(SimpleNamespace(tools=[servers, summarize]))
+    assert short == "tools: MCP time, git, summarize" and "MCP time, git" in full

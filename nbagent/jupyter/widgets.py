@@ -343,7 +343,7 @@ class RunView:
             if row.box is not None and row.status in LIVE:
                 body = render.call_inner_html(row.record, name=row.name, partial=row._partial(), frozen=True)
                 set_traits(row._body, value=body)
-                set_traits(row.box, _dom_classes=("nba-call", "nba-s-unfinished"))
+                set_traits(row.box, _dom_classes=("nba-call", f"nba-s-{render.frozen_status(row.status)}"))
                 row.approval.hide()
         set_traits(self._head_info, value=render.header_html(self.run, stopped=reason))
         set_traits(self._foot, value=render.footer_html(self.run, stopped=reason), layout=s.plain)
