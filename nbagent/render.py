@@ -733,6 +733,15 @@ def _sandbox_chip(run: AgentRun) -> str:
     return f'<span class="nba-chip nba-warn" title="{_esc(full)}">no sandbox</span>'
 
 
+def history_count(run: AgentRun) -> int:
+    """How many messages of conversation came before the run, as it started (a compaction during the run
+    folds them into fewer; the view still says how long the conversation was)."""
+    now = len(run.messages) - len(run.new_messages)
+    folded = sum(max(0, len(c.replaced) - len(c.replacement)) for c in getattr(run, "compactions", ()) or ()
+                 if c.start < now)
+    return now + folded
+
+
 def prompt_html(prompt: Any, history: int = 0) -> str:
     """The user's prompt (and how much conversation came before it)."""
     if isinstance(prompt, UserMessage):
@@ -818,7 +827,7 @@ def run_html(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
     """
     frozen = stopped is not None and not run.done
     waits = waits or {}
-    parts = [prompt_html(run.prompt, len(run.messages) - len(run.new_messages))]
+    parts = [prompt_html(run.prompt, history_count(run))]
     by_id = {c.id: (i, c) for i, c in enumerate(run.calls)}
     steered = {e.text for e in getattr(run, "events", ()) if getattr(e, "kind", "") == "steered"}
     for msg in shown_items(run):

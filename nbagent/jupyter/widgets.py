@@ -125,7 +125,7 @@ class RunView:
         self.stop_button = make_button("Stop", "stop", "Stop this run (the same as run.cancel())", "nba-stop")
         self.stop_button.on_click(self._on_stop)
         self._head = W.HBox([self._head_info, self.stop_button], layout=s.plain, _dom_classes=("nba-head",))
-        prompt = render.prompt_html(run.prompt, len(run.messages) - len(run.new_messages))
+        prompt = render.prompt_html(run.prompt, render.history_count(run))
         self._body = W.VBox([html_part(prompt)] if prompt else [], layout=s.plain, _dom_classes=("nba-body",))
         self._foot = html_part("", "nba-footer")
         self._foot.layout = s.hidden
