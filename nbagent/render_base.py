@@ -25,14 +25,22 @@ _WORDS = {
     "ok": "done", "done": "done", "error": "error", "failed": "failed", "denied": "denied", "blocked": "blocked",
     "not_found": "unknown tool", "invalid_arguments": "invalid arguments", "cancelled": "cancelled",
     "timeout": "timed out", "running": "running", "waiting_for_approval": "needs approval", "pending": "queued",
-    "streaming": "preparing", "unfinished": "did not finish",
+    "streaming": "preparing", "unfinished": "did not finish", "not_run": "never ran",
 }
 _ICONS = {
     "ok": "✓", "done": "✓", "error": "✕", "failed": "✕", "denied": "⊘", "blocked": "⊘", "not_found": "?",
     "invalid_arguments": "!", "cancelled": "■", "timeout": "✕", "waiting_for_approval": "!", "pending": "○",
-    "unfinished": "■",
+    "unfinished": "■", "not_run": "■",
 }
 _LIVE_STATUSES = frozenset({"running", "waiting_for_approval", "pending", "streaming"})
+
+
+def frozen_status(status: str) -> str:
+    """The status a call shows once its run can no longer go on (the kernel stopped, say): one that had
+    started did not finish; one still waiting for a decision or its turn never ran."""
+    if status in ("waiting_for_approval", "pending"):
+        return "not_run"
+    return "unfinished" if status in _LIVE_STATUSES else status
 
 
 @functools.cache
