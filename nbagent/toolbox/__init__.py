@@ -70,7 +70,9 @@ from typing import Any
 from ..tools import Tool
 from ._binding import Binding
 from ._capture import RoutedStream
-from ._files import FileChange, FileContent, GrepMatch, GrepResult, make_file_tools
+from ._edits import FileChange
+from ._files import FileContent, make_file_tools
+from ._grep import GrepMatch, GrepResult
 from ._python import execution_result, make_namespace_tools
 from ._gitsafety import git_safety_env
 from ._readonly import read_only_problem
