@@ -579,6 +579,17 @@ def call_text(rec: CallRecord, *, frozen: bool = False, waited: float | None = N
     return sanitize.terminal_safe(out)
 
 
+def _answer_lines(answer: str, max_lines: int = 40) -> list[str]:
+    """The answer in the text form: one line when it is one, else its own lines (Markdown is text), indented."""
+    rows = [r.rstrip() for r in answer.strip().splitlines()]
+    if len(rows) <= 1:
+        return ["  answer: " + one_line(answer, 400)]
+    shown = [("    " + _clip(r, 400)) if r else "" for r in rows[:max_lines]]
+    if len(rows) > max_lines:
+        shown.append(f"    … {len(rows) - max_lines} more lines (run.output has them all)")
+    return ["  answer:", *shown]
+
+
 def run_text(run: AgentRun, *, stopped: str | None = None, waits: dict[str, float] | None = None) -> str:
     """A run as plain text: header, prompt, each call, the answer, and how it ended.
 
@@ -609,7 +620,7 @@ def run_text(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
         if getattr(event, "kind", "") == "steered":
             lines.append(f"  you, while it ran: {one_line(event.text, 200)}")
     if _answer(run):
-        lines.append("  answer: " + one_line(_answer(run), 400))
+        lines.extend(_answer_lines(_answer(run)))
     if run.error is not None:
         lines.append(f"  {type(run.error).__name__}: {run.error}")
     if frozen:

@@ -261,3 +261,11 @@ def test_the_header_names_the_mcp_servers_a_run_was_offered():
                           "off": {"command": "x", "disabled": True}})
     short, full = render.tools_summary(SimpleNamespace(tools=[servers, summarize]))
     assert short == "tools: MCP time, git, summarize" and "MCP time, git" in full
+
+
+def test_the_text_form_keeps_a_long_answers_lines():
+    run = Agent(model=ScriptedModel(["Done. **One** missing.\n\n```python\norders.fillna(0)\n```"])).run_sync("x")
+    text = str(run)
+    assert "  answer:\n    Done. **One** missing.\n\n    ```python\n    orders.fillna(0)\n    ```" in text
+    short = Agent(model=ScriptedModel(["Just this."])).run_sync("x")
+    assert "  answer: Just this." in str(short)
