@@ -100,12 +100,23 @@ def _shown_arguments(rec: CallRecord) -> dict[str, Any]:
             sent = json.loads(sent)
         except ValueError:
             return args
+    if getattr(rec.tool, "trusted", True) is False:
+        return args  # an untrusted MCP server's declared default is only its word: every argument sent shows
     props = (getattr(rec.tool, "parameters", None) or {}).get("properties", {})
     if not isinstance(sent, dict) or not isinstance(props, dict):
         return args
     return {k: v for k, v in args.items()
             if k in sent or not isinstance(props.get(k), dict) or "default" not in props[k]
-            or props[k]["default"] != v or type(props[k]["default"]) is not type(v)}
+            or not _same_value(props[k]["default"], v)}
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Equal and of the same kind all the way down: `1` is not `True` nor `1.0`, `-0.0` is not `0.0`, in a
+    nested dict or list too (Python's `==` says they are)."""
+    try:
+        return json.dumps(a, sort_keys=True, allow_nan=True) == json.dumps(b, sort_keys=True, allow_nan=True)
+    except (TypeError, ValueError):
+        return False
 
 
 def args_html(args: Any, *, limit: int | None = 600, streaming: bool = False) -> str:

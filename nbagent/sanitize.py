@@ -304,8 +304,11 @@ _cached = functools.lru_cache(maxsize=64)(_sanitize)
 # Text
 # --------------------------------------------------------------------------------------------------
 _BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-_INVISIBLE = ("\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b\u200c\u2060-\u2064\u206a-\u206f"
-              "\u3164\ufeff\uffa0\ufff9-\ufffb\U000e0000-\U000e007f")
+_INVISIBLE = ("\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b\u200c\u2060-\u2065\u206a-\u206f"
+              "\u3164\ufeff\uffa0\ufff0-\ufffb\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff")
+# every Default_Ignorable_Code_Point (what a browser draws as nothing), the variation selectors supplement
+# (E0100-E01EF) and the format characters of music and shorthand too, but the joiner and the variation
+# selectors emoji are made of (_EMOJI_PARTS)
 _EMOJI_PARTS = "\u200d\ufe00-\ufe0f"  # the joiner and the variation selectors: invisible, and inside emoji
 _CONTROL = "\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"  # every C0 but tab, newline and CR, DEL, every C1
 # a carriage return counts only alone: before a newline it is a Windows line end, and hides nothing
