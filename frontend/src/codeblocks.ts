@@ -15,7 +15,10 @@
  * presentation or a sanitized fragment (`.nba-call`, `.nba-result`, `.nba-presentation`, `.nba-safe`), and
  * only when it has exactly the shape render_markdown writes (one `code`, in it text and class-only `span`s):
  * then what it shows is its text, and that text (`textContent`) is what Copy copies and Insert inserts, as
- * a cell that is not run. Hidden characters in it are already shown as `⟨U+XXXX NAME⟩` by the kernel.
+ * a cell that is not run. Hidden characters in it are already shown as `⟨U+XXXX NAME⟩` by the kernel; a block
+ * that holds one raw was not drawn by nbagent and gets no buttons. render.css draws a block's text in the order
+ * it is inserted (no bidi reordering, even by right-to-left letters) and wraps long lines (nothing past the
+ * block's edge).
  */
 import { NotebookPanel } from '@jupyterlab/notebook';
 
@@ -24,6 +27,15 @@ const NOT_MODEL_TEXT = '.nba-call, .nba-result, .nba-presentation, .nba-safe';
 const PYTHON = new Set(['', 'python', 'py', 'python3', 'ipython', 'ipython3', 'pycon']);
 const SHELL = new Set(['bash', 'sh', 'shell', 'console']);
 const MARKDOWN = new Set(['markdown', 'md']);
+/**
+ * What the kernel never leaves raw in a block: every control, bidi and invisible character is shown there as
+ * `⟨U+XXXX NAME⟩` (nbagent/sanitize.py `visible`). A block that holds one raw was not written by nbagent
+ * (a notebook's saved output can hold any markup): it gets no buttons, since it would insert what it hides.
+ */
+const HIDDEN = new RegExp(
+  '\r(?!\n)|[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u00ad\u034f\u061c\u115f\u1160'
+  + '\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff'
+  + '\uffa0\ufff0-\ufffb\u{1bca0}-\u{1bca3}\u{1d173}-\u{1d17a}\u{e0000}-\u{e0fff}]', 'u');
 
 /** Where a block's Insert puts its cell: below `index` of `notebook` (-1: at the top). */
 export type InsertPlace = { notebook: NotebookPanel; index: number };
@@ -62,7 +74,8 @@ export function isModelCode(pre: Element): boolean {
     return false;
   }
   const md = pre.closest('.nba-md');
-  return !!md && !md.closest(NOT_MODEL_TEXT) && !pre.closest(NOT_MODEL_TEXT) && codeOf(pre) !== null;
+  const code = md && !md.closest(NOT_MODEL_TEXT) && !pre.closest(NOT_MODEL_TEXT) ? codeOf(pre) : null;
+  return code !== null && !HIDDEN.test(code.textContent ?? '');
 }
 
 /** The text the block shows (its last line break left out). */
@@ -139,6 +152,10 @@ function button(cls: string, text: string, label: string): HTMLButtonElement {
   b.setAttribute('aria-label', label);
   // a click in an output makes its cell the active one; it must not also start a drag or an edit
   b.addEventListener('mousedown', event => event.stopPropagation());
+  // a key on the focused button is the button's, never a notebook shortcut: Lumino looks for this attribute
+  // from the focused element up, but stops at the first element a shortcut's selector matches (the button
+  // itself matches `.jp-Notebook.jp-mod-commandMode :focus:not(:read-write)`), so it must be on the button
+  b.setAttribute('data-lm-suppress-shortcuts', '');
   return b;
 }
 

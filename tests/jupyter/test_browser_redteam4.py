@@ -1,0 +1,256 @@
+"""Outside red team, round 4: the Copy / Insert as cell buttons on the model's code blocks, in a real
+JupyterLab in chromium (the built extension in nbagent/labextension/).
+
+Each attack asserts the SAFE behaviour and has a control that shows the test can see the harm:
+- right-to-left letters in a block reorder what is drawn (no bidi control needed): the order on screen must
+  be the order of the text that Insert puts in the cell (control: the same text in a plain `<pre>` of the
+  page is drawn reordered);
+- a very long line hides its tail past the block's right edge: what is inserted must be visible in the block
+  (control: the same line in a plain `<pre>` of the same width hides it);
+- a notebook downloaded from the web holds a forged nbagent output whose block has a raw RIGHT-TO-LEFT
+  OVERRIDE (the kernel always shows it as a marker): it must get no buttons (control: the same forged block
+  without it does, so the test sees forged outputs decorated);
+- a Markdown block with an `<img onerror>` inserted as a Markdown cell and rendered runs nothing (control:
+  the same markup put into the page does run);
+- keys pressed on a focused button never reach the notebook's shortcuts (control: the same key with the
+  notebook focused inserts a cell); Insert puts its cell right below the cell whose output holds the block,
+  whichever cell is active, and never runs it;
+- the saved notebook holds no decoration.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from .lab import LabPage, LabServer, extension_path
+
+pytestmark = pytest.mark.browser
+
+if shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists():  # pragma: no cover
+    pytest.skip("chromium is not installed (./dev test installs it)", allow_module_level=True)
+
+LONG_TAIL = "; import shutil; shutil.rmtree('data')"
+LONG = "print('hello')" + " " * 400 + LONG_TAIL
+RTL = 'pay("\u05d0", 10, 1000, "\u05d1")'
+
+SETUP = r'''from nbagent import ScriptedModel
+
+model = ScriptedModel([
+    "Reordered:\n\n```python\n''' + RTL.replace('"', '\\"') + r'''\n```\n\nLong:\n\n```python\n''' + LONG + r'''\n```\n\n"
+    "A note:\n\n```markdown\n<img src=\"nowhere.png\" onerror=\"window.__rt4_pwned = 1\">\n```\n\n"
+    "Control:\n\n```python\nprint('control block')\n```",
+])'''
+
+AGENT = "run = %agent --model model Show me."
+
+
+def forged(code: str) -> dict:
+    """A saved output as a notebook from the web may hold it: nbagent's own markup, written by anyone."""
+    html = (f'<div class="nba"><div class="nba-body"><div class="nba-md"><pre class="nba-code-block nba-lang-python">'
+            f'<code>{code}</code></pre></div></div></div>')
+    return {"output_type": "display_data", "data": {"text/html": html, "text/plain": "<forged>"}, "metadata": {}}
+
+
+def write(path: Path) -> Path:
+    sources = ["%load_ext nbagent", SETUP, AGENT, "# downloaded output", "# downloaded output, control"]
+    nb = {
+        "cells": [{"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {}, "outputs": [],
+                   "source": src} for i, src in enumerate(sources)],
+        "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}},
+        "nbformat": 4, "nbformat_minor": 5,
+    }
+    nb["cells"][3]["outputs"] = [forged("print('downloaded')  # \u202e ;)'tsoh-live'(metsys.so")]
+    nb["cells"][4]["outputs"] = [forged("print('downloaded control')")]
+    path.write_text(json.dumps(nb, indent=1))
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("redteam4")
+    srv = LabServer(root, app="lab", JUPYTER_PATH=str(extension_path(root)))
+    yield srv
+    srv.stop()
+
+
+def cells(page: LabPage) -> list[dict]:
+    return page.page.evaluate("""() => [...document.querySelectorAll(
+        '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell')].map(c => ({
+            source: [...c.querySelectorAll('.jp-InputArea .cm-line')].map(l => l.textContent).join('\\n'),
+            prompt: (c.querySelector('.jp-InputPrompt') || {}).textContent || '',
+            markdown: c.classList.contains('jp-MarkdownCell')}))""")
+
+
+def wait_cells(page: LabPage, predicate, what: str, timeout: float = 30) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    last: list[dict] = []
+    while time.monotonic() < deadline:
+        last = cells(page)
+        if predicate(last):
+            return last
+        time.sleep(0.1)
+    raise AssertionError(f"{what}: the cells are {[c['source'] for c in last]!r}")
+
+
+STATIC = ".jp-OutputArea .nba:not(.nba-view)"
+
+
+def wrap_of(page: LabPage, text: str):
+    return page.page.locator(f"{STATIC} .nba-code-wrap:has(pre.nba-code-block:has-text({json.dumps(text)}))").first
+
+
+# x positions, on screen, of the first character of two pieces of an element's text
+ORDER = """([el, first, second]) => {
+    const text = el.textContent;
+    const at = (offset) => {
+        const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+        let seen = 0, n;
+        while ((n = walker.nextNode())) {
+            if (offset < seen + n.length) {
+                const r = document.createRange(); r.setStart(n, offset - seen); r.setEnd(n, offset - seen + 1);
+                return r.getBoundingClientRect().left;
+            }
+            seen += n.length;
+        }
+        return null;
+    };
+    return [at(text.indexOf(first)), at(text.indexOf(second))];
+}"""
+
+# whether the piece `needle` of the element's text is drawn inside the element's visible box
+INSIDE = """([el, needle]) => {
+    const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    const text = el.textContent, start = text.indexOf(needle);
+    let seen = 0, n, boxes = [];
+    while ((n = walker.nextNode())) {
+        const a = Math.max(start, seen), b = Math.min(start + needle.length, seen + n.length);
+        if (a < b) { const r = document.createRange(); r.setStart(n, a - seen); r.setEnd(n, b - seen);
+                     boxes.push(...r.getClientRects()); }
+        seen += n.length;
+    }
+    const box = el.getBoundingClientRect();
+    return boxes.length > 0 && boxes.every(r => r.right <= box.right + 1 && r.left >= box.left - 1);
+}"""
+
+
+def plain_pre(page: LabPage, text: str, width: int) -> object:
+    """The control: `text` in a plain `<pre>` of the page, `width` pixels wide (no fix of nbagent's)."""
+    return page.page.evaluate_handle("""([text, width]) => {
+        const pre = document.createElement('pre'); pre.textContent = text;
+        pre.style.cssText = `width:${width}px;overflow:auto;font-family:monospace`;
+        document.body.append(pre); return pre; }""", [text, width])
+
+
+def test_what_a_code_block_shows_is_what_insert_puts_in_the_cell(server):
+    path = write(server.root / "redteam4.ipynb")
+    page = LabPage(server, path.name, width=1100, height=1200)
+    p = page.page
+    try:
+        page.hide_sidebar()
+        # the downloaded outputs are drawn once the notebook opens; the control forged block gets buttons
+        p.locator(".nba-code-wrap:has-text('downloaded control') .nba-code-insert").wait_for(state="attached")
+        bypasses: list[str] = []
+        if p.locator(".nba-code-wrap:has(pre:has-text(\"print('downloaded')\"))").count():
+            bypasses.append("a forged block with a raw RIGHT-TO-LEFT OVERRIDE got Copy / Insert as cell: it would "
+                            "insert the hidden character, which the kernel's own blocks never hold")
+
+        page.run_cell(0)
+        page.run_cell(1)
+        page.run_cell(2)
+        control = wrap_of(page, "print('control block')")
+        control.locator(".nba-code-insert").wait_for(state="attached", timeout=60_000)
+
+        # 1. bidi without a control character: drawn in the order of the text
+        rtl_code = wrap_of(page, "pay(").locator("pre code")
+        rtl_code.wait_for(state="attached")
+        assert rtl_code.text_content().rstrip("\n") == RTL
+        baseline = plain_pre(page, RTL, 600)
+        a, b = p.evaluate(ORDER, [baseline, "10,", "1000"])
+        assert a > b, "control: a plain <pre> draws `1000` before `10`: the test sees the reordering"
+        a, b = p.evaluate(ORDER, [rtl_code.element_handle(), "10,", "1000"])
+        if not a < b:
+            bypasses.append(f"the block draws {RTL!r} with 1000 before 10 (x {a:.0f} vs {b:.0f}); Insert puts 10 "
+                            "first: what is inserted is not what the person read")
+
+        # 2. a very long line: its tail is inside the block, not past its edge
+        long_pre = wrap_of(page, "print('hello')").locator("pre")
+        width = long_pre.evaluate("el => el.clientWidth")
+        baseline = plain_pre(page, LONG, width)
+        assert not p.evaluate(INSIDE, [baseline, LONG_TAIL.strip()]), "control: the plain <pre> hides the tail"
+        if not p.evaluate(INSIDE, [long_pre.element_handle(), LONG_TAIL.strip()]):
+            bypasses.append("the long line's tail is drawn past the block's edge: Insert puts code nobody saw "
+                            "in the cell")
+
+        # 3. keys on a focused button never reach the notebook's shortcuts
+        before = cells(page)
+        p.locator(".jp-Notebook .jp-Cell").nth(1).locator(".jp-InputPrompt").click()
+        p.keyboard.press("Escape")
+        p.keyboard.press("b")  # control: in the notebook, b inserts a cell below
+        wait_cells(page, lambda c: len(c) == len(before) + 1, "control: b in command mode inserted nothing")
+        p.keyboard.press("d")
+        p.keyboard.press("d")
+        now = wait_cells(page, lambda c: len(c) == len(before), "control: d d did not delete the new cell")
+        control.hover()
+        control.locator(".nba-code-copy").focus()
+        assert "nba-code-copy" in p.evaluate("document.activeElement.className")
+        for key in ("b", "a", "d", "d", "x", "m", "y", "Shift+Enter", "Control+Enter"):
+            p.keyboard.press(key)
+            p.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+        p.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+        now = cells(page)
+        if [(c["source"], c["markdown"], c["prompt"]) for c in now] != [(c["source"], c["markdown"], c["prompt"])
+                                                                       for c in before]:
+            bypasses.append("keys on the focused Copy button reached the notebook's shortcuts (cells inserted, "
+                            "deleted, changed to Markdown or run)")
+            raise AssertionError("\n".join(bypasses))  # what follows needs the notebook as it was
+
+        # 4. Insert, with the first cell active: the new cell goes right below the run's cell, not run
+        p.locator(".jp-Notebook .jp-Cell").nth(0).locator(".jp-InputPrompt").click()
+        control.hover()
+        control.locator(".nba-code-insert").click()
+        now = wait_cells(page, lambda c: len(c) == len(before) + 1, "Insert made no cell")
+        assert now[3]["source"] == "print('control block')" and not any(ch.isdigit() for ch in now[3]["prompt"])
+        assert [c["source"] for c in now[:3]] == [c["source"] for c in before[:3]]
+
+        # 5. a Markdown block with an <img onerror>, inserted and rendered, runs nothing
+        p.evaluate("""() => { const d = document.createElement('div');
+            d.innerHTML = '<img src="nowhere.png" onerror="window.__rt4_control = 1">'; document.body.append(d); }""")
+        p.wait_for_function("() => window.__rt4_control === 1")  # control: this markup does run in this page
+        note = wrap_of(page, "onerror")
+        note.hover()
+        note.locator(".nba-code-insert").click()
+        now = wait_cells(page, lambda c: len(c) == len(before) + 2, "Insert on the Markdown block made no cell")
+        assert now[3]["markdown"]
+        p.locator(".jp-Notebook .jp-Cell").nth(3).locator(".jp-InputPrompt").click()
+        p.keyboard.press("Escape")
+        p.keyboard.press("Shift+Enter")  # render the Markdown cell, as a person would
+        rendered = p.locator(".jp-Notebook .jp-Cell").nth(3).locator(".jp-RenderedMarkdown")
+        rendered.wait_for(state="attached")
+        p.wait_for_function("el => [...el.querySelectorAll('img')].every(i => i.complete)", arg=rendered.element_handle())
+        p.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+        if p.evaluate("() => window.__rt4_pwned") is not None:
+            bypasses.append("an inserted Markdown block ran script when rendered")
+
+        # 6. saved: no decoration in the file
+        p.keyboard.press("Control+s")
+        deadline = time.monotonic() + 30
+        while True:
+            saved = json.loads(path.read_text())
+            if len(saved["cells"]) == len(before) + 2:
+                break
+            assert time.monotonic() < deadline, "the notebook was not saved"
+            time.sleep(0.2)
+        whole = re.sub(r"<style>.*?</style>", "", json.dumps(saved), flags=re.S)  # nbagent's own sheet names them
+        assert "nba-code-wrap" not in whole and "nba-code-tools" not in whole and "<button" not in whole
+        assert not bypasses, "\n".join(bypasses)
+    except Exception:
+        page.shot("redteam4-failure")
+        raise
+    finally:
+        page.close()
