@@ -78,6 +78,43 @@ export function isModelCode(pre: Element): boolean {
   return code !== null && !HIDDEN.test(code.textContent ?? '');
 }
 
+/** Where the page's own nodes begin: what is inside is the output's HTML (or nbagent's panel). */
+const OUTPUT_EDGE = '.jp-OutputArea-output, #nbagent-panel, .jp-Cell, body';
+
+/**
+ * Whether part of the block is kept from being seen as it is clicked: the block or an element around it
+ * (inside the output, whose HTML anyone may have written: a notebook's saved output keeps its inline
+ * styles) clips it (overflow hidden) to a smaller box, or its text is drawn invisible (transparent,
+ * hidden, tiny). Then Copy and Insert do nothing: they would put in what nobody saw. Checked as the
+ * button is clicked, when the block is on the screen and laid out.
+ */
+export function partHidden(pre: HTMLElement): boolean {
+  // what scrolls is there to see (a scroll bar says so); what is clipped is not
+  const clips = (style: CSSStyleDeclaration) => /hidden|clip/.test(`${style.overflowX} ${style.overflowY}`);
+  if (clips(getComputedStyle(pre)) && (pre.scrollHeight > pre.clientHeight + 1 || pre.scrollWidth > pre.clientWidth + 1)) {
+    return true;
+  }
+  const box = pre.getBoundingClientRect();
+  for (let el = pre.parentElement; el && !el.matches(OUTPUT_EDGE); el = el.parentElement) {
+    const style = getComputedStyle(el);
+    if (clips(style)) {
+      const r = el.getBoundingClientRect();
+      if (r.top > box.top + 1 || r.bottom < box.bottom - 1 || r.left > box.left + 1 || r.right < box.right - 1) {
+        return true;
+      }
+    }
+  }
+  const code = codeOf(pre);
+  for (const el of code ? [code, ...Array.from(code.querySelectorAll('span'))] : []) {
+    const style = getComputedStyle(el);
+    const alpha = /^rgba\(.*,\s*([\d.]+)\)$/.exec(style.color);
+    if (style.visibility !== 'visible' || (alpha && parseFloat(alpha[1]) < 0.3) || parseFloat(style.fontSize) < 6) {
+      return true;
+    }
+  }
+  return false;
+}
+
 /** The text the block shows (its last line break left out). */
 export function blockText(pre: Element): string {
   return (codeOf(pre)?.textContent ?? '').replace(/\n+$/, '');
@@ -179,6 +216,10 @@ function decorate(pre: HTMLElement, place: (pre: HTMLElement) => InsertPlace | n
   const copy = button('nba-code-copy', 'Copy', lang ? `Copy this ${lang} code` : 'Copy this code');
   copy.addEventListener('click', event => {
     event.stopPropagation();
+    if (partHidden(pre)) {
+      flash(copy, 'Part of it is hidden', 'Copy');
+      return;
+    }
     void copyText(blockText(pre)).then(ok => flash(copy, ok ? 'Copied' : 'Copy failed', 'Copy'));
   });
   tools.append(copy);
@@ -188,6 +229,10 @@ function decorate(pre: HTMLElement, place: (pre: HTMLElement) => InsertPlace | n
       markdown ? 'Insert as a new Markdown cell below' : 'Insert as a new code cell below (not run)');
     insert.addEventListener('click', event => {
       event.stopPropagation();
+      if (partHidden(pre)) {
+        flash(insert, 'Part of it is hidden', 'Insert as cell');
+        return;
+      }
       const cell = cellFor(pre);
       const where = place(pre);
       if (cell && where) {
