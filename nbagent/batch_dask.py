@@ -222,6 +222,8 @@ class _Cluster:
             except Exception as exc:
                 batch._finish(result, "failed", error=f"{type(exc).__name__}: {exc}")
                 continue
+            if not result.key:  # a retried batch's items: the store keys them as they end
+                result.key = batch._key(result.input)
             life.held.add(index)
             self.where[index] = life
             sends.setdefault(life, []).append((index, prompt))

@@ -9,7 +9,8 @@ takes a permit from the batch's permit queue first (`_RemoteGate`); each item's 
 message per round trip (`_Outbox`): what gathers while one message travels goes in the next.
 
 A runner ends on the client's "stop", or within `_POLL` seconds of its task being cancelled or released
-(the client's side gone): it cancels its items' runs and flushes its reports. Dask does not interrupt a
+(the client's side gone; a get it leaves waiting at the scheduler is on its own life's queue, which no one
+puts to after): it cancels its items' runs and flushes its reports. Dask does not interrupt a
 running task, so the runner watches its own task's state.
 
 Reads: the messages in its item queue (pickles: lists of items and their prompts). Who could have written
@@ -34,7 +35,7 @@ __all__ = ["agent_on_worker", "runner"]
 
 _HEADERS = ("retry-after", "retry-after-ms")
 _POLL = 0.5
-"""Seconds a runner waits for items before it looks whether its task is still wanted."""
+"""Every this many seconds a runner looks whether its task is still wanted."""
 
 _QUEUES: dict[tuple[str, str], tuple[Any, Any]] = {}
 """On a worker: the permit and report queues of the batches it ran items of."""
@@ -206,21 +207,27 @@ async def runner(blob: bytes, names: tuple[str, str, str], number: int, share: i
     loop = asyncio.get_running_loop()
     slots = [loop.create_task(_slot(agent, waiting, permits, out, max_retries, worth_retrying)) for _ in range(share)]
     taken = 0
+
+    async def watch() -> None:  # Dask does not stop a running task: the runner looks at its own
+        while _wanted(worker, key):
+            await asyncio.sleep(_POLL)
+
+    watcher = loop.create_task(watch())
     try:
         while True:
-            try:
-                message = await inbox.get(timeout=_POLL)
-            except (asyncio.TimeoutError, TimeoutError):
-                if not _wanted(worker, key):
-                    break
-                continue
-            message = pickle.loads(message)
+            getting = loop.create_task(inbox.get())
+            await asyncio.wait([getting, watcher], return_when=asyncio.FIRST_COMPLETED)
+            if not getting.done():  # the task was cancelled or released: the client's side is gone
+                getting.cancel()
+                break
+            message = pickle.loads(getting.result())
             if message.get("stop"):
                 break
             for item in message["items"]:
                 waiting.put_nowait(tuple(item))
                 taken += 1
     finally:
+        watcher.cancel()
         for slot in slots:
             slot.cancel()
         await asyncio.gather(*slots, return_exceptions=True)
