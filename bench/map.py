@@ -169,7 +169,7 @@ async def main() -> None:
             from distributed import Client, LocalCluster
 
             os.environ["OPENAI_API_KEY"] = KEY  # the workers' own environment (they inherit it when started)
-            # a worker runs as many items at once as it has threads: concurrency / 2 each
+            # one runner task a worker, each running its share of the concurrency on the worker's loop
             cluster = await LocalCluster(n_workers=2, threads_per_worker=max(1, opts.concurrency // 2), processes=True,
                                          asynchronous=True, dashboard_address=None)
             client = await Client(cluster, asynchronous=True)

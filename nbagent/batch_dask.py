@@ -115,7 +115,7 @@ async def _queue(client: Any, name: str) -> Any:
 
 
 class _Flow:
-    """Permits put in the cluster's queue and not yet used (each use is reported back)."""
+    """Permits put in the cluster's queue and not yet taken from it (each one taken is reported back)."""
 
     def __init__(self) -> None:
         self.ahead = 0
@@ -123,8 +123,8 @@ class _Flow:
 
 
 async def _feed(batch: Any, client: Any, permits: Any, flow: _Flow) -> None:
-    """Put permits in the cluster's queue at the limiter's pace, at most `concurrency` ahead of their use (so
-    the workers seldom wait on a round trip); permits waiting count against the limiter's burst, so the
+    """Put permits in the cluster's queue at the limiter's pace, at most `concurrency` waiting there (so a
+    request seldom waits on a round trip); permits waiting count against the limiter's burst, so the
     workers can never send more at once than the limiter would."""
     limiter = batch.limiter
     while True:
@@ -248,12 +248,13 @@ class _Cluster:
     # -- what comes back -------------------------------------------------------------------------------
     async def handle(self, report: dict[str, Any]) -> None:
         batch, kind = self.batch, report.get("kind")
-        if kind == "settle":  # an answered request: its usage and its headers
-            self._used()
+        if kind == "took":  # a permit left the queue: one more can wait there
+            self.flow.ahead = max(0, self.flow.ahead - 1)
+            self.flow.used.set()
+        elif kind == "settle":  # an answered request: its usage and its headers
             batch.limiter.settle(int(report["reserved"]), int(report["used"]), report.get("output"))
             batch.limiter.observe(200, report.get("headers") or {})
         elif kind == "after":
-            self._used()
             if report.get("reserved"):
                 batch.limiter.settle(report["reserved"], 0)
             batch.limiter.observe(int(report["status"]), report.get("headers") or {}, report.get("retry_after"))
@@ -281,15 +282,14 @@ class _Cluster:
             if future is not None:
                 try:
                     await _call(self.client, future.result)
-                except BaseException as exc:  # noqa: BLE001 - its error is the items' error
+                except BaseException as exc:  # noqa: BLE001 - its error (a cancellation too) is the items' error
+                    current = asyncio.current_task()
+                    if current is not None and current.cancelling():
+                        raise
                     self.error = f"{type(exc).__name__}: {exc}"
             life = self.lives.get(runner)
             if life is not None:
                 await self._stop(self.retire(life))
-
-    def _used(self) -> None:
-        self.flow.ahead = max(0, self.flow.ahead - 1)
-        self.flow.used.set()
 
     def take(self, index: int, blob: bytes) -> None:
         from .messages import Usage

@@ -4,7 +4,8 @@ starts them), each running up to its share of the batch's concurrency on the wor
 A runner starts a life of its own (a fresh id, and an item queue named after it on the scheduler), says
 hello on the batch's report queue, then takes the lists of items the client's side puts in its queue into a
 local queue, from which its slots (as many as its share) take items one at a time. Every request of an item
-takes a permit from the batch's permit queue first (`_RemoteGate`); each item's start, each response
+takes a permit first (`_RemoteGate`), from the few the runner keeps taken from the batch's permit queue
+ahead of its requests (`_Permits`); each item's start, each response
 (status, rate-limit headers) and usage, and each item's outcome go back on the report queue, gathered in one
 message per round trip (`_Outbox`): what gathers while one message travels goes in the next.
 
@@ -37,8 +38,6 @@ _HEADERS = ("retry-after", "retry-after-ms")
 _POLL = 0.5
 """Every this many seconds a runner looks whether its task is still wanted."""
 
-_QUEUES: dict[tuple[str, str], tuple[Any, Any]] = {}
-"""On a worker: the permit and report queues of the batches it ran items of."""
 _AGENTS: dict[str, Any] = {}
 """On a worker: the agents it was sent, unpickled once each (by the hash of their bytes)."""
 
@@ -87,8 +86,32 @@ class _Outbox:
             await self._send()
 
 
+class _Permits:
+    """This runner's permits: up to `keep` taken from the batch's permit queue ahead of its requests, so a
+    request seldom waits on a round trip to the scheduler. The client's side counts a permit as waiting
+    until a request uses it (the "took" report), so the permits waiting here and in the queue together are
+    never more than it allows."""
+
+    def __init__(self, queue: Any, keep: int) -> None:
+        self.queue = queue
+        self.ready: asyncio.Queue = asyncio.Queue()
+        self.room = asyncio.Semaphore(max(1, keep))
+        self.task = asyncio.get_running_loop().create_task(self._fill())
+
+    async def _fill(self) -> None:
+        while True:
+            await self.room.acquire()
+            self.ready.put_nowait(int(await self.queue.get()))
+
+    async def get(self) -> int:
+        permit = await self.ready.get()
+        self.room.release()
+        return permit
+
+
 class _RemoteGate:
-    """The worker's side of the gate: a permit from the client's queue before each request, and reports back."""
+    """The worker's side of the gate: a permit (from the client's queue, by `_Permits`) before each request,
+    and reports back."""
 
     __slots__ = ("permits", "out", "reserved", "headers")
 
@@ -98,7 +121,8 @@ class _RemoteGate:
         self.headers: dict[str, str] = {}
 
     async def before(self, body_bytes: int) -> None:
-        self.reserved = int(await self.permits.get())  # a permit carries the tokens the client's side reserved
+        self.reserved = await self.permits.get()  # a permit carries the tokens the client's side reserved
+        self.out.add({"kind": "took"})  # used: the client's side may put another in the queue
 
     def after(self, status: int, headers: Any, retry_after: float | None) -> bool:
         keep = {k: v for k, v in headers.items() if k.lower().startswith(("x-ratelimit", "anthropic-ratelimit"))
@@ -193,19 +217,15 @@ async def runner(blob: bytes, names: tuple[str, str, str], number: int, share: i
     worker = get_worker()
     client = get_client()
     agent = agent_on_worker(blob)
-    queues = _QUEUES.get(names[:2])
-    if queues is None:  # made once per worker and batch: making one is a round trip to the scheduler
-        queues = _QUEUES[names[:2]] = (Queue(names[0], client=client), Queue(names[1], client=client))
-        if len(_QUEUES) > 16:
-            _QUEUES.pop(next(iter(_QUEUES)))
-    permits, reports = queues
     life = uuid.uuid4().hex[:12]
-    inbox = await Queue(f"{names[2]}-{number}-{life}", client=client)
+    permits, reports, inbox = await asyncio.gather(Queue(names[0], client=client), Queue(names[1], client=client),
+                                                   Queue(f"{names[2]}-{number}-{life}", client=client))
     out = _Outbox(reports)
     out.add({"kind": "hello", "runner": number, "life": life, "queue": inbox.name, "worker": worker.address})
     waiting: asyncio.Queue = asyncio.Queue()
     loop = asyncio.get_running_loop()
-    slots = [loop.create_task(_slot(agent, waiting, permits, out, max_retries, worth_retrying)) for _ in range(share)]
+    stock = _Permits(permits, share)
+    slots = [loop.create_task(_slot(agent, waiting, stock, out, max_retries, worth_retrying)) for _ in range(share)]
     taken = 0
 
     async def watch() -> None:  # Dask does not stop a running task: the runner looks at its own
@@ -228,11 +248,13 @@ async def runner(blob: bytes, names: tuple[str, str, str], number: int, share: i
                 taken += 1
     finally:
         watcher.cancel()
+        stock.task.cancel()
         for slot in slots:
             slot.cancel()
         await asyncio.gather(*slots, return_exceptions=True)
         try:
             await asyncio.wait_for(out.flush(), 5.0)
         finally:
-            inbox.close()
+            for queue in (permits, reports, inbox):
+                queue.close()
     return taken
