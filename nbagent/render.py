@@ -71,14 +71,22 @@ _WORDS = {
     "ok": "done", "done": "done", "error": "error", "failed": "failed", "denied": "denied", "blocked": "blocked",
     "not_found": "unknown tool", "invalid_arguments": "invalid arguments", "cancelled": "cancelled",
     "timeout": "timed out", "running": "running", "waiting_for_approval": "needs approval", "pending": "queued",
-    "streaming": "preparing", "unfinished": "did not finish",
+    "streaming": "preparing", "unfinished": "did not finish", "not_run": "never ran",
 }
 _ICONS = {
     "ok": "✓", "done": "✓", "error": "✕", "failed": "✕", "denied": "⊘", "blocked": "⊘", "not_found": "?",
     "invalid_arguments": "!", "cancelled": "■", "timeout": "✕", "waiting_for_approval": "!", "pending": "○",
-    "unfinished": "■",
+    "unfinished": "■", "not_run": "■",
 }
 _LIVE_STATUSES = frozenset({"running", "waiting_for_approval", "pending", "streaming"})
+
+
+def frozen_status(status: str) -> str:
+    """The status a call shows once its run can no longer go on (the kernel stopped, say): one that had
+    started did not finish; one still waiting for a decision or its turn never ran."""
+    if status in ("waiting_for_approval", "pending"):
+        return "not_run"
+    return "unfinished" if status in _LIVE_STATUSES else status
 
 
 @functools.cache
@@ -266,6 +274,25 @@ def _value_html(value: Any, limit: int | None) -> str:
                 pass
         return f'<div class="nba-pre">{_esc(_clip(text, limit))}</div>'
     return _esc(text)
+
+
+def _shown_arguments(rec: CallRecord) -> dict[str, Any]:
+    """A call's validated arguments without the defaults the model left out (`timeout 120.0`, `yield_ms
+    null`): what the model chose, and what code filled in (run_cell's pinned code) whenever it is not the
+    parameter's declared default."""
+    args = dict(rec.arguments or {})
+    sent = rec.raw_arguments
+    if isinstance(sent, str):
+        try:
+            sent = json.loads(sent)
+        except ValueError:
+            return args
+    props = (getattr(rec.tool, "parameters", None) or {}).get("properties", {})
+    if not isinstance(sent, dict) or not isinstance(props, dict):
+        return args
+    return {k: v for k, v in args.items()
+            if k in sent or not isinstance(props.get(k), dict) or "default" not in props[k]
+            or props[k]["default"] != v or type(props[k]["default"]) is not type(v)}
 
 
 def args_html(args: Any, *, limit: int | None = 600, streaming: bool = False) -> str:
@@ -498,8 +525,8 @@ def call_inner_html(
     else:
         status, label, tool_name, tool = rec.status, call_label(rec), rec.name, rec.tool
         elapsed = rec.elapsed
-    if frozen and status in _LIVE_STATUSES:
-        status = "unfinished"
+    if frozen:
+        status = frozen_status(status)
     flags = _badge(tool, rec.decision if rec is not None else None)
     head = (f'<div class="nba-call-head"><span class="nba-icon">{_icon(status)}</span>'
             f'<span class="nba-label" title="{_esc(label)}">{_esc(label)}</span>'
@@ -510,7 +537,7 @@ def call_inner_html(
     if rec is None:
         args: Any = partial
     elif rec.arguments is not None:
-        args = dict(rec.arguments)
+        args = _shown_arguments(rec)
     else:
         args = rec.raw_arguments
     limit = None if waiting else 600  # what is being approved is shown whole (it scrolls), never clipped
@@ -662,12 +689,20 @@ def _run_tools(run: AgentRun) -> list[Any]:
     return list(own) if isinstance(own, list) else list(getattr(run.agent, "tools", []) or [])
 
 
+def _tool_name(tool: Any) -> str:
+    """A tool's name; MCP servers (a toolset of their tools) by the servers' names: "MCP time, git"."""
+    active = getattr(tool, "active", None)  # MCPServers.active: the servers a run gets
+    if isinstance(active, list) and all(isinstance(getattr(c, "name", None), str) for c in active):
+        return "MCP " + ", ".join(c.name for c in active) if active else "no MCP server"
+    return tool.name
+
+
 def tools_summary(run: AgentRun) -> tuple[str, str]:
     """What tools the run was offered: a short form ("tools: add + 15 built-in") and every name."""
     tools = [t for t in _run_tools(run) if getattr(t, "name", None)]
     if not tools:
         return "no tools", "This run was offered no tools."
-    own = [t.name for t in tools if not _is_builtin(t)]
+    own = [_tool_name(t) for t in tools if not _is_builtin(t)]
     builtin = [t.name for t in tools if _is_builtin(t)]
     parts = []
     if own:
@@ -696,6 +731,15 @@ def _sandbox_chip(run: AgentRun) -> str:
     if backend.available and policy.name != "danger-full-access":
         return f'<span class="nba-chip" title="{_esc(full)}">sandbox: {_esc(str(policy))}</span>'
     return f'<span class="nba-chip nba-warn" title="{_esc(full)}">no sandbox</span>'
+
+
+def history_count(run: AgentRun) -> int:
+    """How many messages of conversation came before the run, as it started (a compaction during the run
+    folds them into fewer; the view still says how long the conversation was)."""
+    now = len(run.messages) - len(run.new_messages)
+    folded = sum(max(0, len(c.replaced) - len(c.replacement)) for c in getattr(run, "compactions", ()) or ()
+                 if c.start < now)
+    return now + folded
 
 
 def prompt_html(prompt: Any, history: int = 0) -> str:
@@ -727,6 +771,7 @@ _MD_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 def plain_answer(text: str, limit: int = 200) -> str:
     """A Markdown answer as one line of plain words (`**done**` reads `done`, a link its text, no `#`)."""
     text = _MD_LINK.sub(r"\1", text)
+    text = re.sub(r"^\s{0,3}(`{3,}|~{3,})[^\n]*$", "", text, flags=re.M)  # a code fence and its language
     text = re.sub(r"^\s{0,3}(#{1,6}|[-*+]|>)\s+", "", text, flags=re.M)
     return one_line(_MD_MARKS.sub("", text), limit)
 
@@ -782,7 +827,7 @@ def run_html(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
     """
     frozen = stopped is not None and not run.done
     waits = waits or {}
-    parts = [prompt_html(run.prompt, len(run.messages) - len(run.new_messages))]
+    parts = [prompt_html(run.prompt, history_count(run))]
     by_id = {c.id: (i, c) for i, c in enumerate(run.calls)}
     steered = {e.text for e in getattr(run, "events", ()) if getattr(e, "kind", "") == "steered"}
     for msg in shown_items(run):
@@ -820,7 +865,7 @@ def shown_items(run: Any) -> list[Any]:
 
 
 def _call_div(rec: CallRecord, index: int, frozen: bool, waited: float | None = None) -> str:
-    status = "unfinished" if frozen and rec.status in _LIVE_STATUSES else rec.status
+    status = frozen_status(rec.status) if frozen else rec.status
     body = call_inner_html(rec, index=index, frozen=frozen, output=True, waited=waited)
     return f'<div class="nba-call nba-s-{_esc(status)}">{body}</div>'
 
@@ -830,7 +875,7 @@ def _call_div(rec: CallRecord, index: int, frozen: bool, waited: float | None = 
 # --------------------------------------------------------------------------------------------------
 def call_text(rec: CallRecord, *, frozen: bool = False, waited: float | None = None) -> str:
     """One line for a call: status, label, tool, time (and apart, the time it waited for a decision), decision."""
-    status = "unfinished" if frozen and rec.status in _LIVE_STATUSES else rec.status
+    status = frozen_status(rec.status) if frozen else rec.status
     icon = _ICONS.get(status, "•") if rec.done or frozen else "…"
     out = f"{icon} {call_label(rec)}  [{rec.name} · {status_word(status)}"
     if rec.duration is not None:
@@ -848,6 +893,17 @@ def call_text(rec: CallRecord, *, frozen: bool = False, waited: float | None = N
     elif rec.status == "waiting_for_approval" and getattr(rec, "approval_waited", None):
         out += f"\n    still waiting for your approval ({seconds(rec.approval_waited)})"
     return sanitize.terminal_safe(out)
+
+
+def _answer_lines(answer: str, max_lines: int = 40) -> list[str]:
+    """The answer in the text form: one line when it is one, else its own lines (Markdown is text), indented."""
+    rows = [r.rstrip() for r in answer.strip().splitlines()]
+    if len(rows) <= 1:
+        return ["  answer: " + one_line(answer, 400)]
+    shown = [("    " + _clip(r, 400)) if r else "" for r in rows[:max_lines]]
+    if len(rows) > max_lines:
+        shown.append(f"    … {len(rows) - max_lines} more lines (run.output has them all)")
+    return ["  answer:", *shown]
 
 
 def run_text(run: AgentRun, *, stopped: str | None = None, waits: dict[str, float] | None = None) -> str:
@@ -880,7 +936,7 @@ def run_text(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
         if getattr(event, "kind", "") == "steered":
             lines.append(f"  you, while it ran: {one_line(event.text, 200)}")
     if _answer(run):
-        lines.append("  answer: " + one_line(_answer(run), 400))
+        lines.extend(_answer_lines(_answer(run)))
     if run.error is not None:
         lines.append(f"  {type(run.error).__name__}: {run.error}")
     if frozen:

@@ -140,6 +140,8 @@ def test_the_progress_message_stays_while_the_tool_prints_and_the_answer_line_re
     assert "20% · Loading March" in shown
     assert render.plain_answer("**Revenue** is up by *3%* in `march`, see [the chart](http://x)") == (
         "Revenue is up by 3% in march, see the chart")
+    assert render.plain_answer("To fill it:\n\n```python\norders.fillna(0)\n```\n~~~bash\nls\n~~~") == (
+        "To fill it: orders.fillna(0) ls")  # a fence and its language are not words of the answer
 
 
 def test_the_models_code_blocks_are_highlighted_and_stay_inert():
@@ -147,3 +149,48 @@ def test_the_models_code_blocks_are_highlighted_and_stay_inert():
     assert '<span class="hl-kn">import</span>' in shown and '<span class="hl-c1"># hi</span>' in shown
     assert "<img" not in shown and "onerror" in shown  # code is text, whatever it spells
     assert render.markdown_html("```\nplain\n```") == "<pre><code>plain\n</code></pre>\n"  # no language: as it was
+
+
+def test_a_row_shows_the_arguments_the_model_chose_not_the_defaults_it_left_out():
+    @tool(read_only=True)
+    def fetch(url: str, timeout: float = 120.0, retries: int = 2, tag: str | None = None) -> str:
+        """Fetch a page."""
+        return "ok"
+
+    model = ScriptedModel([AssistantMessage(tool_calls=[
+        ToolCall(name="fetch", arguments={"url": "http://a", "retries": 2}),  # sent, though the default
+    ]), "done"])
+    run = Agent(model=model, tools=[fetch]).run_sync("go")
+    assert run.calls[0].arguments == {"url": "http://a", "timeout": 120.0, "retries": 2, "tag": None}
+    row = render.call_inner_html(run.calls[0])
+    assert "&quot;http://a&quot;" in row and ">retries<" in row  # what the model sent stays, default or not
+    assert ">timeout<" not in row and ">tag<" not in row  # defaults it left out are not its choice
+
+
+def test_a_call_still_waiting_for_a_decision_when_its_run_stopped_says_it_never_ran():
+    run = _run()
+    waiting, running = run.calls[0], run.calls[1]
+    waiting.status, running.status = "waiting_for_approval", "running"
+    assert "never ran" in render.call_inner_html(waiting, frozen=True)
+    assert "did not finish" in render.call_inner_html(running, frozen=True)
+    assert "never ran" in render.call_text(waiting, frozen=True)
+    assert "needs approval" in render.call_inner_html(waiting)  # while the run goes on: what it waits for
+
+
+def test_the_header_names_the_mcp_servers_a_run_was_offered():
+    from types import SimpleNamespace
+
+    from nbagent.mcp import MCPServers
+
+    servers = MCPServers({"time": {"command": "mcp-server-time"}, "git": {"command": "mcp-server-git"},
+                          "off": {"command": "x", "disabled": True}})
+    short, full = render.tools_summary(SimpleNamespace(tools=[servers, summarize]))
+    assert short == "tools: MCP time, git, summarize" and "MCP time, git" in full
+
+
+def test_the_text_form_keeps_a_long_answers_lines():
+    run = Agent(model=ScriptedModel(["Done. **One** missing.\n\n```python\norders.fillna(0)\n```"])).run_sync("x")
+    text = str(run)
+    assert "  answer:\n    Done. **One** missing.\n\n    ```python\n    orders.fillna(0)\n    ```" in text
+    short = Agent(model=ScriptedModel(["Just this."])).run_sync("x")
+    assert "  answer: Just this." in str(short)
