@@ -13,7 +13,8 @@ next life can go to a dead one. All queues are `distributed.Queue`s, held by the
 
 How the limits hold across the cluster: the batch's `Limiter` stays on this side. A feeder task takes a
 permit from it for each request (paced by requests and tokens per minute, paused after a 429) and puts it in
-the permit queue; a worker's item takes a permit from that queue before each request, and reports each
+the permit queue (at most `concurrency` of them waiting there or in a runner's small stock, taken ahead so
+a request does not wait on a round trip); a worker's item takes one before each request, and reports each
 response (status, rate-limit headers, retry-after) and each usage back, which this side reads into the
 same `Limiter`. So one pause holds for every worker, and the tokens per minute count every worker's usage.
 `max_cost` is checked on this side before each item is handed out (the first item runs alone), so it holds
