@@ -12,30 +12,33 @@ characters shown as `⟨U+XXXX NAME⟩`) or `_esc_output` (escaped, terminal esc
 HTML that is not this module's own through `sanitize_html` (`_rich_html`, `_link_html`, `markdown_html`),
 and the plain text forms (`run_text`, `call_text`, `one_line`) through `terminal_safe`.
 
-Why one module of about 700 lines: its pieces (pills, chips, a call's row, a run's header and footer)
-are one small HTML vocabulary that the static rendering, the text form and the live view all compose,
-and the live view's work is still extending it; split it by what it renders (call, run, text) once
-that settles.
+Why one module of about 600 lines: its pieces (a call's row, a run's header and footer, the text forms)
+are one small HTML vocabulary that the static rendering, the text form and the live view all compose. The
+parts with a seam of their own are beside it: the small words (`render_base`), the model's Markdown
+(`render_markdown`), a tool's result (`render_results`), usage (`render_usage`), what happens beside the
+calls (`render_live`); their public names are re-exported here.
 """
 
 from __future__ import annotations
 
-import functools
 import html
 import json
 import re
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from . import reprs, sanitize
-from .messages import AssistantMessage, ImageBlock, TextBlock, UserMessage
+from .messages import AssistantMessage, TextBlock, UserMessage
+from .render_base import (_ICONS, _LIVE_STATUSES, MAX_RICH, MAX_TEXT, _clip, _esc, _esc_output, _icon,  # noqa: F401
+                          _pill, _style, css, describe_object, frozen_status, hidden_warnings, one_line, plural,
+                          seconds, status_word)
 from .render_live import (approval_notice_html, presentation_html, presentation_text, processes_html,
                           processes_text, steered_html)
+from .render_markdown import markdown_html
+from .render_results import diff_html, result_html, tool_result_html
 from .render_usage import compaction_html, context_text, cost_text, gauge_html, tokens_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from .decisions import Decision
-    from .messages import ToolResult
     from .records import CallRecord
 
 AgentRun = Any
@@ -61,196 +64,6 @@ __all__ = [
     "tool_result_html",
     "tools_summary",
 ]
-
-MAX_TEXT = 4000
-"""Characters of a result's text shown before it is cut (the whole text stays on the object)."""
-MAX_RICH = 200_000
-"""An object's own HTML (a DataFrame's table, say) longer than this is shown as text instead."""
-
-_WORDS = {
-    "ok": "done", "done": "done", "error": "error", "failed": "failed", "denied": "denied", "blocked": "blocked",
-    "not_found": "unknown tool", "invalid_arguments": "invalid arguments", "cancelled": "cancelled",
-    "timeout": "timed out", "running": "running", "waiting_for_approval": "needs approval", "pending": "queued",
-    "streaming": "preparing", "unfinished": "did not finish", "not_run": "never ran",
-}
-_ICONS = {
-    "ok": "✓", "done": "✓", "error": "✕", "failed": "✕", "denied": "⊘", "blocked": "⊘", "not_found": "?",
-    "invalid_arguments": "!", "cancelled": "■", "timeout": "✕", "waiting_for_approval": "!", "pending": "○",
-    "unfinished": "■", "not_run": "■",
-}
-_LIVE_STATUSES = frozenset({"running", "waiting_for_approval", "pending", "streaming"})
-
-
-def frozen_status(status: str) -> str:
-    """The status a call shows once its run can no longer go on (the kernel stopped, say): one that had
-    started did not finish; one still waiting for a decision or its turn never ran."""
-    if status in ("waiting_for_approval", "pending"):
-        return "not_run"
-    return "unfinished" if status in _LIVE_STATUSES else status
-
-
-@functools.cache
-def css() -> str:
-    """The stylesheet every nbagent rendering uses."""
-    return resources.files("nbagent").joinpath("render.css").read_text(encoding="utf-8")
-
-
-def _style() -> str:
-    return f"<style>{css()}</style>"
-
-
-def _esc(text: Any) -> str:
-    """Text as HTML: escaped, and every control, bidi or invisible character shown as what it is."""
-    return html.escape(sanitize.visible(str(text))[0], quote=True)
-
-
-def _esc_output(text: Any) -> str:
-    """A program's output as HTML: escaped, terminal escapes (colours) removed, other controls shown."""
-    return html.escape(sanitize.terminal_safe(text), quote=True)
-
-
-def hidden_warnings(*values: Any) -> list[str]:
-    """The warnings `sanitize.visible` gives for any text in `values` (nested in dicts and lists too), each
-    once: what a person approving these arguments must be told they cannot see as-is."""
-    found: list[str] = []
-
-    def walk(value: Any) -> None:
-        if isinstance(value, str):
-            for w in sanitize.visible(value)[1]:
-                if w not in found:
-                    found.append(w)
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                walk(k)
-                walk(v)
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                walk(v)
-
-    for value in values:
-        walk(value)
-    return found
-
-
-def _clip(text: str, limit: int | None = MAX_TEXT) -> str:
-    return text if limit is None or len(text) <= limit else text[:limit] + f"\n… ({len(text) - limit:,} more characters)"
-
-
-def one_line(text: str, limit: int = 110) -> str:
-    """Text on one line (whitespace collapsed, terminal escapes removed), cut with an ellipsis at `limit`."""
-    text = " ".join(sanitize.terminal_safe(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def seconds(value: float | None) -> str:
-    """A duration as people read it: 0.02 s, 3.4 s, 42 s, 2 min 05 s."""
-    if value is None:
-        return ""
-    if value < 0.1:
-        return f"{value:.2f} s"
-    if value < 10:
-        return f"{value:.1f} s"
-    if value < 60:
-        return f"{value:.0f} s"
-    minutes, secs = divmod(int(value), 60)
-    return f"{minutes} min {secs:02d} s"
-
-
-def plural(n: int, word: str) -> str:
-    """`1 call`, `2 calls`."""
-    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
-
-
-def status_word(status: str) -> str:
-    """The word shown for a status."""
-    return _WORDS.get(status, status.replace("_", " "))
-
-
-def _icon(status: str) -> str:
-    if status in ("running", "streaming"):
-        return '<span class="nba-spin"></span>'
-    if status == "waiting_for_approval":
-        return '<span class="nba-dot"></span>'
-    return _esc(_ICONS.get(status, "•"))
-
-
-def _pill(status: str, text: str | None = None) -> str:
-    return f'<span class="nba-pill nba-s-{_esc(status)}">{_icon(status)} {_esc(text or status_word(status))}</span>'
-
-
-def describe_object(obj: Any) -> str:
-    """A short description of a Python object: its type, and its shape or size when it has one."""
-    name = type(obj).__name__
-    shape = getattr(obj, "shape", None)
-    if isinstance(shape, tuple):
-        if len(shape) == 2 and all(isinstance(n, int) for n in shape):
-            return f"{name}, {shape[0]:,} rows × {shape[1]:,} columns"
-        return f"{name} {shape}"
-    if isinstance(obj, (str, bytes, list, tuple, dict, set, frozenset)):
-        unit = "character" if isinstance(obj, str) else "byte" if isinstance(obj, bytes) else "item"
-        return f"{name} of {plural(len(obj), unit)}"
-    return name
-
-
-# --------------------------------------------------------------------------------------------------
-# Markdown (the model's text)
-# --------------------------------------------------------------------------------------------------
-@functools.cache
-def _markdown() -> Any:
-    try:
-        import mistune
-    except ImportError:  # pragma: no cover - mistune comes with Jupyter
-        return None
-
-    class Renderer(mistune.HTMLRenderer):
-        def image(self, text: str, url: str, title: str | None = None) -> str:
-            """An image is never loaded (it would tell its host that the view was opened, and what the URL
-            carries): it becomes a link that shows where it points."""
-            alt = html.unescape(mistune.util.striptags(text))
-            shown = f"image: {alt} · {url}" if alt else f"image: {url}"
-            return (f'<a class="nba-md-image" href="{self.safe_url(url)}" title="an image the model linked; '
-                    f'not loaded">{_esc(shown)}</a>')
-
-        def block_code(self, code: str, info: str | None = None) -> str:
-            """A fenced block in its language's colours (Pygments, when it is installed and knows the
-            language named after the fence); plain, escaped text otherwise."""
-            lang = (info or "").strip().split(None, 1)[0] if info else ""
-            shown = _highlight(code, lang)
-            if shown is None:
-                return super().block_code(code, info)
-            return f"<pre><code>{shown}</code></pre>\n"
-
-    return mistune.create_markdown(escape=True, renderer=Renderer(escape=True),
-                                   plugins=["strikethrough", "table", "url"])
-
-
-def _highlight(code: str, lang: str) -> str | None:
-    """`code` as HTML spans with `hl-*` classes (render.css colours them), or None: no Pygments, or a
-    language it does not know. The spans carry classes only; the sanitizer still sees all of it."""
-    if not lang:
-        return None
-    try:
-        from pygments import highlight
-        from pygments.formatters import HtmlFormatter
-        from pygments.lexers import get_lexer_by_name
-        from pygments.util import ClassNotFound
-    except ImportError:  # pragma: no cover - Pygments comes with IPython
-        return None
-    try:
-        lexer = get_lexer_by_name(lang)
-    except ClassNotFound:
-        return None
-    return highlight(code, lexer, HtmlFormatter(nowrap=True, classprefix="hl-"))
-
-
-def markdown_html(text: str) -> str:
-    """The model's Markdown as HTML: raw HTML in it is escaped, images become links that show their URL,
-    and the result goes through `sanitize_html` (no script, no event handler, nothing remote)."""
-    render = _markdown()
-    if render is None:  # pragma: no cover
-        return "".join(f"<p>{_esc(p)}</p>" for p in text.split("\n\n") if p.strip())
-    return sanitize.sanitize_html(render(sanitize.visible(text, prose=True)[0]), wrap=False)
-
 
 # --------------------------------------------------------------------------------------------------
 # Arguments
@@ -312,140 +125,6 @@ def args_html(args: Any, *, limit: int | None = 600, streaming: bool = False) ->
 
 
 # --------------------------------------------------------------------------------------------------
-# Results
-# --------------------------------------------------------------------------------------------------
-_FIGURES: Any = None
-
-
-def _figure_html(obj: Any) -> str | None:
-    """A matplotlib figure as a PNG (once per figure); None for anything else. matplotlib is not imported."""
-    global _FIGURES
-    if not (type(obj).__module__.startswith("matplotlib.") and hasattr(obj, "savefig") and hasattr(obj, "axes")):
-        return None
-    import weakref
-
-    if _FIGURES is None:
-        _FIGURES = weakref.WeakKeyDictionary()
-    try:
-        cached = _FIGURES.get(obj)
-    except TypeError:
-        cached = None
-    if cached is not None:
-        return cached
-    import base64
-    import io
-
-    try:
-        buf = io.BytesIO()
-        obj.savefig(buf, format="png", bbox_inches="tight", dpi=80)
-    except Exception:
-        return None
-    out = f'<img class="nba-figure" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}" alt="figure"/>'
-    try:
-        _FIGURES[obj] = out
-    except TypeError:
-        pass
-    return out
-
-
-def _rich_html(obj: Any) -> str | None:
-    figure = _figure_html(obj)
-    if figure is not None:
-        return figure
-    method = getattr(type(obj), "_repr_html_", None)
-    if method is None or obj is None:
-        return None
-    try:
-        out = method(obj)
-    except Exception:
-        return None
-    if isinstance(out, tuple):
-        out = out[0]
-    if not isinstance(out, str) or len(out) > MAX_RICH:
-        return None
-    return sanitize.sanitize_html(out)
-
-
-def _blocks_html(blocks: list) -> str:
-    parts = []
-    for b in blocks:
-        if isinstance(b, TextBlock):
-            parts.append(f'<div class="nba-pre">{_esc_output(_clip(b.text))}</div>')
-        elif isinstance(b, ImageBlock):
-            url = f"data:{b.mime_type};base64,{b.base64}"
-            if sanitize.image_data_url(url):  # an inline raster image, nothing else (no SVG, no quotes)
-                parts.append(f'<img src="{url}" alt="image result"/>')
-            else:
-                parts.append(f'<div class="nba-pre">{_esc(f"[an image of type {b.mime_type!r} is not shown]")}</div>')
-    return "".join(parts)
-
-
-def diff_html(diff: str) -> str:
-    """A unified diff (or `+`/`-` lines under a `#` heading) as a block with added and removed lines marked."""
-    rows = []
-    for line in diff.splitlines():
-        cls = ("nba-diff-add" if line.startswith("+") and not line.startswith("+++") else
-               "nba-diff-del" if line.startswith("-") and not line.startswith("---") else
-               "nba-diff-at" if line.startswith(("@@", "#")) else "")
-        rows.append(f'<span class="{cls}">{_esc(line)}</span>' if cls else _esc(line))
-    return f'<div class="nba-pre nba-diff">{chr(10).join(rows)}</div>'
-
-
-def _link_html(details: Any) -> str:
-    """The link a result's details offer to where they live (a notebook cell), or ''."""
-    method = getattr(details, "link_html", None)
-    if not callable(method):
-        return ""
-    try:
-        return sanitize.sanitize_html(str(method()), wrap=False)
-    except Exception:
-        return ""
-
-
-def result_html(result: ToolResult, *, index: int | None = None, open: bool = False) -> str:
-    """A result as a disclosure: a one-line summary, then the object rendered (or the text the model saw)."""
-    details = result.details
-    what = describe_object(details) if details is not None else ""
-    text = result.text
-    rich = _rich_html(details)
-    if rich is not None and rich.startswith('<img class="nba-figure"'):
-        open = True  # a figure is there to be seen
-    preview = one_line(text, 90) if text and rich is None and not result.images else ""
-    if result.images:
-        preview = f"{len(result.images)} image{'s' if len(result.images) > 1 else ''}"
-    where = ""
-    if index is not None and details is not None:
-        where = f' · <span class="nba-code">calls[{index}].details</span>'
-    summary = "Result" + (f" · {_esc(what)}" if what else "") + where
-    link = _link_html(details)
-    if link:
-        summary += f" · {link}"
-    if preview:
-        summary += f' · <span class="nba-result-preview">{_esc(preview)}</span>'
-    if rich is not None:
-        body = f'<div class="nba-rich">{rich}</div>'
-        if text:
-            body += (f'<details class="nba-wire"><summary>what the model received ({len(text):,} characters)'
-                     f'</summary>{_blocks_html(result.content)}</details>')
-        else:
-            body += _blocks_html(result.images)
-    else:
-        body = _blocks_html(result.content)
-    return (f'<details class="nba-result"{" open" if open else ""}><summary>{summary}</summary>'
-            f'<div class="nba-result-body">{body}</div></details>')
-
-
-def tool_result_html(result: ToolResult) -> str:
-    """`ToolResult._repr_html_`: the result, open."""
-    flags = " · error" if result.is_error else ""
-    flags += " · terminates the run" if result.terminate else ""
-    inner = result_html(result, open=True)
-    if flags:
-        inner = inner.replace("<summary>Result", f"<summary>Result{_esc(flags)}", 1)
-    return f'{_style()}<div class="nba nba-bare">{inner}</div>'
-
-
-# --------------------------------------------------------------------------------------------------
 # Tool calls
 # --------------------------------------------------------------------------------------------------
 def _badge(tool: Any, decision: Decision | None) -> str:
@@ -486,7 +165,9 @@ def decision_note(decision: Decision | None) -> str:
     if decision.source == "grant":
         return f"<b>allowed</b>: {_esc(decision.reason)}"
     if decision.source == "hook":
-        return f"<b>blocked by a hook</b>: {_esc(decision.reason)}"
+        if decision.reason and decision.reason != "blocked by a hook":
+            return f"<b>not run</b>: {_esc(decision.reason)}"  # the hook's own words say why
+        return "<b>blocked by a hook</b>"
     reason = decision.reason or ""
     if reason.startswith(verdict + " "):  # "allowed by rule 'allow: x'" reads as one phrase
         return f"<b>{verdict}</b> {_esc(reason[len(verdict) + 1:])}"
@@ -603,8 +284,13 @@ def call_inner_html(
                 parts.append(f'<div class="nba-sub">{result_html(rec.result, index=index)}</div>')
         elif status == "ok":
             parts.append(f'<div class="nba-sub">{result_html(rec.result, index=index)}</div>')
-        parts.append(presentation_html(rec.result.presentation, markdown_html))
+        parts.append(presentation_html(rec.result.presentation, _tool_markdown))
     return "".join(parts)
+
+
+def _tool_markdown(text: str) -> str:
+    """A tool's Markdown (a presentation): rendered as the model's is, but its code blocks are not the model's."""
+    return markdown_html(text, code_blocks=False)
 
 
 def _time_html(elapsed: float | None, waited: float | None, status: str) -> str:

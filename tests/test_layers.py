@@ -12,7 +12,7 @@ Layers, from the bottom (a module may import its own layer, without a cycle, and
     tools      tools, docstrings, schemas, arguments, results, images, paths, plan, structured, partial_json
     stages     hooks, permissions, grants, interrupt, execution (one call's path)
     providers  providers/*                                      (beside the stages: data and tools only)
-    render     render                                           (data only)
+    render     render, render_*                                 (data only)
     toolbox    toolbox/*                                        (tools and data)
     batch      batch, batch_items, batch_dask, batch_worker     (one agent over many inputs: the stages and
                                                                 providers below; it runs items through the
@@ -54,7 +54,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
               "structured", "partial_json"),
     "stages": ("hooks", "permissions", "grants", "interrupt", "execution", "compaction"),
     "providers": ("providers",),
-    "render": ("render", "render_usage", "render_live", "render_batch"),
+    "render": ("render", "render_base", "render_markdown", "render_results", "render_usage", "render_live",
+               "render_batch"),
     "toolbox": ("toolbox", "mcp"),
     "batch": ("batch", "batch_items", "batch_dask", "batch_worker"),
     "loop": ("loop", "run"),
@@ -215,9 +216,7 @@ LONG_FOR_A_REASON: dict[str, str] = {
 
 # ---- TEMPORARY: over the limit while a split is under way. Each entry goes when its split lands (the test
 # ---- below fails once a listed module is under the limit, so this list cannot go stale).
-SPLIT_UNDER_WAY: dict[str, str] = {
-    "nbagent.render": "being split along its seams (render_usage, render_live, render_batch so far)",
-}
+SPLIT_UNDER_WAY: dict[str, str] = {}
 
 
 def runtime_size_problem(module: str, lines: int) -> str | None:
@@ -244,7 +243,7 @@ def test_the_runtime_limit_can_fail():
     assert runtime_size_problem("nbagent.loop", RUNTIME_MAX_LINES + 1) is not None
     assert runtime_size_problem("nbagent.loop", RUNTIME_MAX_LINES) is None
     assert runtime_size_problem("nbagent.run", RUNTIME_MAX_LINES + 200) is None
-    assert runtime_size_problem("nbagent.render", 300) is not None
+    assert runtime_size_problem("nbagent.run", 300) is not None
     assert set(LONG_FOR_A_REASON) | set(SPLIT_UNDER_WAY) <= set(core_modules())
 
 
