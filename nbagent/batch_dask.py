@@ -389,7 +389,9 @@ async def run_on_cluster(batch: Any) -> None:
     # the agent travels as bytes, scattered once; each worker unpickles it once and keeps its own copy (with
     # its own HTTP client): a used agent holds a client that cannot be pickled, so never ship the object
     blob = cloudpickle.dumps(portable_agent(batch.item_agent, batch.agent.policy))
-    shipped = await _call(client, client.scatter, blob, broadcast=True)
+    # a key of its own (hash=False): the same bytes scattered by the batch before, and being released, would
+    # lose the new batch its runners' dependency
+    shipped = await _call(client, client.scatter, blob, broadcast=True, hash=False)
     cluster = _Cluster(batch, client)
     batch._wake = cluster.wake
     loop = asyncio.get_running_loop()
