@@ -311,16 +311,18 @@ CACHED_CHARS = 100_000
 _WS = r"[ \t\n]*+"
 _TEXT = r"[^<\"\x00-\x08\x0b-\x1f\x7f\ud800-\udfff]*+"
 _CLASS = "(?!(?i:" + "|".join(map(re.escape, _PAGE_CLASSES)) + "))[A-Za-z0-9_-]++"
-_ATTRS = (r"(?: id=\"[A-Za-z0-9_-]++\"| class=\"" + _CLASS + "(?: " + _CLASS + r")*+\""
-          r"| style=\"[^\"=<>&\\@{}\x00-\x1f\ud800-\udfff]*+\"| (?:colspan|rowspan|border)=\"[0-9]{1,4}+\""
-          r"| valign=\"(?:top|middle|bottom)\")*+ ?>")
+_ATTR = (r' id="[A-Za-z0-9_-]++"| class="' + _CLASS + "(?: " + _CLASS + r')*+"'
+         r'| style="[^"=<>&\\@{}\x00-\x1f\ud800-\udfff]*+"| valign="(?:top|middle|bottom)"')
+_ATTRS = f"(?:{_ATTR})*+ ?>"  # what `ATTRIBUTES` allows every element; a table or a cell some more
+_TABLE_ATTRS = f'(?:{_ATTR}| border="[0-9]{{1,4}}+")*+ ?>'
+_CELL_ATTRS = f'(?:{_ATTR}| (?:colspan|rowspan)="[0-9]{{1,4}}+")*+ ?>'
 _INLINE = "|".join(f"<{t}{_ATTRS}{_TEXT}</{t}>" for t in ("b", "i", "em", "strong", "code", "span"))
 _CELL_TEXT = f"{_TEXT}(?:(?:{_INLINE}){_TEXT})*+"
-_ROW = f"<tr{_ATTRS}(?:{_WS}(?:<th{_ATTRS}{_CELL_TEXT}</th>|<td{_ATTRS}{_CELL_TEXT}</td>))*+{_WS}</tr>"
+_ROW = f"<tr{_ATTRS}(?:{_WS}(?:<th{_CELL_ATTRS}{_CELL_TEXT}</th>|<td{_CELL_ATTRS}{_CELL_TEXT}</td>))*+{_WS}</tr>"
 _SECTIONS = "|".join(f"<{t}{_ATTRS}(?:{_WS}{_ROW})*+{_WS}</{t}>" for t in ("thead", "tbody", "tfoot"))
-_TABLE = (f"<table{_ATTRS}{_WS}(?:<caption{_ATTRS}{_CELL_TEXT}</caption>{_WS})?+"
+_TABLE = (f"<table{_TABLE_ATTRS}{_WS}(?:<caption{_ATTRS}{_CELL_TEXT}</caption>{_WS})?+"
           f"(?:(?:{_SECTIONS}){_WS})*+</table>")
-_SHEET = r"<style(?: scoped| type=\"text/css\")?+>[^<\"]*+</style>"
+_SHEET = r'<style(?: scoped| type="text/css")?+>[^<"]*+</style>'
 _BLOCK = f"{_SHEET}|{_TABLE}|<p{_ATTRS}{_CELL_TEXT}</p>"
 _PANDAS = re.compile(f"(?:{_WS}(?:<div{_ATTRS}(?:{_WS}(?:{_BLOCK}))*+{_WS}</div>|{_BLOCK}))*+{_WS}")
 _PANDAS_STYLE = re.compile(r' style="([^"]*)"')
