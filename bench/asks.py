@@ -127,7 +127,8 @@ def main() -> None:
             for a, b, c in differ:
                 print(f"   today {'ask' if a else 'auto'} -> {'ask' if b else 'auto'}: {c!r}")
     sizes = {}
-    for name in ("_readonly.py", "_shellwords.py", "_runsprograms.py", "_readdeny.py", "_secretreads.py"):
+    for name in ("_readonly.py", "_getopt.py", "_readprograms.py", "_gitreads.py", "_readpaths.py", "_shellwords.py",
+                 "_subcommands.py", "_shellrules.py", "_runsprograms.py", "_readdeny.py", "_secretreads.py"):
         sizes[name] = (ROOT / "nbagent" / "toolbox" / name).read_text().count("\n")
     print("lines:", ", ".join(f"{k} {v}" for k, v in sizes.items()))
 

@@ -81,13 +81,13 @@ def main() -> None:
     def identity(markup, **_):
         return markup
 
-    def framed(markup, *, wrap=True, **_):
+    def framed(markup, *, wrap=True, **kw):
         if not wrap:
-            return real(markup, wrap=False)  # Markdown and links are inline: a frame each is not an option
+            return real(markup, wrap=False, code_blocks=kw.get("code_blocks", False))  # Markdown and links are inline: a frame each is not an option
         return f'<iframe sandbox="" srcdoc="{html.escape(markup, quote=True)}" style="width:100%;border:0"></iframe>'
 
     def cold(markup, **kw):
-        return sanitize._sanitize(markup, kw.get("wrap", True), kw.get("scope"))
+        return sanitize._sanitize(markup, kw.get("wrap", True), kw.get("scope"), kw.get("code_blocks", False))
 
     spent = [0.0]
 

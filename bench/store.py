@@ -47,18 +47,18 @@ async def one_run(n: int, workspace: Path, store: str) -> float:
     agent = Agent(model=ScriptedModel(script), tools=[add], max_turns=n + 1, workspace=workspace,
                   session=store != "none")
     commit = sessions.SessionWriter.commit
-    key = sessions._writing_key
+    key = sessions._writer._writing_key
     if store in ("no-fsync", "unsigned"):
         sessions.SessionWriter.commit = lambda self, fsync=True: commit(self, fsync=False)  # type: ignore[method-assign]
     if store == "unsigned":
-        sessions._writing_key = lambda: None  # type: ignore[assignment]
+        sessions._writer._writing_key = lambda: None  # type: ignore[assignment]
     try:
         t0 = time.perf_counter()
         run = await agent.run("add them")
         elapsed = time.perf_counter() - t0
     finally:
         sessions.SessionWriter.commit = commit  # type: ignore[method-assign]
-        sessions._writing_key = key  # type: ignore[assignment]
+        sessions._writer._writing_key = key  # type: ignore[assignment]
     assert run.status == "done" and len(run.calls) == n
     return elapsed
 

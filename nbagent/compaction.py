@@ -120,8 +120,10 @@ class Compaction:
             what.append(f"{self.stubbed} old tool result{'s' if self.stubbed != 1 else ''} stubbed")
         if self.summarized:
             what.append(f"{self.summarized} message{'s' if self.summarized != 1 else ''} summarised")
+        gain = "" if self.tokens_after < self.tokens_before else (
+            " (the conversation was already short: its summary saves nothing)")
         return (f"compacted ({self.reason}): {', '.join(what) or 'nothing'}; "
-                f"{self.tokens_before:,} -> {self.tokens_after:,} tokens")
+                f"{self.tokens_before:,} -> {self.tokens_after:,} tokens{gain}")
 
 
 def is_summary(message: Message) -> bool:

@@ -12,30 +12,33 @@ characters shown as `⟨U+XXXX NAME⟩`) or `_esc_output` (escaped, terminal esc
 HTML that is not this module's own through `sanitize_html` (`_rich_html`, `_link_html`, `markdown_html`),
 and the plain text forms (`run_text`, `call_text`, `one_line`) through `terminal_safe`.
 
-Why one module of about 700 lines: its pieces (pills, chips, a call's row, a run's header and footer)
-are one small HTML vocabulary that the static rendering, the text form and the live view all compose,
-and the live view's work is still extending it; split it by what it renders (call, run, text) once
-that settles.
+Why one module of about 600 lines: its pieces (a call's row, a run's header and footer, the text forms)
+are one small HTML vocabulary that the static rendering, the text form and the live view all compose. The
+parts with a seam of their own are beside it: the small words (`render_base`), the model's Markdown
+(`render_markdown`), a tool's result (`render_results`), usage (`render_usage`), what happens beside the
+calls (`render_live`); their public names are re-exported here.
 """
 
 from __future__ import annotations
 
-import functools
 import html
 import json
 import re
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from . import reprs, sanitize
-from .messages import AssistantMessage, ImageBlock, TextBlock, UserMessage
+from .messages import AssistantMessage, TextBlock, UserMessage
+from .render_base import (_ICONS, _LIVE_STATUSES, MAX_RICH, MAX_TEXT, _clip, _esc, _esc_output, _icon,  # noqa: F401
+                          _pill, _style, css, describe_object, frozen_status, hidden_warnings, one_line, plural,
+                          seconds, status_word)
 from .render_live import (approval_notice_html, presentation_html, presentation_text, processes_html,
                           processes_text, steered_html)
+from .render_markdown import markdown_html
+from .render_results import diff_html, result_html, tool_result_html
 from .render_usage import compaction_html, context_text, cost_text, gauge_html, tokens_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from .decisions import Decision
-    from .messages import ToolResult
     from .records import CallRecord
 
 AgentRun = Any
@@ -62,188 +65,6 @@ __all__ = [
     "tools_summary",
 ]
 
-MAX_TEXT = 4000
-"""Characters of a result's text shown before it is cut (the whole text stays on the object)."""
-MAX_RICH = 200_000
-"""An object's own HTML (a DataFrame's table, say) longer than this is shown as text instead."""
-
-_WORDS = {
-    "ok": "done", "done": "done", "error": "error", "failed": "failed", "denied": "denied", "blocked": "blocked",
-    "not_found": "unknown tool", "invalid_arguments": "invalid arguments", "cancelled": "cancelled",
-    "timeout": "timed out", "running": "running", "waiting_for_approval": "needs approval", "pending": "queued",
-    "streaming": "preparing", "unfinished": "did not finish",
-}
-_ICONS = {
-    "ok": "✓", "done": "✓", "error": "✕", "failed": "✕", "denied": "⊘", "blocked": "⊘", "not_found": "?",
-    "invalid_arguments": "!", "cancelled": "■", "timeout": "✕", "waiting_for_approval": "!", "pending": "○",
-    "unfinished": "■",
-}
-_LIVE_STATUSES = frozenset({"running", "waiting_for_approval", "pending", "streaming"})
-
-
-@functools.cache
-def css() -> str:
-    """The stylesheet every nbagent rendering uses."""
-    return resources.files("nbagent").joinpath("render.css").read_text(encoding="utf-8")
-
-
-def _style() -> str:
-    return f"<style>{css()}</style>"
-
-
-def _esc(text: Any) -> str:
-    """Text as HTML: escaped, and every control, bidi or invisible character shown as what it is."""
-    return html.escape(sanitize.visible(str(text))[0], quote=True)
-
-
-def _esc_output(text: Any) -> str:
-    """A program's output as HTML: escaped, terminal escapes (colours) removed, other controls shown."""
-    return html.escape(sanitize.terminal_safe(text), quote=True)
-
-
-def hidden_warnings(*values: Any) -> list[str]:
-    """The warnings `sanitize.visible` gives for any text in `values` (nested in dicts and lists too), each
-    once: what a person approving these arguments must be told they cannot see as-is."""
-    found: list[str] = []
-
-    def walk(value: Any) -> None:
-        if isinstance(value, str):
-            for w in sanitize.visible(value)[1]:
-                if w not in found:
-                    found.append(w)
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                walk(k)
-                walk(v)
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                walk(v)
-
-    for value in values:
-        walk(value)
-    return found
-
-
-def _clip(text: str, limit: int | None = MAX_TEXT) -> str:
-    return text if limit is None or len(text) <= limit else text[:limit] + f"\n… ({len(text) - limit:,} more characters)"
-
-
-def one_line(text: str, limit: int = 110) -> str:
-    """Text on one line (whitespace collapsed, terminal escapes removed), cut with an ellipsis at `limit`."""
-    text = " ".join(sanitize.terminal_safe(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def seconds(value: float | None) -> str:
-    """A duration as people read it: 0.02 s, 3.4 s, 42 s, 2 min 05 s."""
-    if value is None:
-        return ""
-    if value < 0.1:
-        return f"{value:.2f} s"
-    if value < 10:
-        return f"{value:.1f} s"
-    if value < 60:
-        return f"{value:.0f} s"
-    minutes, secs = divmod(int(value), 60)
-    return f"{minutes} min {secs:02d} s"
-
-
-def plural(n: int, word: str) -> str:
-    """`1 call`, `2 calls`."""
-    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
-
-
-def status_word(status: str) -> str:
-    """The word shown for a status."""
-    return _WORDS.get(status, status.replace("_", " "))
-
-
-def _icon(status: str) -> str:
-    if status in ("running", "streaming"):
-        return '<span class="nba-spin"></span>'
-    if status == "waiting_for_approval":
-        return '<span class="nba-dot"></span>'
-    return _esc(_ICONS.get(status, "•"))
-
-
-def _pill(status: str, text: str | None = None) -> str:
-    return f'<span class="nba-pill nba-s-{_esc(status)}">{_icon(status)} {_esc(text or status_word(status))}</span>'
-
-
-def describe_object(obj: Any) -> str:
-    """A short description of a Python object: its type, and its shape or size when it has one."""
-    name = type(obj).__name__
-    shape = getattr(obj, "shape", None)
-    if isinstance(shape, tuple):
-        if len(shape) == 2 and all(isinstance(n, int) for n in shape):
-            return f"{name}, {shape[0]:,} rows × {shape[1]:,} columns"
-        return f"{name} {shape}"
-    if isinstance(obj, (str, bytes, list, tuple, dict, set, frozenset)):
-        unit = "character" if isinstance(obj, str) else "byte" if isinstance(obj, bytes) else "item"
-        return f"{name} of {plural(len(obj), unit)}"
-    return name
-
-
-# --------------------------------------------------------------------------------------------------
-# Markdown (the model's text)
-# --------------------------------------------------------------------------------------------------
-@functools.cache
-def _markdown() -> Any:
-    try:
-        import mistune
-    except ImportError:  # pragma: no cover - mistune comes with Jupyter
-        return None
-
-    class Renderer(mistune.HTMLRenderer):
-        def image(self, text: str, url: str, title: str | None = None) -> str:
-            """An image is never loaded (it would tell its host that the view was opened, and what the URL
-            carries): it becomes a link that shows where it points."""
-            alt = html.unescape(mistune.util.striptags(text))
-            shown = f"image: {alt} · {url}" if alt else f"image: {url}"
-            return (f'<a class="nba-md-image" href="{self.safe_url(url)}" title="an image the model linked; '
-                    f'not loaded">{_esc(shown)}</a>')
-
-        def block_code(self, code: str, info: str | None = None) -> str:
-            """A fenced block in its language's colours (Pygments, when it is installed and knows the
-            language named after the fence); plain, escaped text otherwise."""
-            lang = (info or "").strip().split(None, 1)[0] if info else ""
-            shown = _highlight(code, lang)
-            if shown is None:
-                return super().block_code(code, info)
-            return f"<pre><code>{shown}</code></pre>\n"
-
-    return mistune.create_markdown(escape=True, renderer=Renderer(escape=True),
-                                   plugins=["strikethrough", "table", "url"])
-
-
-def _highlight(code: str, lang: str) -> str | None:
-    """`code` as HTML spans with `hl-*` classes (render.css colours them), or None: no Pygments, or a
-    language it does not know. The spans carry classes only; the sanitizer still sees all of it."""
-    if not lang:
-        return None
-    try:
-        from pygments import highlight
-        from pygments.formatters import HtmlFormatter
-        from pygments.lexers import get_lexer_by_name
-        from pygments.util import ClassNotFound
-    except ImportError:  # pragma: no cover - Pygments comes with IPython
-        return None
-    try:
-        lexer = get_lexer_by_name(lang)
-    except ClassNotFound:
-        return None
-    return highlight(code, lexer, HtmlFormatter(nowrap=True, classprefix="hl-"))
-
-
-def markdown_html(text: str) -> str:
-    """The model's Markdown as HTML: raw HTML in it is escaped, images become links that show their URL,
-    and the result goes through `sanitize_html` (no script, no event handler, nothing remote)."""
-    render = _markdown()
-    if render is None:  # pragma: no cover
-        return "".join(f"<p>{_esc(p)}</p>" for p in text.split("\n\n") if p.strip())
-    return sanitize.sanitize_html(render(sanitize.visible(text, prose=True)[0]), wrap=False)
-
-
 # --------------------------------------------------------------------------------------------------
 # Arguments
 # --------------------------------------------------------------------------------------------------
@@ -268,6 +89,25 @@ def _value_html(value: Any, limit: int | None) -> str:
     return _esc(text)
 
 
+def _shown_arguments(rec: CallRecord) -> dict[str, Any]:
+    """A call's validated arguments without the defaults the model left out (`timeout 120.0`, `yield_ms
+    null`): what the model chose, and what code filled in (run_cell's pinned code) whenever it is not the
+    parameter's declared default."""
+    args = dict(rec.arguments or {})
+    sent = rec.raw_arguments
+    if isinstance(sent, str):
+        try:
+            sent = json.loads(sent)
+        except ValueError:
+            return args
+    props = (getattr(rec.tool, "parameters", None) or {}).get("properties", {})
+    if not isinstance(sent, dict) or not isinstance(props, dict):
+        return args
+    return {k: v for k, v in args.items()
+            if k in sent or not isinstance(props.get(k), dict) or "default" not in props[k]
+            or props[k]["default"] != v or type(props[k]["default"]) is not type(v)}
+
+
 def args_html(args: Any, *, limit: int | None = 600, streaming: bool = False) -> str:
     """Arguments as labelled rows (a block of text when they are not an object); `limit` characters per value
     (None: every character, as an approval shows them: a long value scrolls, it is never clipped).
@@ -282,140 +122,6 @@ def args_html(args: Any, *, limit: int | None = 600, streaming: bool = False) ->
     rows = "".join(f'<div class="nba-k">{_esc(k)}</div><div class="nba-v">{_value_html(v, limit)}</div>'
                    for k, v in args.items())
     return f'<div class="nba-args">{rows}</div>{typing}'
-
-
-# --------------------------------------------------------------------------------------------------
-# Results
-# --------------------------------------------------------------------------------------------------
-_FIGURES: Any = None
-
-
-def _figure_html(obj: Any) -> str | None:
-    """A matplotlib figure as a PNG (once per figure); None for anything else. matplotlib is not imported."""
-    global _FIGURES
-    if not (type(obj).__module__.startswith("matplotlib.") and hasattr(obj, "savefig") and hasattr(obj, "axes")):
-        return None
-    import weakref
-
-    if _FIGURES is None:
-        _FIGURES = weakref.WeakKeyDictionary()
-    try:
-        cached = _FIGURES.get(obj)
-    except TypeError:
-        cached = None
-    if cached is not None:
-        return cached
-    import base64
-    import io
-
-    try:
-        buf = io.BytesIO()
-        obj.savefig(buf, format="png", bbox_inches="tight", dpi=80)
-    except Exception:
-        return None
-    out = f'<img class="nba-figure" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}" alt="figure"/>'
-    try:
-        _FIGURES[obj] = out
-    except TypeError:
-        pass
-    return out
-
-
-def _rich_html(obj: Any) -> str | None:
-    figure = _figure_html(obj)
-    if figure is not None:
-        return figure
-    method = getattr(type(obj), "_repr_html_", None)
-    if method is None or obj is None:
-        return None
-    try:
-        out = method(obj)
-    except Exception:
-        return None
-    if isinstance(out, tuple):
-        out = out[0]
-    if not isinstance(out, str) or len(out) > MAX_RICH:
-        return None
-    return sanitize.sanitize_html(out)
-
-
-def _blocks_html(blocks: list) -> str:
-    parts = []
-    for b in blocks:
-        if isinstance(b, TextBlock):
-            parts.append(f'<div class="nba-pre">{_esc_output(_clip(b.text))}</div>')
-        elif isinstance(b, ImageBlock):
-            url = f"data:{b.mime_type};base64,{b.base64}"
-            if sanitize.image_data_url(url):  # an inline raster image, nothing else (no SVG, no quotes)
-                parts.append(f'<img src="{url}" alt="image result"/>')
-            else:
-                parts.append(f'<div class="nba-pre">{_esc(f"[an image of type {b.mime_type!r} is not shown]")}</div>')
-    return "".join(parts)
-
-
-def diff_html(diff: str) -> str:
-    """A unified diff (or `+`/`-` lines under a `#` heading) as a block with added and removed lines marked."""
-    rows = []
-    for line in diff.splitlines():
-        cls = ("nba-diff-add" if line.startswith("+") and not line.startswith("+++") else
-               "nba-diff-del" if line.startswith("-") and not line.startswith("---") else
-               "nba-diff-at" if line.startswith(("@@", "#")) else "")
-        rows.append(f'<span class="{cls}">{_esc(line)}</span>' if cls else _esc(line))
-    return f'<div class="nba-pre nba-diff">{chr(10).join(rows)}</div>'
-
-
-def _link_html(details: Any) -> str:
-    """The link a result's details offer to where they live (a notebook cell), or ''."""
-    method = getattr(details, "link_html", None)
-    if not callable(method):
-        return ""
-    try:
-        return sanitize.sanitize_html(str(method()), wrap=False)
-    except Exception:
-        return ""
-
-
-def result_html(result: ToolResult, *, index: int | None = None, open: bool = False) -> str:
-    """A result as a disclosure: a one-line summary, then the object rendered (or the text the model saw)."""
-    details = result.details
-    what = describe_object(details) if details is not None else ""
-    text = result.text
-    rich = _rich_html(details)
-    if rich is not None and rich.startswith('<img class="nba-figure"'):
-        open = True  # a figure is there to be seen
-    preview = one_line(text, 90) if text and rich is None and not result.images else ""
-    if result.images:
-        preview = f"{len(result.images)} image{'s' if len(result.images) > 1 else ''}"
-    where = ""
-    if index is not None and details is not None:
-        where = f' · <span class="nba-code">calls[{index}].details</span>'
-    summary = "Result" + (f" · {_esc(what)}" if what else "") + where
-    link = _link_html(details)
-    if link:
-        summary += f" · {link}"
-    if preview:
-        summary += f' · <span class="nba-result-preview">{_esc(preview)}</span>'
-    if rich is not None:
-        body = f'<div class="nba-rich">{rich}</div>'
-        if text:
-            body += (f'<details class="nba-wire"><summary>what the model received ({len(text):,} characters)'
-                     f'</summary>{_blocks_html(result.content)}</details>')
-        else:
-            body += _blocks_html(result.images)
-    else:
-        body = _blocks_html(result.content)
-    return (f'<details class="nba-result"{" open" if open else ""}><summary>{summary}</summary>'
-            f'<div class="nba-result-body">{body}</div></details>')
-
-
-def tool_result_html(result: ToolResult) -> str:
-    """`ToolResult._repr_html_`: the result, open."""
-    flags = " · error" if result.is_error else ""
-    flags += " · terminates the run" if result.terminate else ""
-    inner = result_html(result, open=True)
-    if flags:
-        inner = inner.replace("<summary>Result", f"<summary>Result{_esc(flags)}", 1)
-    return f'{_style()}<div class="nba nba-bare">{inner}</div>'
 
 
 # --------------------------------------------------------------------------------------------------
@@ -498,8 +204,8 @@ def call_inner_html(
     else:
         status, label, tool_name, tool = rec.status, call_label(rec), rec.name, rec.tool
         elapsed = rec.elapsed
-    if frozen and status in _LIVE_STATUSES:
-        status = "unfinished"
+    if frozen:
+        status = frozen_status(status)
     flags = _badge(tool, rec.decision if rec is not None else None)
     head = (f'<div class="nba-call-head"><span class="nba-icon">{_icon(status)}</span>'
             f'<span class="nba-label" title="{_esc(label)}">{_esc(label)}</span>'
@@ -510,7 +216,7 @@ def call_inner_html(
     if rec is None:
         args: Any = partial
     elif rec.arguments is not None:
-        args = dict(rec.arguments)
+        args = _shown_arguments(rec)
     else:
         args = rec.raw_arguments
     limit = None if waiting else 600  # what is being approved is shown whole (it scrolls), never clipped
@@ -576,8 +282,13 @@ def call_inner_html(
                 parts.append(f'<div class="nba-sub">{result_html(rec.result, index=index)}</div>')
         elif status == "ok":
             parts.append(f'<div class="nba-sub">{result_html(rec.result, index=index)}</div>')
-        parts.append(presentation_html(rec.result.presentation, markdown_html))
+        parts.append(presentation_html(rec.result.presentation, _tool_markdown))
     return "".join(parts)
+
+
+def _tool_markdown(text: str) -> str:
+    """A tool's Markdown (a presentation): rendered as the model's is, but its code blocks are not the model's."""
+    return markdown_html(text, code_blocks=False)
 
 
 def _time_html(elapsed: float | None, waited: float | None, status: str) -> str:
@@ -662,12 +373,20 @@ def _run_tools(run: AgentRun) -> list[Any]:
     return list(own) if isinstance(own, list) else list(getattr(run.agent, "tools", []) or [])
 
 
+def _tool_name(tool: Any) -> str:
+    """A tool's name; MCP servers (a toolset of their tools) by the servers' names: "MCP time, git"."""
+    active = getattr(tool, "active", None)  # MCPServers.active: the servers a run gets
+    if isinstance(active, list) and all(isinstance(getattr(c, "name", None), str) for c in active):
+        return "MCP " + ", ".join(c.name for c in active) if active else "no MCP server"
+    return tool.name
+
+
 def tools_summary(run: AgentRun) -> tuple[str, str]:
     """What tools the run was offered: a short form ("tools: add + 15 built-in") and every name."""
     tools = [t for t in _run_tools(run) if getattr(t, "name", None)]
     if not tools:
         return "no tools", "This run was offered no tools."
-    own = [t.name for t in tools if not _is_builtin(t)]
+    own = [_tool_name(t) for t in tools if not _is_builtin(t)]
     builtin = [t.name for t in tools if _is_builtin(t)]
     parts = []
     if own:
@@ -696,6 +415,15 @@ def _sandbox_chip(run: AgentRun) -> str:
     if backend.available and policy.name != "danger-full-access":
         return f'<span class="nba-chip" title="{_esc(full)}">sandbox: {_esc(str(policy))}</span>'
     return f'<span class="nba-chip nba-warn" title="{_esc(full)}">no sandbox</span>'
+
+
+def history_count(run: AgentRun) -> int:
+    """How many messages of conversation came before the run, as it started (a compaction during the run
+    folds them into fewer; the view still says how long the conversation was)."""
+    now = len(run.messages) - len(run.new_messages)
+    folded = sum(max(0, len(c.replaced) - len(c.replacement)) for c in getattr(run, "compactions", ()) or ()
+                 if c.start < now)
+    return now + folded
 
 
 def prompt_html(prompt: Any, history: int = 0) -> str:
@@ -727,6 +455,7 @@ _MD_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 def plain_answer(text: str, limit: int = 200) -> str:
     """A Markdown answer as one line of plain words (`**done**` reads `done`, a link its text, no `#`)."""
     text = _MD_LINK.sub(r"\1", text)
+    text = re.sub(r"^\s{0,3}(`{3,}|~{3,})[^\n]*$", "", text, flags=re.M)  # a code fence and its language
     text = re.sub(r"^\s{0,3}(#{1,6}|[-*+]|>)\s+", "", text, flags=re.M)
     return one_line(_MD_MARKS.sub("", text), limit)
 
@@ -782,7 +511,7 @@ def run_html(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
     """
     frozen = stopped is not None and not run.done
     waits = waits or {}
-    parts = [prompt_html(run.prompt, len(run.messages) - len(run.new_messages))]
+    parts = [prompt_html(run.prompt, history_count(run))]
     by_id = {c.id: (i, c) for i, c in enumerate(run.calls)}
     steered = {e.text for e in getattr(run, "events", ()) if getattr(e, "kind", "") == "steered"}
     for msg in shown_items(run):
@@ -820,7 +549,7 @@ def shown_items(run: Any) -> list[Any]:
 
 
 def _call_div(rec: CallRecord, index: int, frozen: bool, waited: float | None = None) -> str:
-    status = "unfinished" if frozen and rec.status in _LIVE_STATUSES else rec.status
+    status = frozen_status(rec.status) if frozen else rec.status
     body = call_inner_html(rec, index=index, frozen=frozen, output=True, waited=waited)
     return f'<div class="nba-call nba-s-{_esc(status)}">{body}</div>'
 
@@ -830,7 +559,7 @@ def _call_div(rec: CallRecord, index: int, frozen: bool, waited: float | None = 
 # --------------------------------------------------------------------------------------------------
 def call_text(rec: CallRecord, *, frozen: bool = False, waited: float | None = None) -> str:
     """One line for a call: status, label, tool, time (and apart, the time it waited for a decision), decision."""
-    status = "unfinished" if frozen and rec.status in _LIVE_STATUSES else rec.status
+    status = frozen_status(rec.status) if frozen else rec.status
     icon = _ICONS.get(status, "•") if rec.done or frozen else "…"
     out = f"{icon} {call_label(rec)}  [{rec.name} · {status_word(status)}"
     if rec.duration is not None:
@@ -848,6 +577,17 @@ def call_text(rec: CallRecord, *, frozen: bool = False, waited: float | None = N
     elif rec.status == "waiting_for_approval" and getattr(rec, "approval_waited", None):
         out += f"\n    still waiting for your approval ({seconds(rec.approval_waited)})"
     return sanitize.terminal_safe(out)
+
+
+def _answer_lines(answer: str, max_lines: int = 40) -> list[str]:
+    """The answer in the text form: one line when it is one, else its own lines (Markdown is text), indented."""
+    rows = [r.rstrip() for r in answer.strip().splitlines()]
+    if len(rows) <= 1:
+        return ["  answer: " + one_line(answer, 400)]
+    shown = [("    " + _clip(r, 400)) if r else "" for r in rows[:max_lines]]
+    if len(rows) > max_lines:
+        shown.append(f"    … {len(rows) - max_lines} more lines (run.output has them all)")
+    return ["  answer:", *shown]
 
 
 def run_text(run: AgentRun, *, stopped: str | None = None, waits: dict[str, float] | None = None) -> str:
@@ -880,7 +620,7 @@ def run_text(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
         if getattr(event, "kind", "") == "steered":
             lines.append(f"  you, while it ran: {one_line(event.text, 200)}")
     if _answer(run):
-        lines.append("  answer: " + one_line(_answer(run), 400))
+        lines.extend(_answer_lines(_answer(run)))
     if run.error is not None:
         lines.append(f"  {type(run.error).__name__}: {run.error}")
     if frozen:

@@ -2,8 +2,9 @@
 background processes, a call still waiting for a decision, messages sent into the run.
 
 `nbagent.render` composes them into a call's row and a run's header (the live view and the static rendering
-alike). Everything shown is escaped: a presentation's markdown goes through `render.markdown_html` (raw
-HTML escaped), text and JSON are shown as text; secrets are redacted from what processes printed.
+alike). Everything shown is escaped: a presentation's markdown goes through `render_markdown.markdown_html`
+(raw HTML escaped; `code_blocks=False`: a tool wrote it, so its code blocks get no Copy or Insert as cell
+buttons), text and JSON are shown as text; secrets are redacted from what processes printed.
 """
 
 from __future__ import annotations

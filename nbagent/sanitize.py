@@ -27,8 +27,13 @@ What stops it:
   markup is read without nh3 when all of it is of one strict form that a browser parses into just the tree
   it spells (`_PANDAS`: tables, rows, cells with plain text, a few attributes with plain values); the same
   filters apply to it, and anything else at all goes through nh3.
-- `markdown_html(text)` in `nbagent.render` renders the model's Markdown with raw HTML escaped and
-  images turned into links that show their URL, then passes it through `sanitize_html`.
+- `markdown_html(text)` in `nbagent.render_markdown` renders the model's Markdown with raw HTML escaped
+  and images turned into links that show their URL, then passes it through `sanitize_html` with
+  `code_blocks=True`: the one caller for which a `<pre>` keeps the marker of the model's code blocks
+  (`nba-code-block`, `nba-lang-LANG`), which the frontend part gives Copy and Insert as cell buttons.
+  Everyone else's HTML (a result's `_repr_html_()`, `link_html()`, a tool's Markdown) loses those
+  classes as every other class of the page's own, so it cannot make its content look like the model's
+  code or get a button that puts it into a cell.
 - `terminal_safe(text)`: for text that goes to a terminal or a log (`print(run)`, `str(record)`, the
   headless runner, the text view): terminal escape sequences (CSI, OSC, DCS and the rest) are removed, and
   every other control character (C0, DEL, C1, but newline and tab) and every bidi or invisible character is
@@ -99,6 +104,8 @@ _KEPT_CLASSES = frozenset({"nba-cell-link", "nba-md-image", "nba-pre", "nba-code
 """Classes of the page's own kept all the same: they only style text (a link, a block of code, a diff's
 lines), so the notebook tools' results (cell diffs) look as the rest of the view does."""
 _PAGE_CLASSES = ("nba", "jp-", "lm-", "p-", "widget-", "jupyter-", "jupyter_", "mathjax", "tex2jax")
+_CODE_BLOCK_CLASS = re.compile(r"^nba-code-block$|^nba-lang-[a-z0-9_+#-]{1,32}$")
+"""The marker of the model's code blocks (on a `pre`), kept only with `sanitize_html(code_blocks=True)`."""
 
 _IMAGE_URL = re.compile(r"^data:image/(?:png|jpeg|jpg|gif|webp|bmp);base64,[A-Za-z0-9+/=\s]*$", re.I)
 _HREF = re.compile(r"^(?:https?://|mailto:|#)", re.I)
@@ -235,7 +242,7 @@ def image_data_url(value: str) -> bool:
     return bool(_IMAGE_URL.match(value.strip()))
 
 
-def _attribute_filter(tag: str, attr: str, value: str) -> str | None:
+def _attribute_filter(tag: str, attr: str, value: str, code_blocks: bool = False) -> str | None:
     if tag == "style":
         return None  # a sheet is a bare `<style>`: one with attributes would escape its scoping below
     if attr == "href":
@@ -245,48 +252,50 @@ def _attribute_filter(tag: str, attr: str, value: str) -> str | None:
     if attr == "style":
         return clean_css_declarations(value) or None
     if attr == "class":
-        return _clean_classes(value)
+        marks = code_blocks and tag == "pre"
+        return _classes_cached(value, marks) if len(value) <= _CACHED_CSS else _classes(value, marks)
     return value
 
 
-def _clean_classes(value: str) -> str | None:
-    if len(value) <= _CACHED_CSS:
-        return _classes_cached(value)
-    return _classes(value)
-
-
-def _classes(value: str) -> str | None:
-    kept = [c for c in value.split() if c in _KEPT_CLASSES or not c.lower().startswith(_PAGE_CLASSES)]
+def _classes(value: str, marks: bool) -> str | None:
+    kept = [c for c in value.split() if c in _KEPT_CLASSES or not c.lower().startswith(_PAGE_CLASSES)
+            or (marks and _CODE_BLOCK_CLASS.match(c))]
     return " ".join(kept) or None
 
 
 _classes_cached = functools.lru_cache(maxsize=1024)(_classes)
 
 
-_cleaner: Any = None
+def _code_block_filter(tag: str, attr: str, value: str) -> str | None:
+    return _attribute_filter(tag, attr, value, code_blocks=True)
 
 
-def _nh3() -> Any:
-    global _cleaner
-    if _cleaner is None:
+_cleaners: dict[bool, Any] = {}
+
+
+def _nh3(code_blocks: bool = False) -> Any:
+    cleaner = _cleaners.get(code_blocks)
+    if cleaner is None:
         import nh3
 
-        _cleaner = nh3.Cleaner(
+        cleaner = _cleaners[code_blocks] = nh3.Cleaner(
             tags=set(TAGS), clean_content_tags=set(DROPPED_WITH_CONTENT), attributes={k: set(v) for k, v in ATTRIBUTES.items()},
-            attribute_filter=_attribute_filter, strip_comments=True, link_rel="noopener noreferrer nofollow",
-            url_schemes={"http", "https", "mailto", "data"}, url_relative="pass_through", id_prefix=ID_PREFIX,
-            set_tag_attribute_values={"a": {"target": "_blank"}},
+            attribute_filter=_code_block_filter if code_blocks else _attribute_filter, strip_comments=True,
+            link_rel="noopener noreferrer nofollow", url_schemes={"http", "https", "mailto", "data"},
+            url_relative="pass_through", id_prefix=ID_PREFIX, set_tag_attribute_values={"a": {"target": "_blank"}},
         )
-    return _cleaner
+    return cleaner
 
 
-def sanitize_html(markup: str, *, wrap: bool = True, scope: str | None = None) -> str:
+def sanitize_html(markup: str, *, wrap: bool = True, scope: str | None = None, code_blocks: bool = False) -> str:
     """HTML someone else wrote, made inert: what the allowlist keeps, wrapped in `<div class="nba-safe SCOPE">`.
 
     `scope` names the wrapper's own class, the one its style sheets are confined to; by default one derived
     from the markup (the same markup gives the same HTML: a saved notebook does not change on a re-render).
     `wrap=False` (for a piece that goes inline: a link, Markdown) leaves the wrapper out, and with it every
-    style sheet. Never raises for odd input: what cannot be read plainly is dropped.
+    style sheet. Never raises for odd input: what cannot be read plainly is dropped. `code_blocks=True` is
+    for the model's Markdown as `nbagent.render_markdown` writes it, and nothing else: a `<pre>` keeps the
+    classes that mark it as the model's code (`nba-code-block`, `nba-lang-LANG`).
 
     The last 64 results (of markup up to `CACHED_CHARS`) are kept: a view draws the same result several
     times (its row when the call ends, the whole view when the run ends, the static form a notebook saves).
@@ -294,8 +303,8 @@ def sanitize_html(markup: str, *, wrap: bool = True, scope: str | None = None) -
     if not isinstance(markup, str):
         markup = str(markup)
     if len(markup) > CACHED_CHARS:
-        return _sanitize(markup, wrap, scope)
-    return _cached(markup, wrap, scope)
+        return _sanitize(markup, wrap, scope, code_blocks)
+    return _cached(markup, wrap, scope, code_blocks)
 
 
 CACHED_CHARS = 100_000
@@ -350,12 +359,12 @@ def _pandas_table(markup: str) -> str | None:
     return cleaned
 
 
-def _sanitize(markup: str, wrap: bool = True, scope: str | None = None) -> str:
+def _sanitize(markup: str, wrap: bool = True, scope: str | None = None, code_blocks: bool = False) -> str:
     cleaned = _pandas_table(markup)
     if cleaned is None:
         # the indentation between a table's own tags shows nothing, and is a quarter of a DataFrame's repr:
         # nh3 reads it faster without (measured: 0.58 -> 0.41 ms for a 30x6 DataFrame)
-        cleaned = _nh3().clean(_TABLE_GAPS.sub(">", markup))
+        cleaned = _nh3(code_blocks).clean(_TABLE_GAPS.sub(">", markup))
     if not wrap:
         return _STYLE_ELEMENT.sub("", cleaned) if "<style" in cleaned else cleaned
     if "<style" in cleaned:  # nh3's output escapes `<` in attribute values: each `<style>` is an element

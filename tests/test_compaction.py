@@ -119,6 +119,10 @@ async def test_compact_by_hand_and_continue() -> None:
     assert second.messages[: len(compacted.messages)] == compacted.messages
     assert second.conversation_usage.input_tokens == (first.usage + compacted.usage + second.usage).input_tokens
     assert "compacted (manual)" in str(compacted)
+    from nbagent import render  # the view says how long the conversation was, not what is left of it
+
+    assert render.history_count(compacted) == len(first.messages) and render.history_count(first) == 0
+    assert f"continues a conversation of {len(first.messages)} messages" in render.run_html(compacted)
 
 
 def test_nothing_to_compact() -> None:
@@ -205,3 +209,14 @@ def test_a_script_of_plain_responses_is_not_spent_on_summaries_and_the_view_keep
     assert positions == sorted(positions)
     first_note = page.index('<div class="nba-compacted">')
     assert positions[0] < first_note < positions[-1]
+
+
+def test_a_compaction_that_saves_nothing_says_so() -> None:
+    from nbagent.compaction import Compaction
+
+    grew = Compaction(start=0, end=5, replaced=[], replacement=[], messages=[], summarized=5, tokens_before=803,
+                      tokens_after=847, reason="manual")
+    assert str(grew).endswith("803 -> 847 tokens (the conversation was already short: its summary saves nothing)")
+    shrank = Compaction(start=0, end=5, replaced=[], replacement=[], messages=[], summarized=5, tokens_before=9000,
+                        tokens_after=800, reason="manual")
+    assert str(shrank).endswith("9,000 -> 800 tokens")

@@ -12,7 +12,7 @@ Layers, from the bottom (a module may import its own layer, without a cycle, and
     tools      tools, docstrings, schemas, arguments, results, images, paths, plan, structured, partial_json
     stages     hooks, permissions, grants, interrupt, execution (one call's path)
     providers  providers/*                                      (beside the stages: data and tools only)
-    render     render                                           (data only)
+    render     render, render_*                                 (data only)
     toolbox    toolbox/*                                        (tools and data)
     batch      batch, batch_items, batch_dask                   (one agent over many inputs: the stages and
                                                                 providers below; it runs items through the
@@ -32,7 +32,9 @@ the same way (the core below it counts as one layer, which every module of the f
     session    session                                          (starts a run through the seams)
     entry      nbagent.jupyter, magics, headless, panel         (everything)
 
-and no module of the front is longer than 500 lines.
+and no module of the front is longer than 500 lines. No module of the runtime is longer than 650 lines
+(`RUNTIME_MAX_LINES`), except the one named in `LONG_FOR_A_REASON` with its reason, and those in the
+clearly marked, temporary `SPLIT_UNDER_WAY` list while their split is under way.
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
               "structured", "partial_json"),
     "stages": ("hooks", "permissions", "grants", "interrupt", "execution", "compaction"),
     "providers": ("providers",),
-    "render": ("render", "render_usage", "render_live", "render_batch"),
+    "render": ("render", "render_base", "render_markdown", "render_results", "render_usage", "render_live",
+               "render_batch"),
     "toolbox": ("toolbox", "mcp"),
     "batch": ("batch", "batch_items", "batch_dask"),
     "loop": ("loop", "run"),
@@ -193,18 +196,55 @@ def test_the_checker_sees_type_checking_and_function_imports(tmp_path):
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
-OTHERS_RESHAPING = ("nbagent.providers", "nbagent.toolbox", "nbagent.sessions")
-"""Provider adapters, built-in tools and the session store are being reshaped on their own; their sizes
-are checked there."""
-
-
-@pytest.mark.parametrize("module", sorted(m for m in core_modules() if not m.startswith(OTHERS_RESHAPING)))
+@pytest.mark.parametrize("module", sorted(core_modules()))
 def test_no_module_is_long_without_saying_why(module):
     text = core_modules()[module].read_text()
     lines = text.count("\n")
     doc = ast.get_docstring(ast.parse(text)) or ""
     if lines > 520 and "one module" not in doc:
         pytest.fail(f"{module} has {lines} lines: split it, or say at its top why it is one module")
+
+
+RUNTIME_MAX_LINES = 650
+"""No module of the runtime (everything outside `nbagent/jupyter/`) is longer, saying why or not, except:"""
+
+LONG_FOR_A_REASON: dict[str, str] = {
+    "nbagent.run": "Agent and AgentRun change together: an agent makes runs and a run reads its agent's "
+                   "settings (its docstring says why it is one module)",
+}
+"""The modules allowed over `RUNTIME_MAX_LINES` for good, each with its reason. Keep it this short."""
+
+# ---- TEMPORARY: over the limit while a split is under way. Each entry goes when its split lands (the test
+# ---- below fails once a listed module is under the limit, so this list cannot go stale).
+SPLIT_UNDER_WAY: dict[str, str] = {}
+
+
+def runtime_size_problem(module: str, lines: int) -> str | None:
+    """What is wrong with a runtime module of this many lines, or None."""
+    listed = LONG_FOR_A_REASON.get(module) or SPLIT_UNDER_WAY.get(module)
+    if listed is not None:
+        if lines <= RUNTIME_MAX_LINES:
+            return f"{module} has {lines} lines, within the limit: take it off the list of exceptions"
+        return None
+    if lines > RUNTIME_MAX_LINES:
+        return f"{module} has {lines} lines: split it along a seam (limit {RUNTIME_MAX_LINES})"
+    return None
+
+
+@pytest.mark.parametrize("module", sorted(core_modules()))
+def test_no_module_of_the_runtime_is_over_the_limit(module):
+    problem = runtime_size_problem(module, core_modules()[module].read_text().count("\n"))
+    assert problem is None, problem
+
+
+def test_the_runtime_limit_can_fail():
+    """The rule can fail: a long module is refused, an exception that is no longer long is too, and every
+    exception names a module that exists."""
+    assert runtime_size_problem("nbagent.loop", RUNTIME_MAX_LINES + 1) is not None
+    assert runtime_size_problem("nbagent.loop", RUNTIME_MAX_LINES) is None
+    assert runtime_size_problem("nbagent.run", RUNTIME_MAX_LINES + 200) is None
+    assert runtime_size_problem("nbagent.run", 300) is not None
+    assert set(LONG_FOR_A_REASON) | set(SPLIT_UNDER_WAY) <= set(core_modules())
 
 
 # -- the notebook front (nbagent/jupyter/) ----------------------------------------------------------------

@@ -157,3 +157,33 @@ def test_turning_the_neutraliser_off_lets_the_escapes_through(monkeypatch):
     monkeypatch.setattr(sanitize, "_HIDDEN", __import__("re").compile(r"(?!)"))
     assert "\x1b]0;" in terminal_safe("\x1b]0;title\x07")
     assert visible("a\u202eb") == ("a\u202eb", [])
+
+
+# -- the marker of the model's code blocks: the model's Markdown keeps it, nothing else can claim it ---------
+FORGED = ('<div class="nba-md"><pre class="nba-code-block nba-lang-bash other"><code>rm -rf ~</code></pre>'
+          '<div class="nba-code-block"><span class="nba-lang-python">x</span></div>'
+          '<pre class="NBA-CODE-BLOCK nba-lang-"><code>y</code></pre></div>')
+
+
+@pytest.mark.parametrize("wrap", [True, False])
+def test_no_html_but_the_models_markdown_can_claim_the_code_block_marker(wrap):
+    shown = sanitize_html(FORGED, wrap=wrap)
+    assert "nba-code-block" not in shown.lower() and "nba-lang" not in shown and "nba-md" not in shown
+    assert '<pre class="other"><code>rm -rf ~</code></pre>' in shown  # the rest stays
+
+
+def test_the_models_markdown_keeps_the_marker_on_a_pre_and_nowhere_else():
+    shown = sanitize_html(FORGED, wrap=False, code_blocks=True)
+    assert '<pre class="nba-code-block nba-lang-bash other"><code>rm -rf ~</code></pre>' in shown
+    assert '<div><span>x</span></div>' in shown  # not on a div or a span
+    assert '<pre><code>y</code></pre>' in shown  # only the exact spellings
+    assert "nba-md" not in shown  # the container is render's own, never the sanitizer's to keep
+    long = "nba-lang-" + "x" * 33
+    assert long not in sanitize_html(f'<pre class="{long}"></pre>', wrap=False, code_blocks=True)
+
+
+def test_the_cache_tells_the_two_kinds_apart():
+    markup = '<pre class="nba-code-block"><code>z</code></pre>'
+    assert "nba-code-block" in sanitize_html(markup, wrap=False, code_blocks=True)
+    assert "nba-code-block" not in sanitize_html(markup, wrap=False)
+    assert "nba-code-block" in sanitize_html(markup, wrap=False, code_blocks=True)

@@ -4,13 +4,15 @@
  * The kernel opens a comm with target `nbagent.notebook` and asks; this answers with the live notebook
  * (unsaved edits included), applies edits as one undoable step each (one shared-model transaction), and
  * runs cells through the notebook so their output lands where the user sees it. The protocol is described
- * in nbagent/jupyter/notebook_comm.py. It also makes links to `#nbagent-cell=<id>` scroll to that cell.
+ * in nbagent/jupyter/notebook_comm.py. It also makes links to `#nbagent-cell=<id>` scroll to that cell, and
+ * gives the model's code blocks in the outputs Copy and Insert as cell buttons (codeblocks.ts).
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { Cell, CodeCell, MarkdownCell } from '@jupyterlab/cells';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 
+import { belowItsCell, watchCodeBlocks } from './codeblocks';
 import { panelPlugin } from './plugin';
 import { followRuns, keepRendering } from './runs';
 
@@ -383,6 +385,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
     };
     tracker.widgetAdded.connect((_sender, panel) => {
       followRuns(panel);
+      const stopWatching = watchCodeBlocks(panel.content.node, belowItsCell(panel)); // Copy, Insert as cell
+      panel.disposed.connect(() => stopWatching());
       const session = panel.sessionContext;
       follow(panel, session.session?.kernel);
       session.kernelChanged.connect((_s, change) => follow(panel, change.newValue));

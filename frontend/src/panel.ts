@@ -82,6 +82,11 @@ export class AgentPanel extends Widget {
     });
   }
 
+  /** The notebook whose conversation the panel shows. */
+  get notebookPanel(): NotebookPanel | null {
+    return this.notebook;
+  }
+
   /** Show this notebook's conversation (the current notebook changed). */
   follow(nb: NotebookPanel | null): void {
     if (nb === this.notebook) {

@@ -1,6 +1,7 @@
 /**
  * The nbagent panel plugin: the side panel (right), a client per notebook, the decorations in its cells, the
- * "Ask nbagent" toolbar button, and the commands (palette and keyboard):
+ * "Ask nbagent" toolbar button, Copy and Insert as cell on the model's code blocks in the panel, and the
+ * commands (palette and keyboard):
  *
  *   nbagent:open-panel     show the panel
  *   nbagent:ask-cell       Accel+Alt+A: ask about the selected cell (the prompt box gets it as context)
@@ -14,6 +15,7 @@ import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { LabIcon } from '@jupyterlab/ui-components';
 
 import { PanelClient, hasError } from './client';
+import { watchCodeBlocks } from './codeblocks';
 import { AgentPanel } from './panel';
 import { CellDecorator } from './review';
 
@@ -56,6 +58,11 @@ export const panelPlugin: JupyterFrontEndPlugin<void> = {
     const panel = new AgentPanel(clientOf);
     panel.title.icon = ICON;
     app.shell.add(panel, 'right', { rank: 650 });
+    // the model's code blocks in the panel: Insert puts the cell below the notebook's active cell
+    watchCodeBlocks(panel.node, () => {
+      const nb = panel.notebookPanel;
+      return nb && !nb.isDisposed ? { notebook: nb, index: nb.content.activeCellIndex } : null;
+    });
     const openPanel = () => {
       app.shell.activateById(panel.id);
     };

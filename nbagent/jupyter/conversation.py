@@ -289,6 +289,14 @@ class SessionList:
             lines.append(f" {mark} {info}{'  (this notebook)' if info.id in self.mine else ''}")
         return "\n".join(lines)
 
+    def _where(self, info: Any) -> str:
+        """The notebook a conversation was held in; this notebook's as it is called now (and then, if renamed)."""
+        then = Path(info.notebook).name if info.notebook else "-"
+        if info.id not in self.mine:
+            return then
+        now = Path(self.notebook).name if self.notebook else then
+        return f"{now} (this notebook)" if now == then else f"{now} (this notebook; then {then})"
+
     def _repr_html_(self) -> str:
         from html import escape
 
@@ -296,7 +304,7 @@ class SessionList:
             return "<p>No stored conversations in this workspace yet.</p>"
         rows = "".join(
             f"<tr><td><code>{escape(i.id)}</code>{' (current)' if i.id == self.current else ''}</td>"
-            f"<td>{escape(Path(i.notebook).name if i.notebook else '-')}{' (this notebook)' if i.id in self.mine else ''}</td>"
+            f"<td>{escape(self._where(i))}</td>"
             f"<td>{escape(time.strftime('%Y-%m-%d %H:%M', time.localtime(i.created)))}</td>"
             f"<td>{i.runs}</td><td>{i.turns}</td><td>{i.calls}</td><td>{escape(i.last_prompt[:80])}</td></tr>"
             for i in self.infos)

@@ -24,7 +24,9 @@ trusted before (or `--trust-workspace-mcp`). Running a notebook runs its cells: 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -109,9 +111,40 @@ def execute_notebook(
     return nb, text.rstrip()
 
 
+_WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+_WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def prune_widget_state(nb: Any) -> int:
+    """Drop the saved state of widgets no output shows any more, and return how many were dropped.
+
+    nbclient keeps the state of every widget a kernel ever made, closed ones too; a run that ended has
+    put its static rendering in place of its live view, so those widgets' state (tens of KB a run) is
+    dead weight in the saved notebook. What an output still shows is kept, with the widgets it names."""
+    widgets = nb.metadata.get("widgets", {}).get(_WIDGET_STATE)
+    if not widgets or not isinstance(widgets.get("state"), dict):
+        return 0
+    state = widgets["state"]
+    wanted = [o["data"][_WIDGET_VIEW].get("model_id") for c in nb.cells for o in c.get("outputs", ())
+              if isinstance(o.get("data"), dict) and isinstance(o["data"].get(_WIDGET_VIEW), dict)]
+    keep: set[str] = set()
+    while wanted:
+        model = wanted.pop()
+        if model in keep or model not in state:
+            continue
+        keep.add(model)
+        wanted.extend(re.findall(r"IPY_MODEL_([0-9a-f]+)", json.dumps(state[model])))
+    dropped = len(state) - len(keep)
+    widgets["state"] = {k: v for k, v in state.items() if k in keep}
+    if not keep:
+        del nb.metadata["widgets"]
+    return dropped
+
+
 def _save(nb: Any, output: str | Path) -> None:
     import nbformat
 
+    prune_widget_state(nb)
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, output)

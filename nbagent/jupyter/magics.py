@@ -17,6 +17,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from ..permissions import MODES
+from ..render import plural
 from .config import KEY_VARIABLES
 from .session import NotebookSession, RunOptions
 
@@ -217,12 +218,13 @@ class AgentMagics(Magics):
         if args.resume is not None:
             stored = self.session.stored.resume(args.resume or None)
             info = stored.info
-            extra = (f"; {len(stored.interrupted)} call{'s' if len(stored.interrupted) != 1 else ''} that were "
-                     "in flight got an 'interrupted' result") if stored.interrupted else ""
+            n = len(stored.interrupted)
+            extra = (f"; {plural(n, 'call')} that {'was' if n == 1 else 'were'} in flight got an 'interrupted' "
+                     "result") if n else ""
             model = self.session.stored.settings.get("model")
             model = f", with --model {model}" if isinstance(model, str) else ""
             then = "This %agent continues it" if prompt else "The next %agent continues it"
-            print(f"Resumed {info.id}: {stored.why or 'the conversation asked for'}, {info.calls} calls{extra}"
+            print(f"Resumed {info.id}: {stored.why or 'the conversation asked for'}, {plural(info.calls, 'call')}{extra}"
                   f"{model}. {then}. Live objects of its calls did not survive the restart.")
             if not prompt:
                 return None

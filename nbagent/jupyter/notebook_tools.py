@@ -194,21 +194,10 @@ def notebook_tools(shell: Any) -> list[Tool]:
             old: the exact text to replace.
             new: the text to put in its place.
         """
-        if old == "":
-            return error_result("old is empty: give the exact text of the cell to replace")
-        if old == new:
-            return error_result("old and new are the same: there is nothing to change")
-        before = state.seen.get(cell_id)
-        if before is None:
-            return error_result(f'Read cell "{cell_id}" first (read_notebook with cell_id="{cell_id}"): a cell is '
-                                "edited only from what you have seen of it. Nothing was changed.")
-        count = before.count(old)
-        if count == 0:
-            return error_result(f'old does not occur in cell "{cell_id}" (as last read). Its source:\n'
-                                f"{cut_text(before, 3000)}\nNothing was changed.")
-        if count > 1:
-            return error_result(f'old occurs {count} times in cell "{cell_id}"; include more of the surrounding '
-                                "text so it occurs once. Nothing was changed.")
+        problem = _edit_problem(state, cell_id, old, new)
+        if problem:
+            return error_result(problem)
+        before = state.seen[cell_id]
         try:
             result = await state.frontend.request("edit", cell_id=cell_id, old=old, new=new, expected=before,
                                                   mark=state.mark(ctx, "edited"))
@@ -229,10 +218,10 @@ def notebook_tools(shell: Any) -> list[Tool]:
         Args:
             cell_id: the cell's id (from read_notebook).
         """
-        before = state.seen.get(cell_id)
-        if before is None:
-            return error_result(f'Read cell "{cell_id}" first (read_notebook with cell_id="{cell_id}"): a cell is '
-                                "deleted only after you have seen it. Nothing was changed.")
+        problem = _delete_problem(state, cell_id)
+        if problem:
+            return error_result(problem)
+        before = state.seen[cell_id]
         try:
             result = await state.frontend.request("delete", cell_id=cell_id, expected=before)
         except (NoFrontend, FrontendError) as exc:
@@ -294,6 +283,34 @@ def notebook_tools(shell: Any) -> list[Tool]:
     return tools
 
 
+def _edit_problem(state: NotebookState, cell_id: str, old: str, new: str) -> str | None:
+    """Why edit_cell cannot apply these arguments, from what the agent has read (None: it can). The guard
+    asks this before anyone is asked to approve, and the tool again as it runs."""
+    if old == "":
+        return "old is empty: give the exact text of the cell to replace"
+    if old == new:
+        return "old and new are the same: there is nothing to change"
+    before = state.seen.get(cell_id)
+    if before is None:
+        return (f'Read cell "{cell_id}" first (read_notebook with cell_id="{cell_id}"): a cell is edited only from '
+                "what you have seen of it. Nothing was changed.")
+    count = before.count(old)
+    if count == 0:
+        return (f'old does not occur in cell "{cell_id}" (as last read). Its source:\n{cut_text(before, 3000)}\n'
+                "Nothing was changed.")
+    if count > 1:
+        return (f'old occurs {count} times in cell "{cell_id}"; include more of the surrounding text so it occurs '
+                "once. Nothing was changed.")
+    return None
+
+
+def _delete_problem(state: NotebookState, cell_id: str) -> str | None:
+    if state.seen.get(cell_id) is None:
+        return (f'Read cell "{cell_id}" first (read_notebook with cell_id="{cell_id}"): a cell is deleted only '
+                "after you have seen it. Nothing was changed.")
+    return None
+
+
 def _pin_code(state: NotebookState, a: Any) -> Any:
     """run_cell's arguments with the code it will run filled in from what the agent last read of the
     cell: that code is what the approval shows and binds to, and the notebook runs the cell only while
@@ -341,10 +358,16 @@ def stale_guard(shell: Any) -> Callable[..., Any]:
         expected = args.get("code") if call.name == "run_cell" else None
         if not isinstance(cell_id, str):
             return None
+        if call.name == "edit_cell" and isinstance(args.get("old"), str) and isinstance(args.get("new"), str):
+            problem = _edit_problem(state, cell_id, args["old"], args["new"])
+        else:
+            problem = _delete_problem(state, cell_id) if call.name == "delete_cell" else None
+        if problem:  # it would fail as it ran: say so now, not after someone approved it
+            return Block(problem.removesuffix(" Nothing was changed.") + "; nothing was asked or done")
         expected = expected if isinstance(expected, str) else state.seen.get(cell_id)
         if expected is None:
             if call.name != "run_cell":
-                return None  # never read: the tool itself says so
+                return None
             try:  # a run of a cell the agent has not read: pin what it holds now, so the approval shows it
                 now = await state.live_source(cell_id)
             except (NoFrontend, FrontendError):

@@ -211,6 +211,18 @@ class AgentFactory:
             f"function works; @tool adds an activity label and permissions), or check the spelling.{known}"
         )
 
+    def mcp_names(self) -> set[str]:
+        """The names of the MCP servers configured now (workspace files and `NBAgent.mcp_servers`); nothing
+        is started or trusted by asking."""
+        from ..mcp import parse_servers, workspace_configs
+
+        try:
+            configs = workspace_configs(self.workspace) if self.config.workspace_mcp != "off" else []
+            return ({n for c in configs for n in c.servers}
+                    | set(parse_servers(self.config.mcp_servers, source="NBAgent.mcp_servers")))
+        except ConfigurationError:
+            return set()
+
     def mcp_servers(self, names: list[str] | None = None) -> Any:
         """The MCP servers of a run: the workspace's `.mcp.json`, then `NBAgent.mcp_servers` (these win),
         narrowed to `names` when given. None when there are none.

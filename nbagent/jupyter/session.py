@@ -186,6 +186,16 @@ class NotebookSession:
                   "(define them, then --tools offers them again).")
         return here
 
+    def _still_configured(self, names: list[str]) -> list[str]:
+        """The conversation's MCP servers that are configured in this kernel now (after a restart, say)."""
+        known = self.agents.mcp_names()
+        gone = [n for n in names if n not in known]
+        if gone:
+            print(f"The conversation's MCP server{'s' if len(gone) != 1 else ''} {', '.join(gone)} "
+                  f"{'are' if len(gone) != 1 else 'is'} not configured in this kernel: left out of this run "
+                  "(configure them with %config NBAgent.mcp_servers, then --mcp offers them again).")
+        return [n for n in names if n in known]
+
     def carry(self, options: RunOptions, previous: AgentRun | None) -> RunOptions:
         """A conversation keeps what its first run was started with: a later %agent without --model,
         --tools, --mode... continues with those of the run it follows (also after --resume: they are
@@ -197,6 +207,8 @@ class NotebookSession:
         for name in ("model", "mode", "max_turns", "instructions", "mcp"):
             if getattr(options, name) is None and kept.get(name) is not None:
                 changes[name] = kept[name]
+        if "mcp" in changes and changes["mcp"]:
+            changes["mcp"] = self._still_configured(list(changes["mcp"]))
         if options.tools is None and kept.get("tools") is not None:
             changes["tools"] = self._still_defined(list(kept["tools"]))
             changes["only_tools"] = bool(kept.get("only_tools"))

@@ -125,7 +125,7 @@ class RunView:
         self.stop_button = make_button("Stop", "stop", "Stop this run (the same as run.cancel())", "nba-stop")
         self.stop_button.on_click(self._on_stop)
         self._head = W.HBox([self._head_info, self.stop_button], layout=s.plain, _dom_classes=("nba-head",))
-        prompt = render.prompt_html(run.prompt, len(run.messages) - len(run.new_messages))
+        prompt = render.prompt_html(run.prompt, render.history_count(run))
         self._body = W.VBox([html_part(prompt)] if prompt else [], layout=s.plain, _dom_classes=("nba-body",))
         self._foot = html_part("", "nba-footer")
         self._foot.layout = s.hidden
@@ -343,7 +343,7 @@ class RunView:
             if row.box is not None and row.status in LIVE:
                 body = render.call_inner_html(row.record, name=row.name, partial=row._partial(), frozen=True)
                 set_traits(row._body, value=body)
-                set_traits(row.box, _dom_classes=("nba-call", "nba-s-unfinished"))
+                set_traits(row.box, _dom_classes=("nba-call", f"nba-s-{render.frozen_status(row.status)}"))
                 row.approval.hide()
         set_traits(self._head_info, value=render.header_html(self.run, stopped=reason))
         set_traits(self._foot, value=render.footer_html(self.run, stopped=reason), layout=s.plain)

@@ -5,7 +5,7 @@ tool's metadata (`readOnlyHint` -> read_only, `destructiveHint` -> destructive),
 treats it like a built-in tool; but an annotation is the server's claim, so only a server marked
 `"trusted": true` gets read-only auto-allow from it. Results keep the SDK's `CallToolResult` in `details`.
 
-This module imports the `mcp` SDK only when a server is used (through `_connection`).
+This module imports the `mcp` SDK only when a server is used (through `_connection` and `_server`).
 """
 
 from __future__ import annotations
@@ -244,7 +244,7 @@ async def _server_down(config: ServerConfig) -> str | None:
 async def call_tool(config: ServerConfig, remote_name: str, arguments: Mapping[str, Any],
                     ctx: ToolContext | None) -> ToolResult:
     """Call one tool of a server on the background loop; progress and log messages go to `ctx`."""
-    from . import _connection
+    from . import _connection, _server
 
     def on_progress(value: float, total: float | None, message: str | None) -> None:
         if ctx is None:
@@ -258,7 +258,7 @@ async def call_tool(config: ServerConfig, remote_name: str, arguments: Mapping[s
             ctx.progress(output=text + "\n", level=level)
 
     conn = _connection.connection(config)
-    call = _connection._Call(on_progress, on_log)
+    call = _server._Call(on_progress, on_log)
     try:
         result = await _connection.on_home(conn, lambda: conn.call(remote_name, dict(arguments), call, config.timeout))
     except _connection.ServerError as exc:

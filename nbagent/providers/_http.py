@@ -2,7 +2,7 @@
 
     ProviderHTTP                   the client, the retry loop and the error mapping
       stream_events(path, body)    POST, retry while nothing has been read, then SSE events
-    Secret, clean_key              an API key as loaded, and its checks
+    Secret, clean_key  (_keys.py)  an API key as loaded, and its checks
     SSEDecoder  (from _sse.py)     bytes in (split anywhere), `ServerSentEvent`s out
     map_http_error  (_errors.py)   status + body -> AuthenticationError, RateLimitError, ...
 
@@ -28,7 +28,6 @@ import email.utils
 import json
 import logging
 import random
-import re
 import time
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -37,10 +36,11 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 import httpx
 
 from .. import secrets as _secrets
-from ..errors import AuthenticationError, ConfigurationError, ProviderConnectionError, ProviderError, StreamError
+from ..errors import ConfigurationError, ProviderConnectionError, ProviderError, StreamError
 from ..events import report_retry, report_silence
 from ..ratelimit import request_gate
 from ._errors import error_message, error_type, is_context_length_message, map_http_error, retry_reason, scrub
+from ._keys import Secret, clean_key, credential_header
 from ._sse import SSEDecoder, ServerSentEvent, loads
 from .base import OnRequest
 
@@ -108,66 +108,6 @@ _MAX_GATED_WAITS = 20
 own retries count them."""
 
 
-# --------------------------------------------------------------------------------------------------
-# Secrets
-# --------------------------------------------------------------------------------------------------
-class Secret:
-    """An API key: `value` gives it; repr and str never do."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    @property
-    def value(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "Secret('***')"
-
-    __str__ = __repr__
-
-    def __bool__(self) -> bool:
-        return bool(self._value)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Secret) and other._value == self._value
-
-    def __hash__(self) -> int:
-        return hash(self._value)
-
-    def __reduce__(self) -> Any:  # never pickled into notebooks' stores or logs
-        raise TypeError("an API key is not picklable")
-
-    def __copy__(self) -> Secret:
-        return self
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> Secret:
-        return self
-
-
-def clean_key(value: str, where: str, provider: str | None = None) -> str:
-    """An API key as loaded from `where` (a variable's name, or `api_key=`): surrounding whitespace (a
-    trailing newline from a file or a shell) removed; a key with whitespace or control characters inside,
-    or characters outside ASCII, refused with an error naming `where` (and never showing the key)."""
-    key = value.strip()
-    bad = next((c for c in key if not 0x21 <= ord(c) <= 0x7E), None)
-    if bad is not None:
-        what = ("whitespace or a control character" if bad.isspace() or ord(bad) < 0x20 or ord(bad) == 0x7F
-                else "a character outside ASCII")
-        raise AuthenticationError(
-            f"the API key in {where} is not valid: it holds {what} inside it (at position "
-            f"{key.index(bad) + 1} of {len(key)}); copy the key again", provider=provider)
-    return key
-
-
-_CREDENTIAL_HEADER = re.compile(r"auth|key|token|secret|cookie|password", re.I)
-
-
-def credential_header(name: str) -> bool:
-    """Whether a header with this name may carry a credential (its value is then treated as a secret)."""
-    return _CREDENTIAL_HEADER.search(name) is not None
 
 
 def _decode_error_body(raw: bytes) -> Any:

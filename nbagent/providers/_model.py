@@ -28,7 +28,8 @@ from ..messages import AssistantMessage, Message, ToolResultMessage
 from ..tools import Tool
 from ._common import NameRule, ToolNames, names_for
 from ._errors import retry_reason, retryable_in_stream
-from ._http import ProviderHTTP, RetryPolicy, Secret, clean_key, credential_header
+from ._http import ProviderHTTP, RetryPolicy
+from ._keys import Secret, clean_key, credential_header
 from ._sse import ServerSentEvent, loads
 from .base import Model, OnRequest
 

@@ -20,7 +20,7 @@ result blocks are never client tool calls. They are kept whole, in order, in
 `provider_data["server_blocks"]` and sent back unchanged to Anthropic (another provider never sees them:
 `portable_messages` drops `provider_data`).
 
-Why one file of about 550 lines: like every adapter it holds exactly one provider's request mapping and
+Why one module of about 560 lines: like every adapter it holds exactly one provider's request mapping and
 stream state, and Anthropic has the most block kinds to map both ways (thinking, redacted thinking,
 server tools, cache breakpoints); splitting it would put one wire format in two places.
 """

@@ -70,15 +70,18 @@ from typing import Any
 from ..tools import Tool
 from ._binding import Binding
 from ._capture import RoutedStream
-from ._files import FileChange, FileContent, GrepMatch, GrepResult, make_file_tools
+from ._edits import FileChange
+from ._files import FileContent, make_file_tools
+from ._grep import GrepMatch, GrepResult
 from ._python import execution_result, make_namespace_tools
 from ._gitsafety import git_safety_env
-from ._readonly import READ_ONLY_COMMANDS, STRICT_READ_ONLY_COMMANDS, read_only_problem
+from ._readonly import read_only_problem
+from ._readprograms import READ_ONLY_COMMANDS, STRICT_READ_ONLY_COMMANDS
 from ._runner import Execution, HistoryEntry, HistorySource, PythonRunner, RunnerHistory
 from ._background import BackgroundProcess, make_process_tool
 from ._shell import ShellResult, make_shell_tool
-from ._shellwords import pattern_matches as shell_pattern_matches
-from ._shellwords import suggest_pattern as shell_suggest_pattern
+from ._shellrules import pattern_matches as shell_pattern_matches
+from ._shellrules import suggest_pattern as shell_suggest_pattern
 from ._workspace import Workspace, WorkspaceError
 
 __all__ = [

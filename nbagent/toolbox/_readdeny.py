@@ -11,8 +11,9 @@ import fnmatch
 import os
 import re
 
-from ._readonly import DeniedCheck
-from ._shellwords import RUNS_OTHER_COMMANDS, parse, subcommands
+from ._readpaths import DeniedCheck
+from ._shellwords import parse
+from ._subcommands import RUNS_OTHER_COMMANDS, subcommands
 from ._workspace import Workspace
 
 __all__ = ["reveals_denied"]

@@ -1,7 +1,7 @@
 """Which programs run other programs from their options, their scripts or their environment: one table.
 
 A shell deny rule (`deny: shell(rm*)`) is kept only if nbagent can see every command a line runs.
-`_shellwords.subcommands` follows wrappers and shells; this module answers the rest, for programs that
+`_subcommands.subcommands` follows wrappers and shells; this module answers the rest, for programs that
 take a command somewhere a parser cannot follow: an option value (`tar --to-command=...`,
 `git -c core.pager=...`, `rsync -e ...`), a script language (`sed 's/x/y/e'`, `awk 'BEGIN{system(...)}'`),
 a file of the workspace (`make`, `npm test`, `pytest`'s conftest), or an environment variable set on the
@@ -280,7 +280,7 @@ def _option_hit(args: list[str], options: Mapping[str, str], bundles: bool = Tru
 
 def unseen(words: list[str]) -> str | None:
     """Why nbagent cannot show what `words` (one command, program first) runs, or None when it can: then
-    every command it runs is its own words, or is shown to `_shellwords` through a wrapper it follows."""
+    every command it runs is its own words, or is shown to `_subcommands` through a wrapper it follows."""
     if not words:
         return None
     program = os.path.basename(words[0])

@@ -7,7 +7,7 @@ cancelled (Stop, `run.cancel()`), the whole process group gets SIGTERM, then SIG
 so children it started stop too. The model gets the output cut to its head and tail; `details` (a
 `ShellResult`) keeps all of it (up to `MAX_KEPT_BYTES` per stream).
 
-Permissions (see `_shellwords` and `_readonly`): a command that only reads (`git status`, `ls -la`,
+Permissions (see `_shellrules` and `_readonly`): a command that only reads (`git status`, `ls -la`,
 `cat notes.md`) is auto-allowed when the command line really is just that; rules match with
 `shell(prefix*)` patterns that compound lines never satisfy; "always allow" remembers exactly the
 command line that was approved.
@@ -44,7 +44,7 @@ from ._gitsafety import git_safety_env
 from ..sandbox import SandboxPolicy, hidden_paths, prepare, sandbox_backend, sandbox_policy
 from ._readdeny import reveals_denied
 from ._readonly import read_only_problem
-from ._shellwords import pattern_matches, suggest_pattern
+from ._shellrules import pattern_matches, suggest_pattern
 from ._values import cut
 from ._workspace import WorkspaceError
 

@@ -8,30 +8,24 @@ assignments and control characters. It never guesses: whatever it cannot read ma
 
 Three questions are answered from that, and only from it:
 
-- `is_simple`: one plain command with literal words. Allow rules, ask rules and grants only ever match
-  such a command (or the exact command line the pattern spells out), so `git status; rm -rf x` never
-  matches `shell(git status*)`.
-- `subcommands`: every command that may run, for deny rules, which must match broadly: the parts of a
-  compound line, the contents of substitutions, and the commands behind wrappers, whatever options the
-  wrapper takes (`sudo`, `env -i`, `time -p`, `nice -n 5`, `timeout -s KILL 5`, `script -c '...'`,
-  `watch '...'`, `unshare`, `setpriv`, `flock`, `xargs`, `busybox`...), shells (`bash -c '...'`), `eval`,
-  `trap '...'`, `alias x='...'`, function bodies and `find -exec`. A line that cannot be parsed, a program
-  only known when the line runs (`$(...) x`, `${IFS}`, globs, braces), and a shell or `source` reading its
-  script from a file or stdin (`bash < x`, `bash <<< '...'`, `sh script.sh`) make it unreadable: then
-  every deny rule matches.
-- `read_only_reason`: whether a command only reads (see `nbagent.toolbox._readonly`).
+- `Parsed.is_simple`: one plain command with literal words. Allow rules, ask rules and grants only ever
+  match such a command (or the exact command line the pattern spells out), so `git status; rm -rf x`
+  never matches `shell(git status*)` (`_shellrules.pattern_matches`).
+- `_subcommands.subcommands`: every command that may run, for deny rules, which must match broadly:
+  the parts of a compound line, the contents of substitutions, and the commands behind wrappers and
+  shells. A line it cannot read whole makes every deny rule match.
+- whether a command only reads (`_readonly.read_only_problem`).
+
+It is one module because `parse` is one pass over the line holding one state (the word being read, the
+command it belongs to, whether a redirection's target comes next); the helpers below it read the quoted
+and nested forms (`"..."`, `$'...'`, backticks, `$(...)`) that pass meets.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import os
 from dataclasses import dataclass, field
 
-from ..paths import literal_glob
-from ._runsprograms import unseen, unseen_assignment
-
-__all__ = ["Parsed", "Word", "glob_escape", "literal_pattern", "parse", "pattern_matches", "suggest_pattern"]
+__all__ = ["KEYWORDS", "Parsed", "Word", "is_assignment", "parse"]
 
 _OPERATOR_CHARS = ";&|"
 _SPECIAL_PROBLEMS = {
@@ -39,24 +33,6 @@ _SPECIAL_PROBLEMS = {
     ")": "a subshell or group",
 }
 _GLOB_CHARS = "*?["
-_WRAPPERS_WITH_OPTIONS = {
-    "sudo", "doas", "nohup", "nice", "ionice", "command", "builtin", "exec", "stdbuf", "time", "chrt",
-    "taskset", "setsid", "unbuffer", "caffeinate", "xargs", "parallel", "watch", "strace", "ltrace",
-    "env", "timeout", "flock", "run-one", "chronic", "firejail", "proot", "fakeroot", "torsocks",
-    "chroot", "script", "unshare", "setpriv", "nsenter", "runuser", "su", "sg", "prlimit", "numactl",
-    "cpulimit", "trickle", "proxychains", "proxychains4", "tsocks", "eatmydata", "faketime", "nocache",
-    "chpst", "setarch", "linux32", "linux64", "uclampset", "choom", "systemd-run", "pkexec", "xvfb-run",
-    "dbus-launch", "dbus-run-session", "catchsegv", "valgrind", "bwrap", "nsjail", "ssh-agent", "coproc",
-    "toybox", "sem", "tini", "dumb-init", "gosu", "su-exec", "with-contenv", "s6-setuidgid", "daemonize",
-    "start-stop-daemon", "entr", "ts", "pv", "nq", "tsp", "at", "batch",
-}
-"""Programs that run another command given in their arguments (after options of their own)."""
-_SHELLS = {"bash", "sh", "zsh", "dash", "ksh", "mksh", "fish", "ash", "hush", "yash", "tcsh", "csh", "rbash",
-           "posh", "busybox"}
-_SCRIPT_READERS = {"source", ".", "eval", "trap", "alias"}
-RUNS_OTHER_COMMANDS = frozenset(_WRAPPERS_WITH_OPTIONS | _SHELLS | _SCRIPT_READERS)
-"""Every program or builtin that runs commands named in its arguments (for checks that must look inside)."""
-_MAX_DEPTH = 8
 
 
 @dataclass(slots=True)
@@ -144,7 +120,7 @@ def parse(command: str) -> Parsed:
                 _add(parsed, "a command group")
                 at_command_start = True
             else:
-                if not current and "=" in word.value and not word.quoted and _is_assignment(word.value):
+                if not current and "=" in word.value and not word.quoted and is_assignment(word.value):
                     _add(parsed, "a variable assignment")
                 current.append(word)
                 at_command_start = False
@@ -369,18 +345,18 @@ def parse(command: str) -> Parsed:
     if not parsed.commands and parsed.error is None and not parsed.substitutions:
         parsed.error = "an empty command"
     keyword = parsed.commands[0][0].value if parsed.commands and parsed.commands[0] else ""
-    if keyword in _KEYWORDS:
+    if keyword in KEYWORDS:
         _add(parsed, f"the shell keyword {keyword!r}")
     return parsed
 
 
-_KEYWORDS = {
+KEYWORDS = {
     "if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac", "select",
     "function", "coproc", "[[", "]]", "{", "}", "!", "time",
 }
 
 
-def _is_assignment(text: str) -> bool:
+def is_assignment(text: str) -> bool:
     if "=" not in text:
         return False
     name = text.split("=", 1)[0].rstrip("+")
@@ -548,262 +524,3 @@ def _balanced(command: str, i: int) -> tuple[str | None, int]:
         i += 1
     return None, i
 
-
-# --------------------------------------------------------------------------------------------------
-# Every command a line may run (for deny rules)
-# --------------------------------------------------------------------------------------------------
-def subcommands(command: str, depth: int = 0) -> tuple[list[list[str]], bool]:
-    """Every command (as its list of word values) the line may run, including inside substitutions and
-    behind wrappers. The flag is False when some part could not be read (deny rules then match)."""
-    parsed = parse(command)
-    if parsed.error is not None or depth > _MAX_DEPTH:
-        return [], False
-    out: list[list[str]] = []
-    ok = True
-    for words in parsed.commands:
-        values = [w.value for w in words]
-        # leading assignments (FOO=1 cmd) are not the command; one that may make a program run another
-        # (PATH=., LD_PRELOAD=, LESSOPEN=, GIT_SSH_COMMAND=...) makes the line unreadable
-        assignments = []
-        while values and _is_assignment(values[0]) and (not words[len(words) - len(values)].quoted or _is_assignment(
-                words[len(words) - len(values)].raw.split("=", 1)[0] + "=")):  # NAME='value' assigns too
-            assignments.append(values[0])
-            values = values[1:]
-        if any(unseen_assignment(a, values[0] if values else None) for a in assignments):
-            ok = False
-        if values and values[0] in ("export", "declare", "typeset", "readonly", "local") and any(
-                _is_assignment(v) and unseen_assignment(v) for v in values[1:]):
-            ok = False
-        if values and values[0] == "function":
-            values = values[2:]  # function NAME { ...; }: the body's first command follows
-        while values and values[0] in _KEYWORDS and values[0] != "time":
-            values = values[1:]
-        if not values:
-            continue
-        first = words[len(words) - len(values)]
-        if first.dynamic or first.expands:
-            ok = False  # the program is only known when the line runs
-        for cmd in _unwrap(values, depth):
-            if cmd is None:
-                ok = False
-            else:
-                out.append(cmd)
-    for inner in parsed.substitutions:
-        cmds, inner_ok = subcommands(inner, depth + 1)
-        out.extend(cmds)
-        ok = ok and inner_ok
-    return out, ok
-
-
-def _unwrap(values: list[str], depth: int) -> list[list[str] | None]:
-    """The command itself, plus the commands it runs through a wrapper (sudo, bash -c, find -exec...).
-
-    None in the list: it runs commands that cannot be read here (a shell reading a script file or stdin,
-    `source`); deny rules then match.
-    """
-    found: list[list[str] | None] = [values]
-    if depth > _MAX_DEPTH:
-        return [None]
-    head = os.path.basename(values[0])
-    rest = values[1:]
-
-    def script(text: str) -> None:
-        cmds, ok = subcommands(text, depth + 1)
-        found.extend(cmds if ok else [None])
-
-    if head == "busybox" or head == "toybox":
-        if rest and os.path.basename(rest[0]) in _SHELLS:
-            found.extend(_unwrap(rest, depth + 1))
-        elif rest:
-            found.extend(_unwrap(rest, depth + 1))
-        return found
-    if head in _SHELLS:
-        found.extend(_shell_scripts(rest, depth))
-    elif head == "eval":
-        script(" ".join(rest))
-    elif head in (".", "source"):
-        found.append(None)  # runs a script file
-    elif head == "trap":
-        args = [a for a in rest if not a.startswith("-")]
-        if args:
-            script(args[0])
-    elif head == "alias":
-        for arg in rest:
-            if "=" in arg:
-                script(arg.split("=", 1)[1])
-    elif head in _WRAPPERS_WITH_OPTIONS:
-        # Which word starts the wrapped command depends on the wrapper's options (`nice -n 5 rm x`): every
-        # later word that is not an option might, so each is tried (a deny rule may over-match, never under).
-        # A word that is itself a script (`script -c 'rm x'`, `watch 'rm x'`, `env -S 'rm x'`) is read too.
-        for k, arg in enumerate(rest):
-            if not arg.startswith("-") and not (head == "env" and _is_assignment(arg)):
-                found.extend(_unwrap(rest[k:], depth + 1))
-            value = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
-            if any(c in value for c in " \t\n;|&`$()<>"):
-                script(value)
-    if unseen(values) is not None:
-        found.append(None)  # it runs commands nbagent is not shown (`_runsprograms`): deny rules then match
-    if head == "env":
-        program = next((a for a in rest if not a.startswith("-") and not _is_assignment(a)), None)
-        if any(_is_assignment(a) and unseen_assignment(a, program or "env") for a in rest):
-            found.append(None)  # `env LD_PRELOAD=... cmd`, `env PATH=. ls`
-    if head == "git" or head.startswith("git-"):
-        found.extend(_git_forms(head, rest))
-    if head == "find" or head == "fd":
-        for k, arg in enumerate(rest):
-            if arg in ("-exec", "-execdir", "-ok", "-okdir", "-x", "--exec", "-X", "--exec-batch"):
-                inner = []
-                for a in rest[k + 1 :]:
-                    if a in (";", "+", "\\;"):
-                        break
-                    inner.append(a)
-                if inner:
-                    found.extend(_unwrap(inner, depth + 1))
-    return found
-
-
-_SHELL_HARMLESS = {"--version", "--help", "-version", "-help"}
-_GIT_GLOBAL_WITH_VALUE = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--super-prefix",
-                          "--config-env", "--attr-source", "--list-cmds"}
-
-
-def _git_forms(head: str, rest: list[str]) -> list[list[str] | None]:
-    """`git` as a deny rule must see it: global options dropped (`git -C . --no-pager commit` is
-    `git commit`), `git-commit` and `/usr/lib/git-core/git-commit` read as `git commit`; an alias set on
-    the line (`-c alias.x=...`) or any `-c` running a program cannot be read."""
-    if head.startswith("git-"):
-        return [["git", head[4:], *rest]]
-    k = 0
-    while k < len(rest) and rest[k].startswith("-"):
-        option = rest[k]
-        name, _, value = option.partition("=")
-        if name in _GIT_GLOBAL_WITH_VALUE and not value:
-            value = rest[k + 1] if k + 1 < len(rest) else ""
-            k += 1
-        if name in ("-c", "--config-env") and value.lower().startswith("alias."):
-            return [None]
-        k += 1
-    if k >= len(rest):
-        return []
-    return [["git", *rest[k:]]]
-
-
-def _shell_scripts(args: list[str], depth: int) -> list[list[str] | None]:
-    """The commands a shell started with `args` runs: its `-c` script, read; a script file, stdin
-    (`bash < x`, `bash <<< ...`, `sh -s`) or anything unclear: None."""
-    for k, arg in enumerate(args):
-        if arg == "--":
-            break
-        if not arg.startswith(("-", "+")) and not (k and args[k - 1] in ("-o", "+o", "-O", "+O")):
-            return [None]  # a script file (the shell runs it, whatever options follow)
-        if arg.startswith("-") and not arg.startswith("--") and "c" in arg[1:]:
-            rest = [a for a in args[k + 1 :] if a != "--"]
-            if not rest:
-                return [None]
-            cmds, ok = subcommands(rest[0], depth + 1)
-            return cmds if ok else [None]
-        if arg.startswith("--") and arg not in _SHELL_HARMLESS and arg not in ("--norc", "--noprofile",
-                                                                               "--login", "--posix"):
-            return [None]
-    if args and all(a in _SHELL_HARMLESS for a in args):
-        return []
-    return [None]  # a script file, or commands from stdin
-
-
-# --------------------------------------------------------------------------------------------------
-# Rule patterns
-# --------------------------------------------------------------------------------------------------
-def glob_escape(text: str) -> str:
-    """`text` as an fnmatch pattern that matches only itself."""
-    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
-
-
-def _unescape(pattern: str) -> str | None:
-    """The literal text a pattern stands for, or None when it has a wildcard."""
-    return literal_glob(pattern)
-
-
-def _norm_pattern(pattern: str) -> str:
-    return " ".join(pattern.split())
-
-
-def pattern_matches(pattern: str, command: str, action: str = "allow") -> bool:
-    """Whether a `shell(pattern)` rule covers this command line.
-
-    - allow, ask and grants: the pattern is a glob over the command's words as written, joined by single
-      spaces (`git status*`, `pytest tests/*`), matched only when the line is one plain command (globs and
-      `~` in its arguments are fine; operators, substitutions, `$` expansions, redirections, assignments
-      and control characters are not). `prefix:*` matches the words of `prefix` followed by anything.
-      A pattern without wildcards also matches exactly that command line, whatever it contains.
-    - deny: matches when the pattern covers any command the line may run (each part of a compound line,
-      substitutions, commands behind `sudo`/`env`/`xargs`/`bash -c`/`eval`/`find -exec`), by its words'
-      values (quotes removed) or with the program's directory dropped (`/bin/rm` as `rm`), ignoring case;
-      or the whole line; and always when the line cannot be read.
-    """
-    if action == "deny":
-        return _deny_matches(_norm_pattern(pattern), command)
-    literal = _unescape(pattern.strip())
-    if literal is not None:
-        # exactly that line, or the same words with other spacing between them (never inside quotes)
-        if command.strip() == literal:
-            return True
-        mine, theirs = parse(literal), parse(command)
-        return (mine.error is None and theirs.error is None and len(mine.commands) == len(theirs.commands) == 1
-                and mine.only_problems("a glob pattern", "a home directory (~)", "a brace expansion")
-                and theirs.only_problems("a glob pattern", "a home directory (~)", "a brace expansion")
-                and [w.raw for w in mine.words] == [w.raw for w in theirs.words])
-    pattern = _norm_pattern(pattern)
-    parsed = parse(command)
-    if parsed.error is not None or len(parsed.commands) != 1:
-        return False
-    if not parsed.only_problems("a glob pattern", "a home directory (~)", "a brace expansion"):
-        return False
-    words = parsed.words
-    if pattern.endswith(":*"):
-        prefix = pattern[:-2].split()
-        return [w.raw for w in words[: len(prefix)]] == prefix
-    canonical = " ".join(w.raw for w in words)
-    if fnmatch.fnmatchcase(canonical, pattern):
-        return True
-    return pattern.endswith(" *") and canonical == pattern[:-2]
-
-
-def _deny_matches(pattern: str, command: str) -> bool:
-    if not isinstance(command, str):
-        return True
-    pat = pattern[:-2] + " *" if pattern.endswith(":*") else pattern
-    pat_l = pat.lower()
-    if fnmatch.fnmatchcase(" ".join(command.split()).lower(), pat_l):
-        return True
-    cmds, ok = subcommands(command)
-    if not ok:
-        return True
-    for values in cmds:
-        forms = {" ".join(values)}
-        if values:
-            forms.add(" ".join([os.path.basename(values[0]), *values[1:]]))
-        for form in forms:
-            low = form.lower()
-            if fnmatch.fnmatchcase(low, pat_l) or (pat_l.endswith(" *") and low == pat_l[:-2]):
-                return True
-    return False
-
-
-# --------------------------------------------------------------------------------------------------
-# What "always allow" should cover
-# --------------------------------------------------------------------------------------------------
-def suggest_pattern(command: str) -> str:
-    """The `shell(...)` pattern an "always allow" of this command remembers: exactly this command line
-    (globs escaped), never a family of commands: approving `git config --get x` must not allow
-    `git config core.fsmonitor ...`. The same command with other spacing between its words still matches;
-    an approver that wants a wider grant says so with `Decision(scope=...)`.
-    """
-    exact = glob_escape(command.strip())
-    if not exact:
-        return "\x00"  # a blank line: a pattern that covers nothing else (never the whole tool)
-    return exact
-
-
-def literal_pattern(pattern: str) -> str | None:
-    """The exact text a pattern without wildcards stands for (`ls [*].py` -> `ls *.py`), else None."""
-    return _unescape(pattern)

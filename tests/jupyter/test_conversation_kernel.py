@@ -108,10 +108,12 @@ def test_sessions_follow_a_renamed_notebook_and_a_bare_resume_says_what_it_picke
         out = k.execute("%agent --resume")
         said = _text(out)
         assert "the latest conversation of this notebook" in said and "3 runs" in said, said
+        listing = _text(k.execute("%agent --sessions"))
+        assert "analysis.ipynb (this notebook; then Untitled.ipynb)" in listing  # called as it is now
         k.execute("run = %agent --wait four")
         assert k.value("run.output") == "one | two | three | four"
         listing = _text(k.execute("%agent --sessions"))
-        assert "(this notebook)" in listing
+        assert "analysis.ipynb (this notebook)" in listing
     finally:
         k.shutdown()
 
@@ -120,5 +122,24 @@ def test_sessions_follow_a_renamed_notebook_and_a_bare_resume_says_what_it_picke
         out = k.execute("%agent --resume", check=False)
         assert "fresh.ipynb has no stored conversation yet" in _text(out)
         assert "--resume ID" in _text(out)
+    finally:
+        k.shutdown()
+
+
+def test_a_resumed_conversation_leaves_out_mcp_servers_no_longer_configured_and_says_so(tmp_path: Path) -> None:
+    k = KernelSession(tmp_path, NBAGENT_APPROVAL="allow")
+    try:
+        k.execute("%load_ext nbagent")
+        k.execute(ECHO)
+        k.execute('%config NBAgent.mcp_servers = {"time": {"command": "mcp-server-time"}}')
+        k.execute("run = %agent --model echo --mcp time --wait first")
+        assert k.value("any(t.name == 'mcp' for t in run.agent.tools)") is True
+        k.restart()
+        k.execute("%load_ext nbagent")
+        k.execute(ECHO)  # the MCP configuration is not run again
+        resumed = k.execute("run = %agent --resume --wait and now?", check=False)
+        assert resumed["error"] is None, resumed["error"]
+        assert "MCP server time is not configured in this kernel: left out of this run" in _text(resumed)
+        assert k.value("run.output").endswith("first | and now?")
     finally:
         k.shutdown()

@@ -69,6 +69,8 @@ def test_an_executed_notebook_saved_without_widget_state_shows_every_run_in_its_
                                    timeout=120, kernel_log=tmp_path / "kernel.log")
     assert summary.count("transcript valid") == 3
     saved = nbformat.read(out, as_version=4)
+    # the ended runs' widgets are closed and shown by no output: their state is not saved (tens of KB a run)
+    assert "widgets" not in saved.metadata
     saved.metadata.pop("widgets", None)  # what JupyterLab saves by default: no widget state
     nbformat.write(saved, tmp_path / "stripped.ipynb")
     cells = saved.cells
@@ -198,4 +200,23 @@ def test_a_kernel_shut_down_mid_run_leaves_no_view_claiming_to_run(k):
     assert "stopped" in states[head]["value"] and "<span class=\"nba-spin\">" not in states[head]["value"]
     assert "nba-stale" not in states[head]["value"]
     assert "layout" in states[stop]  # hidden
-    assert json.dumps(states).count("nba-s-unfinished") >= 1
+    assert json.dumps(states).count("nba-s-not_run") >= 1  # the call waiting for approval never ran
+
+
+def test_pruning_keeps_the_state_of_widgets_an_output_still_shows_and_what_they_name():
+    from nbagent.jupyter.headless import prune_widget_state
+
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("slider")
+    cell.outputs = [nbformat.v4.new_output("display_data", data={WIDGET: {"model_id": "aa01", "version_major": 2}})]
+    nb.cells = [cell]
+    state = {"aa01": {"state": {"layout": "IPY_MODEL_bb02", "children": ["IPY_MODEL_cc03"]}},
+             "bb02": {"state": {}}, "cc03": {"state": {"style": "IPY_MODEL_dd04"}}, "dd04": {"state": {}},
+             "ee05": {"state": {"value": "an ended run's view"}}, "ff06": {"state": {"layout": "IPY_MODEL_bb02"}}}
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": dict(state),
+                                                                           "version_major": 2}}
+    assert prune_widget_state(nb) == 2
+    assert set(nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]) == {
+        "aa01", "bb02", "cc03", "dd04"}
+    cell.outputs = []
+    assert prune_widget_state(nb) == 4 and "widgets" not in nb.metadata

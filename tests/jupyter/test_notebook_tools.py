@@ -454,3 +454,48 @@ async def test_the_front_pins_the_code_of_a_cell_never_read_and_asks_about_it(sh
                   hooks=Hooks(before_tool_call=[stale_guard(shell)]))
     run = await agent.run("go")
     assert shown == [cells()[4]["source"]] and run.calls[0].status == "ok", run.calls[0].result.text
+
+
+@pytest.mark.parametrize("guarded", [True, False])
+@pytest.mark.parametrize("call", [
+    ToolCall(name="edit_cell", arguments={"cell_id": "typed", "old": "revenue", "new": "sales"}),  # never read
+    ToolCall(name="delete_cell", arguments={"cell_id": "typed"}),  # never read
+])
+async def test_a_change_that_cannot_apply_is_refused_before_the_approval(shell, guarded, call) -> None:
+    from nbagent import Hooks
+    from nbagent.jupyter.notebook_tools import stale_guard
+
+    nb = FakeNotebook(cells())
+    connect(shell, nb)
+    asked = []
+    model = ScriptedModel([AssistantMessage(tool_calls=[call]), "done"])
+    agent = Agent(model=model, tools=tools_of(shell), mode="default", approver=lambda r: asked.append(r) or True,
+                  hooks=Hooks(before_tool_call=[stale_guard(shell)] if guarded else []))
+    run = await agent.run("go")
+    rec = run.calls[0]
+    assert 'Read cell "typed" first' in rec.result.text and nb.cell("typed")["source"] == cells()[4]["source"]
+    if guarded:
+        assert asked == [] and rec.status == "blocked" and "nothing was asked or done" in rec.result.text
+    else:  # the guard off: the person is asked for a change that then fails
+        assert len(asked) == 1 and rec.status == "error"
+
+
+async def test_an_edit_whose_old_text_is_not_in_the_cell_read_is_refused_before_the_approval(shell) -> None:
+    from nbagent import Hooks
+    from nbagent.jupyter.notebook_tools import stale_guard
+
+    nb = FakeNotebook(cells())
+    connect(shell, nb)
+    asked = []
+    model = ScriptedModel([
+        AssistantMessage(tool_calls=[ToolCall(name="read_notebook", arguments={})]),
+        AssistantMessage(tool_calls=[ToolCall(name="edit_cell", arguments={"cell_id": "typed", "old": "nowhere",
+                                                                           "new": "x"})]),
+        AssistantMessage(tool_calls=[ToolCall(name="edit_cell", arguments={"cell_id": "typed", "old": "revenue",
+                                                                           "new": "sales"})]),
+        "done"])
+    agent = Agent(model=model, tools=tools_of(shell), mode="default", approver=lambda r: asked.append(r) or True,
+                  hooks=Hooks(before_tool_call=[stale_guard(shell)]))
+    run = await agent.run("go")
+    assert run.calls[1].status == "blocked" and "old does not occur" in run.calls[1].result.text
+    assert run.calls[2].status == "ok" and len(asked) == 1  # only the edit that could apply was asked about

@@ -76,7 +76,7 @@ def test_a_kernel_killed_mid_batch_resumes_with_the_call_interrupted(tmp_path: P
         k.restart()
         k.execute("%load_ext nbagent")
         out = k.execute("%agent --resume")
-        assert "1 call that were in flight got an 'interrupted' result" in out["stdout"]
+        assert "1 call that was in flight got an 'interrupted' result" in out["stdout"]
         k.execute(ECHO_MODEL)
         k.execute("run = %agent --model echo --wait what happened?")
         assert k.value("run.status") == "done"

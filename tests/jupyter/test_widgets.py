@@ -227,7 +227,7 @@ def test_the_always_allow_label_names_exactly_what_is_granted():
 
     from nbagent import toolbox
     from nbagent.jupyter.widgets import _grant_label
-    from nbagent.toolbox._shellwords import suggest_pattern
+    from nbagent.toolbox._shellrules import suggest_pattern
 
     def request(tool, scope):
         return SimpleNamespace(name=tool.name, tool=tool, suggested_scope=scope)

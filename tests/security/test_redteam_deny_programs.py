@@ -13,9 +13,9 @@ import shutil
 
 import pytest
 
-from nbagent.toolbox import _shellwords
+from nbagent.toolbox import _subcommands
 from nbagent.toolbox._runsprograms import RUNNERS, unseen
-from nbagent.toolbox._shellwords import pattern_matches
+from nbagent.toolbox._shellrules import pattern_matches
 
 from .conftest import Recorder, run_agent, sh
 
@@ -108,8 +108,8 @@ def test_control_the_same_programs_otherwise_keep_the_rule(name):
     # caught before this change too: an alias set with -c, xargs's own command, a script word with spaces
     "git_c_alias", "xargs_from_input", "wrapped_in_nice_env")))
 def test_defence_off_the_walkarounds_pass_the_rule(name, monkeypatch):
-    monkeypatch.setattr(_shellwords, "unseen", lambda words: None)
-    monkeypatch.setattr(_shellwords, "unseen_assignment", lambda text, program=None: None)
+    monkeypatch.setattr(_subcommands, "unseen", lambda words: None)
+    monkeypatch.setattr(_subcommands, "unseen_assignment", lambda text, program=None: None)
     assert not pattern_matches("rm*", WALKAROUNDS[name], "deny"), name
 
 
@@ -133,7 +133,7 @@ def test_end_to_end_the_rule_keeps_the_file(ws, name, defence, monkeypatch):
     if shutil.which(REAL[name].split()[0]) is None:
         pytest.skip(f"{REAL[name].split()[0]} is not installed")
     if not defence:
-        monkeypatch.setattr(_shellwords, "unseen", lambda words: None)
+        monkeypatch.setattr(_subcommands, "unseen", lambda words: None)
     run = run_agent(ws, [sh(REAL[name]), sh("cat data.txt")], mode="bypassPermissions",
                     rules=["deny: shell(rm*)"], approver=Recorder(True))
     assert run.calls[1].status == "ok"  # control: other commands run

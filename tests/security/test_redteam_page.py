@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from nbagent import Agent, AssistantMessage, Decision, ScriptedModel, ToolCall, ToolContext, ToolResult, render, tool
-from nbagent import sanitize
+from nbagent import render_markdown, sanitize
 from nbagent.messages import ImageBlock, TextBlock
 
 from ..page_checks import active
@@ -135,7 +135,7 @@ def test_model_markdown_loads_nothing_and_renders_no_raw_html():
 def test_without_the_image_rule_the_markdown_image_loads(monkeypatch):
     import mistune
 
-    monkeypatch.setattr(render, "_markdown", lambda: mistune.create_markdown(escape=True))
+    monkeypatch.setattr(render_markdown, "_markdown", lambda: mistune.create_markdown(escape=True))
     monkeypatch.setattr(sanitize, "sanitize_html", lambda markup, **_: markup)
     page = _page(_run_with(None, text=ANSWER))
     assert any("pixel.png" in found for found in active(page))

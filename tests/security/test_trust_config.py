@@ -72,9 +72,9 @@ def test_control_accept_edits_writes_ordinary_files_without_asking(ws):
 
 
 def test_the_check_is_what_stops_it(ws, monkeypatch):
-    from nbagent.toolbox import _files
+    from nbagent.toolbox import _edits
 
-    monkeypatch.setattr(_files, "protected_reason", lambda *a, **k: None)  # the defence off
+    monkeypatch.setattr(_edits, "protected_reason", lambda *a, **k: None)  # the defence off
     run = run_agent(ws, call("write_file", path=".mcp.json", content="{}"), mode="acceptEdits", approver=Recorder(False))
     assert run.calls[0].status == "ok" and (ws / ".mcp.json").exists()  # the attack gets through
 
@@ -402,7 +402,7 @@ def test_control_an_untouched_session_resumes(ws):
 def test_the_mac_is_what_refuses_it(ws, monkeypatch):
     sid = _recorded(ws, sh("touch a-marker"))
     _write_lines(ws, sid, [_forge_call(line) for line in _lines(ws, sid)])
-    monkeypatch.setattr(store, "unseal", lambda key, chain, line: (line, START))  # the defence off
+    monkeypatch.setattr(store._reader, "unseal", lambda key, chain, line: (line, START))  # the defence off
     forged = load_session(ws, sid)
     assert "touch forged-marker" in repr(forged.messages)  # the attack gets through
 

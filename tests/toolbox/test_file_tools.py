@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nbagent import Agent, AssistantMessage, ImageBlock, ScriptedModel, ToolCall, toolbox
-from nbagent.toolbox import FileChange, FileContent, GrepResult, _files
+from nbagent.toolbox import FileChange, FileContent, GrepResult, _grep
 
 from tests.toolbox.support import Runner, tool_named
 
@@ -182,7 +182,7 @@ CATASTROPHIC = "(a+)+$"
 
 
 def test_grep_stops_a_pattern_that_runs_away(runner: Runner, ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_files, "GREP_TIMEOUT", 0.5)
+    monkeypatch.setattr(_grep, "GREP_TIMEOUT", 0.5)
     (ws / "aaa.txt").write_text("a" * 60 + "b\n")
     rec = runner.call("grep", pattern=CATASTROPHIC, path="aaa.txt")
     assert rec.status == "error" and "took longer than 0.5 s on aaa.txt; simplify it" in rec.result.text
@@ -200,8 +200,8 @@ async def test_stop_ends_a_runaway_grep_and_its_worker(ws: Path, monkeypatch: py
         workers.append(proc)
         return proc
 
-    monkeypatch.setattr(_files.subprocess, "Popen", recording_popen)
-    monkeypatch.setattr(_files, "GREP_TIMEOUT", 600.0)  # only Stop can end it
+    monkeypatch.setattr(_grep.subprocess, "Popen", recording_popen)
+    monkeypatch.setattr(_grep, "GREP_TIMEOUT", 600.0)  # only Stop can end it
     model = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name="grep", arguments={
         "pattern": CATASTROPHIC, "path": "aaa.txt"})]), "done"])
     agent = Agent(model=model, tools=toolbox.all(workspace=ws), workspace=ws)
@@ -246,7 +246,7 @@ def test_write_file_refuses_paths_outside(runner: Runner, outside: Path, path: s
 
 
 def test_write_file_size_cap(runner: Runner) -> None:
-    from nbagent.toolbox._files import MAX_WRITE_BYTES
+    from nbagent.toolbox._edits import MAX_WRITE_BYTES
 
     rec = runner.call("write_file", path="big.txt", content="x" * (MAX_WRITE_BYTES + 1))
     assert rec.status == "error" and "at most" in rec.result.text

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from nbagent.toolbox import STRICT_READ_ONLY_COMMANDS, Workspace, git_safety_env, read_only_problem
-from nbagent.toolbox._readonly import READ_ONLY_COMMANDS, _getopt, git_layout_problem
+from nbagent.toolbox._getopt import getopt
+from nbagent.toolbox._gitreads import git_layout_problem
+from nbagent.toolbox._readprograms import READ_ONLY_COMMANDS
 
 
 @pytest.fixture
@@ -78,13 +80,13 @@ def test_known_read_only_options_are_allowed(inside: Workspace, command: str) ->
 
 def test_getopt_reads_bundles_attached_values_and_prefixes() -> None:
     sort = READ_ONLY_COMMANDS["sort"].options
-    parsed = _getopt(sort, ["-rnoout", "--field=,", "--rev", "x", "--", "-o"])
+    parsed = getopt(sort, ["-rnoout", "--field=,", "--rev", "x", "--", "-o"])
     assert [(n, v) for n, v, _ in parsed.options] == [("reverse", None), ("numeric-sort", None), ("output", "out"),
                                                       ("field-separator", ","), ("reverse", None)]
     assert parsed.positional == ["x", "-o"]
-    assert isinstance(_getopt(sort, ["--c"]), str)  # check, compress-program: ambiguous
+    assert isinstance(getopt(sort, ["--c"]), str)  # check, compress-program: ambiguous
     grep = READ_ONLY_COMMANDS["grep"].options
-    assert isinstance(_getopt(grep, ["--colo"]), str) is False  # color and colour are one option
+    assert isinstance(getopt(grep, ["--colo"]), str) is False  # color and colour are one option
 
 
 def test_every_listed_command_has_an_option_table_or_takes_no_options() -> None:

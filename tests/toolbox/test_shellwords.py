@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from nbagent.toolbox import Workspace, read_only_problem
-from nbagent.toolbox._shellwords import parse, pattern_matches, subcommands, suggest_pattern
+from nbagent.toolbox._shellrules import pattern_matches, suggest_pattern
+from nbagent.toolbox._shellwords import parse
+from nbagent.toolbox._subcommands import subcommands
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,356 +1,48 @@
-"""Conversations that outlive the kernel: an append-only JSONL store per conversation.
+"""Reading conversations back from the store: `load_session`, `list_sessions`, `find_session`.
 
-    <workspace>/.nbagent/sessions/<id>.jsonl        one JSON object per line
-    <workspace>/.nbagent/sessions/<id>.d/<name>     side files: whole texts too long for a line
-
-The first line is the header (`kind: "session"`: id, format, created, notebook, workspace, model); every
-later line is one fact, in the order it happened:
-
-| kind | what |
-|---|---|
-| `run` | a run started: its prompt, model, mode |
-| `message` | one message of the transcript, in nbagent's neutral form (`nbagent.transcript`) |
-| `call` | the serialisable parts of a call record: status, decision and who made it, duration, activity |
-| `request` | the exact body sent to the provider, secrets removed |
-| `compaction` | the transcript was compacted: `messages[start:end]` (written earlier, kept whole) were replaced by `replacement`; the summary requests' responses, the reason, the sizes |
-| `end` | a run ended: status, usage, cost, error |
-
-Writing: lines are gathered as a run goes and `commit()`ed when a batch is complete (its messages are
-in the transcript): one `write` under an exclusive `flock`, then `fsync`. A killed kernel loses at most
-the batch in flight, and two kernels writing into one workspace never interleave lines of one file.
-Every line passes `nbagent.secrets.redact_value`; a tool result's text longer than `SIDE_FILE_CHARS`
-is stored cut, with the whole text in a side file (restored when the session is loaded).
-
-Reading: `load_session` skips a truncated or corrupt line with a warning (never fatal), refuses a file
-written by a newer format with a clear message, and gives calls that were in flight when the writer
-died a synthesised "interrupted" result, so the transcript is valid before the next request.
+`load_session` skips a truncated or corrupt line with a warning (never fatal), refuses a file written by
+a newer format with a clear message, and gives calls that were in flight when the writer died a
+synthesised "interrupted" result (`repair_transcript`), so the transcript is valid before the next request.
 
 Reads: files in the workspace, which the model, a cloned repository or anyone who can write the workspace
 could have forged or changed. What could happen: a forged conversation resumed or replayed (calls nobody
 saw, answers nobody gave), an id or a side-file name that builds a path outside the store. What stops it:
 every line is signed (`nbagent.signing`: HMAC-SHA256, chained, with a key kept outside the workspace),
 and `load_session` refuses a file whose lines do not verify, naming the file and the line; side files are
-named by a digest inside their signed line; ids are checked (`_ID`) before they build a path, a header
-must name its own file, and every path read stays inside the sessions folder. A file with no signatures
-(written before they existed, or stripped) is refused unless explicitly allowed (`unsigned=True`, or
-`NBAGENT_UNSIGNED_SESSIONS=allow`), and is then marked `signed=False`. A replay approves nothing by itself
+named by a digest inside their signed line; ids are checked (`_folder.check_id`) before they build a
+path, a header must name its own file, and every path read stays inside the sessions folder. A file with
+no signatures (written before they existed, or stripped) is refused unless explicitly allowed
+(`unsigned=True`, or `NBAGENT_UNSIGNED_SESSIONS=allow`), and is then marked `signed=False`. A replay approves nothing by itself
 either way: every call goes through the permission pipeline.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import re
-import secrets as _random
 import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from .messages import AssistantMessage, Message, TextBlock, ToolResultMessage, UserMessage
-from .secrets import redact, redact_value
-from .signing import START, has_mac, key_id, seal, signer, unseal
-from .transcript import message_from_neutral, neutral_message
-from .trust import config_dir, session_key
+from ..messages import AssistantMessage, Message, TextBlock, ToolResultMessage, UserMessage
+from ..signing import START, key_id, unseal
+from ..transcript import message_from_neutral
+from ..trust import config_dir, session_key
+from ._folder import FORMAT, ID, SessionError, check_id, sessions_dir
 
-__all__ = ["FORMAT", "SIDE_FILE_CHARS", "SessionError", "SessionInfo", "SessionWriter", "StoredSession",
-           "delete_session", "find_session", "list_sessions", "load_session", "new_session_id", "repair_transcript",
-           "sessions_dir"]
+__all__ = ["INTERRUPTED", "UNSIGNED_VARIABLE", "SessionInfo", "StoredSession", "delete_session", "find_session",
+           "list_sessions", "load_session", "repair_transcript"]
 
-FORMAT = 1
-"""The store's format version, written in every header."""
-SIDE_FILE_CHARS = 64_000
-"""Tool result texts longer than this are stored cut, the whole text in a side file."""
 INTERRUPTED = ("interrupted: the kernel stopped before this call finished, so it has no result. "
                "It may or may not have had its effect; check before repeating it.")
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,80}$")
 _SIDE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,100}\.txt$")
 UNSIGNED_VARIABLE = "NBAGENT_UNSIGNED_SESSIONS"
 """`allow`: resume and replay files with no signatures (read as untrusted: `StoredSession.signed` False)."""
 
-
-class SessionError(ValueError):
-    """A session cannot be found, read or written (the message says which and why)."""
-
-
-def sessions_dir(workspace: str | os.PathLike[str]) -> Path:
-    return Path(workspace) / ".nbagent" / "sessions"
-
-
-def new_session_id() -> str:
-    """Sortable by time, unique across kernels: `20261201-051530-a1b2c3`."""
-    return time.strftime("%Y%m%d-%H%M%S", time.localtime()) + "-" + _random.token_hex(3)
-
-
-def _check_id(session_id: str) -> str:
-    if not isinstance(session_id, str) or not _ID.match(session_id) or session_id.endswith((".jsonl", ".d")):
-        raise SessionError(f"{session_id!r} is not a session id (letters, digits, '-', '_', '.')")
-    return session_id
-
-
-# -- writing ---------------------------------------------------------------------------------------------
-
-class SessionWriter:
-    """Appends one conversation's facts to its file (see the module docstring)."""
-
-    def __init__(self, workspace: str | os.PathLike[str], session_id: str | None = None, *,
-                 notebook: str | None = None, model: str | None = None, resume: bool = False,
-                 origin: str | None = None, notebook_id: str | None = None) -> None:
-        self.dir = sessions_dir(workspace)
-        self.id = _check_id(session_id) if session_id else new_session_id()
-        self.path = self.dir / f"{self.id}.jsonl"
-        self._pending: list[str] = []
-        self._side: dict[str, str] = {}
-        self._last_body: Any = None
-        self._fd = -1
-        self._newline = False
-        self._signer: Any = None
-        self._size = 0
-        self.dir.mkdir(parents=True, exist_ok=True)
-        if not resume or not self.path.exists():
-            if self.path.exists():
-                raise SessionError(f"session {self.id} exists already")
-            self._key, self._chain = _writing_key(), START
-            self._add({"kind": "session", "format": FORMAT, "id": self.id, "created": time.time(),
-                       "notebook": notebook, "workspace": str(Path(workspace).resolve()), "model": model,
-                       "origin": origin, "key_id": key_id(self._key) if self._key else None,
-                       "notebook_id": notebook_id})
-            self.commit()
-        else:
-            self._key, self._chain, self._newline, self._size = _resume_chain(self.path)
-
-    # facts
-    def notebook(self, notebook_id: str | None, path: str | None) -> None:
-        """Which notebook the conversation belongs to, learned (or changed: a rename) after it started."""
-        self._add({"kind": "notebook", "time": time.time(), "notebook_id": notebook_id, "notebook": path})
-
-    def settings(self, settings: dict[str, Any]) -> None:
-        """What the next run was started with (model, tools, mode...): what a resumed conversation keeps."""
-        self._add({"kind": "settings", "time": time.time(), "settings": settings})
-
-    def run_started(self, prompt: Any, *, model: str | None = None, mode: str | None = None) -> None:
-        self._add({"kind": "run", "time": time.time(), "prompt": _prompt_text(prompt), "model": model,
-                   "mode": mode})
-
-    def messages(self, messages: Iterable[Message]) -> None:
-        for m in messages:
-            data = neutral_message(m)
-            if isinstance(m, ToolResultMessage):
-                data = self._cut(data)
-            self._add({"kind": "message", "message": data})
-
-    def compaction(self, compaction: Any) -> None:
-        """A compaction: the range it replaced (those messages are already in the file, whole) and what
-        replaced them, so loading gives the compacted transcript and the record keeps everything."""
-        self._add({"kind": "compaction", "time": time.time(), "start": compaction.start, "end": compaction.end,
-                   "replacement": [self._cut(neutral_message(m)) if isinstance(m, ToolResultMessage)
-                                   else neutral_message(m) for m in compaction.replacement],
-                   "responses": [neutral_message(m) for m in compaction.responses],
-                   "reason": compaction.reason, "stubbed": compaction.stubbed, "summarized": compaction.summarized,
-                   "tokens_before": compaction.tokens_before, "tokens_after": compaction.tokens_after})
-
-    def call(self, record: Any) -> None:
-        """The serialisable parts of a `CallRecord` (the live `details` object stays in the kernel)."""
-        decision = getattr(record, "decision", None)
-        details = getattr(getattr(record, "result", None), "details", None)
-        self._add({
-            "kind": "call", "id": record.id, "name": record.name, "status": record.status,
-            "arguments": record.arguments if isinstance(record.arguments, dict) else None,
-            "decision": None if decision is None else {
-                "allow": decision.allow, "source": decision.source, "reason": decision.reason,
-                "rule": getattr(decision, "rule", None)},
-            "duration": getattr(record, "duration", None), "activity": getattr(record, "activity", None),
-            "details_type": None if details is None else f"{type(details).__module__}.{type(details).__qualname__}",
-        })
-
-    def request(self, body: Any) -> None:
-        """The body as sent. A list field (the conversation) that starts with the whole of the previous
-        request's is stored as `{"$prefix": n, "rest": [...]}`: bodies grow with the conversation, and
-        storing each whole would make the store grow with its square."""
-        if hasattr(body, "message_count") and hasattr(body, "body"):  # a ScriptedModel's request: its
-            # messages are the transcript's first `message_count`, already in the store
-            body = {"model": body.model, "instructions": body.instructions, "tools": list(body.tools),
-                    "messages": {"$transcript": body.message_count}}
-        stored = body
-        previous = self._last_body
-        if isinstance(body, dict) and isinstance(previous, dict):
-            stored = dict(body)
-            for key, value in body.items():
-                before = previous.get(key)
-                if (isinstance(value, list) and isinstance(before, list) and len(before) > 1
-                        and len(value) >= len(before) and value[: len(before)] == before):
-                    stored[key] = {"$prefix": len(before), "rest": value[len(before):]}
-        self._last_body = body
-        self._add({"kind": "request", "body": stored})
-
-    def run_ended(self, status: str, *, usage: Any = None, error: BaseException | None = None,
-                  output: str | None = None, cost: float | None = None) -> None:
-        self._add({"kind": "end", "time": time.time(), "status": status,
-                   "usage": None if usage is None else {k: getattr(usage, k, 0) for k in (
-                       "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
-                       "reasoning_tokens")},
-                   "cost": cost,
-                   "error": None if error is None else f"{type(error).__name__}: {error}",
-                   "output": output})
-
-    # mechanics
-    def _add(self, fact: dict[str, Any]) -> None:
-        self._pending.append(_ENCODER.encode(fact))
-
-    def _cut(self, data: dict[str, Any]) -> dict[str, Any]:
-        content = data.get("content")
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        changed = False
-        out = []
-        for i, block in enumerate(blocks or []):
-            text = block.get("text") if block.get("type") == "text" else None
-            if text is not None and len(text) > SIDE_FILE_CHARS:
-                name = f"{_safe(data.get('tool_call_id', 'result'))}-{i}.txt"
-                self._side[name] = whole = redact_value(text)
-                head, tail = text[: SIDE_FILE_CHARS // 2], text[-SIDE_FILE_CHARS // 4:]
-                block = {**block, "text": f"{head}\n[... {len(text) - len(head) - len(tail):,} characters in "
-                                        f"side file {name} ...]\n{tail}", "side_file": name,
-                         "side_sha256": hashlib.sha256(whole.encode("utf-8")).hexdigest()}
-                changed = True
-            out.append(block)
-        return {**data, "content": out} if changed else data
-
-    def commit(self, *, fsync: bool = True) -> None:
-        """Write what was gathered: side files first, then the lines in one write under a lock."""
-        if self._side:
-            side = self.dir / f"{self.id}.d"
-            side.mkdir(exist_ok=True)
-            for name, text in self._side.items():
-                (side / name).write_text(text, encoding="utf-8")  # redacted when it was cut
-            self._side.clear()
-        if not self._pending:
-            return
-        if self._fd < 0:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        fd = self._fd
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            size = os.fstat(fd).st_size
-            if size != self._size:  # another kernel appended since: our lines continue its chain
-                mac, self._newline = _tail(self.path)
-                if mac is not None and self._key is not None:
-                    self._chain = mac
-            data, chain = self._encode(self._pending)
-            self._pending.clear()
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            if fsync:
-                os.fsync(fd)
-            self._chain, self._size = chain, size + len(data)
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-
-    def _encode(self, lines: list[str]) -> tuple[bytes, bytes]:
-        """The record-encoding step, one place: the batch redacted as text, once (one regex pass; secrets are
-        also matched in their JSON-escaped spelling, see nbagent.secrets; the replacement holds no character
-        JSON would escape), then each line signed (`nbagent.signing`). Returns the bytes and the chain after."""
-        data = redact("\n".join(lines)).encode("utf-8")
-        if self._key is None:
-            data, chain = data + b"\n", self._chain
-        else:
-            if self._signer is None:
-                self._signer = signer(self._key)
-            data, chain = seal(self._signer, self._chain, data.split(b"\n"))
-        if self._newline:  # the file ended in a line cut short (a killed kernel): start a line of our own
-            data, self._newline = b"\n" + data, False
-        return data, chain
-
-    def close(self) -> None:
-        """Write what is left and let the file go."""
-        self.commit()
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    def __del__(self) -> None:
-        if getattr(self, "_fd", -1) >= 0:
-            os.close(self._fd)
-
-
-def _writing_key() -> bytes | None:
-    """The signing key for a new file; None (the file is then unsigned, and says so when read) when it
-    cannot be made: recording never fails a run."""
-    try:
-        return session_key()
-    except OSError as exc:
-        warnings.warn(f"nbagent cannot make its session key in {config_dir()} ({exc}): this conversation is "
-                      "stored unsigned, and will be refused for resume and replay unless unsigned files are "
-                      "allowed", stacklevel=3)
-        return None
-
-
-def _tail(path: Path) -> tuple[bytes | None, bool]:
-    """The MAC of a file's last whole line (None: it has none), and whether the file ends in a line cut
-    short (a killed writer)."""
-    with open(path, "rb") as f:
-        at = f.seek(0, os.SEEK_END)
-        tail = b""
-        while at > 0 and tail.count(b"\n") < 2:
-            step = min(at, 65536)
-            at -= step
-            f.seek(at)
-            tail = f.read(step) + tail
-    cut = bool(tail) and not tail.endswith(b"\n")
-    lines = [line for line in tail.split(b"\n")[:-1] if line.strip()]
-    last = lines[-1].rstrip(b"\r") if lines else b""
-    return (bytes.fromhex(last[-66:-2].decode("ascii")) if has_mac(last) else None), cut
-
-
-def _resume_chain(path: Path) -> tuple[bytes | None, bytes, bool, int]:
-    """To append to a file: the key (None when the file is unsigned), the chain value of its last whole
-    line, whether it ends in a line cut short, and its size."""
-    size = path.stat().st_size
-    mac, cut = _tail(path)
-    if mac is None:
-        return None, START, cut, size
-    try:
-        key = session_key(create=False)
-    except OSError:
-        key = None
-    if key is None:  # its key is gone: what is written now would not verify either way
-        return None, START, cut, size
-    return key, mac, cut, size
-
-
-def _safe(name: Any) -> str:
-    return re.sub(r"[^A-Za-z0-9_-]", "_", str(name))[:80] or "x"
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    if isinstance(value, bytes):
-        return f"<{len(value)} bytes>"
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    return repr(value)
-
-
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_jsonable, separators=(",", ":"))
-
-
-def _prompt_text(prompt: Any) -> str:
-    if isinstance(prompt, UserMessage):
-        prompt = prompt.content
-    if isinstance(prompt, str):
-        return prompt
-    if isinstance(prompt, list):
-        return " ".join(b.text if isinstance(b, TextBlock) else "[image]" for b in prompt)
-    return str(prompt)
-
-
-# -- reading ---------------------------------------------------------------------------------------------
 
 @dataclass(slots=True)
 class SessionInfo:
@@ -384,7 +76,7 @@ class SessionInfo:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.created))
         nb = _printable(Path(self.notebook).name) if self.notebook else "-"  # a stored name may carry escapes
         prompt = self.last_prompt if len(self.last_prompt) <= 50 else self.last_prompt[:49] + "…"
-        from .sanitize import terminal_safe  # the file is stored state: anyone who can write it chose these
+        from ..sanitize import terminal_safe  # the file is stored state: anyone who can write it chose these
 
         return terminal_safe(f"{self.id}  {nb}  {when}  {self.runs} run{'s' if self.runs != 1 else ''}, {self.turns} "
                              f"turn{'s' if self.turns != 1 else ''}, {self.calls} call{'s' if self.calls != 1 else ''}"
@@ -501,7 +193,7 @@ def _header(path: Path, facts: list[dict[str, Any]]) -> dict[str, Any]:
 def _info(path: Path, facts: list[dict[str, Any]]) -> SessionInfo:
     head = _header(path, facts)
     given = head.get("id")
-    if not isinstance(given, str) or given != path.stem or not _ID.match(given):
+    if not isinstance(given, str) or given != path.stem or not ID.match(given):
         raise SessionError(f"{path}: its header names the session {given!r}, not {path.stem!r}, the file's own "
                            "name (the file was renamed, copied or forged), so it is not used")
     text = lambda v: v if isinstance(v, str) else None  # noqa: E731
@@ -544,7 +236,7 @@ def list_sessions(workspace: str | os.PathLike[str], *, notebook: str | None = N
         return found
     for path in folder.glob("*.jsonl"):
         try:
-            _check_id(path.stem)
+            check_id(path.stem)
             _inside(path, folder)
             facts, _, _ = _read_lines(path)
             info = _info(path, facts)
@@ -580,7 +272,7 @@ def load_session(workspace: str | os.PathLike[str], session_id: str, *, unsigned
     if unsigned is None:
         unsigned = os.environ.get(UNSIGNED_VARIABLE, "").strip().lower() == "allow"
     folder = sessions_dir(workspace)
-    path = folder / f"{_check_id(session_id)}.jsonl"
+    path = folder / f"{check_id(session_id)}.jsonl"
     if not path.exists():
         known = ", ".join(i.id for i in list_sessions(workspace)[-5:]) or "none"
         raise SessionError(f"no session {session_id!r} in {path.parent} (recent: {known})")
@@ -711,7 +403,7 @@ def delete_session(workspace: str | os.PathLike[str], session_id: str) -> Path:
     """Remove a stored conversation and its side files; returns the path it had."""
     import shutil
 
-    path = sessions_dir(workspace) / f"{_check_id(session_id)}.jsonl"
+    path = sessions_dir(workspace) / f"{check_id(session_id)}.jsonl"
     if not path.exists():
         raise SessionError(f"no session {session_id!r} in {path.parent}")
     path.unlink()

@@ -1,0 +1,246 @@
+/**
+ * Copy and Insert as cell on the code blocks the model wrote, in notebook outputs and in the panel.
+ *
+ * nbagent/render_markdown.py marks a fenced block of the model's text as `<pre class="nba-code-block
+ * nba-lang-LANG"><code>…</code></pre>` inside the model-text container (`.nba-md`). A MutationObserver on
+ * the notebook (and one on the panel) finds those blocks as they are drawn (a live view's HTML is replaced on
+ * every update, a static output or a reopened notebook is drawn once), batched to one look per animation
+ * frame over the nodes that were added, and wraps each block with two buttons. The buttons live only in the
+ * page: the outputs the notebook saves hold the block as the kernel wrote it, nothing more.
+ *
+ * Reads HTML someone else may have written: a tool's result sits in the same view, and a notebook's other
+ * outputs are on the page too. The sanitizer never lets a result keep the marker classes or `.nba-md`
+ * (see nbagent/sanitize.py); here, on top of that, a block gets buttons only when it is inside an nbagent
+ * view (`.nba`, `.nba-view`), inside a `.nba-md` that is not part of a tool call's row, a result, a tool's
+ * presentation or a sanitized fragment (`.nba-call`, `.nba-result`, `.nba-presentation`, `.nba-safe`), and
+ * only when it has exactly the shape render_markdown writes (one `code`, in it text and class-only `span`s):
+ * then what it shows is its text, and that text (`textContent`) is what Copy copies and Insert inserts, as
+ * a cell that is not run. Hidden characters in it are already shown as `⟨U+XXXX NAME⟩` by the kernel.
+ */
+import { NotebookPanel } from '@jupyterlab/notebook';
+
+const BLOCK = 'pre.nba-code-block';
+const NOT_MODEL_TEXT = '.nba-call, .nba-result, .nba-presentation, .nba-safe';
+const PYTHON = new Set(['', 'python', 'py', 'python3', 'ipython', 'ipython3', 'pycon']);
+const SHELL = new Set(['bash', 'sh', 'shell', 'console']);
+const MARKDOWN = new Set(['markdown', 'md']);
+
+/** Where a block's Insert puts its cell: below `index` of `notebook` (-1: at the top). */
+export type InsertPlace = { notebook: NotebookPanel; index: number };
+
+/** The language a block was marked with ('' for none). */
+export function blockLanguage(pre: Element): string {
+  for (const cls of Array.from(pre.classList)) {
+    if (cls.startsWith('nba-lang-')) {
+      return cls.slice('nba-lang-'.length);
+    }
+  }
+  return '';
+}
+
+/** The block's code element, when the block has exactly the shape nbagent writes; else null. */
+function codeOf(pre: Element): HTMLElement | null {
+  if (pre.children.length !== 1 || pre.firstElementChild!.tagName !== 'CODE' || pre.hasAttribute('style')) {
+    return null;
+  }
+  const code = pre.firstElementChild as HTMLElement;
+  if (code.attributes.length) {
+    return null;
+  }
+  for (const part of Array.from(code.querySelectorAll('*'))) {
+    if (part.tagName !== 'SPAN' || part.children.length || part.attributes.length > 1
+        || (part.attributes.length === 1 && !/^(hl-[\w-]+\s*)+$/.test(part.getAttribute('class') ?? ''))) {
+      return null;
+    }
+  }
+  return code;
+}
+
+/** Whether `pre` is a code block of the model's text (see the module's docstring). */
+export function isModelCode(pre: Element): boolean {
+  if (!pre.matches(BLOCK) || !pre.closest('.nba, .nba-view')) {
+    return false;
+  }
+  const md = pre.closest('.nba-md');
+  return !!md && !md.closest(NOT_MODEL_TEXT) && !pre.closest(NOT_MODEL_TEXT) && codeOf(pre) !== null;
+}
+
+/** The text the block shows (its last line break left out). */
+export function blockText(pre: Element): string {
+  return (codeOf(pre)?.textContent ?? '').replace(/\n+$/, '');
+}
+
+/** What Insert as cell makes of a block, or null when it offers only Copy (a language that is not run here). */
+export function cellFor(pre: Element): { cell_type: 'code' | 'markdown'; source: string } | null {
+  const lang = blockLanguage(pre);
+  const text = blockText(pre);
+  if (PYTHON.has(lang)) {
+    return { cell_type: 'code', source: text };
+  }
+  if (SHELL.has(lang)) {
+    return { cell_type: 'code', source: /^%%(bash|sh|script)\b/.test(text) ? text : `%%bash\n${text}` };
+  }
+  if (MARKDOWN.has(lang)) {
+    return { cell_type: 'markdown', source: text };
+  }
+  return null;
+}
+
+/** A new cell below `place`, as one undoable step of the notebook, not run; it becomes the active cell. */
+export function insertBelow(place: InsertPlace, cell: { cell_type: 'code' | 'markdown'; source: string }): void {
+  const panel = place.notebook;
+  const shared = panel.model!.sharedModel;
+  const at = Math.max(0, Math.min(place.index + 1, panel.content.widgets.length));
+  const undo = (shared as any).undoManager;
+  undo?.stopCapturing?.(); // its own step: not merged with an output that changed just before
+  shared.transact(() => {
+    shared.insertCell(at, { cell_type: cell.cell_type, source: cell.source, metadata: {} } as any);
+  });
+  undo?.stopCapturing?.();
+  const notebook = panel.content;
+  notebook.activeCellIndex = at;
+  notebook.mode = 'command';
+  const made = notebook.widgets[at];
+  if (made) {
+    void notebook.scrollToCell(made, 'smart').catch(() => undefined);
+  }
+}
+
+async function copyText(text: string): Promise<boolean> {
+  try {
+    await navigator.clipboard.writeText(text);
+    return true;
+  } catch {
+    // no clipboard API (an http page other than localhost) or no permission: the old way
+    const area = document.createElement('textarea');
+    area.value = text;
+    area.setAttribute('readonly', '');
+    area.style.position = 'fixed';
+    area.style.opacity = '0';
+    document.body.append(area);
+    area.select();
+    let done = false;
+    try {
+      done = document.execCommand('copy');
+    } catch {
+      done = false;
+    }
+    area.remove();
+    return done;
+  }
+}
+
+function button(cls: string, text: string, label: string): HTMLButtonElement {
+  const b = document.createElement('button');
+  b.type = 'button';
+  b.className = `nba-code-btn ${cls}`;
+  b.textContent = text;
+  b.title = label;
+  b.setAttribute('aria-label', label);
+  // a click in an output makes its cell the active one; it must not also start a drag or an edit
+  b.addEventListener('mousedown', event => event.stopPropagation());
+  return b;
+}
+
+function flash(b: HTMLButtonElement, text: string, back: string): void {
+  b.textContent = text;
+  b.classList.add('nba-code-done');
+  window.setTimeout(() => {
+    b.textContent = back;
+    b.classList.remove('nba-code-done');
+  }, 1500);
+}
+
+/** Wrap one block with its buttons. */
+function decorate(pre: HTMLElement, place: (pre: HTMLElement) => InsertPlace | null): void {
+  const wrap = document.createElement('div');
+  wrap.className = 'nba-code-wrap';
+  const tools = document.createElement('div');
+  tools.className = 'nba-code-tools';
+  tools.setAttribute('data-lm-suppress-shortcuts', ''); // Enter on a button presses it, not the notebook's shortcut
+  const lang = blockLanguage(pre);
+  const copy = button('nba-code-copy', 'Copy', lang ? `Copy this ${lang} code` : 'Copy this code');
+  copy.addEventListener('click', event => {
+    event.stopPropagation();
+    void copyText(blockText(pre)).then(ok => flash(copy, ok ? 'Copied' : 'Copy failed', 'Copy'));
+  });
+  tools.append(copy);
+  if (cellFor(pre) !== null) {
+    const markdown = MARKDOWN.has(lang);
+    const insert = button('nba-code-insert', 'Insert as cell',
+      markdown ? 'Insert as a new Markdown cell below' : 'Insert as a new code cell below (not run)');
+    insert.addEventListener('click', event => {
+      event.stopPropagation();
+      const cell = cellFor(pre);
+      const where = place(pre);
+      if (cell && where) {
+        insertBelow(where, cell);
+        flash(insert, 'Inserted', 'Insert as cell');
+      }
+    });
+    tools.append(insert);
+  }
+  pre.parentNode!.insertBefore(wrap, pre);
+  wrap.append(tools, pre);
+}
+
+/** Whether a block is ready for buttons: decorated already, or still being written (the cursor follows it). */
+function pending(pre: HTMLElement): boolean {
+  return !!pre.parentElement?.classList.contains('nba-code-wrap')
+    || !!pre.nextElementSibling?.classList.contains('nba-cursor');
+}
+
+/**
+ * Give every model code block under `root` its buttons, now and whenever one is drawn. `place` says where
+ * a block's Insert puts its cell (null: nowhere, the button does nothing). Returns a function that stops.
+ */
+export function watchCodeBlocks(root: HTMLElement, place: (pre: HTMLElement) => InsertPlace | null): () => void {
+  let added: Element[] = [];
+  let frame = 0;
+  const scan = (nodes: Element[]) => {
+    for (const node of nodes) {
+      if (!node.isConnected) {
+        continue;
+      }
+      const found = node.matches(BLOCK) ? [node] : Array.from(node.querySelectorAll(BLOCK));
+      for (const pre of found as HTMLElement[]) {
+        if (!pending(pre) && isModelCode(pre)) {
+          decorate(pre, place);
+        }
+      }
+    }
+  };
+  const observer = new MutationObserver(records => {
+    for (const record of records) {
+      for (const node of Array.from(record.addedNodes)) {
+        if (node.nodeType === Node.ELEMENT_NODE && !(node as Element).classList.contains('nba-code-wrap')) {
+          added.push(node as Element);
+        }
+      }
+    }
+    if (added.length && !frame) {
+      frame = requestAnimationFrame(() => {
+        frame = 0;
+        const nodes = added;
+        added = [];
+        scan(nodes);
+      });
+    }
+  });
+  observer.observe(root, { childList: true, subtree: true });
+  scan([root]);
+  return () => {
+    observer.disconnect();
+    if (frame) {
+      cancelAnimationFrame(frame);
+    }
+  };
+}
+
+/** Where Insert puts a block's cell in a notebook: below the cell whose output holds it. */
+export function belowItsCell(panel: NotebookPanel): (pre: HTMLElement) => InsertPlace | null {
+  return pre => {
+    const index = panel.content.widgets.findIndex(cell => cell.node.contains(pre));
+    return index < 0 ? null : { notebook: panel, index };
+  };
+}

@@ -1,0 +1,44 @@
+"""Conversations that outlive the kernel: an append-only JSONL store per conversation.
+
+    <workspace>/.nbagent/sessions/<id>.jsonl        one JSON object per line
+    <workspace>/.nbagent/sessions/<id>.d/<name>     side files: whole texts too long for a line
+
+The first line is the header (`kind: "session"`: id, format, created, notebook, workspace, model); every
+later line is one fact, in the order it happened:
+
+| kind | what |
+|---|---|
+| `run` | a run started: its prompt, model, mode |
+| `message` | one message of the transcript, in nbagent's neutral form (`nbagent.transcript`) |
+| `call` | the serialisable parts of a call record: status, decision and who made it, duration, activity |
+| `request` | the exact body sent to the provider, secrets removed |
+| `compaction` | the transcript was compacted: `messages[start:end]` (written earlier, kept whole) were replaced by `replacement`; the summary requests' responses, the reason, the sizes |
+| `end` | a run ended: status, usage, cost, error |
+
+Writing: lines are gathered as a run goes and `commit()`ed when a batch is complete (its messages are
+in the transcript): one `write` under an exclusive `flock`, then `fsync`. A killed kernel loses at most
+the batch in flight, and two kernels writing into one workspace never interleave lines of one file.
+Every line passes `nbagent.secrets.redact_value`; a tool result's text longer than `SIDE_FILE_CHARS`
+is stored cut, with the whole text in a side file (restored when the session is loaded).
+
+Reading: `load_session` skips a truncated or corrupt line with a warning (never fatal), refuses a file
+written by a newer format with a clear message, and gives calls that were in flight when the writer
+died a synthesised "interrupted" result, so the transcript is valid before the next request.
+
+The store is three modules: `_folder` (where sessions live, their ids, the format version), `_writer`
+(`SessionWriter`: gathering a run's facts, cutting long results into side files, one locked, signed write
+per batch) and `_reader` (`load_session`, `list_sessions`, `find_session`: verifying every line,
+restoring side files, repairing the transcript). What reading trusts, and what stops a forged file, is
+said at the top of `_reader`: every line is signed, and a file whose lines do not verify is refused.
+"""
+
+from __future__ import annotations
+
+from ._folder import FORMAT, SessionError, new_session_id, sessions_dir
+from ._reader import (INTERRUPTED, UNSIGNED_VARIABLE, SessionInfo, StoredSession, delete_session, find_session,
+                      list_sessions, load_session, repair_transcript)
+from ._writer import SIDE_FILE_CHARS, SessionWriter
+
+__all__ = ["FORMAT", "INTERRUPTED", "SIDE_FILE_CHARS", "UNSIGNED_VARIABLE", "SessionError", "SessionInfo",
+           "SessionWriter", "StoredSession", "delete_session", "find_session", "list_sessions", "load_session",
+           "new_session_id", "repair_transcript", "sessions_dir"]

@@ -1,0 +1,294 @@
+"""Writing a conversation into the store: `SessionWriter`, one per conversation and process.
+
+Lines are gathered as a run goes and `commit()`ed when a batch is complete (its messages are in the
+transcript): one `write` under an exclusive `flock`, then `fsync`. A killed kernel loses at most the
+batch in flight, and two kernels writing into one workspace never interleave lines of one file. Every
+line passes `nbagent.secrets.redact_value`, then is signed (`nbagent.signing`: HMAC-SHA256, chained, with
+a key kept outside the workspace); a tool result's text longer than `SIDE_FILE_CHARS` is stored cut, with
+the whole text in a side file named in its line with its digest.
+
+Reads: the tail of its own file, to continue the chain when it resumes a conversation or another kernel
+appended since; anyone who can write the workspace could have changed it. What could happen: lines
+written after a forged one chain to it. What stops harm: nothing read here is trusted or acted on; the
+reader (`_reader`) verifies every line and refuses the file at the first that does not verify.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..messages import Message, TextBlock, ToolResultMessage, UserMessage
+from ..secrets import redact, redact_value
+from ..signing import START, has_mac, key_id, seal, signer
+from ..transcript import neutral_message
+from ..trust import config_dir, session_key
+from ._folder import FORMAT, SessionError, check_id, new_session_id, sessions_dir
+
+__all__ = ["SIDE_FILE_CHARS", "SessionWriter"]
+
+SIDE_FILE_CHARS = 64_000
+"""Tool result texts longer than this are stored cut, the whole text in a side file."""
+
+
+class SessionWriter:
+    """Appends one conversation's facts to its file (see the module docstring)."""
+
+    def __init__(self, workspace: str | os.PathLike[str], session_id: str | None = None, *,
+                 notebook: str | None = None, model: str | None = None, resume: bool = False,
+                 origin: str | None = None, notebook_id: str | None = None) -> None:
+        self.dir = sessions_dir(workspace)
+        self.id = check_id(session_id) if session_id else new_session_id()
+        self.path = self.dir / f"{self.id}.jsonl"
+        self._pending: list[str] = []
+        self._side: dict[str, str] = {}
+        self._last_body: Any = None
+        self._fd = -1
+        self._newline = False
+        self._signer: Any = None
+        self._size = 0
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if not resume or not self.path.exists():
+            if self.path.exists():
+                raise SessionError(f"session {self.id} exists already")
+            self._key, self._chain = _writing_key(), START
+            self._add({"kind": "session", "format": FORMAT, "id": self.id, "created": time.time(),
+                       "notebook": notebook, "workspace": str(Path(workspace).resolve()), "model": model,
+                       "origin": origin, "key_id": key_id(self._key) if self._key else None,
+                       "notebook_id": notebook_id})
+            self.commit()
+        else:
+            self._key, self._chain, self._newline, self._size = _resume_chain(self.path)
+
+    # facts
+    def notebook(self, notebook_id: str | None, path: str | None) -> None:
+        """Which notebook the conversation belongs to, learned (or changed: a rename) after it started."""
+        self._add({"kind": "notebook", "time": time.time(), "notebook_id": notebook_id, "notebook": path})
+
+    def settings(self, settings: dict[str, Any]) -> None:
+        """What the next run was started with (model, tools, mode...): what a resumed conversation keeps."""
+        self._add({"kind": "settings", "time": time.time(), "settings": settings})
+
+    def run_started(self, prompt: Any, *, model: str | None = None, mode: str | None = None) -> None:
+        self._add({"kind": "run", "time": time.time(), "prompt": _prompt_text(prompt), "model": model,
+                   "mode": mode})
+
+    def messages(self, messages: Iterable[Message]) -> None:
+        for m in messages:
+            data = neutral_message(m)
+            if isinstance(m, ToolResultMessage):
+                data = self._cut(data)
+            self._add({"kind": "message", "message": data})
+
+    def compaction(self, compaction: Any) -> None:
+        """A compaction: the range it replaced (those messages are already in the file, whole) and what
+        replaced them, so loading gives the compacted transcript and the record keeps everything."""
+        self._add({"kind": "compaction", "time": time.time(), "start": compaction.start, "end": compaction.end,
+                   "replacement": [self._cut(neutral_message(m)) if isinstance(m, ToolResultMessage)
+                                   else neutral_message(m) for m in compaction.replacement],
+                   "responses": [neutral_message(m) for m in compaction.responses],
+                   "reason": compaction.reason, "stubbed": compaction.stubbed, "summarized": compaction.summarized,
+                   "tokens_before": compaction.tokens_before, "tokens_after": compaction.tokens_after})
+
+    def call(self, record: Any) -> None:
+        """The serialisable parts of a `CallRecord` (the live `details` object stays in the kernel)."""
+        decision = getattr(record, "decision", None)
+        details = getattr(getattr(record, "result", None), "details", None)
+        self._add({
+            "kind": "call", "id": record.id, "name": record.name, "status": record.status,
+            "arguments": record.arguments if isinstance(record.arguments, dict) else None,
+            "decision": None if decision is None else {
+                "allow": decision.allow, "source": decision.source, "reason": decision.reason,
+                "rule": getattr(decision, "rule", None)},
+            "duration": getattr(record, "duration", None), "activity": getattr(record, "activity", None),
+            "details_type": None if details is None else f"{type(details).__module__}.{type(details).__qualname__}",
+        })
+
+    def request(self, body: Any) -> None:
+        """The body as sent. A list field (the conversation) that starts with the whole of the previous
+        request's is stored as `{"$prefix": n, "rest": [...]}`: bodies grow with the conversation, and
+        storing each whole would make the store grow with its square."""
+        if hasattr(body, "message_count") and hasattr(body, "body"):  # a ScriptedModel's request: its
+            # messages are the transcript's first `message_count`, already in the store
+            body = {"model": body.model, "instructions": body.instructions, "tools": list(body.tools),
+                    "messages": {"$transcript": body.message_count}}
+        stored = body
+        previous = self._last_body
+        if isinstance(body, dict) and isinstance(previous, dict):
+            stored = dict(body)
+            for key, value in body.items():
+                before = previous.get(key)
+                if (isinstance(value, list) and isinstance(before, list) and len(before) > 1
+                        and len(value) >= len(before) and value[: len(before)] == before):
+                    stored[key] = {"$prefix": len(before), "rest": value[len(before):]}
+        self._last_body = body
+        self._add({"kind": "request", "body": stored})
+
+    def run_ended(self, status: str, *, usage: Any = None, error: BaseException | None = None,
+                  output: str | None = None, cost: float | None = None) -> None:
+        self._add({"kind": "end", "time": time.time(), "status": status,
+                   "usage": None if usage is None else {k: getattr(usage, k, 0) for k in (
+                       "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+                       "reasoning_tokens")},
+                   "cost": cost,
+                   "error": None if error is None else f"{type(error).__name__}: {error}",
+                   "output": output})
+
+    # mechanics
+    def _add(self, fact: dict[str, Any]) -> None:
+        self._pending.append(_ENCODER.encode(fact))
+
+    def _cut(self, data: dict[str, Any]) -> dict[str, Any]:
+        content = data.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        changed = False
+        out = []
+        for i, block in enumerate(blocks or []):
+            text = block.get("text") if block.get("type") == "text" else None
+            if text is not None and len(text) > SIDE_FILE_CHARS:
+                name = f"{_safe(data.get('tool_call_id', 'result'))}-{i}.txt"
+                self._side[name] = whole = redact_value(text)
+                head, tail = text[: SIDE_FILE_CHARS // 2], text[-SIDE_FILE_CHARS // 4:]
+                block = {**block, "text": f"{head}\n[... {len(text) - len(head) - len(tail):,} characters in "
+                                        f"side file {name} ...]\n{tail}", "side_file": name,
+                         "side_sha256": hashlib.sha256(whole.encode("utf-8")).hexdigest()}
+                changed = True
+            out.append(block)
+        return {**data, "content": out} if changed else data
+
+    def commit(self, *, fsync: bool = True) -> None:
+        """Write what was gathered: side files first, then the lines in one write under a lock."""
+        if self._side:
+            side = self.dir / f"{self.id}.d"
+            side.mkdir(exist_ok=True)
+            for name, text in self._side.items():
+                (side / name).write_text(text, encoding="utf-8")  # redacted when it was cut
+            self._side.clear()
+        if not self._pending:
+            return
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = self._fd
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            size = os.fstat(fd).st_size
+            if size != self._size:  # another kernel appended since: our lines continue its chain
+                mac, self._newline = _tail(self.path)
+                if mac is not None and self._key is not None:
+                    self._chain = mac
+            data, chain = self._encode(self._pending)
+            self._pending.clear()
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            if fsync:
+                os.fsync(fd)
+            self._chain, self._size = chain, size + len(data)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _encode(self, lines: list[str]) -> tuple[bytes, bytes]:
+        """The record-encoding step, one place: the batch redacted as text, once (one regex pass; secrets are
+        also matched in their JSON-escaped spelling, see nbagent.secrets; the replacement holds no character
+        JSON would escape), then each line signed (`nbagent.signing`). Returns the bytes and the chain after."""
+        data = redact("\n".join(lines)).encode("utf-8")
+        if self._key is None:
+            data, chain = data + b"\n", self._chain
+        else:
+            if self._signer is None:
+                self._signer = signer(self._key)
+            data, chain = seal(self._signer, self._chain, data.split(b"\n"))
+        if self._newline:  # the file ended in a line cut short (a killed kernel): start a line of our own
+            data, self._newline = b"\n" + data, False
+        return data, chain
+
+    def close(self) -> None:
+        """Write what is left and let the file go."""
+        self.commit()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __del__(self) -> None:
+        if getattr(self, "_fd", -1) >= 0:
+            os.close(self._fd)
+
+
+def _writing_key() -> bytes | None:
+    """The signing key for a new file; None (the file is then unsigned, and says so when read) when it
+    cannot be made: recording never fails a run."""
+    try:
+        return session_key()
+    except OSError as exc:
+        warnings.warn(f"nbagent cannot make its session key in {config_dir()} ({exc}): this conversation is "
+                      "stored unsigned, and will be refused for resume and replay unless unsigned files are "
+                      "allowed", stacklevel=3)
+        return None
+
+
+def _tail(path: Path) -> tuple[bytes | None, bool]:
+    """The MAC of a file's last whole line (None: it has none), and whether the file ends in a line cut
+    short (a killed writer)."""
+    with open(path, "rb") as f:
+        at = f.seek(0, os.SEEK_END)
+        tail = b""
+        while at > 0 and tail.count(b"\n") < 2:
+            step = min(at, 65536)
+            at -= step
+            f.seek(at)
+            tail = f.read(step) + tail
+    cut = bool(tail) and not tail.endswith(b"\n")
+    lines = [line for line in tail.split(b"\n")[:-1] if line.strip()]
+    last = lines[-1].rstrip(b"\r") if lines else b""
+    return (bytes.fromhex(last[-66:-2].decode("ascii")) if has_mac(last) else None), cut
+
+
+def _resume_chain(path: Path) -> tuple[bytes | None, bytes, bool, int]:
+    """To append to a file: the key (None when the file is unsigned), the chain value of its last whole
+    line, whether it ends in a line cut short, and its size."""
+    size = path.stat().st_size
+    mac, cut = _tail(path)
+    if mac is None:
+        return None, START, cut, size
+    try:
+        key = session_key(create=False)
+    except OSError:
+        key = None
+    if key is None:  # its key is gone: what is written now would not verify either way
+        return None, START, cut, size
+    return key, mac, cut, size
+
+
+def _safe(name: Any) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", str(name))[:80] or "x"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    if isinstance(value, bytes):
+        return f"<{len(value)} bytes>"
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return repr(value)
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_jsonable, separators=(",", ":"))
+
+
+def _prompt_text(prompt: Any) -> str:
+    if isinstance(prompt, UserMessage):
+        prompt = prompt.content
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list):
+        return " ".join(b.text if isinstance(b, TextBlock) else "[image]" for b in prompt)
+    return str(prompt)

@@ -1,0 +1,84 @@
+"""A file's bytes as the file tools read them: binary or text, its lines (a huge one never held whole).
+
+Shared by `read_file` (`_files`) and `grep` (`_grep`), with the sizes and short labels their messages use.
+"""
+
+from __future__ import annotations
+
+import codecs
+from typing import Any
+
+__all__ = ["MAX_LINE_CHARS", "MAX_LIST_SCAN", "SNIFF_BYTES", "binary_lines", "count_lines", "human_size",
+           "looks_binary", "short"]
+
+MAX_LINE_CHARS = 2_000
+"""Longer lines are cut in read_file and grep output."""
+MAX_LIST_SCAN = 200_000
+"""Entries list_files and grep look at before they stop."""
+SNIFF_BYTES = 8192
+"""How much of a file is read to tell text from binary (and images from text)."""
+
+
+def human_size(n: int) -> str:
+    size = float(n)
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{int(size)} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} bytes"  # pragma: no cover
+
+
+def looks_binary(head: bytes) -> bool:
+    if not head:
+        return False
+    if b"\x00" in head:
+        return True
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        decoder.decode(head, final=False)
+        return False
+    except UnicodeDecodeError:
+        control = sum(1 for b in head if b < 32 and b not in (9, 10, 12, 13, 8, 27))
+        return control / len(head) > 0.05
+
+
+def short(text: str, n: int = 60) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def binary_lines(f: Any, keep: int = 4 * MAX_LINE_CHARS):
+    """(the first `keep` bytes of each line, the line's length without its ending) of a binary file; lines end at
+    `\\n` only (as `wc -l` counts them), and a huge line is never held in memory whole."""
+    while True:
+        chunk = f.readline(1 << 16)
+        if not chunk:
+            return
+        kept = chunk[:keep]
+        length = len(chunk)
+        while not chunk.endswith(b"\n"):
+            chunk = f.readline(1 << 16)
+            if not chunk:
+                break
+            if len(kept) < keep:
+                kept += chunk[: keep - len(kept)]
+            length += len(chunk)
+        if chunk.endswith(b"\r\n"):
+            length -= 2
+        elif chunk.endswith(b"\n"):
+            length -= 1
+        yield kept, length
+
+
+def count_lines(f: Any) -> int:
+    count = 0
+    last = b""
+    while True:
+        chunk = f.read(1 << 20)
+        if not chunk:
+            break
+        count += chunk.count(b"\n")
+        last = chunk
+    if last and not last.endswith(b"\n"):
+        count += 1
+    return count
