@@ -11,7 +11,7 @@ client's CPU per item (the per-item overhead: the server runs elsewhere), and me
 results and their bookkeeping keep, by tracemalloc, in a second smaller pass). "stored" is the same map with
 `session=True` (every item written to the batch store, fsync grouped): its CPU per item next to the
 unstored row is the store's cost. `--dask` adds nbagent's map on a
-2-worker LocalCluster (engine=client), the limit held across the workers.
+2-worker LocalCluster (engine=client): one runner task per worker, the limit held across the workers.
 Goal: at least 0.95 of the bound with under 1% 429s, ahead of both peers.
 """
 
@@ -169,7 +169,7 @@ async def main() -> None:
             from distributed import Client, LocalCluster
 
             os.environ["OPENAI_API_KEY"] = KEY  # the workers' own environment (they inherit it when started)
-            # a worker runs as many items at once as it has threads: concurrency / 2 each
+            # one runner task a worker, each running its share of the concurrency on the worker's loop
             cluster = await LocalCluster(n_workers=2, threads_per_worker=max(1, opts.concurrency // 2), processes=True,
                                          asynchronous=True, dashboard_address=None)
             client = await Client(cluster, asynchronous=True)

@@ -96,6 +96,8 @@ class BatchRun:
         self._runs: dict[int, Any] = {}
         self._reserved: dict[int, float] = {}
         self._probe = asyncio.Event()
+        self._wake: Callable[[], None] | None = None
+        """Set while a cluster runs the items: `cancel()` tells it at once."""
         self._tools = sorted(getattr(t, "name", repr(t)) for t in agent.tools)
         self._model_spec = getattr(model, "spec", repr(model))
         self._todo = [i for i in (only if only is not None else range(len(items)))]
@@ -370,6 +372,8 @@ class BatchRun:
         for run in list(self._runs.values()):
             run.cancel("the batch was cancelled")
         self._probe.set()
+        if self._wake is not None:
+            self._wake()
         return True
 
     def retry_failed(self, **overrides: Any) -> BatchRun:

@@ -176,7 +176,9 @@ def decision_note(decision: Decision | None) -> str:
     if decision.source == "grant":
         return f"<b>allowed</b>: {_esc(decision.reason)}"
     if decision.source == "hook":
-        return f"<b>blocked by a hook</b>: {_esc(decision.reason)}"
+        if decision.reason and decision.reason != "blocked by a hook":
+            return f"<b>not run</b>: {_esc(decision.reason)}"  # the hook's own words say why
+        return "<b>blocked by a hook</b>"
     reason = decision.reason or ""
     if reason.startswith(verdict + " "):  # "allowed by rule 'allow: x'" reads as one phrase
         return f"<b>{verdict}</b> {_esc(reason[len(verdict) + 1:])}"

@@ -118,6 +118,110 @@ async def test_a_worker_killed_mid_batch_loses_nothing_and_counts_nothing_twice(
     assert server.requests >= 24
 
 
+async def test_a_worker_killed_with_several_items_in_flight_hands_them_to_another_worker(tmp_path):
+    """A runner holds items running and waiting; its worker dies: the runner's task starts again elsewhere
+    (a new life), and every item the dead one held is handed out again, none lost, none counted twice."""
+    async with RateLimitedServer(latency=0.3) as server:
+        cluster, client = await local_cluster(OPENAI_API_KEY=KEY)
+        try:
+            agent = Agent(model=OpenAIChatModel("gpt-4o-mini", base_url=server.url + "/v1"), workspace=tmp_path)
+            batch = agent.map(range(40), "k {item}", concurrency=8, engine=client)
+            finished = []
+            batch.subscribe(lambda kind, data: finished.append(data.index) if kind == "item_finished" else None)
+            while True:  # wait until one worker runs several items and some have ended (mid-stream)
+                on = {}
+                for index, handle in list(batch._runs.items()):
+                    on.setdefault(handle.worker, []).append(index)
+                victim = next((w for w, items in on.items() if len(items) >= 3), None)
+                if victim is not None and len(finished) >= 4:
+                    break
+                await asyncio.sleep(0.01)
+            held = sorted(on[victim])
+            nanny = next(n for n in cluster.workers.values() if n.worker_address == victim)
+            os.kill(nanny.process.pid, 9)
+            await asyncio.wait_for(batch.wait(), 90)
+            executing = await client.run(lambda dask_worker: [str(k) for k, ts in dask_worker.state.tasks.items()
+                                                              if ts.state == "executing"])
+        finally:
+            await client.close()
+            await cluster.close()
+    assert [r.output for r in batch.results] == [f"echo: k {i}" for i in range(40)]
+    assert all(batch.results[i].status == "done" for i in held)
+    assert sorted(finished) == list(range(40))  # each item ended once
+    assert not any(executing.values())  # the runners ended with the batch
+
+
+async def test_cancelling_a_batch_on_a_cluster_stops_the_runs_and_leaves_no_task_running(tmp_path):
+    async with RateLimitedServer(latency=0.5) as server:
+        cluster, client = await local_cluster(OPENAI_API_KEY=KEY)
+        try:
+            agent = Agent(model=OpenAIChatModel("gpt-4o-mini", base_url=server.url + "/v1"), workspace=tmp_path)
+            batch = agent.map(range(60), "c {item}", concurrency=6, engine=client)
+            while len(batch._runs) < 6:
+                await asyncio.sleep(0.01)
+            assert batch.cancel()
+            await asyncio.wait_for(batch.wait(), 30)
+            sent = server.requests
+            executing = await client.run(lambda dask_worker: [str(k) for k, ts in dask_worker.state.tasks.items()
+                                                              if ts.state == "executing"])
+            processing = await client.processing()
+            await asyncio.sleep(1.0)  # a runner left behind would go on asking
+            sent_after = server.requests
+        finally:
+            await client.close()
+            await cluster.close()
+    statuses = [r.status for r in batch.results]
+    assert batch.status == "cancelled" and statuses.count("cancelled") >= 6
+    assert statuses.count("pending") >= 60 - 6 - 6 - statuses.count("done")  # none started after the cancel
+    assert not any(executing.values()) and not any(processing.values())
+    assert sent_after == sent
+
+
+async def test_a_stored_batch_on_a_cluster_retries_its_failures_and_resumes_without_asking_again(tmp_path):
+    async with RateLimitedServer(latency=0.05) as server:
+        cluster, client = await local_cluster(OPENAI_API_KEY=KEY)
+        try:
+            agent = Agent(model=OpenAIChatModel("gpt-4o-mini", base_url=server.url + "/v1"), workspace=tmp_path)
+            items = ["a", "FAIL b", "c", "d", "FAIL e", "f"]
+            batch = agent.map(items, "{item}", concurrency=3, engine=client, session=True)
+            await batch
+            assert [r.status for r in batch.results] == ["done", "failed", "done", "done", "failed", "done"]
+            assert server.max_in_flight <= 3  # the concurrency held across the two workers
+            server.fail_word = None
+            retry = batch.retry_failed()
+            await retry
+            asked = server.requests
+            resumed = agent.map(items, "{item}", concurrency=3, engine=client, resume=batch.id)
+            await resumed
+        finally:
+            await client.close()
+            await cluster.close()
+    assert [(r.index, r.output) for r in retry.results] == [(1, "echo: FAIL b"), (4, "echo: FAIL e")]
+    assert resumed.resumed == 6 and server.requests == asked  # nothing asked again
+    assert [r.output for r in resumed.results] == [f"echo: {i}" for i in items]
+
+
+async def test_max_cost_holds_for_the_whole_cluster(tmp_path):
+    async with RateLimitedServer(latency=0.02) as server:
+        server.answer = lambda body: "x" * 4000  # ~1000 output tokens an item
+        cluster, client = await local_cluster(OPENAI_API_KEY=KEY)
+        try:
+            agent = Agent(model=OpenAIChatModel("gpt-4o-mini", base_url=server.url + "/v1"), workspace=tmp_path)
+            probe = agent.map(["one"], "{item}", engine=client)
+            await probe
+            per_item = probe.results[0].cost
+            assert per_item and per_item > 0
+            batch = agent.map(range(40), "c {item}", concurrency=4, max_cost=per_item * 5.5, engine=client)
+            await batch
+        finally:
+            await client.close()
+            await cluster.close()
+    done = [r for r in batch.results if r.status == "done"]
+    assert 1 <= len(done) <= 5 and batch.cost <= per_item * 5.5
+    assert batch.status == "stopped" and "max_cost" in batch.stop_reason
+    assert [r.status for r in batch.results].count("pending") == 40 - len(done)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -14,7 +14,7 @@ Layers, from the bottom (a module may import its own layer, without a cycle, and
     providers  providers/*                                      (beside the stages: data and tools only)
     render     render, render_*                                 (data only)
     toolbox    toolbox/*                                        (tools and data)
-    batch      batch, batch_items, batch_dask                   (one agent over many inputs: the stages and
+    batch      batch, batch_items, batch_dask, batch_worker     (one agent over many inputs: the stages and
                                                                 providers below; it runs items through the
                                                                 agent it is given, never importing run)
     loop       loop, run                                        (everything below)
@@ -57,7 +57,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "render": ("render", "render_base", "render_markdown", "render_results", "render_usage", "render_live",
                "render_batch"),
     "toolbox": ("toolbox", "mcp"),
-    "batch": ("batch", "batch_items", "batch_dask"),
+    "batch": ("batch", "batch_items", "batch_dask", "batch_worker"),
     "loop": ("loop", "run"),
     "api": ("__init__", "demo"),
 }

@@ -363,7 +363,7 @@ def stale_guard(shell: Any) -> Callable[..., Any]:
         else:
             problem = _delete_problem(state, cell_id) if call.name == "delete_cell" else None
         if problem:  # it would fail as it ran: say so now, not after someone approved it
-            return Block(problem.removesuffix(" Nothing was changed.") + "; nothing was asked or done")
+            return Block(problem.removesuffix(" Nothing was changed.").rstrip(".") + " (nothing was asked or done)")
         expected = expected if isinstance(expected, str) else state.seen.get(cell_id)
         if expected is None:
             if call.name != "run_cell":
