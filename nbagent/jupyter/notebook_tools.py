@@ -374,7 +374,6 @@ def stale_guard(shell: Any) -> Callable[..., Any]:
                 return None
             if now is None:
                 return None
-            state.seen[cell_id] = now
             return {"code": now}
         try:
             now = await state.live_source(cell_id)

@@ -355,9 +355,6 @@ async def test_two_edits_in_one_batch_apply_what_each_approval_showed(shell):
         assert "dry=False" not in final or final == start
 
 
-@pytest.mark.xfail(strict=True, reason="bypass (low): the guard pins a never-read cell's code for run_cell's approval "
-                   "and records it as read even when the person denies the run; a later edit's refusal quotes it "
-                   "to the model (which could have read it with read_notebook, so nothing unreadable leaks)")
 async def test_an_edit_refused_before_the_approval_does_not_tell_what_the_agent_never_read(shell):
     """The guard's refusal quotes the cell 'as last read'. A run_cell of a cell never read pins its code for the
     approval; a person who denies it has not shown it to the agent, yet a later edit's refusal quotes it."""
