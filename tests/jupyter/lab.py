@@ -204,6 +204,28 @@ class LabPage:
             self.page.wait_for_function(
                 "el => /\\[\\d+\\]/.test(el.textContent)", arg=prompt.element_handle(), timeout=timeout * 1000)
 
+    def cells(self) -> list[dict]:
+        """Each cell of the notebook in front: its source (as the editor shows it), prompt, number of outputs
+        and whether it is a Markdown cell."""
+        return self.page.evaluate("""() => [...document.querySelectorAll(
+            '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell')].map(c => ({
+                source: [...c.querySelectorAll('.jp-InputArea .cm-line')].map(l => l.textContent).join('\\n'),
+                prompt: (c.querySelector('.jp-InputPrompt') || {}).textContent || '',
+                outputs: c.querySelectorAll('.jp-OutputArea-output').length,
+                markdown: c.classList.contains('jp-MarkdownCell')}))""")
+
+    def wait_cells(self, predicate: Any, what: str, timeout: float = 30) -> list[dict]:
+        """`cells()` once `predicate` holds for them; fails after `timeout` s, saying `what` and what they were."""
+        deadline = time.monotonic() + timeout
+        last: list[dict] = []
+        while time.monotonic() < deadline:
+            last = self.cells()
+            if predicate(last):
+                return last
+            time.sleep(0.1)
+        self.shot(f"{self.server.app}-failure-cells")
+        raise AssertionError(f"{what}: the cells are {[c['source'] for c in last]!r}")
+
     def run_all(self) -> None:
         """Run > Run All Cells, as a person would."""
         self.page.click(".lm-MenuBar-item:has-text('Run')")

@@ -76,28 +76,6 @@ def server(request, tmp_path_factory):
     srv.stop()
 
 
-def cells(page: LabPage) -> list[dict]:
-    """Each cell of the notebook: its source (as the editor shows it), prompt and number of outputs."""
-    return page.page.evaluate("""() => [...document.querySelectorAll(
-        '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell')].map(c => ({
-            source: [...c.querySelectorAll('.jp-InputArea .cm-line')].map(l => l.textContent).join('\\n'),
-            prompt: (c.querySelector('.jp-InputPrompt') || {}).textContent || '',
-            outputs: c.querySelectorAll('.jp-OutputArea-output').length,
-            markdown: c.classList.contains('jp-MarkdownCell')}))""")
-
-
-def wait_cells(page: LabPage, predicate, what: str, timeout: float = 30) -> list[dict]:
-    deadline = time.monotonic() + timeout
-    last: list[dict] = []
-    while time.monotonic() < deadline:
-        last = cells(page)
-        if predicate(last):
-            return last
-        time.sleep(0.1)
-    page.shot(f"codeblocks-{page.server.app}-failure-cells")
-    raise AssertionError(f"{what}: the cells are {[c['source'] for c in last]!r}")
-
-
 def block(page: LabPage, scope: str, text: str):
     """The decorated code block under `scope` whose code holds `text`."""
     return page.page.locator(f"{scope} .nba-code-wrap:has(pre.nba-code-block:has-text({json.dumps(text)}))").first
@@ -136,7 +114,7 @@ def test_copy_and_insert_as_cell_on_the_models_code_blocks(server):
         assert view.locator(TOOLS).count() == 1
         live.hover()
         live.locator(".nba-code-insert").click()
-        now = wait_cells(page, lambda c: len(c) == 4, "Insert in the live view made no cell")
+        now = page.wait_cells(lambda c: len(c) == 4, "Insert in the live view made no cell")
         assert now[3]["source"] == LIVE and not_run(now[3]) and not now[3]["markdown"]
         assert "\u202e" not in now[3]["source"]
 
@@ -159,14 +137,14 @@ def test_copy_and_insert_as_cell_on_the_models_code_blocks(server):
         bash.hover()
         page.shot(f"codeblocks-{app}-hover", static)
         bash.locator(".nba-code-insert").click()
-        now = wait_cells(page, lambda c: len(c) == 5, "Insert on the bash block made no cell")
+        now = page.wait_cells(lambda c: len(c) == 5, "Insert on the bash block made no cell")
         assert now[3]["source"] == BASH and not_run(now[3]) and now[4]["source"] == LIVE
 
         # 4. one step: z in the notebook undoes it
         p.locator(".jp-Notebook .jp-Cell").nth(3).locator(".jp-InputPrompt").click()
         p.keyboard.press("Escape")
         p.keyboard.press("z")
-        now = wait_cells(page, lambda c: len(c) == 4, "z did not undo the insertion")
+        now = page.wait_cells(lambda c: len(c) == 4, "z did not undo the insertion")
         assert now[3]["source"] == LIVE
 
         # 5. Copy: the clipboard holds the code as shown; the button says so
@@ -200,7 +178,7 @@ def test_copy_and_insert_as_cell_on_the_models_code_blocks(server):
         panel_block.hover()
         page.shot(f"codeblocks-{app}-panel", p.locator("#nbagent-panel"))
         panel_block.locator(".nba-code-insert").click()
-        now = wait_cells(page, lambda c: len(c) == 5, "Insert in the panel made no cell")
+        now = page.wait_cells(lambda c: len(c) == 5, "Insert in the panel made no cell")
         assert now[0]["source"] == "%load_ext nbagent" and now[1]["source"] == BASH and not_run(now[1])
 
         # 8. saved: no button, no wrapper in the outputs; the blocks are there as the kernel wrote them

@@ -88,25 +88,6 @@ def server(tmp_path_factory):
     srv.stop()
 
 
-def cells(page: LabPage) -> list[dict]:
-    return page.page.evaluate("""() => [...document.querySelectorAll(
-        '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell')].map(c => ({
-            source: [...c.querySelectorAll('.jp-InputArea .cm-line')].map(l => l.textContent).join('\\n'),
-            prompt: (c.querySelector('.jp-InputPrompt') || {}).textContent || '',
-            markdown: c.classList.contains('jp-MarkdownCell')}))""")
-
-
-def wait_cells(page: LabPage, predicate, what: str, timeout: float = 30) -> list[dict]:
-    deadline = time.monotonic() + timeout
-    last: list[dict] = []
-    while time.monotonic() < deadline:
-        last = cells(page)
-        if predicate(last):
-            return last
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: the cells are {[c['source'] for c in last]!r}")
-
-
 STATIC = ".jp-OutputArea .nba:not(.nba-view)"
 
 
@@ -220,14 +201,14 @@ def test_what_a_code_block_shows_is_what_insert_puts_in_the_cell(server):
                             "in the cell")
 
         # 3. keys on a focused button never reach the notebook's shortcuts
-        before = cells(page)
+        before = page.cells()
         p.locator(".jp-Notebook .jp-Cell").nth(1).locator(".jp-InputPrompt").click()
         p.keyboard.press("Escape")
         p.keyboard.press("b")  # control: in the notebook, b inserts a cell below
-        wait_cells(page, lambda c: len(c) == len(before) + 1, "control: b in command mode inserted nothing")
+        page.wait_cells(lambda c: len(c) == len(before) + 1, "control: b in command mode inserted nothing")
         p.keyboard.press("d")
         p.keyboard.press("d")
-        now = wait_cells(page, lambda c: len(c) == len(before), "control: d d did not delete the new cell")
+        now = page.wait_cells(lambda c: len(c) == len(before), "control: d d did not delete the new cell")
         control.hover()
         control.locator(".nba-code-copy").focus()
         assert "nba-code-copy" in p.evaluate("document.activeElement.className")
@@ -235,7 +216,7 @@ def test_what_a_code_block_shows_is_what_insert_puts_in_the_cell(server):
             p.keyboard.press(key)
             p.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
         p.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
-        now = cells(page)
+        now = page.cells()
         if [(c["source"], c["markdown"], c["prompt"]) for c in now] != [(c["source"], c["markdown"], c["prompt"])
                                                                        for c in before]:
             bypasses.append("keys on the focused Copy button reached the notebook's shortcuts (cells inserted, "
@@ -246,7 +227,7 @@ def test_what_a_code_block_shows_is_what_insert_puts_in_the_cell(server):
         p.locator(".jp-Notebook .jp-Cell").nth(0).locator(".jp-InputPrompt").click()
         control.hover()
         control.locator(".nba-code-insert").click()
-        now = wait_cells(page, lambda c: len(c) == len(before) + 1, "Insert made no cell")
+        now = page.wait_cells(lambda c: len(c) == len(before) + 1, "Insert made no cell")
         assert now[3]["source"] == "print('control block')" and not any(ch.isdigit() for ch in now[3]["prompt"])
         assert [c["source"] for c in now[:3]] == [c["source"] for c in before[:3]]
 
@@ -257,7 +238,7 @@ def test_what_a_code_block_shows_is_what_insert_puts_in_the_cell(server):
         note = wrap_of(page, "onerror")
         note.hover()
         note.locator(".nba-code-insert").click()
-        now = wait_cells(page, lambda c: len(c) == len(before) + 2, "Insert on the Markdown block made no cell")
+        now = page.wait_cells(lambda c: len(c) == len(before) + 2, "Insert on the Markdown block made no cell")
         assert now[3]["markdown"]
         p.locator(".jp-Notebook .jp-Cell").nth(3).locator(".jp-InputPrompt").click()
         p.keyboard.press("Escape")
@@ -300,10 +281,10 @@ def test_a_forged_output_cannot_insert_a_block_it_hides_part_of(server):
         wrap.locator(".nba-code-insert").wait_for(state="attached")
         wrap.scroll_into_view_if_needed()
         assert wrap.locator("pre").evaluate(DRAWN), "control: an unclipped block is seen whole by the check"
-        before = cells(page)
+        before = page.cells()
         wrap.hover()
         wrap.locator(".nba-code-insert").click()  # control: a forged block drawn whole is inserted
-        wait_cells(page, lambda c: len(c) == len(before) + 1, "control: Insert on the whole block made no cell")
+        page.wait_cells(lambda c: len(c) == len(before) + 1, "control: Insert on the whole block made no cell")
         tried = []
         for name in ("clipped by style", "clipped by sheet", "transparent"):
             pre = p.locator(f"pre.nba-code-block:has-text('{name}')").first
@@ -312,13 +293,13 @@ def test_a_forged_output_cannot_insert_a_block_it_hides_part_of(server):
             if not pre.evaluate("pre => !!pre.closest('.nba-code-wrap')") or (pre.evaluate(DRAWN) and not invisible):
                 continue  # no buttons, or nothing hidden
             tried.append(name)
-            count = len(cells(page))
+            count = len(page.cells())
             box = pre.locator("xpath=..")
             box.hover()
             box.locator(".nba-code-insert").click()
             p.wait_for_function("el => el.textContent !== 'Insert as cell'",
                                 arg=box.locator(".nba-code-insert").element_handle())
-            assert len(cells(page)) == count, f"Insert put in a block whose lines are hidden ({name})"
+            assert len(page.cells()) == count, f"Insert put in a block whose lines are hidden ({name})"
             assert box.locator(".nba-code-insert").text_content() != "Inserted"
         assert "clipped by style" in tried, tried  # the attack was tried (the <style> sheet, a transparent colour: JupyterLab drops or overrides them)
     finally:
