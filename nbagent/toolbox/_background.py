@@ -165,16 +165,12 @@ class BackgroundProcess:
         runs in a session of its own), SIGKILL after a grace period; then what it left is stopped."""
         if self.running:
             self.killed = True
-            _signal(self.proc, signal.SIGSTOP)  # nothing in its group forks while its family is read
-            family = _descendants(self.proc.pid)
-            _signal(self.proc, signal.SIGTERM, family)
-            _signal(self.proc, signal.SIGCONT, family)
+            family = signal_family(self.proc, signal.SIGTERM)
             try:
                 await asyncio.wait_for(asyncio.shield(self._watch), KILL_GRACE)
             except (asyncio.TimeoutError, TimeoutError):
                 pass
-            family += [pid for pid in _descendants(self.proc.pid) if pid not in family]
-            _signal(self.proc, signal.SIGKILL, family)
+            signal_family(self.proc, signal.SIGKILL, family)
         if self._watch is not None:
             await asyncio.shield(self._watch)
 
@@ -246,7 +242,7 @@ def _dies_with_us(then: Any) -> Any:
 
 def kill_group(proc: Any, sig: int) -> None:
     """`sig` to a command's process group (it was started in a group of its own); to the process alone
-    where the group is gone. The shell tool stops its commands with it too."""
+    where the group is gone."""
     try:
         os.killpg(proc.pid, sig)
     except (ProcessLookupError, PermissionError):
@@ -256,6 +252,23 @@ def kill_group(proc: Any, sig: int) -> None:
             proc.send_signal(sig)
         except ProcessLookupError:
             pass
+
+
+def signal_family(proc: Any, sig: int, family: list[int] | None = None) -> list[int]:
+    """`sig` to a command's process group and to every process descended from it, and return those: a
+    sandbox's PID namespace runs in a session of its own, outside the group, and outlives a killed group
+    when it was still being set up. The first time (`family` None) the group is stopped while its family
+    is read, so nothing forks meanwhile; later (SIGKILL after a grace period) `family` is what was found
+    then, with what has appeared since."""
+    if family is None:
+        _signal(proc, signal.SIGSTOP)
+        family = _descendants(proc.pid)
+        _signal(proc, sig, family)
+        _signal(proc, signal.SIGCONT, family)
+        return family
+    family = family + [pid for pid in _descendants(proc.pid) if pid not in family]
+    _signal(proc, sig, family)
+    return family
 
 
 def _signal(proc: Any, sig: int, family: list[int] = ()) -> None:  # type: ignore[assignment]

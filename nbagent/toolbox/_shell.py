@@ -38,7 +38,7 @@ from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
 from ..secrets import SECRET_VARIABLE_PATTERN
 from ..tools import Tool
-from ._background import kill_group as _kill_group
+from ._background import signal_family
 from ._binding import Binding, read_denied_check
 from ._gitsafety import git_safety_env
 from ..sandbox import SandboxPolicy, hidden_paths, prepare, sandbox_backend, sandbox_policy
@@ -180,13 +180,14 @@ async def _exited(proc: asyncio.subprocess.Process) -> int:
 
 
 async def _terminate(proc: asyncio.subprocess.Process) -> None:
-    """SIGTERM to the whole group, SIGKILL after a grace period."""
-    _kill_group(proc, signal.SIGTERM)
+    """SIGTERM to the whole group and every process descended from it (the sandbox's own session), SIGKILL
+    after a grace period."""
+    family = signal_family(proc, signal.SIGTERM)
     try:
         await asyncio.wait_for(_exited(proc), KILL_GRACE)
     except (asyncio.TimeoutError, TimeoutError):
         pass
-    _kill_group(proc, signal.SIGKILL)
+    signal_family(proc, signal.SIGKILL, family)
 
 
 class _Collector:

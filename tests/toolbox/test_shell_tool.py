@@ -162,3 +162,27 @@ def test_a_write_the_sandbox_stops_is_said_apart_from_an_ordinary_failure(tmp_pa
     assert "nba-sandboxed" in render.call_inner_html(stopped)  # the row says so, even though the command "passed"
     assert "stopped by the sandbox" not in ordinary.result.text
     assert "nba-sandboxed" not in render.call_inner_html(ordinary)
+
+
+async def test_stopping_a_command_stops_what_it_started_in_a_session_of_its_own() -> None:
+    """A sandbox's PID namespace runs in a session of its own (bwrap --new-session): cancelled while it was
+    being set up, it outlived the killed group. Stopping a command stops its whole family."""
+    import sys
+
+    from nbagent.toolbox._shell import _terminate
+
+    marker = _marker(30)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c",
+        f"import subprocess, time; subprocess.Popen(['sleep', '{marker}'], start_new_session=True); time.sleep(60)",
+        start_new_session=True)
+    def started() -> bool:  # the sleep itself, not the parent whose command line spells it
+        return any(pid != proc.pid for pid in _running(marker))
+
+    for _ in range(500):
+        if started():
+            break
+        await asyncio.sleep(0.02)
+    assert started()
+    await _terminate(proc)
+    assert await asyncio.to_thread(_gone, marker)
