@@ -211,15 +211,25 @@ class AgentFactory:
             f"function works; @tool adds an activity label and permissions), or check the spelling.{known}"
         )
 
+    def _configured_mcp(self, setting: str) -> tuple[list[Any], dict[str, Any]]:
+        """The workspace's MCP configuration files (unless `setting` is "off") and every server configured:
+        theirs, then `NBAgent.mcp_servers` (these win). Raises ConfigurationError."""
+        from ..mcp import parse_servers, workspace_configs
+
+        configs = workspace_configs(self.workspace) if setting != "off" else []
+        servers = {name: dataclasses.replace(s, approved=True) if setting == "trust" else s
+                   for c in configs for name, s in c.servers.items()}
+        servers.update(parse_servers(self.config.mcp_servers, source="NBAgent.mcp_servers"))
+        return configs, servers
+
+    def _workspace_mcp(self) -> str:
+        return "trust" if os.environ.get("NBAGENT_TRUST_WORKSPACE_MCP") == "1" else self.config.workspace_mcp
+
     def mcp_names(self) -> set[str]:
         """The names of the MCP servers configured now (workspace files and `NBAgent.mcp_servers`); nothing
         is started or trusted by asking."""
-        from ..mcp import parse_servers, workspace_configs
-
         try:
-            configs = workspace_configs(self.workspace) if self.config.workspace_mcp != "off" else []
-            return ({n for c in configs for n in c.servers}
-                    | set(parse_servers(self.config.mcp_servers, source="NBAgent.mcp_servers")))
+            return set(self._configured_mcp(self._workspace_mcp())[1])
         except ConfigurationError:
             return set()
 
@@ -230,14 +240,11 @@ class AgentFactory:
         A workspace file's servers start only once the person trusted its exact content
         (`NBAgent.workspace_mcp`): until then its prompt shows what they would run (`consent.py`), and runs
         go on without them."""
-        from ..mcp import MCPServers, parse_servers, workspace_configs
+        from ..mcp import MCPServers
 
-        setting = "trust" if os.environ.get("NBAGENT_TRUST_WORKSPACE_MCP") == "1" else self.config.workspace_mcp
+        setting = self._workspace_mcp()
         try:
-            configs = workspace_configs(self.workspace) if setting != "off" else []
-            servers = {name: dataclasses.replace(s, approved=True) if setting == "trust" else s
-                       for c in configs for name, s in c.servers.items()}
-            servers.update(parse_servers(self.config.mcp_servers, source="NBAgent.mcp_servers"))
+            configs, servers = self._configured_mcp(setting)
             if names is not None and not names:
                 return None
             toolset = MCPServers(servers)

@@ -178,23 +178,13 @@ class NotebookSession:
         """The conversation's tools that this kernel has (a resumed conversation's functions may not be
         defined again yet): the others are left out, and the cell says so."""
         builtin = {getattr(t, "name", None) for t in builtin_tools(self.shell, self.workspace)}
-        here = [n for n in names if n in self.shell.user_ns or n in builtin]
-        gone = [n for n in names if n not in here]
-        if gone:
-            print(f"The conversation's tool{'s' if len(gone) != 1 else ''} {', '.join(gone)} "
-                  f"{'are' if len(gone) != 1 else 'is'} not defined in this kernel: left out of this run "
-                  "(define them, then --tools offers them again).")
-        return here
+        return _left_out(names, set(self.shell.user_ns) | builtin, "tool", "defined",
+                         "define them, then --tools offers them again")
 
     def _still_configured(self, names: list[str]) -> list[str]:
         """The conversation's MCP servers that are configured in this kernel now (after a restart, say)."""
-        known = self.agents.mcp_names()
-        gone = [n for n in names if n not in known]
-        if gone:
-            print(f"The conversation's MCP server{'s' if len(gone) != 1 else ''} {', '.join(gone)} "
-                  f"{'are' if len(gone) != 1 else 'is'} not configured in this kernel: left out of this run "
-                  "(configure them with %config NBAgent.mcp_servers, then --mcp offers them again).")
-        return [n for n in names if n in known]
+        return _left_out(names, self.agents.mcp_names(), "MCP server", "configured",
+                         "configure them with %config NBAgent.mcp_servers, then --mcp offers them again")
 
     def carry(self, options: RunOptions, previous: AgentRun | None) -> RunOptions:
         """A conversation keeps what its first run was started with: a later %agent without --model,
@@ -223,3 +213,13 @@ class NotebookSession:
             "instructions": options.instructions if isinstance(options.instructions, str) else None,
         }
         return options
+
+
+def _left_out(names: list[str], known: set[Any], what: str, state: str, how: str) -> list[str]:
+    """`names` that are in `known`; the cell says which of a conversation's others are left out and why."""
+    gone = [n for n in names if n not in known]
+    if gone:
+        many = len(gone) != 1
+        print(f"The conversation's {what}{'s' if many else ''} {', '.join(gone)} {'are' if many else 'is'} not "
+              f"{state} in this kernel: left out of this run ({how}).")
+    return [n for n in names if n in known]
