@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from nbagent.sandbox import prepare, sandbox_backend  # noqa: E402
+from nbagent.safety.sandbox import prepare, sandbox_backend  # noqa: E402
 from nbagent.toolbox._readonly import read_only_problem  # noqa: E402
 from nbagent.toolbox._workspace import Workspace  # noqa: E402
 

@@ -27,11 +27,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, Usage, tool  # noqa: E402
-from nbagent import loop as loop_module  # noqa: E402
-from nbagent.compaction import SUMMARY_REQUEST  # noqa: E402
+from nbagent.agent import loop as loop_module  # noqa: E402
+from nbagent.budget.compaction import SUMMARY_REQUEST  # noqa: E402
+from nbagent.budget.pricing import request_cost  # noqa: E402
+from nbagent.budget.window import estimate_tokens  # noqa: E402
 from nbagent.messages import UserMessage  # noqa: E402
-from nbagent.pricing import request_cost  # noqa: E402
-from nbagent.window import estimate_tokens  # noqa: E402
 
 MODEL, PROVIDER = "claude-sonnet-4-5", "anthropic"
 

@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, toolbox  # noqa: E402
-from nbagent.sandbox import SandboxBackend, landlock_abi, prepare, sandbox_backend, sandbox_command  # noqa: E402
+from nbagent.safety.sandbox import SandboxBackend, landlock_abi, prepare, sandbox_backend, sandbox_command  # noqa: E402
 
 
 def per_command(argv: list[str], n: int, cwd: Path) -> float:

@@ -8,7 +8,7 @@ link and code. The whole view (`render.run_html`, what the live view's rows and 
 made of) is rendered:
 
 - without the sanitizer (replaced by the identity, in the same process);
-- sanitized cold (`nbagent.sanitize`'s nh3 pass on every result's HTML and every Markdown paragraph, its
+- sanitized cold (`nbagent.safety.sanitize`'s nh3 pass on every result's HTML and every Markdown paragraph, its
   cache bypassed: the first time a view draws them);
 - sanitized with its cache (a view drawing the same results again: the run's end, the saved form);
 - with the alternative measured for comparison: each result's HTML put into a sandboxed frame
@@ -34,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pandas as pd  # noqa: E402
 
-from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, ToolResult, render, sanitize, tool  # noqa: E402
+from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, ToolResult, render, tool
+from nbagent.safety import sanitize  # noqa: E402
 
 TEXT = ("Here is what I found in **the data** so far:\n\n- the `revenue` column has 3 gaps\n- see "
         "[the docs](https://pandas.pydata.org/docs/) for `fillna`\n\n```python\ndf.fillna(0)\n```\n")

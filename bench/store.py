@@ -7,7 +7,7 @@
    rounds alternate the two; the difference per call is the store's own work (serialising, redacting,
    writing). Goal: under 25 µs per call, reported next to the loop's own per-call cost.
    Beside it, the same store with signing off (`unsigned`): the difference is what signing each line
-   (HMAC-SHA256, `nbagent.signing`) costs.
+   (HMAC-SHA256, `nbagent.safety.signing`) costs.
 2. The fsync: the same with fsync on; the difference to (1) per batch is the disk's price.
 3. Resuming: a session of 10,000 messages loaded and repaired (`Agent.resume`). Goal: under 0.5 s.
 4. The record-encoding step alone (`SessionWriter._encode`: redact, then sign each line), on the lines one
@@ -29,8 +29,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, UserMessage, tool  # noqa: E402
-from nbagent import sessions  # noqa: E402
+from nbagent import (  # noqa: E402
+    Agent,
+    AssistantMessage,
+    ScriptedModel,
+    ToolCall,
+    UserMessage,
+    sessions,  # noqa: E402
+    tool,
+)
 from nbagent.messages import TextBlock, ToolResultMessage  # noqa: E402
 
 

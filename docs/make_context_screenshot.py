@@ -23,9 +23,9 @@ sys.path.insert(0, str(ROOT))
 from tests.jupyter.lab import LabPage, LabServer, write_notebook  # noqa: E402
 
 SETUP = '''from nbagent import AssistantMessage, ScriptedModel, ToolCall, Usage, tool
-from nbagent.compaction import SUMMARY_REQUEST
+from nbagent.budget.compaction import SUMMARY_REQUEST
 from nbagent.messages import UserMessage
-from nbagent.window import estimate_tokens
+from nbagent.budget.window import estimate_tokens
 
 LOGS = {f"logs/day{i}.txt": "\\n".join(f"2025-03-{i:02d} 10:{m % 60:02d} GET /api/orders 200 {m * 7 % 900} ms"
                                         for m in range(2600)) for i in range(1, 18)}

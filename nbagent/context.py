@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from .secrets import redact
+from .safety.secrets import redact
 
 __all__ = ["SANDBOX_POLICIES", "CancellationToken", "Constraints", "ProgressUpdate", "RunScope", "ToolCancelled",
            "ToolContext"]
@@ -157,7 +157,7 @@ class RunScope:
 
 
 SANDBOX_POLICIES = ("read-only", "workspace-write", "danger-full-access")
-"""The OS sandbox policies for shell commands (see `nbagent.sandbox`)."""
+"""The OS sandbox policies for shell commands (see `nbagent.safety.sandbox`)."""
 
 
 @dataclass(slots=True, frozen=True)

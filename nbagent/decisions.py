@@ -1,12 +1,13 @@
 """`Decision`: what the permission pipeline decided about a call, as plain data.
 
-It lives below the pipeline (`nbagent.permissions`), so that records, events and views hold decisions
+It lives below the pipeline (`nbagent.calls.permissions`), so that records, events and views hold decisions
 without importing the stage that makes them. It imports nothing from nbagent.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 __all__ = ["Decision"]
 
 

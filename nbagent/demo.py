@@ -5,8 +5,12 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from . import Agent, AssistantMessage, ScriptedModel, ToolCall, ToolContext, tool
+from .agent import Agent
+from .context import ToolContext
 from .events import ApprovalDecided, ApprovalRequested, TextDelta, ToolCallFinished, ToolCallStarted, TurnStarted
+from .messages import AssistantMessage, ToolCall
+from .providers import ScriptedModel
+from .tools import tool
 from .transcript import check_transcript
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .secrets import redact, redact_value
+from .safety.secrets import redact, redact_value
 
 __all__ = [
     "AgentError",
@@ -75,7 +75,7 @@ class ProviderError(ModelError):
 
     `status` is the HTTP status (None when there was no response), `provider` the provider's name,
     `body` the provider's error payload. API keys never appear in any of them: this is the one place
-    provider errors are made, and the message and body pass through `nbagent.secrets` here.
+    provider errors are made, and the message and body pass through `nbagent.safety.secrets` here.
     """
 
     def __init__(

@@ -302,7 +302,7 @@ class Compacted:
     """The transcript was compacted before a request: `compaction` says what was replaced, and by what."""
 
     compaction: Any
-    """A `nbagent.compaction.Compaction`."""
+    """A `nbagent.budget.compaction.Compaction`."""
     kind: Literal["compacted"] = "compacted"
 
 

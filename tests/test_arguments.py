@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nbagent import tool
-from nbagent.arguments import parse_arguments
 from nbagent.tools import ArgumentsError
+from nbagent.tools.arguments import parse_arguments
 
 
 @pytest.mark.parametrize(

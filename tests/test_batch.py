@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 import nbagent
 from nbagent import Agent, AssistantMessage, RateLimit, ScriptedModel, ToolCall, tool
-from nbagent.batchstore import batches_dir, load_batch
+from nbagent.batch.store import batches_dir, load_batch
 from nbagent.providers.openai import OpenAIChatModel
 from tests.providers.ratelimited import RateLimitedServer
 

@@ -71,7 +71,7 @@ async def test_a_batch_on_worker_processes_holds_the_rate_across_them_and_the_ke
 def test_the_shipped_agent_holds_no_key_and_no_client(tmp_path):
     import cloudpickle
 
-    from nbagent.batch_dask import portable_agent
+    from nbagent.batch.dask import portable_agent
 
     agent = Agent(model=OpenAIChatModel("gpt-4o-mini", base_url="http://127.0.0.1:9/v1", api_key=KEY),
                   workspace=tmp_path)

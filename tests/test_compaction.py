@@ -3,15 +3,14 @@ record, compaction by hand, and the conversation's usage across runs."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, Usage, tool
-from nbagent.compaction import STUB_PREFIX, SUMMARY_REQUEST, CompactionSettings, compact, is_summary
+from nbagent.budget.compaction import STUB_PREFIX, SUMMARY_REQUEST, CompactionSettings, compact, is_summary
+from nbagent.budget.window import context_window, measure
 from nbagent.messages import Reasoning, TextBlock, ToolResultMessage, UserMessage
 from nbagent.sessions import load_session
 from nbagent.transcript import check_transcript
-from nbagent.window import context_window, measure
 
 from .wire_rules import problems
 
@@ -212,7 +211,7 @@ def test_a_script_of_plain_responses_is_not_spent_on_summaries_and_the_view_keep
 
 
 def test_a_compaction_that_saves_nothing_says_so() -> None:
-    from nbagent.compaction import Compaction
+    from nbagent.budget.compaction import Compaction
 
     grew = Compaction(start=0, end=5, replaced=[], replacement=[], messages=[], summarized=5, tokens_before=803,
                       tokens_after=847, reason="manual")

@@ -1,4 +1,4 @@
-"""A grant is exactly as wide as its label: the table in `nbagent.grants`, checked for every built-in tool.
+"""A grant is exactly as wide as its label: the table in `nbagent.calls.grants`, checked for every built-in tool.
 
 For each tool: the label the Always-allow button shows, and what remembering that approval then lets
 through without asking (the same call; a neighbour of it), agree. Each defence is also turned off once, to
@@ -13,14 +13,14 @@ from types import SimpleNamespace
 import pytest
 
 from nbagent import Agent, AssistantMessage, Decision, ScriptedModel, ToolCall, toolbox
-from nbagent import grants as grants_module
-from nbagent import paths as paths_module
-from nbagent.grants import GRANT_SCOPES, derived_grant, grant_label
-from nbagent.permissions import PermissionPolicy
+from nbagent.calls import grants as grants_module
+from nbagent.calls.grants import GRANT_SCOPES, derived_grant, grant_label
+from nbagent.calls.permissions import PermissionPolicy
+from nbagent.tools import paths as paths_module
 
 
 def builtin_tools(ws: Path) -> dict:
-    from nbagent.jupyter.notebook_tools import notebook_tools
+    from nbagent.jupyter.notebook.tools import notebook_tools
 
     tools = {t.name: t for t in toolbox.all(workspace=ws)}
     tools.update({t.name: t for t in notebook_tools(SimpleNamespace())})

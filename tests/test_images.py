@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from nbagent.images import MAX_IMAGE_PIXELS, ImageTooLarge, check_image, image_size
 from nbagent.messages import ImageBlock
+from nbagent.tools.images import MAX_IMAGE_PIXELS, ImageTooLarge, check_image, image_size
 
 
 def bomb_png(width: int = 50_000, height: int = 50_000) -> bytes:
@@ -61,8 +61,8 @@ sys.path.insert(0, ROOT)
 from pathlib import Path
 from PIL import Image
 from nbagent import Agent, ImageBlock, ScriptedModel, AssistantMessage, ToolCall, tool, toolbox
-from nbagent.results import image_result
-from nbagent.images import ImageTooLarge
+from nbagent.tools.results import image_result
+from nbagent.tools.images import ImageTooLarge
 Image.MAX_IMAGE_PIXELS = None  # as a notebook that turned off Pillow's own guard: only ours is left
 
 ws = Path(WS)

@@ -505,7 +505,7 @@ def test_tool_results_with_images_reach_the_transcript():
     rec = run.calls[0]
     image = rec.result.images[0]
     assert image.mime_type in ("image/png", "image/jpeg")
-    from nbagent.images import image_size as _image_size
+    from nbagent.tools.images import image_size as _image_size
     assert max(_image_size(image.data, image.mime_type)) <= 1568  # shrunk to provider limits
     assert isinstance(rec.details, Image.Image)
     msg = run.messages[2]

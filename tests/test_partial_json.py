@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nbagent.events import ToolCallDelta
-from nbagent.partial_json import PartialJSON, parse_partial_json
+from nbagent.tools.partial_json import PartialJSON, parse_partial_json
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-10**12, 10**12)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from nbagent import Agent, AssistantMessage, Decision, ScriptedModel, ToolCall, tool, toolbox
-from nbagent.permissions import Rule, match_path, parse_rule, path_rule_matcher
+from nbagent.calls.permissions import Rule, match_path, parse_rule, path_rule_matcher
 from nbagent.tools import Arguments
 
 

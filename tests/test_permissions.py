@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from nbagent import Agent, ConfigurationError, Decision, ScriptedModel, tool
-from nbagent.permissions import parse_rule
+from nbagent.calls.permissions import parse_rule
 from tests.helpers import assert_valid, call, calls
 
 executed: list[str] = []
@@ -207,7 +207,7 @@ def test_a_tool_name_that_mimics_another_gets_no_rule():
 
 
 def test_env_approval_reads_the_policy_from_the_environment(monkeypatch):
-    from nbagent.permissions import env_approval
+    from nbagent.calls.permissions import env_approval
 
     assert env_approval() is None
     monkeypatch.setenv("NBAGENT_APPROVAL", " Allow ")

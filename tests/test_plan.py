@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nbagent import Agent, ScriptedModel, Toolset, tool
-from nbagent.plan import build_plan
+from nbagent.tools.plan import build_plan
 from tests.helpers import assert_valid, call, calls
 
 

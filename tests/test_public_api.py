@@ -88,3 +88,72 @@ def test_a_plain_script_runs_headless():
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["done", "5", "five"]
+
+
+# -- module paths that moved (nbagent._moved) -----------------------------------------------------------
+def test_every_old_module_path_imports_the_module_at_its_new_place_with_a_warning():
+    """Each old path gives the very module at its new place (patching one patches the other), and warns
+    with the new place's name; in a fresh interpreter, so the import really goes through the hook."""
+    from nbagent._moved import MOVED
+
+    code = (
+        "import importlib, warnings\n"
+        "from nbagent._moved import MOVED\n"
+        "bad = []\n"
+        "for old, new in MOVED.items():\n"
+        "    with warnings.catch_warnings(record=True) as caught:\n"
+        "        warnings.simplefilter('always')\n"
+        "        module = importlib.import_module(old)\n"
+        "    if module is not importlib.import_module(new) or module.__name__ != new:\n"
+        "        bad.append(f'{old}: not the module at {new}')\n"
+        "    if not any(issubclass(w.category, DeprecationWarning) and new in str(w.message) for w in caught):\n"
+        "        bad.append(f'{old}: no DeprecationWarning naming {new}')\n"
+        "print('|'.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "", out.stdout
+    assert len(MOVED) > 60  # every module that lay flat in nbagent/ and nbagent/jupyter/ before the wings
+
+
+def test_an_old_path_works_in_every_import_form():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from nbagent import sandbox
+        from nbagent.grants import grant_label
+        from nbagent.safety import sandbox as new
+
+        import nbagent.protected
+    assert sandbox is new and nbagent.protected.__name__ == "nbagent.safety.protected"
+    assert grant_label.__module__ == "nbagent.calls.grants"
+
+
+def test_an_unknown_module_is_still_an_import_error():
+    import pytest
+
+    with pytest.raises(ModuleNotFoundError):
+        __import__("nbagent.no_such_module")
+
+
+OLD_MODULE_NAMES = {
+    # modules that are now a wing's package: the face keeps every name the module exported
+    "nbagent.tools": ["Arguments", "ArgumentsError", "Tool", "ToolDefinitionError", "as_tool", "parse_docstring", "tool"],
+    "nbagent.render": ["args_html", "call_inner_html", "call_label", "call_record_html", "call_text", "compaction_html",
+                       "css", "describe_object", "header_html", "markdown_html", "one_line", "result_html", "run_html",
+                       "run_text", "seconds", "status_word", "tool_result_html", "tools_summary"],
+    "nbagent.batch": ["BatchRun", "ItemResult", "PendingApproval", "start_batch"],
+    "nbagent.jupyter.session": ["CallResults", "NotebookSession", "RunList", "RunOptions", "SessionList",
+                                "builtin_tools", "no_model_message"],
+    "nbagent.jupyter.panel": ["PanelHub", "TARGET", "attach_panel", "detach_panel", "check"],
+}
+
+
+def test_a_module_that_became_a_package_keeps_its_names():
+    import importlib
+
+    for module, names in OLD_MODULE_NAMES.items():
+        face = importlib.import_module(module)
+        missing = [n for n in names if not hasattr(face, n)]
+        assert not missing, f"{module} lost {missing}"

@@ -7,7 +7,7 @@ import io
 import pytest
 
 from nbagent import ImageBlock, TextBlock, ToolResult, image_result, json_result, text_result
-from nbagent.results import check_image, faithful_text, to_tool_result, truncate_for_model
+from nbagent.tools.results import check_image, faithful_text, to_tool_result, truncate_for_model
 
 
 def test_helpers():

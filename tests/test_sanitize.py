@@ -1,4 +1,4 @@
-"""The sanitizer and the text neutraliser (`nbagent.sanitize`), piece by piece.
+"""The sanitizer and the text neutraliser (`nbagent.safety.sanitize`), piece by piece.
 
 Each attack is checked with a real HTML parser (`tests/page_checks.active`): the sanitizer's output does
 nothing; the same input unsanitized does. Each has a control: what a legitimate repr needs still renders.
@@ -9,8 +9,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from nbagent import sanitize
-from nbagent.sanitize import clean_stylesheet, sanitize_html, terminal_safe, visible
+from nbagent.safety import sanitize
+from nbagent.safety.sanitize import clean_stylesheet, sanitize_html, terminal_safe, visible
 
 from .page_checks import active
 

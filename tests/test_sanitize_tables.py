@@ -1,4 +1,4 @@
-"""pandas' own table markup, sanitized without nh3 (`nbagent.sanitize._pandas_table`), and style sheets.
+"""pandas' own table markup, sanitized without nh3 (`nbagent.safety.sanitize._pandas_table`), and style sheets.
 
 The short way must give what nh3 gives (the same tree, read with a real HTML parser), take the markup
 pandas writes, and refuse everything else, so that the rest goes through nh3 as before.
@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nbagent import sanitize
-from nbagent.sanitize import sanitize_html
+from nbagent.safety import sanitize
+from nbagent.safety.sanitize import sanitize_html
 
 from .page_checks import active
 

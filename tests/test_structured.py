@@ -101,7 +101,7 @@ def test_a_bad_output_schema_is_a_clear_configuration_error():
 def test_the_submit_tool_is_strict_on_the_wire():
     from nbagent.providers.openai import OpenAIChatModel
     from nbagent.providers.openai_responses import OpenAIResponsesModel
-    from nbagent.structured import make_submit_tool
+    from nbagent.tools.structured import make_submit_tool
 
     submit = make_submit_tool(Answer)
     assert submit.strict is True

@@ -1,5 +1,5 @@
-"""The person's trust store and session key (nbagent.trust), the protected-path list (nbagent.protected)
-and signed lines (nbagent.signing), as units."""
+"""The person's trust store and session key (nbagent.safety.trust), the protected-path list (nbagent.safety.protected)
+and signed lines (nbagent.safety.signing), as units."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from nbagent import protected, signing, trust
+from nbagent.safety import protected, signing, trust
 
 
 def test_the_key_is_private_made_once_and_read_back(tmp_path, monkeypatch):

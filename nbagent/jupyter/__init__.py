@@ -4,6 +4,15 @@ This is the only package of nbagent that imports IPython or ipywidgets; the widg
 when a run is first shown. `get_session()` gives the kernel's nbagent state (runs, grants, settings);
 `view(run)` the live view of a run, whose rows can also be approved or denied from code; `runs()` the runs
 still going, with their views.
+
+Its rooms, in the order a run passes them (each may import the ones after it, never one before):
+
+    magics, headless   the entry points: `%agent` and its options; notebooks executed with no one watching
+    panel/             the side panel's comm: Fix, Explain, Ask, reviews in cells
+    session/           options -> agent -> run: the kernel's state, the stored conversation, instructions
+    notebook/          the live notebook over its comm, the notebook tools, what a run leaves in its cell
+    live/              the live view: a run's widget, its call rows and approval buttons, steering
+    config             `%config NBAgent`: the settings every room reads
 """
 
 from __future__ import annotations
@@ -51,7 +60,7 @@ def runs(all: bool = False) -> Any:  # noqa: A002 - the natural name here
 
     Displayed, it shows one line per run, then the live view of each run still going (as `%agent --runs`).
     """
-    from .notebook_runs import RunList
+    from .notebook.runs import RunList
 
     runs = get_session().notebook_runs
     return RunList(runs, runs.runs if all else runs.live_runs())

@@ -18,7 +18,7 @@ from traitlets import Any as AnyTrait
 from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
-from ..permissions import MODES, parse_rule
+from nbagent.calls.permissions import MODES, parse_rule
 
 __all__ = ["KEY_VARIABLES", "NBAgent", "workspace_of"]
 
@@ -175,7 +175,7 @@ class NBAgent(Configurable):
 
     @validate("model")
     def _check_model(self, proposal: dict[str, Any]) -> Any:
-        from ..providers import Model
+        from nbagent.providers import Model
 
         value = proposal["value"]
         if value is None or isinstance(value, (str, Model)):
@@ -204,8 +204,8 @@ class NBAgent(Configurable):
 
     @validate("mcp_servers")
     def _check_mcp_servers(self, proposal: dict[str, Any]) -> Any:
-        from ..errors import ConfigurationError
-        from ..mcp import parse_servers
+        from nbagent.errors import ConfigurationError
+        from nbagent.mcp import parse_servers
 
         try:
             parse_servers(proposal["value"], source="NBAgent.mcp_servers")

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..sanitize import terminal_safe
+from nbagent.safety.sanitize import terminal_safe
 
 __all__ = ["execute_notebook", "main", "runs_summary"]
 
@@ -41,8 +41,9 @@ _SUMMARY_CODE = "from nbagent.jupyter.headless import runs_summary as _nbagent_s
 
 def runs_summary() -> str:
     """In a kernel: every %agent run of the session, as plain text, with the transcript check."""
-    from ..render import run_text
-    from ..transcript import check_transcript
+    from nbagent.render.runs import run_text
+    from nbagent.transcript import check_transcript
+
     from . import get_session
 
     session = get_session()

@@ -16,15 +16,16 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from ..permissions import MODES
-from ..render import plural
+from nbagent.calls.permissions import MODES
+from nbagent.render.runs import plural
+
 from .config import KEY_VARIABLES
-from .session import NotebookSession, RunOptions
+from .session.state import NotebookSession, RunOptions
 
 if TYPE_CHECKING:  # pragma: no cover
     from IPython.core.interactiveshell import InteractiveShell
 
-    from ..run import AgentRun
+    from nbagent.agent.run import AgentRun
 
 __all__ = ["AgentMagics", "add_await", "quote_prompts", "register", "split_options", "unregister"]
 
@@ -185,18 +186,18 @@ class AgentMagics(Magics):
         if cell is not None and cell.strip():
             prompt = f"{prompt}\n{cell.strip()}" if prompt else cell.strip()
         if args.map is not None:  # one agent over many inputs: nbagent/jupyter/batch_view.py
-            from .batch_view import start_batch_here
+            from .live.batch_view import start_batch_here
 
             tools = None if args.tools is None else [t.strip() for t in args.tools.split(",") if t.strip()]
             options = RunOptions(model=args.model, mode=args.mode, tools=tools, new=True, max_turns=args.max_turns)
             return start_batch_here(self.session, self.shell, args, prompt, options)
         if args.runs:
-            from .notebook_runs import RunList
+            from .notebook.runs import RunList
 
             kept = self.session.notebook_runs
             return RunList(kept, kept.live_runs())
         if args.steer:
-            from .steering import steer_latest
+            from .live.steering import steer_latest
 
             return steer_latest(self.session.notebook_runs, prompt)
         mcp = None if args.mcp is None else [n.strip() for n in args.mcp.split(",") if n.strip() not in ("", "none")]
@@ -205,7 +206,7 @@ class AgentMagics(Magics):
         if args.sessions:
             return self.session.stored.sessions()
         if args.delete_session:
-            from ..sessions import SessionError, delete_session
+            from nbagent.sessions import SessionError, delete_session
 
             try:
                 delete_session(self.session.workspace, args.delete_session)
@@ -327,7 +328,7 @@ def loaded_message(config: Any) -> str:
 
 def register(shell: InteractiveShell) -> NotebookSession:
     """Register the magics, the `NBAgent` settings, the display of runs and the `--wait` transformer."""
-    from ..run import AgentRun
+    from nbagent.agent.run import AgentRun
 
     session = getattr(shell, "_nbagent_session", None)
     if session is None:
@@ -344,7 +345,7 @@ def register(shell: InteractiveShell) -> NotebookSession:
         shell.input_transformers_post.append(add_await)
     if quote_prompts not in shell.input_transformers_cleanup:
         shell.input_transformers_cleanup.append(quote_prompts)
-    from .panel import attach_panel
+    from .panel.hub import attach_panel
 
     attach_panel(shell, session)  # the side panel and the buttons on cells talk to this session
     return session
@@ -352,7 +353,7 @@ def register(shell: InteractiveShell) -> NotebookSession:
 
 def unregister(shell: InteractiveShell) -> None:
     """Undo `register` (runs already started go on)."""
-    from ..run import AgentRun
+    from nbagent.agent.run import AgentRun
 
     magics = shell.magics_manager.magics
     for kind in ("line", "cell"):
@@ -365,7 +366,7 @@ def unregister(shell: InteractiveShell) -> None:
         shell.input_transformers_cleanup.remove(quote_prompts)
     session = getattr(shell, "_nbagent_session", None)
     if session is not None:
-        from .panel import detach_panel
+        from .panel.hub import detach_panel
 
         detach_panel(shell, session)
         session.close()

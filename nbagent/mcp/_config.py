@@ -14,7 +14,7 @@ Reads: configurations the person wrote (code, `%config`), and files in a workspa
 happen: a workspace file names programs to start outside the sandbox and URLs to send the kernel's keys
 to (`${OPENAI_API_KEY}` in a header). What stops it: a configuration read from a workspace file carries
 its `source` and `digest`, and `untrusted()` says why it may not start until the person trusted that
-exact content (`nbagent.trust`; `nbagent.mcp._workspace` reads the files); `expand` is never applied to
+exact content (`nbagent.safety.trust`; `nbagent.mcp._workspace` reads the files); `expand` is never applied to
 an untrusted configuration (`expand_trusted`), and a stdio server gets only the variables it needs to
 start plus those its configuration names (`server_environment`).
 
@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import ConfigurationError
-from ..secrets import SECRET_VARIABLE_PATTERN
-from ..trust import is_trusted
+from ..safety.secrets import SECRET_VARIABLE_PATTERN
+from ..safety.trust import is_trusted
 
 __all__ = ["CONFIG_FILES", "ServerConfig", "expand_trusted", "load_config_file", "parse_servers",
            "server_environment", "untrusted"]

@@ -23,9 +23,9 @@ from typing import Any, Iterable, Mapping
 from ..context import ToolContext
 from ..errors import ConfigurationError
 from ..messages import ImageBlock, TextBlock, ToolResult
-from ..plan import Toolset
-from ..results import error_result
-from ..tools import ArgumentsError, Tool, ToolDefinitionError
+from ..tools.definition import ArgumentsError, Tool, ToolDefinitionError
+from ..tools.plan import Toolset
+from ..tools.results import error_result
 from ._config import ServerConfig, parse_servers, untrusted
 
 __all__ = ["DEFER_THRESHOLD", "MCPResult", "MCPServers", "MCPTool", "to_tool_result"]

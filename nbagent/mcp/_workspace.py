@@ -2,7 +2,7 @@
 
     configs = workspace_configs(folder)        # .mcp.json, then .nbagent/mcp.json
     print(configs[0].describe())               # exactly what its servers would run and where they connect
-    configs[0].trust()                         # recorded outside the workspace (nbagent.trust)
+    configs[0].trust()                         # recorded outside the workspace (nbagent.safety.trust)
     agent = Agent(..., mcp_servers=workspace_servers(folder))   # only trusted ones start
 
 Reads: `.mcp.json` and `.nbagent/mcp.json` in a workspace, and the workspace files their servers run
@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigurationError
-from ..secrets import SECRET_VARIABLE_PATTERN
-from ..trust import content_digest, is_trusted
-from ..trust import trust as _record_trust
+from ..safety.secrets import SECRET_VARIABLE_PATTERN
+from ..safety.trust import content_digest, is_trusted
+from ..safety.trust import trust as _record_trust
 from ._config import CONFIG_FILES, ServerConfig, parse_document
 
 __all__ = ["WorkspaceConfig", "server_summary", "trust_workspace", "workspace_configs", "workspace_servers"]

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, Hashable, Iterable, Sequence
 
 from ..events import ToolCallDelta
 from ..messages import AssistantMessage, Message, Reasoning, ToolCall, Usage
-from ..partial_json import PartialJSON
+from ..tools.partial_json import PartialJSON
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..tools import Tool
+    from ..tools.definition import Tool
 
 __all__ = [
     "CallIds",
@@ -237,7 +237,7 @@ def arguments_object(call: ToolCall) -> dict[str, Any]:
     """
     if isinstance(call.arguments, dict):
         return call.arguments
-    from ..arguments import parse_arguments
+    from ..tools.arguments import parse_arguments
 
     try:
         value, _ = parse_arguments(call.raw_arguments)

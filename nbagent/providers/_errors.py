@@ -7,7 +7,7 @@
     retryable_in_stream(exc)                           whether such an error is retried (nothing shown yet)
     scrub(value, secrets)                              the redaction every error body goes through
 
-`ProviderError` itself redacts its message and body (`nbagent.secrets`), so no key reaches an exception
+`ProviderError` itself redacts its message and body (`nbagent.safety.secrets`), so no key reaches an exception
 whichever way it was made.
 """
 
@@ -17,7 +17,6 @@ import json
 import re
 from typing import Any, Mapping, Sequence
 
-from .. import secrets as _secrets
 from ..errors import (
     AuthenticationError,
     BadRequestError,
@@ -30,13 +29,14 @@ from ..errors import (
     ServerError,
     StreamError,
 )
+from ..safety import secrets as _secrets
 
 __all__ = ["error_message", "error_type", "is_context_length_message", "map_http_error", "retryable_in_stream",
            "scrub", "stream_error"]
 
 
 def scrub(value: Any, secrets: Sequence[str] = ()) -> Any:
-    """`value` with every secret `nbagent.secrets.redact` knows, and each of `secrets`, replaced (strings,
+    """`value` with every secret `nbagent.safety.secrets.redact` knows, and each of `secrets`, replaced (strings,
     dicts and lists)."""
     value = _secrets.redact_value(value)
     secrets = [s for s in secrets if s and len(s) >= 4]
@@ -125,7 +125,7 @@ def map_http_error(
     secrets: Sequence[str] = (),
 ) -> ProviderError:
     """The nbagent exception for an HTTP error `status` with the decoded error body `payload` (`secrets`:
-    more strings to remove, besides the ones `nbagent.secrets.redact` knows)."""
+    more strings to remove, besides the ones `nbagent.safety.secrets.redact` knows)."""
     payload = scrub(payload, secrets)
     message = scrub(error_message(payload), secrets)
     kind = error_type(payload)

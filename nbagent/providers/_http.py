@@ -14,7 +14,7 @@ an HTTP date) and `retry-after-ms`. Once a body has begun, a failure is never re
 `ProviderConnectionError` or `StreamError` saying how much had arrived.
 
 API keys travel only in request headers (never in URLs or bodies). They are validated and stripped when
-loaded (`clean_key`), held in a `Secret` whose repr hides them, registered with `nbagent.secrets` so that
+loaded (`clean_key`), held in a `Secret` whose repr hides them, registered with `nbagent.safety.secrets` so that
 `redact` removes them from every error (`ProviderError` redacts its message and body), log line and record,
 and never follow a redirect to another origin: redirects are not followed by httpx, only a 307/308 to the
 same origin is, by the retry loop. Request bodies pass through `redact_value` before they are recorded or
@@ -35,13 +35,13 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
 import httpx
 
-from .. import secrets as _secrets
+from ..budget.ratelimit import request_gate
 from ..errors import ConfigurationError, ProviderConnectionError, ProviderError, StreamError
 from ..events import report_retry, report_silence
-from ..ratelimit import request_gate
+from ..safety import secrets as _secrets
 from ._errors import error_message, error_type, is_context_length_message, map_http_error, retry_reason, scrub
 from ._keys import Secret, clean_key, credential_header
-from ._sse import SSEDecoder, ServerSentEvent, loads
+from ._sse import ServerSentEvent, SSEDecoder, loads
 from .base import OnRequest
 
 __all__ = [

@@ -21,11 +21,11 @@ from typing import Any, AsyncIterator, Callable, Iterable, Mapping, Protocol, Se
 
 import httpx
 
-from .. import secrets as _secrets
 from ..errors import AuthenticationError, ConfigurationError, ProviderError, StreamError
 from ..events import StreamEvent, report_retry
 from ..messages import AssistantMessage, Message, ToolResultMessage
-from ..tools import Tool
+from ..safety import secrets as _secrets
+from ..tools.definition import Tool
 from ._common import NameRule, ToolNames, names_for
 from ._errors import retry_reason, retryable_in_stream
 from ._http import ProviderHTTP, RetryPolicy

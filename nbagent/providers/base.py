@@ -14,7 +14,7 @@ from typing import Any, AsyncIterator, Callable, Sequence
 from ..errors import ModelError
 from ..events import StreamEvent
 from ..messages import AssistantMessage, Message, ToolResultMessage
-from ..tools import Tool
+from ..tools.definition import Tool
 
 __all__ = ["Model", "OnRequest"]
 

@@ -195,7 +195,7 @@ def _replayed(tool: Any, model: ReplayModel, mode: str) -> Any:
 
 
 def _report_difference(value: Any, recorded: ToolResultMessage, ctx: Any) -> None:
-    from ..results import to_tool_result
+    from ..tools.results import to_tool_result
 
     try:
         now = _text(to_tool_result(value))

@@ -12,8 +12,8 @@ from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Sequence, U
 from ..errors import ScriptedModelExhausted
 from ..events import TextDelta, ToolCallDelta
 from ..messages import AssistantMessage, Message, ToolCall
-from ..partial_json import PartialJSON
-from ..tools import Tool
+from ..tools.definition import Tool
+from ..tools.partial_json import PartialJSON
 from .base import Model, OnRequest
 
 __all__ = ["ScriptedModel", "ScriptedRequest"]
@@ -89,7 +89,7 @@ class ScriptedModel(Model):
     def writes_summaries(self) -> bool:
         """Whether compaction asks this model for its summaries: only a script with a callable can answer
         such a request; a script of plain responses is not asked (a summary would spend one of its turns),
-        and a digest of the transcript stands in (`nbagent.compaction.TranscriptDigest`)."""
+        and a digest of the transcript stands in (`nbagent.budget.compaction.TranscriptDigest`)."""
         return any(callable(item) and not isinstance(item, AssistantMessage) for item in self._script)
 
     @property

@@ -18,7 +18,7 @@ later line is one fact, in the order it happened:
 Writing: lines are gathered as a run goes and `commit()`ed when a batch is complete (its messages are
 in the transcript): one `write` under an exclusive `flock`, then `fsync`. A killed kernel loses at most
 the batch in flight, and two kernels writing into one workspace never interleave lines of one file.
-Every line passes `nbagent.secrets.redact_value`; a tool result's text longer than `SIDE_FILE_CHARS`
+Every line passes `nbagent.safety.secrets.redact_value`; a tool result's text longer than `SIDE_FILE_CHARS`
 is stored cut, with the whole text in a side file (restored when the session is loaded).
 
 Reading: `load_session` skips a truncated or corrupt line with a warning (never fatal), refuses a file
@@ -30,13 +30,26 @@ The store is three modules: `_folder` (where sessions live, their ids, the forma
 per batch) and `_reader` (`load_session`, `list_sessions`, `find_session`: verifying every line,
 restoring side files, repairing the transcript). What reading trusts, and what stops a forged file, is
 said at the top of `_reader`: every line is signed, and a file whose lines do not verify is refused.
+`recording` (`SessionRecorder`) writes a run into the store as it goes, at the points where its transcript
+is whole.
+
+The rule: this wing imports only the vocabulary at the top of nbagent and `safety`.
 """
 
 from __future__ import annotations
 
 from ._folder import FORMAT, SessionError, new_session_id, sessions_dir
-from ._reader import (INTERRUPTED, UNSIGNED_VARIABLE, SessionInfo, StoredSession, delete_session, find_session,
-                      list_sessions, load_session, repair_transcript)
+from ._reader import (
+                      INTERRUPTED,
+                      UNSIGNED_VARIABLE,
+                      SessionInfo,
+                      StoredSession,
+                      delete_session,
+                      find_session,
+                      list_sessions,
+                      load_session,
+                      repair_transcript,
+)
 from ._writer import SIDE_FILE_CHARS, SessionWriter
 
 __all__ = ["FORMAT", "INTERRUPTED", "SIDE_FILE_CHARS", "UNSIGNED_VARIABLE", "SessionError", "SessionInfo",

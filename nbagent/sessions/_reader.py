@@ -7,7 +7,7 @@ synthesised "interrupted" result (`repair_transcript`), so the transcript is val
 Reads: files in the workspace, which the model, a cloned repository or anyone who can write the workspace
 could have forged or changed. What could happen: a forged conversation resumed or replayed (calls nobody
 saw, answers nobody gave), an id or a side-file name that builds a path outside the store. What stops it:
-every line is signed (`nbagent.signing`: HMAC-SHA256, chained, with a key kept outside the workspace),
+every line is signed (`nbagent.safety.signing`: HMAC-SHA256, chained, with a key kept outside the workspace),
 and `load_session` refuses a file whose lines do not verify, naming the file and the line; side files are
 named by a digest inside their signed line; ids are checked (`_folder.check_id`) before they build a
 path, a header must name its own file, and every path read stays inside the sessions folder. A file with
@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from ..messages import AssistantMessage, Message, TextBlock, ToolResultMessage, UserMessage
-from ..signing import START, key_id, unseal
+from ..safety.signing import START, key_id, unseal
+from ..safety.trust import config_dir, session_key
 from ..transcript import message_from_neutral
-from ..trust import config_dir, session_key
 from ._folder import FORMAT, ID, SessionError, check_id, sessions_dir
 
 __all__ = ["INTERRUPTED", "UNSIGNED_VARIABLE", "SessionInfo", "StoredSession", "delete_session", "find_session",
@@ -76,7 +76,7 @@ class SessionInfo:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.created))
         nb = _printable(Path(self.notebook).name) if self.notebook else "-"  # a stored name may carry escapes
         prompt = self.last_prompt if len(self.last_prompt) <= 50 else self.last_prompt[:49] + "…"
-        from ..sanitize import terminal_safe  # the file is stored state: anyone who can write it chose these
+        from ..safety.sanitize import terminal_safe  # the file is stored state: anyone who can write it chose these
 
         return terminal_safe(f"{self.id}  {nb}  {when}  {self.runs} run{'s' if self.runs != 1 else ''}, {self.turns} "
                              f"turn{'s' if self.turns != 1 else ''}, {self.calls} call{'s' if self.calls != 1 else ''}"

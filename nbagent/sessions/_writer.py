@@ -3,7 +3,7 @@
 Lines are gathered as a run goes and `commit()`ed when a batch is complete (its messages are in the
 transcript): one `write` under an exclusive `flock`, then `fsync`. A killed kernel loses at most the
 batch in flight, and two kernels writing into one workspace never interleave lines of one file. Every
-line passes `nbagent.secrets.redact_value`, then is signed (`nbagent.signing`: HMAC-SHA256, chained, with
+line passes `nbagent.safety.secrets.redact_value`, then is signed (`nbagent.safety.signing`: HMAC-SHA256, chained, with
 a key kept outside the workspace); a tool result's text longer than `SIDE_FILE_CHARS` is stored cut, with
 the whole text in a side file named in its line with its digest.
 
@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..messages import Message, TextBlock, ToolResultMessage, UserMessage
-from ..secrets import redact, redact_value
-from ..signing import START, has_mac, key_id, seal, signer
+from ..safety.secrets import redact, redact_value
+from ..safety.signing import START, has_mac, key_id, seal, signer
+from ..safety.trust import config_dir, session_key
 from ..transcript import neutral_message
-from ..trust import config_dir, session_key
 from ._folder import FORMAT, SessionError, check_id, new_session_id, sessions_dir
 
 __all__ = ["SIDE_FILE_CHARS", "SessionWriter"]
@@ -197,8 +197,8 @@ class SessionWriter:
 
     def _encode(self, lines: list[str]) -> tuple[bytes, bytes]:
         """The record-encoding step, one place: the batch redacted as text, once (one regex pass; secrets are
-        also matched in their JSON-escaped spelling, see nbagent.secrets; the replacement holds no character
-        JSON would escape), then each line signed (`nbagent.signing`). Returns the bytes and the chain after."""
+        also matched in their JSON-escaped spelling, see nbagent.safety.secrets; the replacement holds no character
+        JSON would escape), then each line signed (`nbagent.safety.signing`). Returns the bytes and the chain after."""
         data = redact("\n".join(lines)).encode("utf-8")
         if self._key is None:
             data, chain = data + b"\n", self._chain

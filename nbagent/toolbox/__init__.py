@@ -17,7 +17,7 @@
 | `shell` | `command`, `timeout`, `background`, `yield_ms` | a bash command in the workspace (git with hooks, fsmonitor, pagers forced off); in the background, as a process of the run | read-only commands auto-allowed, else asks | the command line, as a prefix |
 | `process` | `action`, `id`, `input`, `eof`, `wait_ms`, `offset`, `limit` | the run's background processes: list, poll, log, write to stdin, kill (all stopped when the run ends) | list, poll and log auto-allowed; write and kill ask | (nothing) |
 
-Workspace globs (`nbagent.permissions.path_rule_matcher`): relative to the workspace, `*` within a
+Workspace globs (`nbagent.calls.permissions.path_rule_matcher`): relative to the workspace, `*` within a
 segment, `**` across segments, a pattern without `/` matching a name at any depth (`.env`), a directory
 covering its contents (`notebooks/**`); a deny rule matches the path as written and as it resolves
 (symbolic links followed), ignoring case; an allow rule only the real path inside the workspace.
@@ -53,13 +53,13 @@ Two ways to get them:
 - Each tool is also importable by name (`from nbagent.toolbox import read_file, shell`): these are one
   shared set, made like `toolbox.all()` with nothing fixed.
 
-In a notebook, `nbagent.jupyter.kernel_tools.kernel_toolbox(shell, workspace)` makes the same eleven tools
+In a notebook, `nbagent.jupyter.notebook.kernel_tools.kernel_toolbox(shell, workspace)` makes the same eleven tools
 running code in the kernel's namespace, with IPython's history.
 
 The workspace is a hard boundary: no mode, rule or approval lets a file tool reach outside it. Rule
 patterns for the file tools are paths relative to the workspace with `**` globs (`write_file(notebooks/**)`,
 `deny: read_file(.env)`); for `shell`, command patterns (`shell(git status*)`, `shell(pytest:*)`) that
-only ever match one plain command. See `nbagent.permissions` for the pipeline.
+only ever match one plain command. See `nbagent.calls.permissions` for the pipeline.
 """
 
 from __future__ import annotations
@@ -67,21 +67,23 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..tools import Tool
+from ..tools.definition import Tool
+from ._background import BackgroundProcess, make_process_tool
 from ._binding import Binding
-from ._capture import RoutedStream
+from ._capture import RoutedStream, StreamSink, route_thread
 from ._edits import FileChange
 from ._files import FileContent, make_file_tools
-from ._grep import GrepMatch, GrepResult
-from ._python import execution_result, make_namespace_tools
 from ._gitsafety import git_safety_env
+from ._grep import GrepMatch, GrepResult
+from ._python import _code_matcher as python_pattern_matches
+from ._python import execution_result, make_namespace_tools
 from ._readonly import read_only_problem
 from ._readprograms import READ_ONLY_COMMANDS, STRICT_READ_ONLY_COMMANDS
 from ._runner import Execution, HistoryEntry, HistorySource, PythonRunner, RunnerHistory
-from ._background import BackgroundProcess, make_process_tool
 from ._shell import ShellResult, make_shell_tool
 from ._shellrules import pattern_matches as shell_pattern_matches
 from ._shellrules import suggest_pattern as shell_suggest_pattern
+from ._values import cut, text_form
 from ._workspace import Workspace, WorkspaceError
 
 __all__ = [
@@ -100,10 +102,12 @@ __all__ = [
     "RunnerHistory",
     "STRICT_READ_ONLY_COMMANDS",
     "ShellResult",
+    "StreamSink",
     "TOOL_NAMES",
     "Workspace",
     "WorkspaceError",
     "all",
+    "cut",
     "edit_file",
     "execution_result",
     "git_safety_env",
@@ -114,11 +118,14 @@ __all__ = [
     "list_variables",
     "process",
     "python",
+    "python_pattern_matches",
     "read_file",
     "read_only_problem",
+    "route_thread",
     "shell",
     "shell_pattern_matches",
     "shell_suggest_pattern",
+    "text_form",
     "write_file",
 ]
 

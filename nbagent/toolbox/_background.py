@@ -38,7 +38,7 @@ from pydantic import Field
 
 from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
-from ..tools import Tool
+from ..tools.definition import Tool
 from ._values import cut
 
 __all__ = ["BackgroundProcess", "ProcessChanged", "ProcessRegistry", "make_process_tool", "start_background"]

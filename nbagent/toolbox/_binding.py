@@ -13,7 +13,7 @@ import os
 import threading
 from typing import Any
 
-from ..paths import match_path
+from ..tools.paths import match_path
 from ._runner import HistorySource, PythonRunner
 from ._workspace import Workspace, workspace_of
 

@@ -1,7 +1,7 @@
 """The tools that change files: write_file (a whole file) and edit_file (exact text replaced, a diff back).
 
 They count as file edits for the `acceptEdits` mode, except for configuration that can run programs
-(`nbagent.protected`: `.mcp.json`, `.nbagent/`, `.git` and the files that make a bare repository, editor,
+(`nbagent.safety.protected`: `.mcp.json`, `.nbagent/`, `.git` and the files that make a bare repository, editor,
 Jupyter and other agents' settings), matched in any case and spelling, as given and as resolved: a write
 there always asks, whatever the mode or grant; only an allow rule the person wrote allows it. An "always
 allow" covers the one file approved. A file a deny rule protects from reading is never shown: edit_file
@@ -18,9 +18,9 @@ from typing import Any
 
 from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
-from ..protected import protected_reason
-from ..results import error_result
-from ..tools import Tool
+from ..safety.protected import protected_reason
+from ..tools.definition import Tool
+from ..tools.results import error_result
 from ._binding import Binding, read_denied_check
 from ._filetext import human_size, short
 from ._values import cut
@@ -173,7 +173,7 @@ def _unified_diff(before: str, after: str, rel: str, limit: int = 8000) -> str:
 
 
 def _protected_write(binding: Binding):
-    """Why a write/edit call writes configuration that can run programs (`nbagent.protected`), or None."""
+    """Why a write/edit call writes configuration that can run programs (`nbagent.safety.protected`), or None."""
 
     def reason(args: Any, ctx: Any = None) -> str | None:
         given = args.get("path")

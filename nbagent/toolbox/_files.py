@@ -10,10 +10,10 @@ refuses it (its diff and messages would show what it holds), `write_file` replac
 Every path goes through `Workspace.resolve` (see `_workspace`): a path outside the workspace is refused
 with a clear message whatever the mode, rules or approvals. Rule patterns for these tools are path globs
 relative to the workspace (`write_file(notebooks/**)`, `deny: read_file(.env)`; see
-`nbagent.permissions.path_rule_matcher`); `grep` also skips files that a deny rule of `read_file` or
+`nbagent.calls.permissions.path_rule_matcher`); `grep` also skips files that a deny rule of `read_file` or
 `grep` protects, and `list_files` hides what a deny rule of `list_files` covers. `write_file` and
 `edit_file` count as file edits for the `acceptEdits` mode, except for configuration that can run programs
-(`nbagent.protected`; see `_edits`): a write there always asks, whatever the mode or grant.
+(`nbagent.safety.protected`; see `_edits`): a write there always asks, whatever the mode or grant.
 """
 
 from __future__ import annotations
@@ -29,13 +29,21 @@ from pydantic import Field
 
 from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
-from ..paths import glob_regex, match_path, path_rule_matcher
-from ..results import error_result, image_result, sniff_image_type
-from ..tools import Tool
+from ..tools.definition import Tool
+from ..tools.paths import glob_regex, match_path, path_rule_matcher
+from ..tools.results import error_result, image_result, sniff_image_type
 from ._binding import Binding
 from ._edits import make_edit_tools
-from ._filetext import (MAX_LINE_CHARS, MAX_LIST_SCAN, SNIFF_BYTES, binary_lines, count_lines, human_size, looks_binary,
-                        short)
+from ._filetext import (
+    MAX_LINE_CHARS,
+    MAX_LIST_SCAN,
+    SNIFF_BYTES,
+    binary_lines,
+    count_lines,
+    human_size,
+    looks_binary,
+    short,
+)
 from ._grep import make_grep_tool
 from ._workspace import Workspace, WorkspaceError
 

@@ -19,7 +19,7 @@ import stat as stat_module
 from dataclasses import dataclass
 from typing import Callable
 
-from ..secrets import secret_values
+from ..safety.secrets import secret_values
 from ._getopt import Options, ParsedOptions, getopt
 from ._gitsafety import configured_programs
 from ._readpaths import DeniedCheck, path_problem

@@ -29,9 +29,9 @@ from pydantic import Field
 
 from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
-from ..paths import match_path
-from ..results import error_result
-from ..tools import Tool
+from ..tools.definition import Tool
+from ..tools.paths import match_path
+from ..tools.results import error_result
 from ._binding import Binding, read_denied_check
 from ._filetext import MAX_LINE_CHARS, MAX_LIST_SCAN, SNIFF_BYTES, binary_lines, looks_binary, short
 from ._workspace import ResolvedPath, Workspace, WorkspaceError

@@ -20,7 +20,7 @@ from pydantic import Field
 
 from ..context import ToolContext
 from ..messages import ImageBlock, TextBlock, ToolResult
-from ..tools import Tool
+from ..tools.definition import Tool
 from ._binding import Binding, read_denied_check
 from ._guard import guard_reads
 from ._runner import Execution

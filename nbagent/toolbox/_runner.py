@@ -3,7 +3,7 @@
 `PythonRunner` runs code in a namespace dict and returns an `Execution`: what it printed (stdout, stderr),
 what it displayed, the matplotlib figures it made, the value of its last expression (kept as the live
 object) or the exception it raised, with a traceback trimmed to the code's own frames. Headless, the
-namespace is the agent's own dict; in a notebook `nbagent.jupyter.kernel_tools.KernelRunner` subclasses
+namespace is the agent's own dict; in a notebook `nbagent.jupyter.notebook.kernel_tools.KernelRunner` subclasses
 it to run in the kernel's `user_ns`, with IPython's input transformations (`%magic`, `!cmd`) and the
 display publisher captured. A `HistorySource` says what was run before (`history` tool).
 
@@ -302,8 +302,8 @@ def _new_figures(before: set[Any] | None) -> list[Any]:
     if "matplotlib.pyplot" not in sys.modules:
         return []
     try:
-        from matplotlib._pylab_helpers import Gcf
         import matplotlib.pyplot as plt
+        from matplotlib._pylab_helpers import Gcf
 
         figures = [m.canvas.figure for m in Gcf.get_all_fig_managers() if before is None or m.num not in before]
         for fig in figures:

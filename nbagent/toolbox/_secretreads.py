@@ -1,7 +1,7 @@
 """Whether an auto-allowed command could take a credential apart: the classifier's check for files holding
 a known secret.
 
-Redaction (`nbagent.secrets`) finds a secret whole, in pieces of six characters or more, reversed, or in
+Redaction (`nbagent.safety.secrets`) finds a secret whole, in pieces of six characters or more, reversed, or in
 base64 or hex. A read-only command can still hand it over in smaller pieces (`cut -c1-5`, `head -c 5`,
 `grep -o '^.\\{5\\}'`) or answer questions about it one at a time (`grep -c '^token=sk-a' .env`, `cmp`,
 `sort` against lines of one's own, `git log -S`). So when the environment holds credentials, a command
@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from typing import Iterable
 
-from ..secrets import secret_values
+from ..safety.secrets import secret_values
 
 __all__ = ["MAX_BYTES", "WHOLE_READERS", "holder_of_secret"]
 

@@ -12,7 +12,7 @@ Permissions (see `_shellrules` and `_readonly`): a command that only reads (`git
 `shell(prefix*)` patterns that compound lines never satisfy; "always allow" remembers exactly the
 command line that was approved.
 
-The sandbox (see `nbagent.sandbox`) is the second wall, for when the classifier is wrong: an auto-allowed
+The sandbox (see `nbagent.safety.sandbox`) is the second wall, for when the classifier is wrong: an auto-allowed
 command runs under the `read-only` policy, an approved one under the agent's (`workspace-write` by
 default), each in its own PID and network namespace, so nothing it starts outlives the call. Files that
 read deny rules protect look empty inside it, and credential variables are left out of its
@@ -36,12 +36,12 @@ from pydantic import Field
 
 from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
-from ..secrets import SECRET_VARIABLE_PATTERN
-from ..tools import Tool
+from ..safety.sandbox import SandboxPolicy, hidden_paths, prepare, sandbox_backend, sandbox_policy
+from ..safety.secrets import SECRET_VARIABLE_PATTERN
+from ..tools.definition import Tool
 from ._background import signal_family
 from ._binding import Binding, read_denied_check
 from ._gitsafety import git_safety_env
-from ..sandbox import SandboxPolicy, hidden_paths, prepare, sandbox_backend, sandbox_policy
 from ._readdeny import reveals_denied
 from ._readonly import read_only_problem
 from ._shellrules import pattern_matches, suggest_pattern

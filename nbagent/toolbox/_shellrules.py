@@ -11,7 +11,7 @@ from __future__ import annotations
 import fnmatch
 import os
 
-from ..paths import literal_glob
+from ..tools.paths import literal_glob
 from ._shellwords import parse
 from ._subcommands import subcommands
 

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import inspect
 import io
+import os
+import re
 import reprlib
 import sys
 import types
-import os
-import re
 from typing import Any
 
-from ..secrets import add_secret, redact, secret_values
+from ..safety.secrets import add_secret, redact, secret_values
 
 __all__ = ["credential_holder", "cut", "image_of", "inspect_text", "is_figure", "summary", "text_form", "type_name"]
 
@@ -341,7 +341,7 @@ _SCAN_DEPTH = 8
 
 def credential_holder(value: Any, name: str = "") -> str | None:
     """Why `value` is or holds a credential, or None: `os.environ` (and `os.environb`), a string that is
-    or contains a known secret (`nbagent.secrets`), or a value reached within a few levels (mapping items,
+    or contains a known secret (`nbagent.safety.secrets`), or a value reached within a few levels (mapping items,
     sequence items, attributes) that is, or sits under a name like `api_key`, `token`, `password`,
     `authorization`. A credential found under such a name is registered (`add_secret`), so it is redacted
     from then on wherever it appears. `name`: the last name of the path it was reached by."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..paths import relative_inside
+from ..tools.paths import relative_inside
 
 __all__ = ["ResolvedPath", "Workspace", "WorkspaceError", "workspace_of"]
 

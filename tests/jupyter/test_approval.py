@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from nbagent import Decision
-from nbagent.jupyter.approval import NotebookApprover, PendingApproval, resolve_approver
+from nbagent.jupyter.live.approval import NotebookApprover, PendingApproval, resolve_approver
 
 
 class FakeView:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from IPython.core.error import UsageError
 
 from nbagent import AssistantMessage, ScriptedModel, ToolCall
-from nbagent.compaction import SUMMARY_REQUEST, is_summary
+from nbagent.budget.compaction import SUMMARY_REQUEST, is_summary
 from nbagent.messages import UserMessage
 from nbagent.transcript import check_transcript
 
@@ -53,7 +53,7 @@ async def test_compact_by_hand_and_stubs_that_point_at_live_objects(shell):
     assert second.messages[: len(compacted.messages)] == compacted.messages
     assert second.conversation_usage is not None
     # A stub names `_agent_results[...]`, a live object the model can inspect again.
-    from nbagent.compaction import CompactionSettings, compact
+    from nbagent.budget.compaction import CompactionSettings, compact
 
     session = __import__("nbagent.jupyter", fromlist=["get_session"]).get_session(shell)
     settings = session.agents.compaction()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from nbagent import tool
-from nbagent.jupyter.instructions import notebook_instructions, summarise_value, summarise_variables
+from nbagent.jupyter.session.instructions import notebook_instructions, summarise_value, summarise_variables
 
 
 class Explosive:

@@ -17,7 +17,7 @@ import pytest  # noqa: E402
 from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 
 from nbagent import Agent, AssistantMessage, ImageBlock, ScriptedModel, ToolCall, toolbox  # noqa: E402
-from nbagent.jupyter.kernel_tools import (  # noqa: E402
+from nbagent.jupyter.notebook.kernel_tools import (
     KernelRunner,
     RoutingDisplayPublisher,
     kernel_extensions,
@@ -76,13 +76,13 @@ def test_displays_are_captured_for_the_call_only(shell, tmp_path: Path, capsys) 
 
 
 def test_display_routing_is_per_thread(shell) -> None:
-    from nbagent.jupyter.kernel_tools import _route_displays
+    from nbagent.jupyter.notebook.kernel_tools import _route_displays
 
     outputs: list = []
     published: list = []
     router = shell.display_pub
     if not isinstance(router, RoutingDisplayPublisher):
-        from nbagent.jupyter.kernel_tools import install_display_routing
+        from nbagent.jupyter.notebook.kernel_tools import install_display_routing
 
         router = install_display_routing(shell)
     real = router.inner

@@ -55,7 +55,7 @@ def test_python_tool_output_stays_out_of_the_cell(kernel) -> None:
     kc, cwd = kernel
     _, reply = execute(kc, (
         "from nbagent import Agent, ScriptedModel, AssistantMessage, ToolCall\n"
-        "from nbagent.jupyter.kernel_tools import kernel_toolbox\n"
+        "from nbagent.jupyter.notebook.kernel_tools import kernel_toolbox\n"
         "numbers = [1, 2, 3]\n"
     ))
     assert reply["status"] == "ok", reply

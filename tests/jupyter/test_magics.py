@@ -132,7 +132,7 @@ async def test_model_from_the_flag_the_config_or_the_first_key(shell, monkeypatc
     shell.run_line_magic("config", "NBAgent.model = None")
 
     asked = []
-    monkeypatch.setattr("nbagent.jupyter.resolve.load_model", lambda spec: asked.append(spec) or ScriptedModel())
+    monkeypatch.setattr("nbagent.jupyter.session.resolve.load_model", lambda spec: asked.append(spec) or ScriptedModel())
     monkeypatch.setenv("MISTRAL_API_KEY", "k")
     monkeypatch.setenv("GOOGLE_API_KEY", "k")
     session.resolve_model()

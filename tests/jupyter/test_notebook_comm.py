@@ -16,7 +16,7 @@ from .kernelclient import KernelSession, kernel_env
 pytestmark = pytest.mark.kernel
 
 SCRIPT = '''from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall
-from nbagent.jupyter.kernel_tools import kernel_toolbox
+from nbagent.jupyter.notebook.kernel_tools import kernel_toolbox
 
 def calls(*pairs):
     return ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name=n, arguments=a)]) for n, a in pairs] + ["done"])

@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall
-from nbagent import render
-from nbagent.jupyter import notebook_comm
-from nbagent.jupyter.kernel_tools import kernel_toolbox
-from nbagent.jupyter.notebook_comm import NotebookFrontend
-from nbagent.jupyter.notebook_tools import CellChange, CellRun, cells_of, summarize_output
+from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, render
+from nbagent.jupyter.notebook import comm as notebook_comm
+from nbagent.jupyter.notebook.comm import NotebookFrontend
+from nbagent.jupyter.notebook.kernel_tools import kernel_toolbox
+from nbagent.jupyter.notebook.tools import CellChange, CellRun, cells_of, summarize_output
 
 from .fake_frontend import FakeNotebook, InProcessComm
 
@@ -279,7 +278,7 @@ async def test_notebook_closed_mid_edit(shell) -> None:
 async def test_run_cell_while_a_cell_runs_says_why_instead_of_waiting(shell) -> None:
     nb = FakeNotebook(cells())
     connect(shell, nb)
-    from nbagent.jupyter.notebook_tools import notebook_state
+    from nbagent.jupyter.notebook.tools import notebook_state
 
     notebook_state(shell).running_cells = 1  # the cell that awaits this run (--wait)
     try:
@@ -293,7 +292,7 @@ async def test_run_cell_while_a_cell_runs_says_why_instead_of_waiting(shell) -> 
 
 
 async def test_run_cell_gives_up_when_the_notebook_never_starts_the_cell(shell, monkeypatch) -> None:
-    from nbagent.jupyter import notebook_cells
+    from nbagent.jupyter.notebook import cells as notebook_cells
 
     monkeypatch.setattr(notebook_cells, "RUN_START_TIMEOUT", 0.5)
     nb = FakeNotebook(cells())
@@ -367,7 +366,7 @@ async def test_run_cell_after_an_unasked_edit_asks_about_the_edited_code(shell) 
 
 async def test_run_cell_pinning_is_what_stops_a_changed_cell(shell, monkeypatch) -> None:
     """The defence turned off (the approved code not sent to the page): the changed cell runs."""
-    from nbagent.jupyter import notebook_tools
+    from nbagent.jupyter.notebook import tools as notebook_tools
 
     real = notebook_tools.run_cell_in_notebook
     monkeypatch.setattr(notebook_tools, "run_cell_in_notebook",
@@ -402,7 +401,7 @@ async def test_rows_and_diffs_name_cells_as_the_person_sees_them(shell) -> None:
 @pytest.mark.parametrize("guarded", [True, False])
 async def test_an_edit_of_a_cell_changed_meanwhile_is_refused_before_the_approval(shell, guarded) -> None:
     from nbagent import Hooks
-    from nbagent.jupyter.notebook_tools import stale_guard
+    from nbagent.jupyter.notebook.tools import stale_guard
 
     nb = FakeNotebook(cells())
     connect(shell, nb)
@@ -429,7 +428,7 @@ async def test_an_edit_of_a_cell_changed_meanwhile_is_refused_before_the_approva
 
 
 async def test_the_notebook_front_guards_its_agents_against_stale_edits(shell) -> None:
-    from nbagent.jupyter.resolve import RunOptions
+    from nbagent.jupyter.session.resolve import RunOptions
 
     shell.run_line_magic("load_ext", "nbagent")
     try:
@@ -442,7 +441,7 @@ async def test_the_notebook_front_guards_its_agents_against_stale_edits(shell) -
 
 async def test_the_front_pins_the_code_of_a_cell_never_read_and_asks_about_it(shell) -> None:
     from nbagent import Hooks
-    from nbagent.jupyter.notebook_tools import stale_guard
+    from nbagent.jupyter.notebook.tools import stale_guard
 
     nb = FakeNotebook(cells())
     connect(shell, nb)
@@ -463,7 +462,7 @@ async def test_the_front_pins_the_code_of_a_cell_never_read_and_asks_about_it(sh
 ])
 async def test_a_change_that_cannot_apply_is_refused_before_the_approval(shell, guarded, call) -> None:
     from nbagent import Hooks
-    from nbagent.jupyter.notebook_tools import stale_guard
+    from nbagent.jupyter.notebook.tools import stale_guard
 
     nb = FakeNotebook(cells())
     connect(shell, nb)
@@ -482,7 +481,7 @@ async def test_a_change_that_cannot_apply_is_refused_before_the_approval(shell, 
 
 async def test_an_edit_whose_old_text_is_not_in_the_cell_read_is_refused_before_the_approval(shell) -> None:
     from nbagent import Hooks
-    from nbagent.jupyter.notebook_tools import stale_guard
+    from nbagent.jupyter.notebook.tools import stale_guard
 
     nb = FakeNotebook(cells())
     connect(shell, nb)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from nbagent.jupyter.panel import check
-from nbagent.jupyter.panel_model import before_edit, digest
-from nbagent.jupyter.panel_prompts import cell_prompt, relevant_variables
+from nbagent.jupyter.panel.model import before_edit, digest
+from nbagent.jupyter.panel.prompts import cell_prompt, relevant_variables
 
 
 @pytest.mark.parametrize("before, old, new", [

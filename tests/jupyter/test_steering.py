@@ -8,7 +8,7 @@ import pytest
 from IPython.core.error import UsageError
 
 from nbagent import Agent, ScriptedModel
-from nbagent.jupyter.widgets import RunView
+from nbagent.jupyter.live.widgets import RunView
 from nbagent.transcript import check_transcript
 
 from .conftest import finish, run_cell, settle

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nbagent.jupyter.throttle import Throttle
+from nbagent.jupyter.live.throttle import Throttle
 
 
 class ManualLoop:

@@ -11,7 +11,7 @@ import pytest
 
 from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, ToolContext, tool
 from nbagent.events import ToolCallDelta, TurnStarted
-from nbagent.jupyter.widgets import RunView
+from nbagent.jupyter.live.widgets import RunView
 from nbagent.transcript import check_transcript
 
 from .conftest import finish, settle
@@ -226,7 +226,7 @@ def test_the_always_allow_label_names_exactly_what_is_granted():
     from types import SimpleNamespace
 
     from nbagent import toolbox
-    from nbagent.jupyter.widgets import _grant_label
+    from nbagent.jupyter.live.widgets import _grant_label
     from nbagent.toolbox._shellrules import suggest_pattern
 
     def request(tool, scope):

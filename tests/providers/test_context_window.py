@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from nbagent import Agent, load_model, tool
-from nbagent.compaction import is_summary
+from nbagent.budget.compaction import is_summary
 from nbagent.errors import ContextLengthError
 from nbagent.providers._http import map_http_error
 
@@ -83,7 +83,7 @@ async def test_without_compaction_the_stand_in_refuses() -> None:
 async def test_a_rejection_compacts_and_asks_again() -> None:
     """When the runtime's measure falls short (here: automatic compaction is off), the provider's refusal
     makes the run compact and ask once more, instead of failing."""
-    from nbagent.compaction import CompactionSettings
+    from nbagent.budget.compaction import CompactionSettings
 
     stand_in = WindowedProvider("openai", window=WINDOW, turns=30, model="gpt-4.1")
     async with FakeServer() as server:

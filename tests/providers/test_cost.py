@@ -7,7 +7,7 @@ import json
 import pytest
 
 from nbagent import Agent, load_model
-from nbagent.pricing import request_cost
+from nbagent.budget.pricing import request_cost
 
 from .fakeserver import FakeServer, Reply
 from .replay import make_tool, recorded, replace_event

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from nbagent import Agent, ConfigurationError, ScriptedModel
-from nbagent.batchstore import batches_dir
-from nbagent.ratelimit import MAX_PAUSE, Limiter, RateLimit
+from nbagent.batch.store import batches_dir
+from nbagent.budget.ratelimit import MAX_PAUSE, Limiter, RateLimit
 
 
 async def test_a_batch_id_cannot_name_a_path_outside_the_store(tmp_path):

@@ -139,7 +139,8 @@ def notebook(tmp_path, monkeypatch):
     nbformat.write(nb, path)
     monkeypatch.setenv("NBAGENT_NOTEBOOK", str(path))
     from IPython.core.interactiveshell import InteractiveShell
-    from nbagent.jupyter.kernel_tools import kernel_toolbox
+
+    from nbagent.jupyter.notebook.kernel_tools import kernel_toolbox
 
     return kernel_toolbox(InteractiveShell.instance(), workspace=tmp_path), tmp_path
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from nbagent import Agent, toolbox
-from nbagent.sandbox import sandbox_backend
+from nbagent.safety.sandbox import sandbox_backend
 
 from .conftest import Recorder, sh, ws  # noqa: F401 - fixtures
 from .redteam3_util import UDPRecorder, UnixRecorder, turns
@@ -93,7 +93,7 @@ def test_network_off_blocks_abstract_unix_sockets(ws):
 
 def test_network_off_blocks_tcp_and_control_network_on_allows_it(ws):
     """Control: with network=True the same TCP connect works; off, it does not."""
-    from nbagent.sandbox import SandboxPolicy
+    from nbagent.safety.sandbox import SandboxPolicy
 
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
@@ -266,7 +266,7 @@ def test_read_deny_hides_files_in_folders_the_scan_skips(ws):
 def test_read_deny_fails_closed_past_the_scan_limit(ws):
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
-    from nbagent.sandbox import HIDDEN_SCAN_LIMIT
+    from nbagent.safety.sandbox import HIDDEN_SCAN_LIMIT
 
     big = ws / "data"
     big.mkdir()

@@ -135,7 +135,8 @@ def test_inspect_variable_cannot_reach_mcp_header_secrets_through_the_shell(ws):
     person's MCP headers (a literal token). inspect_variable is read-only and auto-allowed."""
     pytest.importorskip("IPython")
     from IPython.core.interactiveshell import InteractiveShell
-    from nbagent.jupyter.kernel_tools import kernel_toolbox
+
+    from nbagent.jupyter.notebook.kernel_tools import kernel_toolbox
 
     token = "rt3-literal-header-token-40d2ab"
     shell = InteractiveShell.instance()

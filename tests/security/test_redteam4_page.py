@@ -18,8 +18,8 @@ import unicodedata
 import pytest
 
 from nbagent import Agent, AssistantMessage, Hooks, ScriptedModel, ToolCall, ToolResult, render, tool
-from nbagent.render_markdown import markdown_html
-from nbagent.sanitize import sanitize_html, visible
+from nbagent.render.markdown import markdown_html
+from nbagent.safety.sanitize import sanitize_html, visible
 
 BLOCK = re.compile(r'<pre class="([^"]*)"><code>(.*?)</code></pre>', re.S)
 
@@ -241,12 +241,11 @@ def test_a_key_in_another_normalisation_does_not_hide_what_runs():
 def test_an_untrusted_mcp_servers_declared_default_is_not_taken_as_the_persons_to_hide():
     """An MCP server (untrusted) declares `default: "rm -rf ~"` for its command; a hook that fills in the
     schema's defaults sends it. The row must show what is sent: the default is only the server's word."""
+    import inspect
     from types import SimpleNamespace
 
     from nbagent.mcp._config import ServerConfig
     from nbagent.mcp._tools import MCPTool
-
-    import inspect
     params = inspect.signature(ServerConfig).parameters
     config = ServerConfig(**{k: v for k, v in {"name": "evil", "command": "evil-server", "trusted": False}.items()
                              if k in params})
@@ -292,8 +291,8 @@ def shell(tmp_path, monkeypatch):
 def notebook(shell, source: str):
     from pathlib import Path
 
-    from nbagent.jupyter.kernel_tools import kernel_toolbox
-    from nbagent.jupyter.notebook_comm import NotebookFrontend
+    from nbagent.jupyter.notebook.comm import NotebookFrontend
+    from nbagent.jupyter.notebook.kernel_tools import kernel_toolbox
     from tests.jupyter.fake_frontend import FakeNotebook, InProcessComm
 
     nb = FakeNotebook([{"id": "job", "source": source}])
@@ -303,7 +302,7 @@ def notebook(shell, source: str):
 
 
 async def run_guarded(shell, tools, batches, approve=lambda r: True):
-    from nbagent.jupyter.notebook_tools import stale_guard
+    from nbagent.jupyter.notebook.tools import stale_guard
 
     shown = []
 

@@ -17,8 +17,9 @@ import pandas as pd
 import pytest
 
 from nbagent import Agent, AssistantMessage, Decision, ScriptedModel, ToolCall, ToolContext, ToolResult, render, tool
-from nbagent import render_markdown, sanitize
 from nbagent.messages import ImageBlock, TextBlock
+from nbagent.render import markdown as render_markdown
+from nbagent.safety import sanitize
 
 from ..page_checks import active
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from nbagent.jupyter.panel_model import before_edit, digest
+from nbagent.jupyter.panel.model import before_edit, digest
 from tests.jupyter.kernelclient import KernelSession
 
 SECRET = "sk-proj-REDTEAMpanelSECRET0123456789abcdef"
@@ -508,7 +508,7 @@ def test_tool_name_with_markup_is_refused() -> None:
 
 def test_tool_activity_markup_is_inert_in_the_panels_static_view(tmp_path: Path) -> None:
     from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall
-    from nbagent.jupyter.panel_model import run_summary
+    from nbagent.jupyter.panel.model import run_summary
     from nbagent.tools import Tool
 
     shady = Tool(lambda: "ok " + XSS, name="lookup", describe_activity=lambda args: f"srv: {XSS}", read_only=True)

@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from nbagent import Agent, AssistantMessage, ScriptedModel, sandbox_linux, toolbox
-from nbagent import sandbox as _sandbox
-from nbagent import secrets as _secrets
-from nbagent.sandbox import sandbox_backend
+from nbagent import Agent, AssistantMessage, ScriptedModel, toolbox
+from nbagent.safety import sandbox as _sandbox
+from nbagent.safety import sandbox_linux
+from nbagent.safety import secrets as _secrets
+from nbagent.safety.sandbox import sandbox_backend
 from nbagent.toolbox import _shell, _values
 
 from .conftest import Recorder, call, everything_model_saw, run_agent, sh, text_of
@@ -191,7 +192,7 @@ def test_other_families_are_refused_too(ws, backend):
 
 
 def test_control_udp_when_the_policy_allows_the_network(ws):
-    from nbagent.sandbox import SandboxPolicy
+    from nbagent.safety.sandbox import SandboxPolicy
 
     port, got, done = _udp_listener()
     run_agent(ws, [sh(SEND_UDP.format(port=port))], mode="bypassPermissions",

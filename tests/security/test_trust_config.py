@@ -20,14 +20,14 @@ import pytest
 
 import nbagent.mcp
 from nbagent import Agent, ScriptedModel, toolbox
+from nbagent import sessions as store
 from nbagent.errors import ConfigurationError
 from nbagent.mcp import MCPServers, trust_workspace, untrusted, workspace_configs, workspace_servers
 from nbagent.mcp import _config as mcp_config
 from nbagent.providers.replay import ReplayModel, replay_tools
+from nbagent.safety import trust
+from nbagent.safety.signing import START
 from nbagent.sessions import SessionError, SessionWriter, load_session
-from nbagent import sessions as store
-from nbagent import trust
-from nbagent.signing import START
 
 from .conftest import Recorder, call, run_agent, script, sh
 
@@ -117,7 +117,7 @@ def test_the_trust_store_is_protected_when_the_workspace_holds_it(ws, monkeypatc
 
 
 def test_the_sandbox_takes_the_same_list():
-    from nbagent import protected, sandbox
+    from nbagent.safety import protected, sandbox
 
     assert sandbox.PROTECTED_PATHS is protected.PROTECTED_PATHS
     assert {".git", ".nbagent", ".mcp.json", ".vscode", ".jupyter"} <= set(sandbox.PROTECTED_PATHS)
@@ -288,7 +288,7 @@ def test_a_stdio_server_does_not_inherit_credentials(ws, tmp_path, monkeypatch):
 
 def test_the_consent_prompt_shows_everything_and_runs_nothing_of_it(ws, monkeypatch):
     pytest.importorskip("ipywidgets")
-    from nbagent.jupyter.consent import TrustPrompt, consent_html
+    from nbagent.jupyter.session.consent import TrustPrompt, consent_html
 
     monkeypatch.setenv("GITHUB_TOKEN", "ghp_" + "y" * 36)
     _write_config(ws, {
@@ -313,7 +313,7 @@ def test_the_consent_prompt_shows_everything_and_runs_nothing_of_it(ws, monkeypa
 
 def test_a_prompt_trusts_only_the_bytes_it_showed(ws):
     pytest.importorskip("ipywidgets")
-    from nbagent.jupyter.consent import TrustPrompt
+    from nbagent.jupyter.session.consent import TrustPrompt
 
     path = _write_config(ws, {"a": {"command": "harmless"}})
     prompt = TrustPrompt(workspace_configs(ws)[0])

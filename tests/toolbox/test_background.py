@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall
-from nbagent.sandbox import sandbox_backend
+from nbagent.safety.sandbox import sandbox_backend
 from tests.helpers import assert_valid
 from tests.toolbox.test_shell_tool import _gone, _marker, _running
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from nbagent import sandbox as _sandbox
-from nbagent import secrets as _secrets
-from nbagent.sandbox_linux import _tree_except
+from nbagent.safety import sandbox as _sandbox
+from nbagent.safety import secrets as _secrets
+from nbagent.safety.sandbox_linux import _tree_except
 from nbagent.toolbox._runsprograms import unseen, unseen_assignment
 
 

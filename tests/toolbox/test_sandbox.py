@@ -16,10 +16,9 @@ from pathlib import Path
 import pytest
 
 from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, toolbox
-from nbagent import sandbox as _sandbox
+from nbagent.safety import sandbox as _sandbox
+from nbagent.safety.sandbox import SandboxPolicy, sandbox_backend, sandbox_command
 from nbagent.toolbox import _shell
-from nbagent.sandbox import SandboxPolicy, sandbox_backend, sandbox_command
-
 from tests.toolbox.test_shell_tool import _gone, _marker
 
 pytestmark = pytest.mark.skipif(not sandbox_backend().available,
@@ -41,7 +40,7 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
 
 def bubblewrap_only(backend) -> None:
     if backend.name != "bubblewrap":
-        pytest.skip("Landlock cannot do this (see nbagent.sandbox)")
+        pytest.skip("Landlock cannot do this (see nbagent.safety.sandbox)")
 
 
 @pytest.fixture
@@ -189,7 +188,7 @@ def test_protected_paths_stay_read_only(ws: Path, backend) -> None:
     assert (git / "config").read_text() == "[core]\n"
     assert not (git / "hooks" / "pre-commit").exists()
     assert not (ws / ".nbagent" / "session.jsonl").exists()
-    assert not (git / "HEAD_NOTE").exists()  # .git is protected whole (nbagent.protected.PROTECTED_PATHS)
+    assert not (git / "HEAD_NOTE").exists()  # .git is protected whole (nbagent.safety.protected.PROTECTED_PATHS)
     assert (ws / "made.txt").read_text() == "ok\n"  # control: the rest of the workspace is writable
 
 

@@ -8,11 +8,9 @@ import signal
 import time
 from pathlib import Path
 
-
 from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall
 from nbagent.events import ToolCallProgress
 from nbagent.toolbox import ShellResult
-
 from tests.toolbox.support import Runner
 
 
@@ -145,7 +143,7 @@ def test_the_timeout_is_bounded(runner: Runner) -> None:
 
 def test_a_write_the_sandbox_stops_is_said_apart_from_an_ordinary_failure(tmp_path):
     from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, render, toolbox
-    from nbagent.sandbox import sandbox_backend
+    from nbagent.safety.sandbox import sandbox_backend
 
     if not sandbox_backend().available:
         pytest.skip("no OS sandbox here")

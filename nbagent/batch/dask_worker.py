@@ -1,0 +1,260 @@
+"""The worker's side of a batch on a Dask cluster: one long-lived runner task per worker (nbagent.batch.dask
+starts them), each running up to its share of the batch's concurrency on the worker's event loop.
+
+A runner starts a life of its own (a fresh id, and an item queue named after it on the scheduler), says
+hello on the batch's report queue, then takes the lists of items the client's side puts in its queue into a
+local queue, from which its slots (as many as its share) take items one at a time. Every request of an item
+takes a permit first (`_RemoteGate`), from the few the runner keeps taken from the batch's permit queue
+ahead of its requests (`_Permits`); each item's start, each response
+(status, rate-limit headers) and usage, and each item's outcome go back on the report queue, gathered in one
+message per round trip (`_Outbox`): what gathers while one message travels goes in the next.
+
+A runner ends on the client's "stop", or within `_POLL` seconds of its task being cancelled or released
+(the client's side gone; a get it leaves waiting at the scheduler is on its own life's queue, which no one
+puts to after): it cancels its items' runs and flushes its reports. Dask does not interrupt a
+running task, so the runner watches its own task's state.
+
+Reads: the messages in its item queue (pickles: lists of items and their prompts). Who could have written
+them: anyone who can reach the cluster's scheduler, which can run any code on the workers anyway (Dask has
+no authority inside a cluster), so a pickle gives nothing more; the queue's name holds the runner's random
+life id, so no other batch writes there by mistake. The agent (unpickled from the bytes the client
+scattered) reads its key from this worker's environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import pickle
+import uuid
+from typing import Any
+
+from ..budget.ratelimit import request_gate
+from ..calls.permissions import Grants, PermissionPolicy
+
+__all__ = ["agent_on_worker", "runner"]
+
+_HEADERS = ("retry-after", "retry-after-ms")
+_POLL = 0.5
+"""Every this many seconds a runner looks whether its task is still wanted."""
+
+_AGENTS: dict[str, Any] = {}
+"""On a worker: the agents it was sent, unpickled once each (by the hash of their bytes)."""
+
+
+def agent_on_worker(blob: bytes) -> Any:
+    import cloudpickle
+
+    digest = hashlib.sha256(blob).hexdigest()
+    agent = _AGENTS.get(digest)
+    if agent is None:
+        agent = cloudpickle.loads(blob)
+        rules, mode, approver, granted = agent._policy_data
+        grants = Grants()
+        for tool, pattern in granted:
+            grants.add(tool, pattern)
+        agent.policy = PermissionPolicy(rules=rules, mode=mode, approver=approver, grants=grants)
+        if len(_AGENTS) > 16:
+            _AGENTS.clear()
+        _AGENTS[digest] = agent
+    return agent
+
+
+class _Outbox:
+    """Reports to the client's side: one message on the report queue per round trip, holding all that
+    gathered while the last one travelled (a 429's report waits at most one round trip)."""
+
+    def __init__(self, queue: Any) -> None:
+        self.queue = queue
+        self.items: list[dict[str, Any]] = []
+        self.task: asyncio.Task | None = None
+
+    def add(self, report: dict[str, Any]) -> None:
+        self.items.append(report)
+        if self.task is None or self.task.done():
+            self.task = asyncio.get_running_loop().create_task(self._send())
+
+    async def _send(self) -> None:
+        while self.items:
+            message, self.items = self.items, []
+            await self.queue.put(pickle.dumps(message))
+
+    async def flush(self) -> None:
+        while self.task is not None and not self.task.done():
+            await asyncio.gather(self.task, return_exceptions=True)
+        if self.items:
+            await self._send()
+
+
+class _Permits:
+    """This runner's permits: up to `keep` taken from the batch's permit queue ahead of its requests, so a
+    request seldom waits on a round trip to the scheduler. The client's side counts a permit as waiting
+    until a request uses it (the "took" report), so the permits waiting here and in the queue together are
+    never more than it allows."""
+
+    def __init__(self, queue: Any, keep: int) -> None:
+        self.queue = queue
+        self.ready: asyncio.Queue = asyncio.Queue()
+        self.room = asyncio.Semaphore(max(1, keep))
+        self.task = asyncio.get_running_loop().create_task(self._fill())
+
+    async def _fill(self) -> None:
+        while True:
+            await self.room.acquire()
+            self.ready.put_nowait(int(await self.queue.get()))
+
+    async def get(self) -> int:
+        permit = await self.ready.get()
+        self.room.release()
+        return permit
+
+
+class _RemoteGate:
+    """The worker's side of the gate: a permit (from the client's queue, by `_Permits`) before each request,
+    and reports back."""
+
+    __slots__ = ("permits", "out", "reserved", "headers")
+
+    def __init__(self, permits: Any, out: _Outbox) -> None:
+        self.permits, self.out = permits, out
+        self.reserved = 0
+        self.headers: dict[str, str] = {}
+
+    async def before(self, body_bytes: int) -> None:
+        self.reserved = await self.permits.get()  # a permit carries the tokens the client's side reserved
+        self.out.add({"kind": "took"})  # used: the client's side may put another in the queue
+
+    def after(self, status: int, headers: Any, retry_after: float | None) -> bool:
+        keep = {k: v for k, v in headers.items() if k.lower().startswith(("x-ratelimit", "anthropic-ratelimit"))
+                or k.lower() in _HEADERS}
+        if status >= 400:  # the client's side must know at once (a 429 pauses every worker)
+            self.out.add({"kind": "after", "status": status, "headers": keep, "retry_after": retry_after,
+                          "reserved": self.reserved})
+            self.reserved = 0
+        else:  # an answer: its headers travel with its usage, in one report
+            self.headers = keep
+        return status == 429
+
+    def settle(self, usage: Any) -> None:
+        output = int(getattr(usage, "output_tokens", 0) or 0) if usage is not None else None
+        used = (int(getattr(usage, "input_tokens", 0) or 0) + (output or 0)) if usage is not None else self.reserved
+        self.out.add({"kind": "settle", "reserved": self.reserved, "used": used, "output": output,
+                      "headers": self.headers})
+        self.reserved, self.headers = 0, {}
+
+
+async def _run_item(agent: Any, prompt: Any, gate: _RemoteGate, max_retries: int, worth_retrying: Any) -> dict[str, Any]:
+    """One item: a whole run, retried like in a local batch (`worth_retrying`: the same rule); its outcome as
+    plain data. Cancelled (the batch stopped), it cancels its run before it ends."""
+    token = request_gate.set(gate)
+    usage_total: dict[str, int] = {}
+    cost = None
+    attempts = 0
+    try:
+        while True:
+            attempts += 1
+
+            def on_event(event: Any) -> None:
+                if getattr(event, "kind", None) == "model_response":
+                    gate.settle(getattr(event.message, "usage", None))
+
+            run = agent.start(prompt, history=[], on_event=on_event)
+            try:
+                await asyncio.shield(run.wait())
+            except asyncio.CancelledError:
+                run.cancel("the batch was cancelled")
+                raise
+            except Exception:
+                pass
+            for k in run.usage.__dataclass_fields__:
+                usage_total[k] = usage_total.get(k, 0) + int(getattr(run.usage, k) or 0)
+            if run.cost is not None:
+                cost = (cost or 0.0) + run.cost
+            if run.status == "done":
+                status, error, output = "done", None, run.output
+                break
+            error = f"{type(run.error).__name__}: {run.error}" if run.error is not None else (run.stop_reason or run.status)
+            if not worth_retrying(run.error) or attempts > max_retries:
+                status, output = "failed", None
+                break
+    finally:
+        request_gate.reset(token)
+    return {"status": status, "output": output, "error": error, "usage": usage_total, "cost": cost,
+            "attempts": attempts}
+
+
+async def _slot(agent: Any, waiting: asyncio.Queue, permits: Any, out: _Outbox, max_retries: int,
+                worth_retrying: Any) -> None:
+    import cloudpickle
+
+    while True:
+        index, prompt = await waiting.get()
+        out.add({"kind": "started", "index": index})
+        outcome = await _run_item(agent, prompt, _RemoteGate(permits, out), max_retries, worth_retrying)
+        try:  # the output may be any object (a pydantic model): it travels as a pickle of its own
+            blob = cloudpickle.dumps(outcome)
+        except Exception as exc:
+            blob = cloudpickle.dumps({**outcome, "status": "failed", "output": None,
+                                      "error": f"the output could not travel back from the worker: {exc}"})
+        out.add({"kind": "result", "index": index, "outcome": blob})
+
+
+def _wanted(worker: Any, key: Any) -> bool:
+    state = getattr(worker, "state", None)
+    tasks = getattr(state, "tasks", None)
+    if tasks is None:
+        return True
+    task = tasks.get(key)
+    return task is not None and task.state in ("executing", "long-running")
+
+
+async def runner(blob: bytes, names: tuple[str, str, str], number: int, share: int, max_retries: int,
+                 worth_retrying: Any, key: str) -> int:
+    """Runner `number` of a batch on this worker (see the module docstring), its task's key `key`; returns how
+    many items it took."""
+    from distributed import Queue, get_client, get_worker
+
+    worker = get_worker()
+    client = get_client()
+    agent = agent_on_worker(blob)
+    life = uuid.uuid4().hex[:12]
+    permits, reports, inbox = await asyncio.gather(Queue(names[0], client=client), Queue(names[1], client=client),
+                                                   Queue(f"{names[2]}-{number}-{life}", client=client))
+    out = _Outbox(reports)
+    out.add({"kind": "hello", "runner": number, "life": life, "queue": inbox.name, "worker": worker.address})
+    waiting: asyncio.Queue = asyncio.Queue()
+    loop = asyncio.get_running_loop()
+    stock = _Permits(permits, share)
+    slots = [loop.create_task(_slot(agent, waiting, stock, out, max_retries, worth_retrying)) for _ in range(share)]
+    taken = 0
+
+    async def watch() -> None:  # Dask does not stop a running task: the runner looks at its own
+        while _wanted(worker, key):
+            await asyncio.sleep(_POLL)
+
+    watcher = loop.create_task(watch())
+    try:
+        while True:
+            getting = loop.create_task(inbox.get())
+            await asyncio.wait([getting, watcher], return_when=asyncio.FIRST_COMPLETED)
+            if not getting.done():  # the task was cancelled or released: the client's side is gone
+                getting.cancel()
+                break
+            message = pickle.loads(getting.result())
+            if message.get("stop"):
+                break
+            for item in message["items"]:
+                waiting.put_nowait(tuple(item))
+                taken += 1
+    finally:
+        watcher.cancel()
+        stock.task.cancel()
+        for slot in slots:
+            slot.cancel()
+        await asyncio.gather(*slots, return_exceptions=True)
+        try:
+            await asyncio.wait_for(out.flush(), 5.0)
+        finally:
+            for queue in (permits, reports, inbox):
+                queue.close()
+    return taken

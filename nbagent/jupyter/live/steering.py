@@ -1,0 +1,77 @@
+"""Steering a running run from the notebook: `%agent --steer TEXT` in a cell, and a text box in the live view.
+
+Both call `AgentRun.steer`: the message joins the run's transcript at its next turn boundary. What is typed
+is the person's own message to their own run; it is sent as a user message, like a prompt.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import ipywidgets as W
+from IPython.core.error import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from nbagent.agent.run import AgentRun
+
+__all__ = ["SteerBox", "steer_latest"]
+
+
+def steer_latest(session: Any, text: str) -> AgentRun:
+    """`%agent --steer TEXT`: send `text` into the latest run of this notebook that is still going."""
+    text = (text or "").strip()
+    if not text:
+        raise UsageError("%agent --steer needs the message: %agent --steer also plot the monthly totals")
+    live = session.live_runs()
+    if not live:
+        raise UsageError("no %agent run is going on to steer: start one with %agent PROMPT")
+    run = live[-1]
+    if not run.steer(text):
+        raise UsageError("that run has just ended: start another with %agent PROMPT")
+    print(f"Sent to the running run (it joins at the next turn): {text}")
+    return run
+
+
+class SteerBox:
+    """A one-line text box and a Send button under a live run's view: Enter or Send steers the run."""
+
+    def __init__(self, run: AgentRun) -> None:
+        self.run = run
+        self.sent: list[str] = []
+        self.text = W.Text(placeholder="Tell the agent something while it works (joins at its next turn)…",
+                           continuous_update=False, layout=W.Layout(flex="1 1 auto", width="auto"))
+        self.button = W.Button(description="Send", icon="paper-plane", tooltip="Send into the running run",
+                               layout=W.Layout(width="auto"))
+        self.note = W.HTML("")
+        self.button.on_click(lambda _: self.send())
+        self.text.observe(self._on_submit, names="value")
+        self.widget = W.VBox([W.HBox([self.text, self.button]), self.note], _dom_classes=("nba-steer",))
+
+    def _on_submit(self, change: dict[str, Any]) -> None:
+        if change.get("new"):
+            self.send()
+
+    def send(self) -> bool:
+        text = self.text.value.strip()
+        if not text:
+            return False
+        sent = self.run.steer(text)
+        if sent:
+            self.sent.append(text)
+            self.note.value = f'<span class="nba-history">sent: {_esc(text)}</span>'
+        else:
+            self.note.value = '<span class="nba-history">the run is over: start another with %agent</span>'
+        self.text.unobserve(self._on_submit, names="value")
+        self.text.value = ""
+        self.text.observe(self._on_submit, names="value")
+        return sent
+
+    def close(self) -> None:
+        self.widget.layout.display = "none"
+        self.text.disabled = self.button.disabled = True
+
+
+def _esc(text: str) -> str:
+    import html
+
+    return html.escape(text, quote=True)

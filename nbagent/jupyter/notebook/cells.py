@@ -1,0 +1,443 @@
+"""The notebook's cells as the notebook tools see them: what the tools return (`CellChange`, `CellRun`,
+`NotebookSnapshot`, `cells_of(run)`), the summaries of outputs the model reads, one kernel's
+`NotebookState` (the frontend connection, the sources the agent last saw), and running a cell through the
+notebook (`run_cell_in_notebook`), over the `nbagent.notebook` comm (notebook_comm.py).
+
+Reads the saved notebook file and what the frontend sends about the live one; the person, a collaborator,
+or anything that can write the notebook could have written either. What stops harm: cells are read as
+text for the model, never run here (running a cell is the run_cell tool, which asks as `python` does);
+outputs are cut (`MAX_OUTPUT`), images and HTML summarised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import os
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from nbagent.context import ToolContext
+from nbagent.messages import TextBlock
+from nbagent.render.runs import diff_html
+from nbagent.tools.results import ToolResult, error_result
+
+from .comm import FrontendError, NoFrontend, NotebookFrontend, frontend_for
+
+__all__ = ["MAX_OUTPUT", "RUN_REPORT_TIMEOUT", "RUN_START_TIMEOUT", "CellChange", "CellRun", "NotebookCell",
+           "NotebookSnapshot", "NotebookState", "cells_idle", "cells_of", "cut_text", "notebook_state",
+           "cell_name", "run_cell_in_notebook", "summarize_output", "summarize_outputs"]
+
+MAX_OUTPUT = 2500
+"""Characters of one output shown to the model (a cell's outputs together: twice that)."""
+RUN_START_TIMEOUT = 20.0
+"""Seconds for the notebook to start a cell run_cell asked for (then the cell may run as long as it needs)."""
+RUN_REPORT_TIMEOUT = 20.0
+"""Seconds for the notebook to report a cell's output once the kernel has finished running it."""
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_FRAME_SHAPE = re.compile(r"([\d,]+) rows\s*(?:×|x|&times;)\s*([\d,]+) columns")
+
+
+# --------------------------------------------------------------------------------------------------
+# What the tools return (details)
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class NotebookCell:
+    """One cell as read: id, position (1-based), type, source, execution count, outputs (nbformat dicts)."""
+
+    id: str
+    number: int
+    cell_type: str
+    source: str
+    execution_count: int | None = None
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    nbagent: dict[str, Any] | None = None
+
+
+@dataclass
+class NotebookSnapshot:
+    """What `read_notebook` saw: the cells, where from (`live` or the saved file), and the path."""
+
+    path: str
+    live: bool
+    cells: list[NotebookCell]
+    total: int
+    note: str = ""
+
+    def __repr__(self) -> str:
+        return f"<NotebookSnapshot {self.path!r} {'live' if self.live else 'saved'} {len(self.cells)} of {self.total} cells>"
+
+
+def _link(cell_id: str, text: str | None = None) -> str:
+    return (f'<a class="nba-cell-link" href="#nbagent-cell={html.escape(cell_id, quote=True)}" '
+            f'title="Scroll to this cell">{html.escape(text or "cell " + cell_id)} ↗</a>')
+
+
+@dataclass
+class CellChange:
+    """A cell the agent inserted, edited or deleted (`details` of insert_cell / edit_cell / delete_cell)."""
+
+    action: Literal["inserted", "edited", "deleted"]
+    cell_id: str
+    number: int
+    cell_type: str
+    source: str
+    diff: str
+    run: str | None = None
+    call: str | None = None
+    name: str = ""
+    """The cell as the person sees it (`[3] df.plot()`)."""
+
+    def link_html(self) -> str:
+        if self.action == "deleted":
+            return html.escape(f"{self.name or 'cell ' + self.cell_id} (deleted)")
+        return _link(self.cell_id, self.name or None)
+
+    def _repr_html_(self) -> str:
+        return f'<div>{self.action.capitalize()} {self.link_html()}</div>{diff_html(self.diff)}'
+
+
+@dataclass
+class CellRun:
+    """A cell the agent ran (`details` of run_cell, and of `python` with `python_in_cells`): its outputs as
+    the notebook shows them, and `value`, the live object of its last expression (`Out[n]`)."""
+
+    cell_id: str
+    number: int
+    source: str
+    status: str
+    execution_count: int | None
+    outputs: list[dict[str, Any]]
+    value: Any = None
+    inserted: bool = False
+    name: str = ""
+    """The cell as the person sees it (`[3] df.plot()`)."""
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        return next((o for o in self.outputs if o.get("output_type") == "error"), None)
+
+    def link_html(self) -> str:
+        return _link(self.cell_id, self.name or None)
+
+    def _repr_html_(self) -> str:
+        count = f"[{self.execution_count}]" if self.execution_count is not None and not self.name else ""
+        body = html.escape(summarize_outputs(self.outputs) or "(no output)")
+        return (f"<div>Ran {self.link_html()} {count} · {html.escape(self.status)}</div>"
+                f'<div class="nba-pre">{body}</div>')
+
+
+# --------------------------------------------------------------------------------------------------
+# Output summaries
+# --------------------------------------------------------------------------------------------------
+def _text(value: Any) -> str:
+    if isinstance(value, list):
+        return "".join(str(v) for v in value)
+    return "" if value is None else str(value)
+
+
+def cut_text(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    head = text[: limit * 2 // 3]
+    tail = text[-(limit // 3):]
+    return f"{head}\n… ({len(text) - len(head) - len(tail):,} characters left out) …\n{tail}"
+
+
+def _shape_of(value: Any) -> str | None:
+    shape = getattr(value, "shape", None)
+    if isinstance(shape, tuple) and getattr(value, "columns", None) is not None and len(shape) == 2:
+        return f"a {type(value).__name__} {shape[0]} x {shape[1]}"
+    if isinstance(shape, tuple) and type(value).__name__ in ("Series", "ndarray"):
+        return f"a {type(value).__name__} of shape {' x '.join(str(n) for n in shape)}"
+    return None
+
+
+def summarize_output(output: dict[str, Any], value: Any = None) -> str:
+    """One output of a cell, bounded: text, an error with its traceback's last lines, "an image",
+    "a DataFrame 1000 x 20". `value` is the live object behind an execute_result, when known."""
+    kind = output.get("output_type")
+    if kind == "stream":
+        text = _text(output.get("text")).rstrip("\n")
+        return f"[{output.get('name', 'stdout')}] {cut_text(text, MAX_OUTPUT)}" if text else ""
+    if kind == "error":
+        tb = [_ANSI.sub("", _text(line)) for line in output.get("traceback") or []]
+        lines = "\n".join(tb).strip().splitlines()
+        last = "\n".join(lines[-4:])
+        return cut_text(f"[error] {output.get('ename', 'Error')}: {output.get('evalue', '')}\n"
+                    f"traceback (last lines):\n{last}", MAX_OUTPUT)
+    data = output.get("data") or {}
+    parts: list[str] = []
+    shape = _shape_of(value) if value is not None else None
+    html_text = _text(data.get("text/html"))
+    if shape is None and html_text:
+        m = _FRAME_SHAPE.search(html_text)
+        if m and "dataframe" in html_text:
+            shape = f"a DataFrame {m.group(1).replace(',', '')} x {m.group(2).replace(',', '')}"
+        elif 'class="dataframe"' in html_text:
+            rows = html_text.count("<tr") - 1
+            cols = max(0, html_text.split("</tr>", 1)[0].count("<th") - 1)
+            if rows >= 0 and cols:
+                shape = f"a DataFrame {rows} x {cols}"
+    images = [m for m in data if m.startswith("image/")]
+    if shape:
+        parts.append(shape)
+    if images:
+        parts.append(f"an image ({', '.join(images)})")
+    plain = _text(data.get("text/plain"))
+    if "application/vnd.jupyter.widget-view+json" in data:
+        parts.append("a widget")
+    elif plain and not (images and plain.startswith("<Figure")):
+        parts.append(cut_text(plain.rstrip("\n"), MAX_OUTPUT if not shape else 800))
+    elif plain and images:
+        parts.append(plain.strip())
+    elif html_text and not shape:
+        stripped = re.sub(r"<[^>]+>", " ", html_text)
+        parts.append(f"HTML: {cut_text(' '.join(stripped.split()), 400)}")
+    elif not parts and data:
+        parts.append(f"a display of {', '.join(sorted(data))}")
+    label = "[out]" if kind == "execute_result" else "[display]"
+    return f"{label} " + "\n".join(parts) if parts else ""
+
+
+def summarize_outputs(outputs: list[dict[str, Any]], values: dict[int, Any] | None = None) -> str:
+    pieces = []
+    for out in outputs:
+        value = None
+        if values is not None and out.get("output_type") == "execute_result":
+            value = values.get(out.get("execution_count"))
+        piece = summarize_output(out, value)
+        if piece:
+            pieces.append(piece)
+    return cut_text("\n".join(pieces), MAX_OUTPUT * 2)
+
+
+# --------------------------------------------------------------------------------------------------
+# One kernel's notebook state
+# --------------------------------------------------------------------------------------------------
+class NotebookState:
+    """Per shell: the frontend connection, the sources the agent last saw, and the runs' ids."""
+
+    def __init__(self, shell: Any, frontend: NotebookFrontend | None = None) -> None:
+        self.shell = shell
+        self.frontend = frontend or frontend_for(shell)
+        self.seen: dict[str, str] = {}
+        """cell id -> the source the agent last read or wrote: an edit applies only while the cell holds it."""
+        self.saved_seen: dict[str, str] = {}
+        """cell id -> its source in the saved file, as the agent read it there (no basis for an edit)."""
+        self.names: dict[str, str] = {}
+        """cell id -> how the person sees the cell: `[3] first line` (its In [3]), or `cell 5 · first line`."""
+        self.running_cells = 0
+        self.started = 0
+        """How many cells began to run in this kernel (any cell; a run request watches it move)."""
+        self.finished = 0
+        self.last_written: dict[str, str] = {}
+        """run id -> the id of the last cell that run inserted (python_in_cells puts the next one after it)."""
+        self._hooked = False
+        self._hook_events()
+
+    def _hook_events(self) -> None:
+        events = getattr(self.shell, "events", None)
+        if events is None or self._hooked:
+            return
+
+        def pre(*_a: Any) -> None:
+            self.running_cells += 1
+            self.started += 1
+
+        def post(*_a: Any) -> None:
+            self.running_cells = max(0, self.running_cells - 1)
+            self.finished += 1
+
+        try:
+            events.register("pre_run_cell", pre)
+            events.register("post_run_cell", post)
+            self._hooked = True
+        except Exception:  # pragma: no cover - a shell without these events
+            pass
+
+    def run_id(self, ctx: ToolContext | None) -> str | None:
+        return getattr(ctx, "run_id", None)
+
+    def mark(self, ctx: ToolContext | None, action: str) -> dict[str, Any]:
+        return {"run": self.run_id(ctx), "call": getattr(ctx, "call_id", None), "action": action}
+
+    def config(self, name: str, default: Any = None) -> Any:
+        session = getattr(self.shell, "_nbagent_session", None)
+        return getattr(getattr(session, "config", None), name, default)
+
+    # -- the saved file --------------------------------------------------------------------------------------------
+    def saved_path(self) -> Path | None:
+        candidates = [self.config("notebook_path"), os.environ.get("NBAGENT_NOTEBOOK"),
+                      os.environ.get("JPY_SESSION_NAME"), self.frontend.info.get("path")]
+        for raw in candidates:
+            if not raw:
+                continue
+            path = Path(str(raw)).expanduser()
+            tries = [path] if path.is_absolute() else [Path.cwd() / path, Path.cwd() / path.name]
+            for p in tries:
+                if p.is_file():
+                    return p
+        return None
+
+    def read_saved(self) -> tuple[str, list[NotebookCell]]:
+        path = self.saved_path()
+        if path is None:
+            raise FileNotFoundError(
+                "the notebook's file is not known here: set %config NBAgent.notebook_path = \"name.ipynb\" "
+                "(or NBAGENT_NOTEBOOK in the kernel's environment)")
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        cells = []
+        for i, c in enumerate(nb.get("cells") or [], 1):
+            cells.append(NotebookCell(
+                id=str(c.get("id") or f"#{i}"), number=i, cell_type=c.get("cell_type", "code"),
+                source=_text(c.get("source")), execution_count=c.get("execution_count"),
+                outputs=list(c.get("outputs") or []), nbagent=(c.get("metadata") or {}).get("nbagent")))
+        for c in cells:  # no basis for an edit, but a run_cell asks about exactly this code (then cannot run)
+            self.saved_seen[c.id] = c.source
+            self.names.setdefault(c.id, cell_name(c))
+        return str(path), cells
+
+    # -- the live notebook ----------------------------------------------------------------------------------------
+    async def read_live(self) -> tuple[str, list[NotebookCell]]:
+        result = await self.frontend.request("read")
+        cells = [self._cell(c) for c in result.get("cells") or []]
+        for c in cells:
+            self.seen[c.id] = c.source
+            self.names[c.id] = cell_name(c)
+        return str(result.get("path") or ""), cells
+
+    def name(self, cell_id: Any) -> str:
+        """The cell as the person sees it (`[3] df.plot()`); its id while the agent has not read it."""
+        return self.names.get(cell_id) or f'cell "{cell_id}"'
+
+    async def live_source(self, cell_id: str) -> str | None:
+        """What the cell holds in the page now (None: no such cell), without changing what the agent saw."""
+        result = await self.frontend.request("read")
+        for c in result.get("cells") or []:
+            if str(c.get("id")) == cell_id:
+                cell = self._cell(c)
+                self.names[cell_id] = cell_name(cell)
+                return cell.source
+        return None
+
+    @staticmethod
+    def _cell(c: dict[str, Any]) -> NotebookCell:
+        return NotebookCell(id=str(c.get("id")), number=int(c.get("index", 0)) + 1,
+                            cell_type=str(c.get("cell_type", "code")), source=_text(c.get("source")),
+                            execution_count=c.get("execution_count"), outputs=list(c.get("outputs") or []),
+                            nbagent=c.get("nbagent"))
+
+    def out_values(self) -> dict[int, Any]:
+        out = (getattr(self.shell, "user_ns", None) or {}).get("Out")
+        return out if isinstance(out, dict) else {}
+
+
+_states_lock = threading.Lock()
+
+
+def notebook_state(shell: Any) -> NotebookState:
+    with _states_lock:
+        state = getattr(shell, "_nbagent_notebook", None)
+        if not isinstance(state, NotebookState):
+            state = NotebookState(shell)
+            shell._nbagent_notebook = state
+        return state
+
+
+def cells_of(run: Any) -> list[CellChange | CellRun]:
+    """The cells a run wrote, changed, deleted or ran, in call order (from its calls' results)."""
+    found = []
+    for rec in getattr(run, "calls", []):
+        details = getattr(getattr(rec, "result", None), "details", None)
+        if isinstance(details, (CellChange, CellRun)):
+            found.append(details)
+    return found
+
+
+# --------------------------------------------------------------------------------------------------
+# Running a cell through the notebook
+# --------------------------------------------------------------------------------------------------
+def cell_name(cell: NotebookCell) -> str:
+    """`[3] total = df.revenue.sum()`: the In [3] the person sees and the cell's first line (a cell never
+    run: `cell 5 · ...`, its place in the notebook)."""
+    first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
+    first = first if len(first) <= 40 else first[:39] + "…"
+    where = f"[{cell.execution_count}]" if cell.execution_count is not None else f"cell {cell.number}"
+    if cell.cell_type != "code":
+        where = f"{cell.cell_type} cell {cell.number}"
+    return f"{where} {first}" if first else f"{where} (empty)"
+
+
+async def run_cell_in_notebook(state: NotebookState, cell_id: str, ctx: ToolContext | None, *, inserted: bool = False,
+                               expected: str | None = None) -> ToolResult:
+    """Run a cell through the notebook; with `expected`, only while the cell holds exactly that code (the
+    page checks it as it starts the cell, so nothing can change it in between)."""
+    if not await cells_idle(state):
+        return error_result(
+            f'Cell "{cell_id}" was not run: a cell of this notebook is running right now (probably the one that '
+            "waits for this run, with --wait or `await run`), and the notebook runs one cell at a time. Use the "
+            "python tool instead, or start the run without waiting for it.")
+    try:
+        result = await _await_run(state, cell_id, expected)
+    except (NoFrontend, FrontendError) as exc:
+        if isinstance(exc, NoFrontend):
+            return error_result(f'Cell "{cell_id}" was not run: {exc}. Cells can only be run through nbagent\'s '
+                                "frontend part in JupyterLab or Notebook 7; the python tool runs code without it.")
+        return error_result(f'Cell "{cell_id}" was not run: {exc}')
+    cell = NotebookState._cell(result.get("cell") or {})
+    status = str(result.get("status", "ok"))
+    values = state.out_values()
+    value = values.get(cell.execution_count) if cell.execution_count is not None else None
+    state.seen[cell.id] = cell.source
+    state.names[cell.id] = cell_name(cell)
+    summary = summarize_outputs(cell.outputs, values) or "(no output)"
+    count = f"[{cell.execution_count}]" if cell.execution_count is not None else ""
+    details = CellRun(cell.id, cell.number, cell.source, status, cell.execution_count, cell.outputs, value, inserted,
+                      state.names[cell.id])
+    head = f'Ran cell "{cell.id}" {count}'.rstrip() + f" · {status}"
+    return ToolResult([TextBlock(f"{head}\n{summary}")], details=details, is_error=status == "error")
+
+
+async def _await_run(state: NotebookState, cell_id: str, expected: str | None = None) -> Any:
+    """Ask the notebook to run a cell and wait for its output, for as long as the cell runs in the kernel,
+    but not forever when the notebook went silent: the cell must start within RUN_START_TIMEOUT, and the
+    answer must come within RUN_REPORT_TIMEOUT of the kernel finishing it."""
+    loop = asyncio.get_running_loop()
+    started, finished = state.started, state.finished
+    task = asyncio.ensure_future(state.frontend.request("run", timeout=None, cell_id=cell_id, expected=expected))
+    t0 = loop.time()
+    idle_since: float | None = None
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=0.25)
+            if done:
+                return task.result()
+            now = loop.time()
+            if state.started == started:
+                if now - t0 > RUN_START_TIMEOUT:
+                    raise NoFrontend(f"the notebook did not start the cell within {RUN_START_TIMEOUT:g} s (is it "
+                                     "still open, and is its kernel this one?)")
+            elif state.finished > finished and state.running_cells == 0:
+                idle_since = idle_since if idle_since is not None else now
+                if now - idle_since > RUN_REPORT_TIMEOUT:
+                    raise NoFrontend("the cell ran in the kernel, but the notebook did not report its output "
+                                     f"within {RUN_REPORT_TIMEOUT:g} s (was it closed?)")
+            else:
+                idle_since = None
+    finally:
+        if not task.done():
+            task.cancel()
+
+
+async def cells_idle(state: NotebookState) -> bool:
+    """Whether no cell is running; waits a moment for the cell that started the run to finish."""
+    for _ in range(40):
+        if state.running_cells <= 0:
+            return True
+        await asyncio.sleep(0.05)
+    return state.running_cells <= 0

@@ -1,0 +1,396 @@
+"""The kernel's end of the nbagent panel: the side panel, the buttons on errors and cells, the reviews in cells.
+
+The page opens a comm with target `nbagent.panel` (registered by `%load_ext nbagent`; a kernel without it
+closes the comm at once, and the page says to load nbagent) and asks:
+
+    page -> kernel   {"id": N, "op": "state"}
+                     {"id": N, "op": "start", "prompt": "...", "kind": "prompt"|"ask"|"fix"|"explain",
+                      "cell": {"id", "source", "outputs"} | null, "model": "..." | null, "new": bool,
+                      "resume": "<stored session id>" | null}
+                     {"id": N, "op": "decide", "run": ID, "call": ID, "digest": "...", "choice": "approve"|"deny"|"always",
+                      "reason": "..."}
+                     {"id": N, "op": "stop", "run": ID}
+                     {"id": N, "op": "undone", "run": ID, "call": ID}
+    kernel -> page   {"id": N, "ok": true, "result": {...}}  or  {"id": N, "ok": false, "error": "why"}
+                     {"event": "run", "run": <summary, see panel_model>}   whenever a run moved on
+
+A run the panel starts goes through `NotebookSession.start`, the path `%agent` takes: it is the same
+`AgentRun` (`nbagent.jupyter.runs()` lists it, the store keeps it, `--resume` finds it), with the same
+live view, which the page draws with the notebook's own widget manager. Runs started with `%agent` are
+followed too (after each cell), so the panel shows the whole conversation.
+
+What it reads, who could have written it: the page's messages. The page is the person's (the comm is
+only reachable through the Jupyter server, with its token), but what it relays is not: a cell's source
+and error, which anyone may have written (see panel_prompts). What stops harm: a message is accepted only
+in one of the shapes above (anything else is refused, with why); a prompt is the person's, typed or chosen
+by a click; cell contents go to the model as data only; a decision applies only to the call waiting for it
+and only with the digest of the exact arguments the page showed (one decision, whichever button is first);
+nothing here runs code itself. What it sends back is JSON: the page sanitizes the HTML and writes the rest
+as text.
+
+Threads: JupyterLab may deliver comm messages on a kernel subshell's thread; every message is handed to
+the kernel's main loop (`call_soon_threadsafe`), where runs start and their views live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from IPython.core.error import UsageError
+
+from nbagent import render
+
+from .model import EDIT_TOOLS, digest, run_summary, stored_summary
+from .prompts import KINDS, cell_prompt
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..session.state import NotebookSession
+
+__all__ = ["PanelHub", "attach_panel", "detach_panel", "TARGET"]
+
+log = logging.getLogger("nbagent.jupyter")
+
+TARGET = "nbagent.panel"
+PROTOCOL = 1
+MAX_PROMPT = 100_000
+MAX_SOURCE = 200_000
+MAX_ID = 200
+PUSHED = frozenset({"run_started", "turn_started", "approval_requested", "approval_decided", "tool_call_started",
+                    "tool_call_finished", "model_response", "compacted", "run_finished"})
+"""The events after which the page is told (never the text deltas: the live view streams those itself)."""
+HEAD_CHANGES = frozenset({"run_started", "model_response", "compacted", "run_finished"})
+"""The events after which the run's model, cost and context gauge are measured again."""
+PUSH_DELAY = 0.1
+"""Seconds the page's news waits, so that however many events come meanwhile it is told once."""
+
+_S, _B, _D, _L = (str,), (bool,), (dict,), (list,)
+SHAPES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
+    # field: (types, required)
+    "state": {},
+    "start": {"prompt": (_S, True), "kind": (_S, False), "cell": (_D + (type(None),), False),
+              "model": (_S + (type(None),), False), "new": (_B, False), "resume": (_S + (type(None),), False)},
+    "decide": {"run": (_S, True), "call": (_S, True), "digest": (_S, True), "choice": (_S, True),
+               "reason": (_S, False)},
+    "stop": {"run": (_S, True)},
+    "undone": {"run": (_S, True), "call": (_S, True)},
+}
+
+
+def check(data: Any) -> str | None:
+    """Why a message from the page is refused (None: it has one of the known shapes)."""
+    if not isinstance(data, dict):
+        return "a request is a JSON object"
+    if not isinstance(data.get("id"), int) or isinstance(data.get("id"), bool):
+        return "a request has an integer id"
+    op = data.get("op")
+    shape = SHAPES.get(op) if isinstance(op, str) else None
+    if shape is None:
+        return f"unknown request {op!r}"
+    extra = set(data) - set(shape) - {"id", "op"}
+    if extra:
+        return f"{op}: unknown fields {sorted(extra)}"
+    for name, (types, required) in shape.items():
+        if name not in data:
+            if required:
+                return f"{op}: {name} is missing"
+            continue
+        value = data[name]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            return f"{op}: {name} has the wrong type"
+        if isinstance(value, str) and len(value) > (MAX_PROMPT if name == "prompt" else MAX_ID):
+            return f"{op}: {name} is too long"
+    if op == "start":
+        if data.get("kind", "prompt") not in KINDS + ("prompt",):
+            return f"start: kind must be one of {', '.join(KINDS + ('prompt',))}"
+        cell = data.get("cell")
+        if cell is not None:
+            if not isinstance(cell.get("id"), str) or len(cell["id"]) > MAX_ID:
+                return "start: cell.id must be a short string"
+            if not isinstance(cell.get("source", ""), str) or len(cell.get("source", "")) > MAX_SOURCE:
+                return "start: cell.source must be a string"
+            outputs = cell.get("outputs", [])
+            if not isinstance(outputs, list) or not all(isinstance(o, dict) for o in outputs) or len(outputs) > 100:
+                return "start: cell.outputs must be a list of outputs"
+        elif data.get("kind", "prompt") != "prompt":
+            return "start: this kind needs a cell"
+    if op == "decide" and data["choice"] not in ("approve", "deny", "always"):
+        return "decide: choice must be approve, deny or always"
+    return None
+
+
+class PanelHub:
+    """One kernel's panel connections, and the runs they are told about."""
+
+    def __init__(self, session: NotebookSession, loop: asyncio.AbstractEventLoop) -> None:
+        self.session = session
+        self.loop = loop
+        self.comms: list[Any] = []
+        self.meta: dict[str, dict[str, Any]] = {}
+        """Per run id: where it was started (panel or cell), the button, its short label, its cell."""
+        self.undone: dict[str, set[str]] = {}
+        self._followed: set[str] = set()
+        self._dirty: dict[str, set[str]] = {}
+        """Per run to tell the page about: which parts of its summary must be made again."""
+        self._parts: dict[str, dict[str, Any]] = {}
+        """Per run: the parts of its last summary (reused while nothing changed them)."""
+        self._scheduled = False
+        self._closed = False
+
+    # -- comms --------------------------------------------------------------------------------------------------
+    def on_open(self, comm: Any, msg: dict[str, Any]) -> None:
+        """The page opened a comm (on whatever thread the kernel delivered it)."""
+        self.comms.append(comm)
+        comm.on_msg(lambda m, comm=comm: self._received(comm, m))
+        comm.on_close(lambda _m=None, comm=comm: self._gone(comm))
+
+    def _gone(self, comm: Any) -> None:
+        if comm in self.comms:
+            self.comms.remove(comm)
+
+    def _received(self, comm: Any, msg: dict[str, Any]) -> None:
+        data = (msg.get("content") or {}).get("data")
+        try:
+            self.loop.call_soon_threadsafe(self._handle, comm, data)
+        except RuntimeError:  # the kernel's loop is gone
+            pass
+
+    def _reply(self, comm: Any, message_id: Any, ok: bool, payload: Any) -> None:
+        try:
+            comm.send({"id": message_id, "ok": True, "result": payload} if ok
+                      else {"id": message_id, "ok": False, "error": str(payload)})
+        except Exception:  # a comm already closed
+            log.debug("panel reply failed", exc_info=True)
+
+    def _handle(self, comm: Any, data: Any) -> None:
+        why = check(data)
+        message_id = data.get("id") if isinstance(data, dict) else None
+        if why is not None:
+            self._reply(comm, message_id, False, f"refused: {why}")
+            return
+        try:
+            result = getattr(self, "_op_" + data["op"])(data)
+        except UsageError as exc:
+            self._reply(comm, message_id, False, str(exc))
+        except Exception as exc:  # a bug must not leave the page waiting
+            log.exception("nbagent panel: %s failed", data["op"])
+            self._reply(comm, message_id, False, f"{type(exc).__name__}: {exc}")
+        else:
+            self._reply(comm, message_id, True, result)
+
+    # -- requests ---------------------------------------------------------------------------------------------
+    def _op_state(self, data: dict[str, Any]) -> dict[str, Any]:
+        self.follow_new()
+        session = self.session
+        runs = [self.summary(r) for r in session.runs]
+        stored = None
+        if not session.runs:
+            stored = self._stored()
+        conversation = session.stored.last
+        return {"runs": runs, "stored": stored, "session_id": session.stored.session_id,
+                "kernel": session.stored.origin, "conversation": conversation.id if conversation is not None else None,
+                "config": {"model": _spec(session.config.model), "mode": str(session.config.mode)}}
+
+    def _stored(self) -> dict[str, Any] | None:
+        from nbagent.sessions import SessionError, list_sessions, load_session
+
+        notebook = self.session.stored.notebook_path()
+        try:
+            found = list_sessions(self.session.workspace, notebook=notebook) if notebook else []
+            if not found:
+                return None
+            return stored_summary(load_session(self.session.workspace, found[-1].id))
+        except (SessionError, OSError, ValueError) as exc:
+            return {"id": None, "error": f"the stored conversation could not be read: {exc}", "messages": []}
+
+    def _op_start(self, data: dict[str, Any]) -> dict[str, Any]:
+        from ..session.state import RunOptions
+
+        session = self.session
+        kind = data.get("kind", "prompt")
+        prompt = data["prompt"]
+        label = render.one_line(prompt, 120)
+        cell = data.get("cell")
+        if kind != "prompt":
+            hidden = getattr(session.shell, "user_ns_hidden", {})
+            prompt, label = cell_prompt(kind, cell, prompt, session.shell.user_ns, hidden)
+        elif not prompt.strip():
+            raise UsageError("type what nbagent should do first")
+        resume = data.get("resume")
+        stored = session.stored
+        if resume and stored.last is None and stored.resumed is None and not data.get("new"):
+            stored.resume(resume)  # the stored conversation the panel showed: the run continues it
+        options = RunOptions(model=data.get("model") or None, new=bool(data.get("new")))
+        displays = session.displays
+        before, displays.cell_id = displays.cell_id, None  # not started by a cell: no cell's run to show again
+        try:
+            run = session.start(prompt, options)
+        finally:
+            displays.cell_id = before
+        self.meta[run.id] = {"source": "panel", "kind": kind, "label": label,
+                             "cell": cell.get("id") if isinstance(cell, dict) else None}
+        self.follow(run)
+        return self.summary(run)
+
+    def _run(self, run_id: str) -> Any:
+        for run in self.session.runs:
+            if run.id == run_id:
+                return run
+        raise UsageError(f"there is no run {run_id!r} in this kernel (it may have restarted)")
+
+    def _op_decide(self, data: dict[str, Any]) -> dict[str, Any]:
+        run = self._run(data["run"])
+        view = self.session.view(run)
+        rows = [r for r in (getattr(view, "pending", None) or []) if r.record is not None and r.record.id == data["call"]]
+        if not rows:
+            return {"taken": False, "why": "this call is not waiting for a decision any more (it was decided)"}
+        row = rows[0]
+        if digest(row.record.id, dict(row.pending.request.arguments or {})) != data["digest"]:
+            raise UsageError("refused: the call waiting differs from the one shown (its arguments changed); "
+                             "nothing was decided")
+        choice = data["choice"]
+        if choice == "approve":
+            taken = row.approve()
+        elif choice == "always":
+            taken = row.always_allow()
+        else:
+            taken = row.deny(data.get("reason") or "rejected in the notebook")
+        return {"taken": bool(taken)}
+
+    def _op_stop(self, data: dict[str, Any]) -> dict[str, Any]:
+        run = self._run(data["run"])
+        return {"stopped": bool(run.cancel("stopped from the nbagent panel"))}
+
+    def _op_undone(self, data: dict[str, Any]) -> dict[str, Any]:
+        run = self._run(data["run"])
+        if not any(c.id == data["call"] for c in run.calls):
+            raise UsageError(f"the run has no call {data['call']!r}")
+        self.undone.setdefault(run.id, set()).add(data["call"])
+        self.mark(run.id, "changes")
+        return {"ok": True}
+
+    # -- following runs ---------------------------------------------------------------------------------------
+    def summary(self, run: Any, fresh: set[str] | frozenset[str] = frozenset({"head", "changes"})) -> dict[str, Any]:
+        return run_summary(run, self.session.view(run), self.meta.get(run.id, {}), self.undone.get(run.id, set()),
+                           cached=self._parts.setdefault(run.id, {}), fresh=fresh)
+
+    def follow(self, run: Any) -> None:
+        if run.id in self._followed:
+            return
+        self._followed.add(run.id)
+        if run.done:
+            return
+        run_id = run.id
+
+        def listen(event: Any) -> None:
+            kind = event.kind
+            if kind in PUSHED:
+                if kind in HEAD_CHANGES:
+                    self.mark(run_id, "head")
+                elif kind == "tool_call_finished" and event.call.name in EDIT_TOOLS:
+                    self.mark(run_id, "changes")
+                else:
+                    self.mark(run_id)
+
+        run.subscribe(listen)
+
+    def follow_new(self) -> None:
+        """Follow the runs `%agent` started (called after each cell) and tell the page about them."""
+        for run in list(self.session.runs):
+            if run.id not in self._followed:
+                self.follow(run)
+                self.mark(run.id, "head", "changes")
+
+    def mark(self, run_id: str, *fresh: str) -> None:
+        """Tell the page about this run soon (once, however many events came meanwhile); `fresh`: the parts
+        of its summary to make again."""
+        if self._closed or not self.comms:
+            return
+        self._dirty.setdefault(run_id, set()).update(fresh)
+        if not self._scheduled:
+            self._scheduled = True
+            try:
+                self.loop.call_soon_threadsafe(self.loop.call_later, PUSH_DELAY, self._push)
+            except RuntimeError:
+                self._scheduled = False
+
+    def _push(self) -> None:
+        self._scheduled = False
+        dirty, self._dirty = self._dirty, {}
+        if not self.comms:
+            return
+        for run in list(self.session.runs):
+            if run.id in dirty:
+                message = {"event": "run", "run": self.summary(run, dirty[run.id])}
+                for comm in list(self.comms):
+                    try:
+                        comm.send(message)
+                    except Exception:
+                        log.debug("panel push failed", exc_info=True)
+
+    def close(self) -> None:
+        self._closed = True
+        for comm in list(self.comms):
+            try:
+                comm.close()
+            except Exception:
+                pass
+        self.comms.clear()
+
+
+def _spec(model: Any) -> str | None:
+    if model is None:
+        return None
+    return str(getattr(model, "spec", None) or model)
+
+
+def attach_panel(shell: Any, session: NotebookSession) -> PanelHub | None:
+    """`%load_ext nbagent` in a kernel: answer the panel's comm (None where there is no kernel or loop)."""
+    if getattr(shell, "kernel", None) is None:
+        return None
+    found = getattr(session, "_panel_hub", None)
+    if isinstance(found, PanelHub):
+        return found
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # loaded at the kernel's start-up (an IPython config): attach when the first cell runs
+        def first_cell(_info: Any = None) -> None:
+            shell.events.unregister("pre_run_cell", first_cell)
+            attach_panel(shell, session)
+
+        shell.events.register("pre_run_cell", first_cell)
+        return None
+    from comm import get_comm_manager
+
+    hub = PanelHub(session, loop)
+    get_comm_manager().register_target(TARGET, hub.on_open)
+    shell.events.register("post_run_cell", _after_cell_of(hub))
+    session._panel_hub = hub
+    return hub
+
+
+def _after_cell_of(hub: PanelHub):
+    def after_cell(_result: Any = None) -> None:
+        hub.follow_new()
+
+    after_cell.hub = hub  # type: ignore[attr-defined]
+    return after_cell
+
+
+def detach_panel(shell: Any, session: NotebookSession) -> None:
+    """`%unload_ext nbagent`: stop answering the panel (runs already started go on)."""
+    hub = getattr(session, "_panel_hub", None)
+    if not isinstance(hub, PanelHub):
+        return
+    hub.close()
+    try:
+        from comm import get_comm_manager
+
+        get_comm_manager().unregister_target(TARGET, hub.on_open)
+    except Exception:
+        pass
+    for callback in list(shell.events.callbacks.get("post_run_cell", [])):
+        if getattr(callback, "hub", None) is hub:
+            shell.events.unregister("post_run_cell", callback)
+    session._panel_hub = None

@@ -1,0 +1,79 @@
+"""How runs, tool calls and results look: HTML for notebooks, plain text for scripts and logs.
+
+    runs           a call's row, a run's header and footer, the static rendering and the text form
+    base           the small words: escaping, statuses, durations, the stylesheet (`render.css`)
+    markdown       the model's Markdown, raw HTML escaped, nothing remote loaded
+    results        a tool's result: text, images, rich reprs (sanitized), diffs
+    usage          tokens, cost and the context gauge
+    live           what happens beside the calls: steering, processes, approval notices
+    batch          a batch's progress and items
+
+The rule: this wing imports only the vocabulary at the top of nbagent, `safety` (every piece of HTML that
+is not its own passes `safety.sanitize`) and `budget` (prices). Data never imports it: importing this
+package registers its functions with `nbagent.reprs`, which data objects call for `_repr_html_`.
+"""
+
+from __future__ import annotations
+
+from .base import _esc, _style, frozen_status, plural
+from .runs import (
+    args_html,
+    call_inner_html,
+    call_label,
+    call_record_html,
+    call_text,
+    compaction_html,
+    cost_text,
+    css,
+    decision_note,
+    describe_object,
+    footer_html,
+    header_html,
+    history_count,
+    markdown_html,
+    one_line,
+    plain_answer,
+    prompt_html,
+    result_html,
+    run_html,
+    run_line_html,
+    run_line_text,
+    run_text,
+    seconds,
+    shown_items,
+    status_word,
+    tool_result_html,
+    tools_summary,
+)
+
+__all__ = [
+    "args_html",
+    "call_inner_html",
+    "call_label",
+    "call_record_html",
+    "call_text",
+    "compaction_html",
+    "cost_text",
+    "css",
+    "decision_note",
+    "describe_object",
+    "footer_html",
+    "frozen_status",
+    "header_html",
+    "history_count",
+    "markdown_html",
+    "one_line",
+    "plain_answer",
+    "plural",
+    "prompt_html",
+    "result_html",
+    "run_html",
+    "run_line_html",
+    "run_line_text",
+    "run_text",
+    "seconds",
+    "shown_items",
+    "status_word",
+    "tool_result_html",
+    "tools_summary",
+]

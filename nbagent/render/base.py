@@ -1,0 +1,146 @@
+"""The small words of every rendering: escaping, statuses and their pills, durations, counts, an object's
+short description, the stylesheet. `nbagent.render` and the modules beside it compose them; `render`
+re-exports the public ones.
+
+Reads what someone else wrote only to make it inert: `_esc` shows text as HTML (escaped, every control,
+bidi or invisible character shown as `⟨U+XXXX NAME⟩`), `_esc_output` a program's output (escaped, terminal
+escapes removed), `one_line` text for one line (terminal escapes removed), all through `nbagent.safety.sanitize`.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+from importlib import resources
+from typing import Any
+
+from ..safety import sanitize
+
+MAX_TEXT = 4000
+"""Characters of a result's text shown before it is cut (the whole text stays on the object)."""
+MAX_RICH = 200_000
+"""An object's own HTML (a DataFrame's table, say) longer than this is shown as text instead."""
+
+_WORDS = {
+    "ok": "done", "done": "done", "error": "error", "failed": "failed", "denied": "denied", "blocked": "blocked",
+    "not_found": "unknown tool", "invalid_arguments": "invalid arguments", "cancelled": "cancelled",
+    "timeout": "timed out", "running": "running", "waiting_for_approval": "needs approval", "pending": "queued",
+    "streaming": "preparing", "unfinished": "did not finish", "not_run": "never ran",
+}
+_ICONS = {
+    "ok": "✓", "done": "✓", "error": "✕", "failed": "✕", "denied": "⊘", "blocked": "⊘", "not_found": "?",
+    "invalid_arguments": "!", "cancelled": "■", "timeout": "✕", "waiting_for_approval": "!", "pending": "○",
+    "unfinished": "■", "not_run": "■",
+}
+_LIVE_STATUSES = frozenset({"running", "waiting_for_approval", "pending", "streaming"})
+
+
+def frozen_status(status: str) -> str:
+    """The status a call shows once its run can no longer go on (the kernel stopped, say): one that had
+    started did not finish; one still waiting for a decision or its turn never ran."""
+    if status in ("waiting_for_approval", "pending"):
+        return "not_run"
+    return "unfinished" if status in _LIVE_STATUSES else status
+
+
+@functools.cache
+def css() -> str:
+    """The stylesheet every nbagent rendering uses."""
+    return resources.files("nbagent.render").joinpath("render.css").read_text(encoding="utf-8")
+
+
+def _style() -> str:
+    return f"<style>{css()}</style>"
+
+
+def _esc(text: Any) -> str:
+    """Text as HTML: escaped, and every control, bidi or invisible character shown as what it is."""
+    return html.escape(sanitize.visible(str(text))[0], quote=True)
+
+
+def _esc_output(text: Any) -> str:
+    """A program's output as HTML: escaped, terminal escapes (colours) removed, other controls shown."""
+    return html.escape(sanitize.terminal_safe(text), quote=True)
+
+
+def hidden_warnings(*values: Any) -> list[str]:
+    """The warnings `sanitize.visible` gives for any text in `values` (nested in dicts and lists too), each
+    once: what a person approving these arguments must be told they cannot see as-is."""
+    found: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            for w in sanitize.visible(value)[1]:
+                if w not in found:
+                    found.append(w)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                walk(k)
+                walk(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v)
+
+    for value in values:
+        walk(value)
+    return found
+
+
+def _clip(text: str, limit: int | None = MAX_TEXT) -> str:
+    return text if limit is None or len(text) <= limit else text[:limit] + f"\n… ({len(text) - limit:,} more characters)"
+
+
+def one_line(text: str, limit: int = 110) -> str:
+    """Text on one line (whitespace collapsed, terminal escapes removed), cut with an ellipsis at `limit`."""
+    text = " ".join(sanitize.terminal_safe(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def seconds(value: float | None) -> str:
+    """A duration as people read it: 0.02 s, 3.4 s, 42 s, 2 min 05 s."""
+    if value is None:
+        return ""
+    if value < 0.1:
+        return f"{value:.2f} s"
+    if value < 10:
+        return f"{value:.1f} s"
+    if value < 60:
+        return f"{value:.0f} s"
+    minutes, secs = divmod(int(value), 60)
+    return f"{minutes} min {secs:02d} s"
+
+
+def plural(n: int, word: str) -> str:
+    """`1 call`, `2 calls`."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
+def status_word(status: str) -> str:
+    """The word shown for a status."""
+    return _WORDS.get(status, status.replace("_", " "))
+
+
+def _icon(status: str) -> str:
+    if status in ("running", "streaming"):
+        return '<span class="nba-spin"></span>'
+    if status == "waiting_for_approval":
+        return '<span class="nba-dot"></span>'
+    return _esc(_ICONS.get(status, "•"))
+
+
+def _pill(status: str, text: str | None = None) -> str:
+    return f'<span class="nba-pill nba-s-{_esc(status)}">{_icon(status)} {_esc(text or status_word(status))}</span>'
+
+
+def describe_object(obj: Any) -> str:
+    """A short description of a Python object: its type, and its shape or size when it has one."""
+    name = type(obj).__name__
+    shape = getattr(obj, "shape", None)
+    if isinstance(shape, tuple):
+        if len(shape) == 2 and all(isinstance(n, int) for n in shape):
+            return f"{name}, {shape[0]:,} rows × {shape[1]:,} columns"
+        return f"{name} {shape}"
+    if isinstance(obj, (str, bytes, list, tuple, dict, set, frozenset)):
+        unit = "character" if isinstance(obj, str) else "byte" if isinstance(obj, bytes) else "item"
+        return f"{name} of {plural(len(obj), unit)}"
+    return name

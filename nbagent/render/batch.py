@@ -1,0 +1,107 @@
+"""How a batch looks: one HTML block (the notebook's static rendering, also the live view's body) and text.
+
+    batch_html(batch)   progress bar, counts, throughput, tokens per minute against the limit, cost so far
+                        and projected, the latest items with their answers (each opens its run's view)
+    batch_text(batch)   the same as lines, for scripts and logs
+
+Render reads a batch's public attributes only (`results`, `counts()`, `limiter`, `elapsed`, `cost`...) and
+imports nothing above data. Items' inputs and outputs are untrusted text (a DataFrame's strings, the model's
+answers): they are escaped, never rendered as markup.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from ..budget.pricing import format_cost
+
+__all__ = ["batch_html", "batch_summary", "batch_text", "item_line"]
+
+LATEST = 8
+"""How many of the latest ended items the view lists."""
+_COLOURS = {"done": "#15803d", "failed": "#b91c1c", "cancelled": "#a16207"}
+
+
+def _esc(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _short(value: Any, limit: int = 90) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def batch_summary(batch: Any) -> dict[str, Any]:
+    """The numbers of the view: counts, throughput, tokens per minute, cost so far and projected."""
+    counts = batch.counts()
+    total = len(batch.results)
+    ended = counts["done"] + counts["failed"] + counts["cancelled"]
+    elapsed = max(batch.elapsed, 1e-9)
+    state = batch.limiter.state() if getattr(batch, "limiter", None) is not None else {}
+    cost = batch.cost
+    ran = [r for r in batch.results if r.status in ("done", "failed") and r.cost is not None]
+    projected = None
+    if cost is not None and ran:
+        projected = cost + (cost / len(ran)) * (total - ended)
+    return {"total": total, "ended": ended, **counts, "per_second": ended / elapsed if ended else 0.0,
+            "tokens_per_minute": state.get("tokens_per_minute") or 0.0,
+            "tokens_limit": state.get("tokens_per_minute_limit"), "requests_limit": state.get("requests_per_minute"),
+            "rate_limited": state.get("rate_limited", 0), "cost": cost, "projected": projected,
+            "elapsed": batch.elapsed}
+
+
+def item_line(result: Any) -> str:
+    """One ended item as text: its position, status and answer (or error)."""
+    what = result.output if result.status == "done" else (result.error or "")
+    return f"#{result.label} {result.status}: {_short(what)}"
+
+
+def _latest(batch: Any) -> list[Any]:
+    ended = [r for r in batch.results if r.status in ("done", "failed", "cancelled") and r.elapsed is not None]
+    ended += [r for r in batch.results if r.status in ("done", "failed") and r.elapsed is None]
+    return ended[-LATEST:][::-1]
+
+
+def batch_text(batch: Any) -> str:
+    s = batch_summary(batch)
+    lines = [f"batch {batch.id} · {batch.status} · {s['ended']}/{s['total']} items ({s['done']} done, "
+             f"{s['running']} running, {s['waiting']} waiting for you, {s['failed']} failed)",
+             f"{s['per_second']:.1f} items/s · {s['tokens_per_minute']:,.0f} tokens/min"
+             + (f" of {s['tokens_limit']:,.0f}" if s["tokens_limit"] else "")
+             + f" · {format_cost(s['cost'])}" + (f" (projected {format_cost(s['projected'])})" if s["projected"] else "")]
+    if batch.stop_reason:
+        lines.append(f"stopped: {batch.stop_reason}")
+    lines += [f"  {item_line(r)}" for r in _latest(batch)]
+    return "\n".join(lines)
+
+
+def batch_html(batch: Any, *, item_attrs: bool = False) -> str:
+    """The batch as one HTML block. `item_attrs`: rows carry `data-item` (the live view opens them)."""
+    s = batch_summary(batch)
+    share = s["ended"] / s["total"] if s["total"] else 1.0
+    bar = (f'<div class="nbagent-batch-bar" style="background:#e5e7eb;height:8px;border-radius:4px">'
+           f'<div style="width:{share * 100:.1f}%;background:#16a34a;height:8px;border-radius:4px"></div></div>')
+    counts = " · ".join(f"{s[k]} {label}" for k, label in (("done", "done"), ("running", "running"),
+                                                            ("waiting", "waiting for you"), ("failed", "failed")))
+    tokens = f"{s['tokens_per_minute']:,.0f} tokens/min" + (f" of {s['tokens_limit']:,.0f}" if s["tokens_limit"] else "")
+    cost = format_cost(s["cost"]) + (f" · projected {format_cost(s['projected'])}" if s["projected"] else "")
+    # the cost is kept from the notebook's MathJax (dollar signs are money)
+    cost = f'<span class="tex2jax_ignore mathjax_ignore">{_esc(cost)}</span>'
+    head = (f'<div class="nbagent-batch-head"><b>batch {_esc(batch.id)}</b> · {_esc(batch.status)} · '
+            f'{s["ended"]}/{s["total"]} items · {_esc(counts)}</div>')
+    stats = (f'<div class="nbagent-batch-stats">{s["per_second"]:.1f} items/s · {_esc(tokens)} · '
+             f'{s["rate_limited"]} rate-limited · {cost}</div>')
+    stop = f'<div class="nbagent-batch-stop">stopped: {_esc(batch.stop_reason)}</div>' if batch.stop_reason else ""
+    rows = []
+    for r in _latest(batch):
+        what = r.output if r.status == "done" else (r.error or "")
+        attr = f' data-item="{r.index}" style="cursor:pointer"' if item_attrs and r.run is not None else ""
+        colour = _COLOURS.get(r.status, "#6b7280")
+        rows.append(f'<tr{attr}><td style="padding:1px 8px 1px 0;color:#6b7280">#{_esc(r.label)}</td>'
+                    f'<td style="padding:1px 8px 1px 0;color:{colour}">{_esc(r.status)}</td>'
+                    f'<td style="padding:1px 0">{_esc(_short(what, 160))}</td></tr>')
+    table = (f'<table class="nbagent-batch-items" style="border-collapse:collapse;margin-top:4px">{"".join(rows)}'
+             '</table>') if rows else ""
+    return (f'<div class="nbagent-batch" style="padding:6px 8px;border:1px solid #e5e7eb;border-radius:6px">'
+            f'{head}{bar}{stats}{stop}{table}</div>')

@@ -1,0 +1,44 @@
+"""What keeps the person's secrets, page and machine safe from everything nbagent reads that someone else wrote.
+
+    secrets        credential values known to the process; `redact` finds them whole, in pieces, reversed, encoded
+    sanitize       what reaches the page (an allowlist HTML sanitizer) and the terminal (no control sequences)
+    sandbox        the OS wall around shell commands (bubblewrap, or Landlock in `sandbox_linux`)
+    protected      configuration in a workspace that starts programs (`.git`, `.mcp.json`, `.nbagent/`...)
+    trust          the person's trust store and session key, kept outside the workspace
+    signing        signed, chained lines for what nbagent stores and reads back
+
+The rule: this wing is the bottom of nbagent. It imports nothing else from nbagent (the standard library
+and its own modules only), so everything above can use it, and no change above can weaken it.
+"""
+
+from __future__ import annotations
+
+from .protected import PROTECTED_PATHS, protected_reason
+from .sandbox import SandboxPolicy, sandbox_backend, sandbox_command, sandbox_policy
+from .sanitize import sanitize_html, terminal_safe, visible
+from .secrets import add_secret, redact, redact_exception, redact_value, secret_values
+from .signing import seal, signer, unseal
+from .trust import config_dir, is_trusted, session_key
+
+__all__ = [
+    "PROTECTED_PATHS",
+    "SandboxPolicy",
+    "add_secret",
+    "config_dir",
+    "is_trusted",
+    "protected_reason",
+    "redact",
+    "redact_exception",
+    "redact_value",
+    "sandbox_backend",
+    "sandbox_command",
+    "sandbox_policy",
+    "sanitize_html",
+    "seal",
+    "secret_values",
+    "session_key",
+    "signer",
+    "terminal_safe",
+    "unseal",
+    "visible",
+]

@@ -1,0 +1,521 @@
+"""The OS sandbox shell commands run in: a wall that holds when the command classifier is wrong.
+
+Three policies, named as other agents name them:
+
+| policy | reads | writes | network | processes |
+|---|---|---|---|---|
+| `read-only` (what auto-allow runs) | the workspace, system and runtime paths | none (a private `/tmp` that vanishes) | off | all gone when the call ends |
+| `workspace-write` (what an approval runs) | the same | the workspace, except `PROTECTED_PATHS` (`.git`, `.nbagent/`, `.mcp.json`, editor settings...), each kept whole | off unless allowed | all gone when the call ends |
+| `danger-full-access` (explicit opt-in) | everything | everything | on | the process group is stopped |
+
+Never shown, under either backend: `secret_places()` (credential stores under home and Jupyter's runtime
+folder), wherever a runtime path or the workspace would bring them in. Runtime paths are the Python
+runtime and `PATH`'s directories; an entry's parent (`~/.local` for `~/.local/bin`) only when it holds
+none of those places.
+
+Backends, chosen once per process by `sandbox_backend()`:
+
+- **Linux, bubblewrap** (`bwrap`, Debian's `bubblewrap`): a new mount namespace that shows only the
+  system paths (`/usr`, `/etc`, `/opt`, the `/lib*` and `/bin` links), the runtime paths, then the
+  workspace; the home directory is an empty `tmpfs` (`~/.gitconfig` is shown read-only for git's
+  identity); secret places inside what is shown are masked. Its own PID namespace, killed with its
+  parent, so every process the command starts is gone when the call ends and no other process's `/proc`
+  is there; its own network namespace (only loopback: every protocol off); no capabilities, even as
+  root; `no_new_privs`. Protected paths are bound read-only over themselves, and the directories between
+  them and the workspace (`.git`) over themselves, so none of them can be renamed away (EBUSY on a
+  mount point). Files hidden by read deny rules look empty.
+- **Linux, Landlock** (kernel 5.13+; where bubblewrap is missing or cannot make namespaces, as in many
+  containers): the same reads and writes, enforced by the kernel on every open (`nbagent.safety.sandbox_linux`);
+  hidden files and secret places are left out of its rules (refused, not empty); TCP off by Landlock and
+  every other protocol by a seccomp filter; no capabilities (root's CAP_SYS_PTRACE would read other
+  processes' `/proc/<pid>/environ` past Landlock's ptrace scoping); no privileges needed. A right on a
+  directory holds for all beneath it, so protected paths stay read-only by leaving them and every directory
+  above them (the workspace's top level) out of the writable trees: below the top level is writable, a new
+  entry at the top is not. It has no PID namespace: processes left running are found by a marker in their
+  environment and stopped, and other processes' `/proc` entries stay readable.
+- **No sandbox** (neither can run, macOS, Windows, or `danger-full-access`): commands
+  run as plain processes in their own process group. The view's header says so, and shell auto-allow
+  shrinks to `STRICT_READ_ONLY_COMMANDS`, whose options are fully known.
+
+A scan that cannot finish fails closed (`hidden_paths`); a protected path a command made is removed.
+
+macOS (`sandbox-exec`) is planned, not built. The `python` tool runs in the kernel: no sandbox applies.
+
+It reads the workspace's names (to find what deny rules protect), which anyone could have written: they
+are only compared with the rules; nothing found there is run."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from .sandbox_linux import _DEVICES, MARKER_VARIABLE, LandlockRuleset, bubblewrap_seccomp, landlock_abi, stop_marked
+
+__all__ = ["CREDENTIAL_STORES", "HIDDEN_SCAN_LIMIT", "HiddenScanError", "MARKER_VARIABLE", "PROTECTED_PATHS",
+           "Prepared", "SandboxBackend", "hidden_paths", "jupyter_runtime_dirs", "landlock_abi", "prepare",
+           "SandboxPolicy", "sandbox_backend", "sandbox_command", "sandbox_policy", "secret_places"]
+
+from .protected import PROTECTED_PATHS  # noqa: E402 - the one list: configuration that can run programs
+
+"""Paths inside the workspace that `workspace-write` keeps read-only: configuration that can run programs
+(`.git`, `.mcp.json`, `.nbagent/`, editor and Jupyter settings; see `nbagent.safety.protected`)."""
+
+_SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix", "/snap")
+_HOME_FILES_SHOWN = (".gitconfig", ".config/git")
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxPolicy:
+    """What a sandboxed command may touch. `Agent(sandbox=...)` takes one of these or its name."""
+
+    name: str = "workspace-write"
+    """read-only, workspace-write or danger-full-access."""
+    network: bool = False
+    """Let the command reach the network (workspace-write only; read-only never does)."""
+    writable: tuple[str, ...] = ()
+    """More directories `workspace-write` may write to (absolute paths)."""
+
+    def __post_init__(self) -> None:
+        if self.name not in ("read-only", "workspace-write", "danger-full-access"):
+            raise ValueError(f"unknown sandbox {self.name!r}; choose read-only, workspace-write or danger-full-access")
+
+    def __str__(self) -> str:
+        extra = " + network" if self.network and self.name == "workspace-write" else ""
+        return self.name + extra
+
+
+def sandbox_policy(value: Any) -> SandboxPolicy:
+    """A `SandboxPolicy` from a policy or its name."""
+    if isinstance(value, SandboxPolicy):
+        return value
+    if value is None:
+        return SandboxPolicy()
+    return SandboxPolicy(str(value))
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxBackend:
+    """Which OS sandbox this process can use."""
+
+    name: str
+    """"bubblewrap", "landlock", or "none"."""
+    path: str | None = None
+    """The sandbox program."""
+    reason: str = ""
+    """Why there is none, when there is none."""
+    runtime_paths: tuple[str, ...] = field(default=())
+    """Directories outside the system paths that commands need (the Python runtime, PATH entries)."""
+
+    @property
+    def available(self) -> bool:
+        return self.name != "none"
+
+    def describe(self, policy: Any = None) -> str:
+        """One line for a header: "sandbox: bubblewrap, workspace-write" or why there is none."""
+        policy = sandbox_policy(policy)
+        if policy.name == "danger-full-access":
+            return "no sandbox (danger-full-access): shell auto-allow limited to a fixed list"
+        if not self.available:
+            return f"no sandbox ({self.reason}): shell auto-allow limited to a fixed list"
+        return f"sandbox: {self.name}, {policy}"
+
+
+@functools.lru_cache(maxsize=1)
+def sandbox_backend() -> SandboxBackend:
+    """The sandbox this machine offers, probed once (set `NBAGENT_SANDBOX=none` to turn it off)."""
+    wanted = os.environ.get("NBAGENT_SANDBOX", "").strip().lower()
+    if wanted in ("none", "off", "0", "false"):
+        return SandboxBackend("none", reason="NBAGENT_SANDBOX=none")
+    if not sys.platform.startswith("linux"):
+        return SandboxBackend("none", reason=f"no sandbox is built for {sys.platform} yet")
+    bubblewrap = _bubblewrap() if wanted != "landlock" else SandboxBackend("none", reason="NBAGENT_SANDBOX=landlock")
+    if bubblewrap.available or wanted == "bubblewrap":
+        return bubblewrap
+    if landlock_abi() >= 1:
+        return SandboxBackend("landlock", runtime_paths=_runtime_paths(),
+                              reason=f"{bubblewrap.reason}; Landlock ABI {landlock_abi()} instead")
+    return bubblewrap
+
+
+def _bubblewrap() -> SandboxBackend:
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return SandboxBackend("none", reason="bubblewrap is not installed (Debian/Ubuntu: apt install bubblewrap)")
+    try:
+        probe = subprocess.run(
+            [bwrap, "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "--die-with-parent",
+             "--cap-drop", "ALL", "--proc", "/proc", "--dev", "/dev", "true"],
+            capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return SandboxBackend("none", reason=f"bubblewrap could not start: {exc}")
+    if probe.returncode != 0:
+        why = probe.stderr.decode(errors="replace").strip().splitlines()
+        return SandboxBackend("none", reason="bubblewrap cannot create namespaces here"
+                              + (f": {why[-1]}" if why else ""))
+    return SandboxBackend("bubblewrap", bwrap, runtime_paths=_runtime_paths())
+
+
+CREDENTIAL_STORES = (".ssh", ".aws", ".azure", ".config/gcloud", ".netrc", ".docker", ".kube", ".gnupg",
+                     ".git-credentials", ".npmrc", ".pypirc", ".cargo/credentials", ".cargo/credentials.toml",
+                     ".config/gh", ".config/hub", ".password-store", ".terraform.d", ".config/nbagent",
+                     ".local/share/nbagent")
+"""Places under home that hold credentials (or nbagent's own trust and keys): never shown to a command."""
+
+
+def jupyter_runtime_dirs() -> tuple[str, ...]:
+    """Where Jupyter keeps kernels' connection files (their HMAC keys): `jupyter_core.paths.
+    jupyter_runtime_dir()` when jupyter_core is installed, and the places it would choose from the
+    environment (`JUPYTER_RUNTIME_DIR`, `JUPYTER_DATA_DIR`, `XDG_DATA_HOME`, `~/.local/share/jupyter`)."""
+    home = os.path.expanduser("~")
+    data = os.environ.get("JUPYTER_DATA_DIR") or os.path.join(
+        os.environ.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share"), "jupyter")
+    found = [os.environ.get("JUPYTER_RUNTIME_DIR") or "", os.path.join(data, "runtime"),
+             os.path.join(home, ".local", "share", "jupyter", "runtime")]
+    try:
+        from jupyter_core.paths import jupyter_runtime_dir
+
+        found.append(jupyter_runtime_dir())
+    except Exception:  # not installed, or it could not tell
+        pass
+    return tuple(dict.fromkeys(os.path.realpath(p) for p in found if p))
+
+
+def secret_places() -> tuple[str, ...]:
+    """Real paths no sandboxed command may see: `CREDENTIAL_STORES` under home and the Jupyter runtime
+    folders (whether they exist or not)."""
+    env = os.environ
+    return _secret_places(env.get("HOME", ""), env.get("JUPYTER_RUNTIME_DIR", ""), env.get("JUPYTER_DATA_DIR", ""),
+                          env.get("XDG_DATA_HOME", ""))
+
+
+@functools.lru_cache(maxsize=8)
+def _secret_places(*_environment: str) -> tuple[str, ...]:
+    home = os.path.realpath(os.path.expanduser("~"))
+    return tuple(dict.fromkeys([os.path.realpath(os.path.join(home, p)) for p in CREDENTIAL_STORES]
+                               + list(jupyter_runtime_dirs())))
+
+
+def _holds(path: str, places: Iterable[str]) -> bool:
+    """Whether `path` is one of `places`, inside one, or holds one."""
+    return any(p == path or p.startswith(path.rstrip("/") + "/") or path.startswith(p + "/") for p in places)
+
+
+_NOT_BOUND = ("/tmp/",)
+"""Runtime paths never bound (the sandbox has a /tmp of its own)."""
+
+
+def _runtime_paths() -> tuple[str, ...]:
+    """The Python runtime and PATH's directories, where they lie outside the system paths: a PATH entry
+    named `bin` or `shims` brings its parent (a virtual environment, `~/.pyenv`) unless that parent holds
+    a credential store or the Jupyter runtime folder (`~/.local`, `~/.cargo`): then only the entry itself,
+    and never a directory that is or holds one of `secret_places()`."""
+    import site
+
+    home = os.path.realpath(os.path.expanduser("~"))
+    places = secret_places()
+    found: list[str] = []
+    candidates = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable)]
+    candidates += os.environ.get("PATH", "").split(os.pathsep)
+    try:
+        candidates.append(site.getusersitepackages())  # what programs in ~/.local/bin import
+    except Exception:  # pragma: no cover
+        pass
+    for entry in candidates:
+        if not entry or not os.path.isabs(entry):
+            continue
+        real = os.path.realpath(entry)
+        choices = [os.path.dirname(real), real] if os.path.basename(real) in ("bin", "shims") else [real]
+        for choice in choices:
+            if not os.path.isdir(choice) or choice in ("/", home) or home.startswith(choice.rstrip("/") + "/"):
+                continue  # never the root or the home directory itself, nor a parent of home
+            if _under_system(choice) or choice.startswith(_NOT_BOUND) or _holds(choice, places):
+                continue
+            if not any(choice == f or choice.startswith(f + "/") for f in found):
+                found = [f for f in found if not f.startswith(choice + "/")] + [choice]
+            break
+    return tuple(sorted(found))
+
+
+def _under_system(path: str) -> bool:
+    return any(path == s or path.startswith(s + "/") for s in _SYSTEM_PATHS)
+
+
+def sandbox_command(
+    argv: list[str],
+    *,
+    workspace: Path,
+    cwd: Path | None = None,
+    policy: Any = "workspace-write",
+    hidden: Iterable[Path] = (),
+    backend: SandboxBackend | None = None,
+) -> list[str]:
+    """`argv` wrapped so it runs under `policy` (unchanged where there is no sandbox).
+
+    `hidden`: files and directories inside the workspace that must look empty to the command (what read
+    deny rules protect).
+    """
+    policy = sandbox_policy(policy)
+    backend = backend or sandbox_backend()
+    if policy.name == "danger-full-access" or not backend.available:
+        return list(argv)
+    ws = Path(os.path.realpath(workspace))
+    home = os.path.realpath(os.path.expanduser("~"))
+    args: list[str] = [backend.path or "bwrap", "--die-with-parent", "--new-session", "--unshare-pid",
+                       "--cap-drop", "ALL"]
+    if not (policy.network and policy.name == "workspace-write"):
+        args.append("--unshare-net")
+    for path in _SYSTEM_PATHS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run"]
+    if home != "/" and os.path.isdir(home) and not _under_system(home):
+        args += ["--tmpfs", home]  # an empty home: no keys, no dotfiles
+        for name in _HOME_FILES_SHOWN:
+            shown = os.path.join(home, name)
+            if os.path.exists(shown):
+                args += ["--ro-bind", shown, shown]
+    for path in backend.runtime_paths:
+        args += ["--ro-bind", path, path]
+    writes = policy.name == "workspace-write"
+    args += ["--bind" if writes else "--ro-bind", str(ws), str(ws)]
+    if writes:
+        for extra in policy.writable:
+            real = os.path.realpath(extra)
+            if os.path.isdir(real):
+                args += ["--bind", real, real]
+        args += protected_binds(ws)
+    bound = [str(ws), *backend.runtime_paths, *(os.path.realpath(p) for p in policy.writable)]
+    for place in secret_places():  # a credential store or Jupyter's runtime folder inside what is shown
+        if any(place == b or place.startswith(b + "/") for b in bound) and os.path.lexists(place):
+            args += _masked(place)
+    for path in hidden:
+        real = Path(os.path.realpath(path))
+        if real != ws and ws in real.parents and real.exists():
+            args += _masked(str(real))
+    args += ["--chdir", str(Path(os.path.realpath(cwd)) if cwd is not None else ws), "--"]
+    return args + list(argv)
+
+
+def _masked(path: str) -> list[str]:
+    """bubblewrap arguments that make `path` look empty (a directory) or blank (a file), read-only."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        return ["--tmpfs", path, "--remount-ro", path]
+    return ["--ro-bind", "/dev/null", path]
+
+
+def protected_binds(ws: Path) -> list[str]:
+    """bubblewrap arguments that keep `PROTECTED_PATHS` read-only as a whole: each one that exists is
+    bound read-only over itself (a mount point, so it cannot be written, removed, renamed away or replaced),
+    and each directory between it and the workspace (`.git`) is bound over itself, writable, so that it
+    cannot be renamed away either (rename of a mount point fails with EBUSY). One that does not exist yet
+    is removed after the call if the command made it (`created_protected`)."""
+    _make_own_folder(ws)
+    args: list[str] = []
+    parents: list[str] = []
+    for rel in PROTECTED_PATHS:
+        target = ws / rel
+        for parent in reversed(Path(rel).parents[:-1]):  # .git for .git/hooks
+            where = ws / parent
+            if str(where) not in parents and where.is_dir() and not where.is_symlink():
+                parents.append(str(where))
+                args += ["--bind", str(where), str(where)]
+    for rel in PROTECTED_PATHS:
+        target = ws / rel
+        if target.is_symlink():
+            real = os.path.realpath(target)
+            if real.startswith(str(ws) + "/") and os.path.exists(real):
+                args += ["--ro-bind", real, real]  # where the link leads, inside the workspace
+        elif target.exists():
+            args += ["--ro-bind", str(target), str(target)]
+    return args
+
+
+def _make_own_folder(ws: Path) -> None:
+    try:  # nbagent's own folder is protected even before nbagent first writes into it
+        (ws / ".nbagent").mkdir(exist_ok=True)
+    except OSError:
+        pass
+
+
+def missing_protected(ws: Path) -> list[Path]:
+    """The `PROTECTED_PATHS` of `ws` that do not exist now (what `remove_created` looks at after a call)."""
+    _make_own_folder(ws)
+    return [ws / rel for rel in PROTECTED_PATHS if not os.path.lexists(ws / rel)]
+
+
+def remove_created(paths: Iterable[Path]) -> list[str]:
+    """Remove what a command created at protected paths that did not exist before it ran (`missing_protected`);
+    the paths removed."""
+    removed = []
+    for path in paths:
+        if os.path.lexists(path):
+            try:
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+                removed.append(str(path))
+            except OSError:
+                removed.append(f"{path} (could not be removed)")
+    return removed
+
+
+HIDDEN_SCAN_LIMIT = 50_000
+"""How many entries of the workspace `hidden_paths` looks at, at most."""
+_SCANNED_LAST = {".git", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache", ".pytest_cache"}
+
+
+class HiddenScanError(OSError):
+    """The workspace's top folder alone holds more entries than `hidden_paths` may look at."""
+
+
+def hidden_paths(root: Path, denied: Any) -> tuple[Path, ...]:
+    """The files and directories under `root` that `denied(rel, real)` (read deny rules) protects: the
+    sandbox shows them empty. A directory that is denied hides all it holds. It fails closed: a folder it
+    cannot finish looking through (past `HIDDEN_SCAN_LIMIT` entries, or unreadable) is hidden whole, and so
+    is an entry the rule raises on; `.git`, virtual environments and caches are looked through last.
+    Raises `HiddenScanError` when the workspace's top folder itself cannot be looked through."""
+    found: list[Path] = []
+    seen = 0
+    base = Path(os.path.realpath(root))
+    pending: list[Path] = [base]
+    later: list[Path] = []
+    while pending or later:
+        directory = pending.pop() if pending else later.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            entries = None
+        if entries is None or seen + len(entries) > HIDDEN_SCAN_LIMIT:
+            if directory == base:
+                raise HiddenScanError(f"the workspace cannot be looked through for the files deny rules protect "
+                                      f"(more than {HIDDEN_SCAN_LIMIT:,} entries at its top, or unreadable)")
+            found.append(directory)  # not looked through: hidden whole
+            seen = HIDDEN_SCAN_LIMIT if entries is not None else seen
+            continue
+        for entry in entries:
+            seen += 1
+            path = Path(entry.path)
+            rel = path.relative_to(base).as_posix()
+            # walked from a real path without following links: only a link's real path differs
+            real = os.path.realpath(entry.path) if entry.is_symlink() else entry.path
+            try:
+                hide = denied(rel, real)
+            except Exception:  # a rule that cannot answer hides the entry
+                hide = True
+            if hide:
+                found.append(path)
+            elif entry.is_dir(follow_symlinks=False):
+                (later if entry.name in _SCANNED_LAST else pending).append(path)
+    return tuple(found)
+
+
+# -- Landlock: the fallback where bubblewrap cannot run (nbagent.safety.sandbox_linux) ---------------------------
+# Landlock (Linux 5.13+) restricts what a process and its children may open, with no namespaces and no
+# privileges. It cannot keep `.git/hooks` read-only inside a writable workspace, and it has no PID
+# namespace: processes that outlive the command are found by a marker in their environment and stopped
+# (a program that wipes its environment escapes that sweep).
+
+@dataclass(slots=True)
+class Prepared:
+    """A command ready to start under a sandbox: what to run, with what, and what to do after."""
+
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    """Variables to add to the command's environment."""
+    preexec_fn: Any = None
+    ruleset: LandlockRuleset | None = None
+    marker: str | None = None
+    tmpdir: str | None = None
+    watched: list[Path] = field(default_factory=list)
+    """Protected paths that did not exist before the call: removed after it if the command made them."""
+    removed: list[str] = field(default_factory=list)
+    """What `cleanup()` removed of them."""
+    pass_fds: tuple[int, ...] = ()
+    """File descriptors the sandbox program reads (bubblewrap's seccomp filter): passed, then closed."""
+
+    def started(self) -> None:
+        """Once the process started: close what was passed to it."""
+        for fd in self.pass_fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.pass_fds = ()
+
+    def stop_leftovers(self) -> None:
+        """Once the command exited: stop what it left running (Landlock; bubblewrap's PID namespace
+        already did)."""
+        if self.marker is not None:
+            stop_marked(self.marker)
+
+    def cleanup(self) -> None:
+        """After the command: stop what it left running, free what was made for it."""
+        self.stop_leftovers()
+        self.started()
+        if self.watched:
+            self.removed = remove_created(self.watched)
+            self.watched = []
+        if self.ruleset is not None:
+            self.ruleset.close()
+        if self.tmpdir is not None:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+def prepare(
+    argv: list[str],
+    *,
+    workspace: Path,
+    cwd: Path | None = None,
+    policy: Any = "workspace-write",
+    hidden: Iterable[Path] = (),
+    backend: SandboxBackend | None = None,
+) -> Prepared:
+    """How to start `argv` under `policy` with this machine's backend (plainly where there is none)."""
+    policy = sandbox_policy(policy)
+    backend = backend or sandbox_backend()
+    if policy.name == "danger-full-access" or not backend.available:
+        return Prepared(list(argv))
+    ws = os.path.realpath(workspace)
+    watched = missing_protected(Path(ws)) if policy.name == "workspace-write" else []
+    network = policy.network and policy.name == "workspace-write"
+    if backend.name == "bubblewrap":
+        wrapped = sandbox_command(argv, workspace=workspace, cwd=cwd, policy=policy, hidden=hidden, backend=backend)
+        fds = bubblewrap_seccomp(wrapped) if not network else ()  # a unix socket of the workspace is a way out
+        return Prepared(wrapped, watched=watched, pass_fds=fds)
+    import tempfile
+    import uuid
+
+    if any(ws == p or ws.startswith(p + "/") for p in secret_places()):
+        raise OSError("the workspace is inside a credential store or Jupyter's runtime folder")
+    tmpdir = tempfile.mkdtemp(prefix="nbagent-sandbox-")
+    writable = [tmpdir]
+    if policy.name == "workspace-write":
+        writable += [ws] + [os.path.realpath(p) for p in policy.writable]
+    home = os.path.realpath(os.path.expanduser("~"))
+    readable = [p for p in _SYSTEM_PATHS if os.path.exists(p)] + list(backend.runtime_paths) + [ws, "/proc"]
+    readable += [os.path.join(home, name) for name in _HOME_FILES_SHOWN]
+    excluded = list(secret_places()) + [os.path.realpath(h) for h in hidden]
+    # Landlock's rights on a directory hold for everything beneath it, so a protected path stays read-only
+    # only if no directory above it is writable: the workspace's own top level is then not writable either
+    # (its other entries are), and `.git` cannot be renamed away or written into.
+    protected = [os.path.join(ws, rel) for rel in PROTECTED_PATHS] if policy.name == "workspace-write" else []
+    read_only = [p for p in protected if os.path.lexists(p)]
+    try:
+        ruleset = LandlockRuleset(readable=readable, writable=writable, devices=_DEVICES, excluded=excluded,
+                                  network=network, read_only=read_only)
+    except BaseException:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        raise
+    marker = uuid.uuid4().hex
+    env = {MARKER_VARIABLE: marker, "TMPDIR": tmpdir, "TMP": tmpdir, "TEMP": tmpdir}
+    return Prepared(list(argv), env=env, preexec_fn=ruleset.restrict, ruleset=ruleset, marker=marker, tmpdir=tmpdir,
+                    watched=watched)

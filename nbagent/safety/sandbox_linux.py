@@ -1,0 +1,285 @@
+"""The Landlock fallback of `nbagent.safety.sandbox`: a ruleset made in the parent, and what the child sets
+between fork and exec: no new privileges, no capabilities (so root cannot read other processes'
+`/proc`), no network of any protocol (a seccomp filter), then the ruleset.
+
+Landlock's own network rules cover TCP only (bind and connect); UDP, raw sockets, netlink, and every
+other family stay open. `NetworkFilter` is a classic-BPF seccomp program, built in the parent, that makes
+`socket()` fail with EACCES for every address family, `AF_UNIX` included (a socket file in the
+workspace or outside it, or an abstract one, can be a server outside the sandbox: a dev server, a kernel's
+ipc transport, an ssh agent), and refuses `io_uring_setup` (io_uring can open sockets without calling
+`socket()`). `socketpair()` stays: it only connects a process to itself or its children. On x86_64 the x32 system-call range is refused too, and a
+process of another architecture is killed, so a 32-bit `socketcall` cannot walk around the filter.
+
+Landlock scopes `ptrace` (and so reading `/proc/<pid>/environ` and `/proc/<pid>/mem` of processes outside
+the sandbox), but a process with `CAP_SYS_PTRACE` is exempt, which root has. `drop_capabilities()`
+empties the bounding, ambient, effective, permitted and inheritable sets first, so a command run by a
+root kernel reads only its own processes' `/proc` entries (measured here: Linux 6.18, Landlock ABI 7;
+as root the environ of the kernel is readable without the drop and refused with it; as another user it
+is refused either way).
+
+It reads nothing anyone else wrote: it only builds and installs filters.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import platform
+import struct
+import sys
+from typing import Iterable
+
+__all__ = ["MARKER_VARIABLE", "LandlockRuleset", "NetworkFilter", "bubblewrap_seccomp", "drop_capabilities", "landlock_abi",
+           "stop_marked"]
+
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+_PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+_RET_ALLOW, _RET_ERRNO, _RET_KILL = 0x7FFF0000, 0x00050000, 0x80000000
+_EACCES = 13
+_AF_UNIX = 1
+_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
+_ARCHES = {  # machine -> (AUDIT_ARCH, socket, io_uring_setup, x32 bit or 0)
+    "x86_64": (0xC000003E, 41, 425, 0x40000000),
+    "aarch64": (0xC00000B7, 198, 425, 0),
+    "arm64": (0xC00000B7, 198, 425, 0),
+}
+
+
+def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
+    return struct.pack("=HBBI", code, jt, jf, k)
+
+
+class NetworkFilter:
+    """The seccomp program, ready to install in a child (`install()`); `supported` is False on a machine
+    whose system-call numbers it does not know (then the caller must not call the network off)."""
+
+    def __init__(self) -> None:
+        arch = _ARCHES.get(platform.machine())
+        self.supported = arch is not None and hasattr(ctypes, "CDLL")
+        if not self.supported:
+            return
+        audit, nr_socket, nr_uring, x32 = arch  # type: ignore[misc]
+        errno = _RET_ERRNO | _EACCES
+        program = [
+            _insn(_LD_W_ABS, 0, 0, 4),                 # 0: arch
+            _insn(_JEQ_K, 1, 0, audit),                # 1: ours -> 3
+            _insn(_RET_K, 0, 0, _RET_KILL),            # 2: another architecture: killed
+            _insn(_LD_W_ABS, 0, 0, 0),                 # 3: system call number
+            _insn(_JGE_K, 0, 1, x32 or 0xFFFFFFFF),    # 4: x32 range -> 5, else -> 6
+            _insn(_RET_K, 0, 0, errno),                # 5
+            _insn(_JEQ_K, 0, 1, nr_uring),             # 6: io_uring_setup -> 7
+            _insn(_RET_K, 0, 0, errno),                # 7
+            _insn(_JEQ_K, 0, 1, nr_socket),            # 8: socket, of any family -> 9
+            _insn(_RET_K, 0, 0, errno),                # 9
+            _insn(_RET_K, 0, 0, _RET_ALLOW),           # 10
+        ]
+        self.program = b"".join(program)
+        """The raw filter (an array of `struct sock_filter`), as bubblewrap's `--seccomp FD` reads it."""
+        self._code = ctypes.create_string_buffer(self.program, 8 * len(program))
+        # struct sock_fprog { unsigned short len; struct sock_filter *filter; }
+        self._prog = ctypes.create_string_buffer(struct.pack("=HxxxxxxQ", len(program), ctypes.addressof(self._code)))
+        self._libc = ctypes.CDLL(None, use_errno=True)
+
+    def install(self) -> bool:
+        """In the child (no_new_privs already set): True when the filter is in place."""
+        if not self.supported:
+            return False
+        return self._libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(self._prog), 0, 0) == 0
+
+
+def bubblewrap_seccomp(args: list[str]) -> tuple[int, ...]:
+    """Add `--seccomp FD` with `NetworkFilter`'s program to bubblewrap's `args` (in place); the fds to pass."""
+    network_filter = NetworkFilter()
+    if not network_filter.supported:
+        return ()
+    read_end, write_end = os.pipe()
+    os.write(write_end, network_filter.program)
+    os.close(write_end)
+    args[1:1] = ["--seccomp", str(read_end)]
+    return (read_end,)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+_SYS_CAPSET = {"x86_64": 126, "aarch64": 91, "arm64": 91}.get(platform.machine())
+
+
+def _last_capability() -> int:
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return 40
+
+
+_LAST_CAP = _last_capability()
+_LIBC = ctypes.CDLL(None, use_errno=True) if os.name == "posix" else None
+
+
+def drop_capabilities() -> bool:
+    """In the child: no capabilities left in any set, for this process and what it executes (root
+    included). True when none remain effective."""
+    if _LIBC is None or _SYS_CAPSET is None:
+        return False
+    for cap in range(_LAST_CAP + 1):
+        _LIBC.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)  # fails without CAP_SETPCAP: then there is none to drop
+    _LIBC.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = _CapHeader(0x20080522, 0)
+    data = (_CapData * 2)()
+    return _LIBC.syscall(_SYS_CAPSET, ctypes.byref(header), ctypes.byref(data)) == 0
+
+
+# -- Landlock ---------------------------------------------------------------------------------------------
+_SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446  # the same on x86_64 and arm64
+_PR_SET_NO_NEW_PRIVS = 38
+_FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_FS_READ = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
+_FS_RIGHTS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1,
+                     5: (1 << 16) - 1, 6: (1 << 16) - 1}
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
+MARKER_VARIABLE = "NBAGENT_SANDBOX_CALL"
+"""The environment variable that marks a Landlock-sandboxed command's processes."""
+
+
+@functools.lru_cache(maxsize=1)
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version (0: none)."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        version = libc.syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    except (OSError, AttributeError):
+        return 0
+    return max(int(version), 0)
+
+
+class LandlockRuleset:
+    """A ruleset made in the parent; the child only restricts itself with it (little work after fork)."""
+
+    def __init__(self, *, readable: Iterable[str], writable: Iterable[str], devices: Iterable[str],
+                 network: bool, excluded: Iterable[str] = (), read_only: Iterable[str] = ()) -> None:
+        """`excluded`: neither readable nor writable; `read_only`: readable, but left out of `writable`'s
+        trees (and so is every directory above one of them: nothing there can be removed or renamed)."""
+        import ctypes
+
+        abi = landlock_abi()
+        excluded = [os.path.realpath(p) for p in excluded]
+        self.network_filter = None if network else NetworkFilter()
+        if self.network_filter is not None and not self.network_filter.supported:
+            raise OSError(f"the network cannot be turned off for every protocol on {os.uname().machine}")
+        if abi < 1:
+            raise OSError("Landlock is not available")
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        fs = _FS_RIGHTS_BY_ABI.get(abi, _FS_RIGHTS_BY_ABI[6])
+        net = 0 if network or abi < 4 else 0b11  # bind and connect over TCP
+        scoped = 0b11 if abi >= 6 else 0  # abstract unix sockets and signals outside the sandbox
+        attr = (ctypes.c_uint64 * 3)(fs, net, scoped)
+        size = 8 if abi < 4 else 16 if abi < 6 else 24
+        fd = self._libc.syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+        if fd < 0:
+            raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
+        self.fd = fd
+        for root in readable:
+            for path, whole in _tree_except(root, excluded):
+                self._allow(path, _FS_READ if whole else _FS_READ_DIR, fs)
+        for path in devices:
+            self._allow(path, _FS_READ_FILE | _FS_WRITE_FILE | (1 << 15 if abi >= 5 else 0), fs)
+        kept = excluded + [os.path.realpath(p) for p in read_only]
+        for root in writable:
+            for path, whole in _tree_except(root, kept):
+                if whole:
+                    self._allow(path, fs, fs)
+
+    def _allow(self, path: str, rights: int, handled: int) -> None:
+        import ctypes
+
+        try:
+            target = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            if not os.path.isdir(path):  # a file takes only the rights that apply to files
+                rights &= _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | (1 << 14) | (1 << 15)
+            attr = (ctypes.c_ubyte * 12).from_buffer_copy(
+                int(rights & handled).to_bytes(8, "little") + int(target).to_bytes(4, "little", signed=True))
+            if self._libc.syscall(_SYS_ADD_RULE, ctypes.c_int(self.fd), ctypes.c_int(1), ctypes.byref(attr),
+                                  ctypes.c_uint32(0)) < 0:
+                raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
+        finally:
+            os.close(target)
+
+    def restrict(self) -> None:
+        """In the child, before exec: no new privileges, then the ruleset."""
+        import ctypes
+
+        if self._libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            os._exit(126)
+        drop_capabilities()  # root's CAP_SYS_PTRACE would let it read the kernel's /proc/<pid>/environ
+        if self.network_filter is not None and not self.network_filter.install():
+            os._exit(126)
+        if self._libc.syscall(_SYS_RESTRICT_SELF, ctypes.c_int(self.fd), ctypes.c_uint32(0)) != 0:
+            os._exit(126)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _tree_except(root: str, excluded: list[str]) -> list[tuple[str, bool]]:
+    """Landlock rules that give `root`'s tree, but none of `excluded` inside it: `(path, whole)`, where
+    whole=False is a directory on the way to an excluded place (it may be listed, not read or written;
+    so a file made in it later cannot be read either). Symbolic links get no rule of their own."""
+    inside = [e for e in excluded if e.startswith(root.rstrip("/") + "/")]
+    if any(root == e or root.startswith(e + "/") for e in excluded):
+        return []
+    if not inside:
+        return [(root, True)]
+    out: list[tuple[str, bool]] = [(root, False)]
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return out
+    for entry in entries:
+        if entry.path in inside or entry.is_symlink():
+            continue
+        if entry.is_dir(follow_symlinks=False) and any(e.startswith(entry.path + "/") for e in inside):
+            out += _tree_except(entry.path, inside)
+        else:
+            out.append((entry.path, True))
+    return out
+
+
+def stop_marked(marker: str) -> int:
+    """SIGKILL every process whose environment carries `MARKER_VARIABLE=marker`; how many there were."""
+    import signal
+
+    needle = f"{MARKER_VARIABLE}={marker}".encode()
+    stopped = 0
+    for _ in range(3):  # a process may fork while the sweep runs
+        found = 0
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if needle not in f.read():
+                        continue
+                os.kill(int(entry), signal.SIGKILL)
+                found += 1
+            except OSError:
+                continue
+        stopped += found
+        if not found:
+            break
+    return stopped

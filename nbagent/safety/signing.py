@@ -1,0 +1,74 @@
+"""Signed JSON lines: how the session store detects a file that someone else changed.
+
+Every stored line ends with its MAC, inside the JSON object so the file stays JSON lines:
+
+    {"kind":"message","message":{...},"mac":"<64 hex>"}
+
+The MAC is HMAC-SHA256, with the key kept outside the workspace (`nbagent.safety.trust.session_key`), over the
+MAC of the line before (32 zero bytes for the first line) followed by the line's bytes without its MAC.
+So a line that was edited, forged without the key, taken from another file, moved, or whose predecessor
+was removed does not verify. The header names the key by a short digest (`key_id`), so a file signed
+with another key (another machine, a key that was replaced) says so instead of failing line by line.
+What it does not detect: a file cut after a whole line (its last lines removed): the end is not signed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Any
+
+__all__ = ["MAC_SUFFIX_BYTES", "START", "has_mac", "key_id", "seal", "signer", "unseal"]
+
+START = bytes(32)
+"""The chain value before a file's first line."""
+_PREFIX = b',"mac":"'
+MAC_SUFFIX_BYTES = len(_PREFIX) + 64 + 2
+"""`,"mac":"<64 hex>"}`: what sealing adds in place of a line's closing brace."""
+
+
+def key_id(key: bytes) -> str:
+    """A short public name of a key (not usable to forge anything)."""
+    return hashlib.sha256(b"nbagent-session-key-id\0" + key).hexdigest()[:16]
+
+
+def signer(key: bytes) -> Any:
+    """An HMAC-SHA256 keyed once: each line then costs a copy, not a key schedule (half the time)."""
+    return hmac.new(key, digestmod=hashlib.sha256)
+
+
+def seal(keyed: Any, previous: bytes, lines: list[bytes]) -> tuple[bytes, bytes]:
+    """The lines (each one JSON object, no newline inside) signed with `signer(key)` and joined with
+    newlines (and one at the end); returns them and the chain value after the last."""
+    out = []
+    mac = previous
+    for line in lines:
+        h = keyed.copy()
+        h.update(mac)
+        h.update(line)
+        mac = h.digest()
+        out.append(line[:-1] + _PREFIX + mac.hex().encode("ascii") + b'"}')
+    out.append(b"")
+    return b"\n".join(out), mac
+
+
+def unseal(key: bytes, previous: bytes, line: bytes) -> tuple[bytes, bytes] | None:
+    """`(the line without its MAC, the chain value after it)` when it verifies; None when it does not
+    (or has no MAC)."""
+    line = line.rstrip(b"\r")
+    if len(line) <= MAC_SUFFIX_BYTES or line[-MAC_SUFFIX_BYTES:-66] != _PREFIX or not line.endswith(b'"}'):
+        return None
+    body = line[:-MAC_SUFFIX_BYTES] + b"}"
+    try:
+        given = bytes.fromhex(line[-66:-2].decode("ascii"))
+    except ValueError:
+        return None
+    mac = hmac.digest(key, previous + body, "sha256")
+    if not hmac.compare_digest(mac, given):
+        return None
+    return body, mac
+
+
+def has_mac(line: bytes) -> bool:
+    line = line.rstrip(b"\r")
+    return len(line) > MAC_SUFFIX_BYTES and line[-MAC_SUFFIX_BYTES:-66] == _PREFIX

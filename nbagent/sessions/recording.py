@@ -1,0 +1,127 @@
+"""Recording runs into the session store (`nbagent.sessions`) as they go.
+
+`SessionRecorder(writer, run).attach()` listens to a run's events and writes what is new at the points
+where the transcript is whole: the prompt when the run starts, the model's response as soon as it arrives
+(so calls that were running when a kernel died come back "interrupted"), the batch's results at the start
+of the next turn, and the run's end. `rolled_back(run)` is the conversation a run leaves behind.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..messages import AssistantMessage, Message
+from ._writer import SessionWriter
+
+__all__ = ["SessionRecorder", "rolled_back"]
+
+
+class SessionRecorder:
+    """Writes a run into a session as it goes, from the run's events: the prompt when it starts, then at
+    the start of every turn (the previous batch's results are in the transcript by then) and at its end,
+    the messages, finished calls and request bodies that are new, committed with an fsync.
+
+    It reads only the run's public record (`messages`, `calls`, `requests`, `status`), so the loop knows
+    nothing of it."""
+
+    def __init__(self, writer: SessionWriter, run: Any) -> None:
+        self.writer = writer
+        self.run = run
+        self._messages = _history_length(run)
+        self._calls = 0
+        self._requests = 0
+        self._early: Any = None
+        self.error: BaseException | None = None
+        """The last error writing raised (recording never fails a run)."""
+
+    def attach(self) -> SessionRecorder:
+        self.run.subscribe(self)
+        return self
+
+    def __call__(self, event: Any) -> None:
+        kind = getattr(event, "kind", "")
+        try:
+            if kind == "run_started":
+                model = getattr(getattr(self.run, "model", None), "spec", None)
+                self.writer.run_started(getattr(self.run, "prompt", None), model=model,
+                                        mode=getattr(getattr(self.run, "agent", None), "mode", None))
+                self.flush()
+            elif kind == "model_response":
+                # the calls the model asked for are on disk before they run: if the kernel dies during the
+                # batch, resuming answers them "interrupted" (flushed, not fsynced: the batch's end is)
+                message = getattr(event, "message", None)
+                if message is not None:
+                    self.flush(commit=False)
+                    self.writer.messages([message])
+                    self._early = message
+                    self.writer.commit(fsync=False)
+            elif kind == "turn_started":
+                self.flush()
+            elif kind == "compacted":
+                # Every message before it was written at the turn's start; the run's list is the new one now.
+                self.writer.compaction(event.compaction)
+                self._messages = len(self.run.messages)
+                self.writer.commit()
+            elif kind == "run_finished":
+                self.flush(end=True)
+        except Exception as exc:  # a full disk must not stop the run; the error is kept
+            self.error = exc
+
+    def flush(self, *, end: bool = False, fsync: bool = True, commit: bool = True) -> None:
+        run = self.run
+        messages = run.messages
+        new = messages[self._messages:]
+        if self._early is not None and new and _same_response(new[0], self._early):
+            new = new[1:]  # written when the model answered
+        if new:
+            self._early = None
+        self.writer.messages(new)
+        self._messages = len(messages)
+        calls = run.calls
+        while self._calls < len(calls) and getattr(calls[self._calls], "status", "") not in ("pending", "running",
+                                                                                             "waiting"):
+            self.writer.call(calls[self._calls])
+            self._calls += 1
+        requests = run.requests
+        for body in requests[self._requests:]:
+            self.writer.request(body)
+        self._requests = len(requests)
+        if end:
+            for rec in calls[self._calls:]:
+                self.writer.call(rec)
+            self._calls = len(calls)
+            self.writer.run_ended(run.status, usage=getattr(run, "usage", None), error=getattr(run, "error", None),
+                                  cost=getattr(run, "cost", None),
+                                  output=run.output if isinstance(getattr(run, "output", None), str) else None)
+            self.writer.close()
+            return
+        if commit:
+            self.writer.commit(fsync=fsync)
+
+
+def _same_response(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    return (isinstance(a, AssistantMessage) and isinstance(b, AssistantMessage) and a.text == b.text
+            and [c.id for c in a.tool_calls] == [c.id for c in b.tool_calls])
+
+
+def rolled_back(run: Any) -> list[Message]:
+    """The conversation after `run`: its messages, less a prompt the model never answered (a run that
+    failed before any response), so the next prompt does not follow another user message."""
+    messages = list(run.messages)
+    start = _history_length(run)
+    if getattr(run, "status", "") in ("failed", "cancelled") and not any(
+            isinstance(m, AssistantMessage) for m in messages[start:]):
+        return messages[:start]
+    return messages
+
+
+def _history_length(run: Any) -> int:
+    """How many of the run's messages were there before it (they are in the session already)."""
+    new = getattr(run, "new_messages", None)
+    if callable(new):
+        new = new()
+    if isinstance(new, list):
+        return len(run.messages) - len(new)
+    return getattr(run, "_history_length", 0)

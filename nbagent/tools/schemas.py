@@ -1,0 +1,224 @@
+"""The parameters of a tool: the schema the model is sent, and the validation of what comes back.
+
+From a function's signature: a pydantic model of its parameters (type hints, defaults, `Field`s, the
+docstring's parameter descriptions), whose JSON Schema is sent without pydantic's titles. From a raw JSON
+Schema: sent unchanged, checked with `jsonschema` when the tool is defined, and used to validate each
+call. pydantic and jsonschema are imported when the first tool needs them, not with nbagent. Validation errors are written for the model, so it can correct its call.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import types
+import typing
+import warnings
+from typing import TYPE_CHECKING, Any, Callable, Union
+
+from ..context import ToolContext
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pydantic
+
+__all__ = ["Arguments", "ArgumentsError", "ToolDefinitionError", "strip_titles"]
+
+
+class ToolDefinitionError(ValueError):
+    """A tool was declared wrongly (raised when it is defined, never during a run)."""
+
+
+class ArgumentsError(ValueError):
+    """Arguments did not validate; the message is written for the model, so it can correct them."""
+
+
+class Arguments(dict):
+    """Validated arguments: a dict that also allows attribute access (`args.path`)."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"no argument {name!r} (have: {', '.join(self) or 'none'})") from None
+
+
+def strip_titles(schema: Any) -> Any:
+    """Remove pydantic's generated `title`s from a schema (they cost tokens and say nothing)."""
+    if isinstance(schema, dict):
+        out = {}
+        for key, value in schema.items():
+            if key == "title" and isinstance(value, str):
+                continue
+            if key in ("properties", "$defs", "definitions", "patternProperties") and isinstance(value, dict):
+                out[key] = {k: strip_titles(v) for k, v in value.items()}
+            elif isinstance(value, (dict, list)):
+                out[key] = strip_titles(value)
+            else:
+                out[key] = value
+        return out
+    if isinstance(schema, list):
+        return [strip_titles(v) for v in schema]
+    return schema
+
+
+def _is_context_annotation(annotation: Any) -> bool:
+    if annotation is ToolContext:
+        return True
+    if isinstance(annotation, str):
+        return annotation.replace("nbagent.", "").split("|")[0].strip() in ("ToolContext", "Optional[ToolContext]")
+    origin = typing.get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        return any(a is ToolContext for a in typing.get_args(annotation))
+    if origin is typing.Annotated:
+        return _is_context_annotation(typing.get_args(annotation)[0])
+    return False
+
+
+def _signature_model(fn: Callable, name: str, param_docs: dict[str, str], localns: dict[str, Any] | None = None):
+    """Build the pydantic model of a function's parameters; return (model, ctx_param, positional-only names)."""
+    import pydantic  # here, not at the top: `import nbagent` does not pay for pydantic until a tool is made
+    from pydantic import ConfigDict
+    from pydantic.fields import FieldInfo
+
+    sig = inspect.signature(fn)
+    try:
+        hints = typing.get_type_hints(fn, localns=localns, include_extras=True)
+    except Exception:
+        hints = {k: v.annotation for k, v in sig.parameters.items() if v.annotation is not inspect.Parameter.empty}
+    fields: dict[str, Any] = {}
+    ctx_param: str | None = None
+    positional_only: list[str] = []
+    for pname, param in sig.parameters.items():
+        annotation = hints.get(pname, param.annotation)
+        if _is_context_annotation(annotation) or (annotation is inspect.Parameter.empty and pname == "ctx"):
+            ctx_param = pname
+            continue
+        if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            continue
+        if pname.startswith("_"):
+            raise ToolDefinitionError(f"tool {name!r}: parameter {pname!r} starts with '_' and cannot be sent by a model")
+        if param.kind is inspect.Parameter.POSITIONAL_ONLY:
+            positional_only.append(pname)
+        if annotation is inspect.Parameter.empty:
+            annotation = Any
+        default = param.default
+        field_kwargs: dict[str, Any] = {}
+        if pname in param_docs and param_docs[pname]:
+            field_kwargs["description"] = param_docs[pname]
+        if isinstance(default, FieldInfo):
+            if "description" in field_kwargs and not default.description:
+                default.description = field_kwargs["description"]
+            fields[pname] = (annotation, default)
+        elif default is inspect.Parameter.empty:
+            fields[pname] = (annotation, pydantic.Field(..., **field_kwargs))
+        else:
+            fields[pname] = (annotation, pydantic.Field(default, **field_kwargs))
+    model_name = re.sub(r"\W", "_", name) or "Args"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # parameter names that shadow BaseModel attributes are fine here
+        try:
+            model = pydantic.create_model(
+                model_name,
+                __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True, protected_namespaces=()),
+                **fields,
+            )
+        except Exception as exc:
+            raise ToolDefinitionError(f"tool {name!r}: cannot build a schema from its signature: {exc}") from exc
+    return model, ctx_param, positional_only
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return type(value).__name__
+
+
+def _format_pydantic_errors(exc: pydantic.ValidationError) -> str:
+    lines = []
+    for err in exc.errors(include_url=False)[:20]:
+        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unexpected argument"
+        elif err["type"] == "missing":
+            msg = "missing required argument"
+        given = err.get("input")
+        if err["type"] not in ("missing", "extra_forbidden") and given is not None:
+            shown = repr(given)
+            if len(shown) > 60:
+                shown = shown[:57] + "..."
+            msg += f" (got {shown})"
+        lines.append(f"- {loc}: {msg}")
+    more = len(exc.errors()) - 20
+    if more > 0:
+        lines.append(f"- ... and {more} more")
+    return "\n".join(lines)
+
+
+def _format_jsonschema_errors(errors: list) -> str:
+    lines = []
+    for err in errors[:20]:
+        loc = ".".join(str(p) for p in err.absolute_path) or "(root)"
+        lines.append(f"- {loc}: {err.message}")
+    if len(errors) > 20:
+        lines.append(f"- ... and {len(errors) - 20} more")
+    return "\n".join(lines)
+
+
+def _check_raw_schema(name: str, schema: Any) -> dict[str, Any]:
+    if not isinstance(schema, dict):
+        raise ToolDefinitionError(f"tool {name!r}: json_schema must be a dict, not {type(schema).__name__}")
+    if schema.get("type") != "object":
+        raise ToolDefinitionError(
+            f"tool {name!r}: function tool parameters must use a root object schema "
+            f"(\"type\": \"object\"), got type {schema.get('type')!r}"
+        )
+    import jsonschema
+
+    try:
+        jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise ToolDefinitionError(f"tool {name!r}: json_schema is not a valid JSON Schema: {exc.message}") from None
+    return schema
+
+
+def _raw_validator(name: str, schema: dict[str, Any]):
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def _raw_call_shape(fn: Callable) -> tuple[str | None, list[str], set[str] | bool]:
+    """For raw-schema tools: which parameter takes the context, and which keywords the function accepts."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None, [], True
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        hints = {}
+    ctx_param = None
+    accepts: set[str] | bool = set()
+    positional_only: list[str] = []
+    for pname, param in sig.parameters.items():
+        annotation = hints.get(pname, param.annotation)
+        if _is_context_annotation(annotation) or (annotation is inspect.Parameter.empty and pname == "ctx"):
+            ctx_param = pname
+        elif param.kind is inspect.Parameter.VAR_KEYWORD:
+            accepts = True
+        elif param.kind is not inspect.Parameter.VAR_POSITIONAL and accepts is not True:
+            accepts.add(pname)  # type: ignore[union-attr]
+            if param.kind is inspect.Parameter.POSITIONAL_ONLY:
+                positional_only.append(pname)
+    return ctx_param, positional_only, accepts
