@@ -1,5 +1,5 @@
 """The table of programs that run others (`_runsprograms`), the sandbox's secret places and Landlock's
-tree rules, and redaction by the piece: the units behind tests/security/test_redteam_sandbox2.py."""
+tree rules, and redaction by the piece: the units behind tests/security/test_sandbox_secrets.py."""
 
 from __future__ import annotations
 

@@ -1,0 +1,244 @@
+"""JupyterLab in a real chromium, for tests and screenshots.
+
+`LabServer` runs `jupyter lab` on a free port with a private settings directory (no news pop-up, no
+restored workspace) and stops it by its process id. `LabPage` opens a notebook in Debian's chromium
+through Playwright (never `playwright install`) and runs its cells the way a person does. Every wait has
+a timeout; `LabPage.shot()` saves screenshots under test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from ..kernelclient import ROOT, kernel_env
+
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-sync"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LabServer:
+    """`jupyter lab` (or `jupyter notebook`, Notebook 7) serving `root`, stopped by PID."""
+
+    def __init__(self, root: Path, *, app: str = "lab", theme: str | None = None, **env: str) -> None:
+        self.root = root
+        self.app = app
+        self.port = free_port()
+        self.token = secrets.token_hex(16)
+        settings = root / ".lab-settings"
+        (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True, exist_ok=True)
+        (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
+            json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+        if theme is not None:
+            (settings / "@jupyterlab" / "apputils-extension" / "themes.jupyterlab-settings").write_text(
+                json.dumps({"theme": theme}))
+        (root / ".lab-workspaces").mkdir(exist_ok=True)
+        env.setdefault("JUPYTER_PATH", str(extension_path(root)))  # this checkout's frontend part
+        full_env = kernel_env(root, JUPYTERLAB_SETTINGS_DIR=str(settings),
+                              JUPYTERLAB_WORKSPACES_DIR=str(root / ".lab-workspaces"), **env)
+        self.log = (root / "lab.log").open("w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jupyter", app, "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
+             f"--ServerApp.token={self.token}", "--allow-root", f"--ServerApp.root_dir={root}",
+             "--ServerApp.port_retries=0"],
+            cwd=root, env=full_env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        self._wait_up(timeout=60)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _wait_up(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"jupyter lab exited: {(self.root / 'lab.log').read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/api/status?token={self.token}", timeout=2):
+                    return
+            except OSError:
+                time.sleep(0.25)
+        raise TimeoutError(f"jupyter lab did not start within {timeout} s")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=5)
+        self.log.close()
+
+
+def extension_path(root: Path) -> Path:
+    """A JUPYTER_PATH entry whose labextensions/nbagent is this checkout's built frontend part (ahead of the
+    one the virtualenv links to, which may be another checkout's)."""
+    jp = root / ".jupyter-path"
+    (jp / "labextensions").mkdir(parents=True, exist_ok=True)
+    link = jp / "labextensions" / "nbagent"
+    if not link.exists():
+        link.symlink_to(ROOT / "nbagent" / "labextension", target_is_directory=True)
+    return jp
+
+
+def write_notebook(path: Path, cells: list[str | tuple[str, dict]]) -> Path:
+    """A notebook file with these code cells (written first, so nothing is typed into the editor).
+
+    A cell is its source, or (source, metadata): `{"jupyter": {"source_hidden": True}}` folds its code away.
+    """
+    items = [c if isinstance(c, tuple) else (c, {}) for c in cells]
+    nb = {
+        "cells": [{"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": meta, "outputs": [],
+                   "source": src} for i, (src, meta) in enumerate(items)],
+        "metadata": {"kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}},
+        "nbformat": 4, "nbformat_minor": 5,
+    }
+    path.write_text(json.dumps(nb, indent=1))
+    return path
+
+
+class LabPage:
+    """A notebook open in JupyterLab, in chromium."""
+
+    def __init__(self, server: LabServer, notebook: str, *, width: int = 1280, height: int = 1000) -> None:
+        from playwright.sync_api import sync_playwright
+
+        self.server = server
+        self._pw = sync_playwright().start()
+        self.browser = self._pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        self.page = self.browser.new_page(viewport={"width": width, "height": height}, device_scale_factor=1)
+        self.page.set_default_timeout(30_000)
+        if server.app == "lab":
+            self.page.goto(f"{server.url}/lab/tree/{notebook}?reset&token={server.token}")  # no restored tabs
+        else:
+            self.page.goto(f"{server.url}/notebooks/{notebook}?token={server.token}")
+        self.wait_kernel_idle(timeout=90)
+
+    def wait_kernel_idle(self, timeout: float = 60) -> None:
+        """The kernel exists, is named in the toolbar and is idle, and every cell is rendered."""
+        page = self.page
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=timeout * 1000)
+        # JupyterLab's execution indicator says idle before a kernel exists: also wait for the kernel's name,
+        # and for the status bar (Lab) or the indicator (Notebook 7, which has no status bar) to say Idle.
+        page.wait_for_function(
+            r"""() => {
+                const name = document.querySelector('.jp-KernelName, .jp-Toolbar-kernelName');
+                const bar = [...document.querySelectorAll('.jp-StatusBar-TextItem')].map(e => e.textContent).join(' ');
+                const indicator = document.querySelector('.jp-Notebook-ExecutionIndicator');
+                const named = /\|\s*(Idle|Busy|Starting|Connecting|Unknown)/.test(bar);  // Lab: "Python 3 | Idle"
+                const idle = named ? /\|\s*Idle/.test(bar)
+                    : !!indicator && indicator.getAttribute('data-status') === 'idle';
+                return name && /Python/.test(name.textContent) && idle;
+            }""",
+            timeout=timeout * 1000,
+        )
+
+    def wait_text(self, locator: Any, *texts: str, timeout: float = 30) -> str:
+        """The text of `locator` (its first match) once it holds every one of `texts`: what a person waits to
+        see, however loaded the machine. Fails after `timeout` seconds, saying what the text was then."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                last = locator.first.inner_text(timeout=5000)
+            except Exception:  # not drawn yet
+                last = ""
+            if all(t in last for t in texts):
+                return last
+            if time.monotonic() > deadline:
+                raise AssertionError(f"waited {timeout:g} s for {texts!r}; the text is {last[:3000]!r}")
+            time.sleep(0.1)
+
+    def hide_sidebar(self) -> None:
+        """Fold the left sidebar away (View > Show Left Sidebar)."""
+        if self.page.locator("#jp-left-stack:visible").count():
+            self.page.locator(".jp-Notebook").first.click(position={"x": 5, "y": 5})
+            self.page.keyboard.press("Control+b")
+            self.page.wait_for_selector("#jp-left-stack", state="hidden", timeout=5000)
+
+    @property
+    def code_cells(self) -> Any:
+        return self.page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-CodeCell")
+
+    def run_cell(self, index: int, *, timeout: float = 60, wait: bool = True) -> None:
+        """Click into the index-th code cell and press Control+Enter (again if it did not start); wait until
+        it ran."""
+        cell = self.code_cells.nth(index)
+        cell.scroll_into_view_if_needed()
+        prompt = cell.locator(".jp-InputPrompt")
+        before = prompt.inner_text()
+        for attempt in range(3):
+            editor = cell.locator(".cm-content")
+            if editor.count() and editor.first.is_visible():
+                editor.first.click()
+            else:  # its code is folded away: clicking its prompt selects it (and unfolds the code)
+                prompt.click()
+            self.page.keyboard.press("Control+Enter")
+            try:
+                self.page.wait_for_function(
+                    "([el, before]) => el.textContent !== before",
+                    arg=[prompt.element_handle(), before], timeout=4000)
+                break
+            except Exception:
+                if attempt == 2:
+                    raise
+        if wait:
+            self.page.wait_for_function(
+                "el => /\\[\\d+\\]/.test(el.textContent)", arg=prompt.element_handle(), timeout=timeout * 1000)
+
+    def cells(self) -> list[dict]:
+        """Each cell of the notebook in front: its source (as the editor shows it), prompt, number of outputs
+        and whether it is a Markdown cell."""
+        return self.page.evaluate("""() => [...document.querySelectorAll(
+            '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell')].map(c => ({
+                source: [...c.querySelectorAll('.jp-InputArea .cm-line')].map(l => l.textContent).join('\\n'),
+                prompt: (c.querySelector('.jp-InputPrompt') || {}).textContent || '',
+                outputs: c.querySelectorAll('.jp-OutputArea-output').length,
+                markdown: c.classList.contains('jp-MarkdownCell')}))""")
+
+    def wait_cells(self, predicate: Any, what: str, timeout: float = 30) -> list[dict]:
+        """`cells()` once `predicate` holds for them; fails after `timeout` s, saying `what` and what they were."""
+        deadline = time.monotonic() + timeout
+        last: list[dict] = []
+        while time.monotonic() < deadline:
+            last = self.cells()
+            if predicate(last):
+                return last
+            time.sleep(0.1)
+        self.shot(f"{self.server.app}-failure-cells")
+        raise AssertionError(f"{what}: the cells are {[c['source'] for c in last]!r}")
+
+    def run_all(self) -> None:
+        """Run > Run All Cells, as a person would."""
+        self.page.click(".lm-MenuBar-item:has-text('Run')")
+        self.page.click(".lm-Menu-item:has-text('Run All Cells')")
+
+    def shot(self, name: str, locator: Any = None) -> Path:
+        ARTIFACTS.mkdir(exist_ok=True)
+        path = ARTIFACTS / f"{name}.png"
+        (locator or self.page).screenshot(path=str(path))
+        return path
+
+    def close(self) -> None:
+        try:
+            self.browser.close()
+        finally:
+            self._pw.stop()
