@@ -132,6 +132,17 @@ class LabPage:
         else:
             self.page.goto(f"{server.url}/notebooks/{notebook}?token={server.token}")
         self.wait_kernel_idle(timeout=90)
+        self.check_build()
+
+    def check_build(self) -> None:
+        """The page runs this checkout's build of the frontend part (nbagent/labextension), not another's: the
+        `remoteEntry` the page loaded for nbagent is the one this checkout's build names."""
+        built = json.loads((ROOT / "nbagent" / "labextension" / "package.json").read_text())["jupyterlab"]["_build"]
+        want = built["load"].rsplit("/", 1)[-1]
+        loaded = self.page.evaluate("""() => performance.getEntriesByType('resource').map(e => e.name)
+            .filter(n => n.includes('/extensions/nbagent/'))""")
+        entries = [n.rsplit("/", 1)[-1].split("?")[0] for n in loaded if "remoteEntry." in n]
+        assert entries == [want], f"the page loaded nbagent's {entries or 'nothing'}, this checkout built {want}"
 
     def wait_kernel_idle(self, timeout: float = 60) -> None:
         """The kernel exists, is named in the toolbar and is idle, and every cell is rendered."""
