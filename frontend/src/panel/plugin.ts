@@ -1,8 +1,8 @@
 /**
  * The `nbagent:panel` plugin: the side panel (right, ./sidebar.ts), a hub per notebook (./hub.ts: the page's
- * end of its `nbagent.panel` comm), the decorations in its cells (./review.ts), the "Ask nbagent" toolbar
- * button, Copy and Insert as cell on the model's code blocks in the panel, and the commands (palette and
- * keyboard):
+ * end of its `nbagent.panel` comm), the decorations in its cells (./review.ts), the live views' decisions sent
+ * through that comm (./decisions.ts), the "Ask nbagent" toolbar button, Copy and Insert as cell on the model's
+ * code blocks in the panel, and the commands (palette and keyboard):
  *
  *   nbagent:open-panel     show the panel
  *   nbagent:ask-cell       Accel+Alt+A: ask about the selected cell (the prompt box gets it as context)
@@ -16,6 +16,7 @@ import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { LabIcon } from '@jupyterlab/ui-components';
 
 import { watchCodeBlocks } from '../codeblocks';
+import { routeDecisions } from './decisions';
 import { PanelHub, hasError } from './hub';
 import { CellDecorator } from './review';
 import { AgentPanel } from './sidebar';
@@ -63,6 +64,11 @@ export const panelPlugin: JupyterFrontEndPlugin<void> = {
     watchCodeBlocks(panel.node, () => {
       const nb = panel.notebookPanel;
       return nb && !nb.isDisposed ? { notebook: nb, index: nb.content.activeCellIndex } : null;
+    });
+    // Approve, Deny, Always allow and Stop in a live view (a cell's or the panel's): through the notebook's hub
+    routeDecisions(view => {
+      const nb = panel.node.contains(view) ? panel.notebookPanel : tracker.find(p => p.node.contains(view));
+      return nb && !nb.isDisposed ? hubOf(nb) : null;
     });
     const openPanel = () => {
       app.shell.activateById(panel.id);

@@ -17,7 +17,9 @@ only reachable through the Jupyter server, with its token), but what it relays i
 and error, which anyone may have written (see prompts.py). What stops harm: a message is accepted only
 in one of the shapes above (anything else is refused, with why); a prompt is the person's, typed or chosen
 by a click; cell contents go to the model as data only; a decision applies only to the call waiting for it
-and only with the digest of the exact arguments the page showed (one decision, whichever button is first);
+and only with the digest of the exact arguments the page showed (one decision, whichever button is first:
+the live view's buttons send theirs here too, so they still arrive when another page closed the view's
+widgets; see live/widgets.py);
 nothing here runs code itself. What it sends back is JSON: the page sanitizes the HTML and writes the rest
 as text.
 
@@ -36,7 +38,7 @@ from IPython.core.error import UsageError
 from nbagent import render
 
 from ..protocol import problem, request_ops
-from .model import EDIT_TOOLS, digest, run_summary, stored_summary
+from .model import EDIT_TOOLS, run_summary, stored_summary
 from .prompts import cell_prompt
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -198,9 +200,11 @@ class PanelHub:
         view = self.session.view(run)
         rows = [r for r in (getattr(view, "pending", None) or []) if r.record is not None and r.record.id == data["call"]]
         if not rows:
-            return {"taken": False, "why": "this call is not waiting for a decision any more (it was decided)"}
+            why = ("the run is over: nothing waits for a decision" if run.done else
+                   "this call is not waiting for a decision any more (it was decided)")
+            return {"taken": False, "why": why}
         row = rows[0]
-        if digest(row.record.id, dict(row.pending.request.arguments or {})) != data["digest"]:
+        if row.pending.digest != data["digest"]:
             raise UsageError("refused: the call waiting differs from the one shown (its arguments changed); "
                              "nothing was decided")
         choice = data["choice"]
@@ -209,12 +213,12 @@ class PanelHub:
         elif choice == "always":
             taken = row.always_allow()
         else:
-            taken = row.deny(data.get("reason") or "rejected in the notebook")
+            taken = row.deny(data.get("reason") or "")  # the Deny button's own words when none was typed
         return {"taken": bool(taken)}
 
     def _op_stop(self, data: dict[str, Any]) -> dict[str, Any]:
         run = self._run(data["run"])
-        return {"stopped": bool(run.cancel("stopped from the nbagent panel"))}
+        return {"stopped": bool(run.cancel("stopped from the notebook"))}
 
     def _op_undone(self, data: dict[str, Any]) -> dict[str, Any]:
         run = self._run(data["run"])
