@@ -258,7 +258,9 @@ def test_the_settings_page_lists_every_setting(site: Path) -> None:
 def _first_words(doc: str) -> str:
     """The start of a docstring's first paragraph, as the page shows it (Markdown marks gone)."""
     first = re.split(r"\n\s*\n", inspect.cleandoc(doc), maxsplit=1)[0]
-    first = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", first).replace("`", "").replace("*", "")
+    parts = re.split(r"(`[^`]*`)", first)  # code is shown as written; elsewhere links and emphasis are marks
+    first = "".join(p[1:-1] if p.startswith("`") else re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", p).replace("*", "")
+                    for p in parts)
     return " ".join(first.split()[:8])
 
 
