@@ -16,6 +16,7 @@ from __future__ import annotations
 import html
 import importlib
 import inspect
+import json
 import os
 import re
 import subprocess
@@ -149,8 +150,15 @@ def test_the_site_builds_strict_with_every_page(site: Path) -> None:
     for src in sources(config["nav"]):
         page(site, src)
     for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):  # the tutorials are the notebooks
-        built = page(site, f"tutorials/{notebook.name}")
-        assert (built.parent / notebook.name).exists()  # with the notebook to download
+        built = page(site, f"tutorials/{notebook.stem}.md")
+        assert (site / "tutorials" / notebook.name).read_bytes() == notebook.read_bytes()  # there to download
+        text = html.unescape(re.sub(r"<[^>]+>", "", built.read_text()))
+        cells = json.loads(notebook.read_text())["cells"]
+        for cell in cells:  # every cell is on the page, code and words
+            source = "".join(cell["source"])
+            for line in source.splitlines():
+                if cell["cell_type"] == "code" and line.strip():
+                    assert line.strip() in text, f"{notebook.name}: {line!r} is not on its page"
 
 
 # --------------------------------------------------------------------------------------------------
