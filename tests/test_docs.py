@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import functools
 import html
 import importlib
 import inspect
@@ -173,6 +174,7 @@ print(shell.object_inspect_mime("%agent")["text/plain"])
 """
 
 
+@functools.cache
 def agent_help() -> str:
     """What `%agent?` shows, from a real IPython shell with the extension loaded (a process of its own)."""
     done = subprocess.run([sys.executable, "-c", _SHOW_HELP], cwd=ROOT, env=_env(COLUMNS="80"),
