@@ -49,7 +49,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("site")
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file",
                            str(ROOT / "mkdocs.yml"), "--site-dir", str(out)],
-                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=540)
+                          check=False, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=540)
     log = done.stdout + done.stderr
     assert done.returncode == 0, f"mkdocs build --strict failed:\n{log}"
     assert "WARNING" not in log, log
@@ -68,8 +68,9 @@ class _Blocks(HTMLParser):
     """The article's block elements (headings, paragraphs, code blocks, cells) in order, as (tag, attributes,
     text), leaving out the menus and the headings' permalinks."""
 
-    BLOCKS = {"h1", "h2", "h3", "h4", "p", "pre", "li", "td", "th"}
-    VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+    BLOCKS = frozenset({"h1", "h2", "h3", "h4", "p", "pre", "li", "td", "th"})
+    VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",
+                      "wbr"})
 
     def __init__(self) -> None:
         super().__init__()
@@ -177,7 +178,7 @@ print(shell.object_inspect_mime("%agent")["text/plain"])
 @functools.cache
 def agent_help() -> str:
     """What `%agent?` shows, from a real IPython shell with the extension loaded (a process of its own)."""
-    done = subprocess.run([sys.executable, "-c", _SHOW_HELP], cwd=ROOT, env=_env(COLUMNS="80"),
+    done = subprocess.run([sys.executable, "-c", _SHOW_HELP], check=False, cwd=ROOT, env=_env(COLUMNS="80"),
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     text = done.stdout.split("=====\n", 1)[1]
@@ -286,7 +287,8 @@ def test_every_public_name_has_its_reference_entry(site: Path) -> None:
         for name in module.__all__:
             obj = getattr(module, name)
             anchor = f'id="{face}.{name}"'
-            if face != "nbagent" and (inspect.isclass(obj) or inspect.isfunction(obj)) and getattr(nbagent, name, None) is obj:
+            same = face != "nbagent" and getattr(nbagent, name, None) is obj
+            if same and (inspect.isclass(obj) or inspect.isfunction(obj)):
                 anchor = f'id="nbagent.{name}"'  # the same object as the package's: one entry, on the nbagent page
             where = [path for path, text in api.items() if anchor in text]
             if not where:

@@ -107,13 +107,13 @@ def settings_markdown() -> str:
 
     rows = ["| setting | default | what it does |", "|---|---|---|"]
     for name, trait in NBAgent.class_traits(config=True).items():
-        default = trait.default_value_repr()
-        rows.append(f"| `NBAgent.{name}` {{ #{name.replace('_', '-')} }} | `{_cell(default) if '`' in default else default}` "
-                    f"| {_cell(trait.help)} |")
+        default = trait.default_value_repr().replace("|", r"\|")
+        anchor = name.replace("_", "-")
+        rows.append(f"| `NBAgent.{name}` {{ #{anchor} }} | `{default}` | {_cell(trait.help)} |")
     return "\n".join(rows)
 
 
-def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ARG001 - mkdocs hook signature
+def on_page_markdown(markdown: str, page, config, files) -> str:
     if MARKER in markdown:
         markdown = markdown.replace(MARKER, options_markdown())
     if SETTINGS_MARKER in markdown:

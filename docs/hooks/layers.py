@@ -50,9 +50,10 @@ def layers_table(contract_id: str) -> str:
             kind = "folder" if ROOT.joinpath(*container.split("."), name).is_dir() else "module"
             note = " (independent of the others in its layer)" if independent else ""
             rule = rule.removeprefix("The rule:").strip() or "the contract's: only the layers below it"
-            rows.append(f"| {number} | `{name}{'/' if kind == 'folder' else ''}`{note} | {_cell(holds)} | {_cell(rule)} |")
+            shown = f"`{name}/`" if kind == "folder" else f"`{name}`"
+            rows.append(f"| {number} | {shown}{note} | {_cell(holds)} | {_cell(rule)} |")
     return "\n".join(rows)
 
 
-def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ARG001 - mkdocs hook signature
+def on_page_markdown(markdown: str, page, config, files) -> str:
     return MARKER.sub(lambda m: layers_table(m.group(1)), markdown)

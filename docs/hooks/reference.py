@@ -11,7 +11,7 @@ import json
 import re
 
 PAGE = "api/wings.md"
-BLOCK = re.compile(r"^::: (nbagent\.\w+)[ \t]*$", re.M)
+BLOCK = re.compile(r"^::: (nbagent\.\w+)[ \t]*$", re.MULTILINE)
 
 
 def documented_above(face: str) -> list[str]:
@@ -35,7 +35,7 @@ def _block(match: re.Match[str]) -> str:
     return out
 
 
-def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ARG001 - mkdocs hook signature
+def on_page_markdown(markdown: str, page, config, files) -> str:
     if page.file.src_uri != PAGE:
         return markdown
     return BLOCK.sub(_block, markdown)
