@@ -43,6 +43,7 @@ from ._filetext import (
     human_size,
     looks_binary,
     short,
+    shown_path,
 )
 from ._grep import make_grep_tool
 from ._workspace import Workspace, WorkspaceError
@@ -272,14 +273,16 @@ def _list_denied(ctx: Any):
     return lambda rel: any(match_path(r.pattern, rel, ignore_case=True) for r in rules)
 
 
-def _describe_entry(ws: Workspace, rel: str, entry: os.DirEntry[str]) -> str:
-    try:
-        if entry.is_symlink():
-            target = os.path.realpath(entry.path)
-            inside = ws.relative(target)
-            return f"{rel} -> {inside if inside is not None else '(outside the workspace)'}"
-        if entry.is_dir(follow_symlinks=False):
-            return f"{rel}/"
-        return f"{rel}  ({human_size(entry.stat(follow_symlinks=False).st_size)})"
-    except OSError:
-        return rel
+def _describe_entry(ws: Workspace, rel: str, entry: Any) -> str:
+    """One line of list_files: the name (quoted with escapes when it is not plain: `shown_path`), then `/`
+    for a folder, `-> where` for a link, or the size."""
+    name = shown_path(rel)
+    if entry.is_symlink():
+        target = os.path.realpath(entry.path)
+        inside = ws.relative(target)
+        if inside is not None and ws.out_of_reach(target):
+            inside = None
+        return f"{name} -> {shown_path(inside) if inside is not None else '(outside the workspace)'}"
+    if entry.is_dir():
+        return f"{name}/"
+    return f"{name}  ({human_size(entry.stat().st_size)})"
