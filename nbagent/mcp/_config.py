@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import ConfigurationError
-from ..safety.secrets import SECRET_VARIABLE_PATTERN
 from ..safety.protected import note_loaded_configuration
+from ..safety.secrets import SECRET_VARIABLE_PATTERN
 from ..safety.trust import is_trusted
 
 __all__ = ["CONFIG_FILES", "ServerConfig", "expand_trusted", "load_config_file", "parse_servers",

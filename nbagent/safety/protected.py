@@ -11,13 +11,23 @@ person wrote allows it. A tool that cannot say what it writes is never allowed b
 
 The kinds (below the workspace's root; the folders above it are the person's choice):
 
-| kind | how it is told | why |
-|---|---|---|
-| hidden | any component that starts with `.` (`.git/`, `.vscode/`, `.envrc`, `.gitattributes`, `.python-version`...) | dot-files and dot-folders are where programs keep the settings they load: hooks, filters, tasks, interpreters, servers |
-| an environment or package tree | a `pyvenv.cfg` or `conda-meta` in a folder above it (up to the workspace root), or a `site-packages`, `dist-packages`, `__pypackages__`, `node_modules` or `__pycache__` component | Python runs `.pth` files and imports from there when it starts; npm runs packages' scripts; bytecode caches are run instead of their source |
-| executable | an existing file with an execute bit, or a file in a folder on `PATH` | a program, run by name |
-| configuration a program loads | Jupyter's and IPython's configuration files (`jupyter_*_config.py/.json`, `ipython_*config.py`), Python's start-up modules (`sitecustomize.py`, `usercustomize.py`), `pyvenv.cfg`, the files that make a folder a bare repository (`HEAD`, `config`, `commondir`, `packed-refs`, `gitdir`); a folder the environment names as a program's configuration or data (`JUPYTER_CONFIG_DIR`, `JUPYTER_PATH`, `IPYTHONDIR`, `XDG_CONFIG_HOME`, `PYTHONSTARTUP`, `PYTHONUSERBASE`); and every file nbagent itself read as configuration (an MCP file the person named: `note_loaded_configuration`) | they are loaded by a program that starts without the person running the project |
-| nbagent's trust store | inside `trust.config_dir()` | it says which configurations may start |
+- hidden: any component that starts with `.` (`.git/`, `.vscode/`, `.envrc`, `.gitattributes`,
+  `.python-version`...): dot-files and dot-folders are where programs keep the settings they load (hooks,
+  filters, tasks, interpreters, servers);
+- inside an environment or package tree: a `pyvenv.cfg` or `conda-meta` in a folder above it (up to the
+  workspace root), or a `site-packages`, `dist-packages`, `__pypackages__`, `node_modules` or `__pycache__`
+  component: Python runs `.pth` files and imports from there when it starts, npm runs packages' scripts,
+  a bytecode cache is run instead of its source;
+- executable: an existing file with an execute bit, or a file in a folder on `PATH` (a program run by name);
+- configuration a program loads: Jupyter's and IPython's files (`jupyter_*_config.py/.json`,
+  `ipython_*config.py`), Python's start-up modules (`sitecustomize.py`, `usercustomize.py`), `pyvenv.cfg`,
+  the files that make a folder a bare repository (`HEAD`, `config`, `commondir`, `packed-refs`, `gitdir`),
+  a folder the environment names as a program's configuration or code (`JUPYTER_CONFIG_DIR`, `JUPYTER_PATH`,
+  `IPYTHONDIR`, `XDG_CONFIG_HOME`, `PYTHONSTARTUP`, `PYTHONUSERBASE`...) when the workspace holds it, and
+  every file nbagent itself read as configuration (an MCP file the person named: `note_loaded_configuration`);
+  all loaded by a program that starts without the person running the project;
+- nbagent's trust store (`trust.config_dir()`): it says which configurations may start.
+- a Windows short name (`GIT~1`), which may stand for any of the above.
 
 Left out on purpose: the project's own code and build files (`setup.py`, `Makefile`, `package.json`,
 `conftest.py`, `noxfile.py`...): they run only when the person runs them, and a model is expected to edit
@@ -151,8 +161,8 @@ def _named_kind(parts: list[str]) -> tuple[str, str] | None:
     """A kind told by the path's components (normalised as a lenient file system would)."""
     for i, part in enumerate(parts):
         if part.startswith("."):
-            what = "the folder " if i < len(parts) - 1 else ""
-            return f"{what}{part!r} is hidden", _why_hidden(part)
+            folder = i < len(parts) - 1
+            return f"{'the folder ' if folder else ''}{part!r} is hidden", _why_hidden(part, folder)
         if _SHORT.match(part):
             return (f"{part!r} is a Windows short name, which may stand for any name (a hidden one too)",
                     "the long name it stands for may be a folder programs load settings from")
@@ -240,7 +250,7 @@ def _shown(path: str) -> str:
     return "".join(c if c.isprintable() and not _INVISIBLE.match(c) else f"\\u{ord(c):04x}" for c in path)
 
 
-def _why_hidden(name: str) -> str:
+def _why_hidden(name: str, folder: bool) -> str:
     name = name.lstrip(".")
     if name in ("git", "hg") or name.startswith("gitattributes") or name.startswith("gitmodules"):
         return "a repository's settings, hooks and attributes make later git commands run programs"
@@ -254,8 +264,10 @@ def _why_hidden(name: str) -> str:
         return "direnv runs it"
     if name in ("pre-commit-config.yaml", "husky"):
         return "git commit runs what it names"
-    if name in ("venv", "env", "tox", "nox", "conda"):
+    if folder and name in ("venv", "env", "tox", "nox", "conda"):
         return "an environment: its Python runs what it finds there"
+    if name.startswith("env"):
+        return "programs load the variables it sets, and act on them"
     return "programs keep the settings they load in hidden files and folders: hooks, tasks, interpreters, servers"
 
 

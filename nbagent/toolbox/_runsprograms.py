@@ -174,6 +174,10 @@ RUNNERS: dict[str, Runner] = {
     "ncat": Runner(options={"-e": "runs a program", "--exec": "runs a program", "-c": "runs a shell command",
                             "--sh-exec": "runs a shell command", "--lua-exec": "runs a Lua script"}),
     "socat": Runner(values=("exec:", "system:")),
+    "curl": Runner(options={"--engine": "loads a crypto engine (a library)", "-K": "reads options from a file",
+                            "--config": "reads options from a file"}),
+    "rg": Runner(options={"--pre": "runs a preprocessor on every file"}),
+    "install": Runner(options={"--strip-program": "runs the program it names"}),
     "gcc": Runner(options={"-wrapper": "runs its tools through a program", "-B": "runs tools from a directory",
                            "-fplugin": "loads a plugin", "-specs": "reads a specs file"}, bundles=False),
     "git": Runner(

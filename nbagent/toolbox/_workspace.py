@@ -151,32 +151,38 @@ class Workspace:
             os.close(root)
 
     def _open_dir(self, parts: tuple[str, ...], *, create: bool = False) -> int:
-        """A descriptor of the directory `parts` below the root, opened without following any link
-        (missing directories made on the way when `create`)."""
-        if not create:
-            try:
-                return self._open(parts, os.O_RDONLY | _O_DIRECTORY)
-            except OSError as exc:
-                raise _changed(exc, "/".join(parts)) from None
-        fd = self._root_fd()
+        """A descriptor of the directory `parts` below the root, opened in one step without following any
+        link; with `create`, missing directories are made on the way (each in a parent opened that way)."""
+        flags = os.O_RDONLY | _O_DIRECTORY
         try:
-            for part in parts:
+            if not create:
+                return self._open(parts, flags)
+            for i in range(len(parts) + 1):
                 try:
-                    os.mkdir(part, 0o777, dir_fd=fd)
-                except FileExistsError:
-                    pass
-                try:
-                    nxt = os.open(part, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=fd)
-                except OSError as exc:
-                    if exc.errno == errno.ENOTDIR and _is_link(part, fd):
-                        exc = OSError(errno.ELOOP, "a symbolic link appeared")
-                    raise _changed(exc, part) from None
+                    fd = self._open(parts[: i + 1], flags)
+                except FileNotFoundError:
+                    parent = self._open(parts[:i], flags)
+                    try:
+                        os.mkdir(parts[i], 0o777, dir_fd=parent)
+                    except FileExistsError:
+                        pass
+                    finally:
+                        os.close(parent)
+                    fd = self._open(parts[: i + 1], flags)
+                if i + 1 >= len(parts):
+                    return fd
                 os.close(fd)
-                fd = nxt
-            return fd
-        except BaseException:
-            os.close(fd)
-            raise
+            return self._open(parts, flags)  # pragma: no cover - the loop returns
+        except OSError as exc:
+            if exc.errno == errno.ENOTDIR and self._link_among(parts):
+                exc = OSError(errno.ELOOP, "a symbolic link appeared")
+            elif exc.errno == errno.ENOTDIR and create:
+                raise
+            raise _changed(exc, "/".join(parts)) from None
+
+    def _link_among(self, parts: tuple[str, ...]) -> bool:
+        """Whether a component of `parts` is a symbolic link now (to say so in a message; never to open)."""
+        return any(os.path.islink(os.path.join(self._root_str, *parts[: i + 1])) for i in range(len(parts)))
 
     def open_read(self, resolved: ResolvedPath) -> Any:
         """Open a regular file for reading (binary); refuse anything else with a clear message."""

@@ -36,8 +36,8 @@ from typing import Any, Callable, Literal
 
 from nbagent.calls.hooks import Block
 from nbagent.context import ToolContext
-from nbagent.safety.protected import Target
 from nbagent.messages import TextBlock
+from nbagent.safety.protected import Target
 from nbagent.toolbox import python_pattern_matches as code_matcher
 from nbagent.tools.definition import Tool
 from nbagent.tools.results import ToolResult, error_result
