@@ -35,6 +35,7 @@ import re
 import shutil
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["BUILTIN_LIMITS", "LEAF_BUILTINS", "LEAF_PROGRAMS", "WRAPPER_VALUES", "Where", "git_problem",
            "program_problem", "wrapped_start"]
@@ -225,14 +226,17 @@ def _program_dirs(*_key: str) -> tuple[str, ...]:
 
 
 def _found_where(head: str, where: Where | None) -> str | None:
-    """Why the program a command names is not the system's (None: it is, or the name is not found and
-    bash reports it, or a builtin answers to it)."""
-    dirs = _program_dirs(sys.executable)
+    """Why the program a command names is not the one its name promises (None: it is, or the name is not
+    found and bash reports it, or a builtin answers to it). A path must lead into the system's program
+    folders or the running Python's; a name found on `PATH` must not be a program of the workspace (the
+    person's own folders on `PATH` are theirs)."""
     if "/" in head:
         if head.startswith("/proc/") or "/fd/" in head:
             return f"{head} is whatever program is running, under another name"
-        real = os.path.realpath(head if os.path.isabs(head) else os.path.join(where.workspace or "", head)
-                                if where is not None and where.workspace else os.path.abspath(head))
+        base = where.workspace if where is not None and where.workspace else os.getcwd()
+        real = os.path.realpath(head if os.path.isabs(head) else os.path.join(base, head))
+        if os.path.dirname(real) not in _program_dirs(sys.executable):
+            return f"{head} leads to {real}, not among the system's programs"
     else:
         if head in LEAF_BUILTINS:
             return None  # bash answers before it looks on PATH
@@ -242,15 +246,13 @@ def _found_where(head: str, where: Where | None) -> str | None:
         real = os.path.realpath(found)
     if where is not None and where.workspace and (real == where.workspace or real.startswith(where.workspace + "/")):
         return f"{head} is a program of the workspace"
-    folder = os.path.dirname(real)
-    if folder not in dirs:
-        return f"{head} is found in {folder}, not among the system's programs"
     return None
 
 
-def program_problem(words: list[str], where: Where | None, known: frozenset[str] = frozenset()) -> str | None:
+def program_problem(words: list[str], where: Where | None, known: Any = frozenset()) -> str | None:
     """Why the program of one command (its words, program first) is not known to keep a deny rule, or None.
-    `known`: programs that `_subcommands` and `_runsprograms` read through or have a table for."""
+    `known`: the programs (a set, or a test of a name) that `_subcommands` and `_runsprograms` read through
+    or have a table for."""
     if not words:
         return None
     head = words[0]
@@ -264,7 +266,7 @@ def program_problem(words: list[str], where: Where | None, known: frozenset[str]
         return _builtin_problem(name, words[1:])
     if name in LEAF_PROGRAMS:
         return None
-    if name in known:
+    if name in known if not callable(known) else known(name):
         return None
     return f"{name} is not a program nbagent knows runs no other program"
 

@@ -44,6 +44,11 @@ RUNS_OTHER_COMMANDS = frozenset(_WRAPPERS_WITH_OPTIONS | _SHELLS | _SCRIPT_READE
 _KNOWN = frozenset(RUNS_OTHER_COMMANDS | {"find", "fd", "git"}
                    | {name for name, runner in RUNNERS.items() if not runner.always})
 """Programs that are not leaves but are known: read through here, or with a table of how they run others."""
+
+
+def _known(name: str) -> bool:
+    """Known: in `_KNOWN`, or of a family `_runsprograms.unseen` has a rule for (`python3.11`, `git-log`)."""
+    return name in _KNOWN or name.startswith(("python", "perl", "ruby", "php", "lua", "node", "pypy", "git-"))
 _MAX_DEPTH = 8
 
 
@@ -131,7 +136,7 @@ def _unwrap(values: list[str], depth: int, where: Where | None = None, judge: bo
         return [None]
     head = os.path.basename(values[0])
     rest = values[1:]
-    if judge and program_problem(values, where, _KNOWN) is not None:
+    if judge and program_problem(values, where, _known) is not None:
         found.append(None)
 
     def script(text: str) -> None:
