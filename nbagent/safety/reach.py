@@ -22,6 +22,7 @@ code the person approved.
 
 from __future__ import annotations
 
+import functools
 import os
 
 __all__ = ["home_dir", "out_of_reach", "reach_check", "unreachable_places"]
@@ -44,12 +45,24 @@ def _inside(path: str, top: str) -> bool:
 
 
 def reach_check(workspace: str):
-    """`f(path) -> str | None`: `out_of_reach` for one workspace, with the places worked out once (for a
-    walk that asks for every entry)."""
-    places = unreachable_places()
+    """`f(path) -> str | None`: `out_of_reach` for paths inside one workspace, with the places worked out
+    once (for a walk that asks for every entry); None when no such place lies in the workspace."""
+    return _reach_check(workspace, *(os.environ.get(v, "") for v in _ENVIRONMENT))
+
+
+_ENVIRONMENT = ("HOME", "JUPYTER_RUNTIME_DIR", "JUPYTER_DATA_DIR", "XDG_DATA_HOME", "XDG_CONFIG_HOME",
+                "NBAGENT_CONFIG_DIR")
+"""What the places depend on (`sandbox.secret_places` and the home folder)."""
+
+
+@functools.lru_cache(maxsize=16)
+def _reach_check(workspace: str, *_environment: str):
     home = home_dir()
     root = os.path.normpath(workspace)
     covers_home = home != "/" and _inside(home, root)
+    places = [p for p in unreachable_places() if _inside(p, root) or _inside(root, p)]
+    if not places and not covers_home:
+        return None
 
     def check(path: str) -> str | None:
         path = os.path.normpath(path)
@@ -71,4 +84,12 @@ def reach_check(workspace: str):
 def out_of_reach(path: str, workspace: str) -> str | None:
     """Why no tool may read, list or write `path` (absolute; ask for it as written and as it resolves), or
     None. `workspace`: the real root of the workspace the tool works in."""
-    return reach_check(workspace)(path)
+    path = os.path.normpath(path)
+    check = reach_check(workspace)
+    if _inside(path, os.path.normpath(workspace)):
+        return check(path) if check is not None else None
+    for place in unreachable_places():  # a path outside the workspace: every place counts
+        if _inside(path, place):
+            return (f"it is in {place}, a credential store, Jupyter's runtime folder or nbagent's own keys, "
+                    "which no tool reaches")
+    return check(path) if check is not None else None

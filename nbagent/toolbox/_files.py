@@ -12,8 +12,10 @@ with a clear message whatever the mode, rules or approvals. Rule patterns for th
 relative to the workspace (`write_file(notebooks/**)`, `deny: read_file(.env)`; see
 `nbagent.calls.permissions.path_rule_matcher`); `grep` also skips files that a deny rule of `read_file` or
 `grep` protects, and `list_files` hides what a deny rule of `list_files` covers. `write_file` and
-`edit_file` count as file edits for the `acceptEdits` mode, except for configuration that can run programs
-(`nbagent.safety.protected`; see `_edits`): a write there always asks, whatever the mode or grant.
+`edit_file` count as file edits for the `acceptEdits` mode, except for files of a kind that runs or
+configures programs (`nbagent.safety.protected.write_reason`; see `_edits`): a write there always asks,
+whatever the mode or grant. No tool here reaches the places the sandbox hides (`nbagent.safety.reach`), and
+names that are not plain are shown quoted with escapes (`_filetext.shown_path`), one entry a line.
 """
 
 from __future__ import annotations
@@ -202,7 +204,7 @@ def make_file_tools(binding: Binding) -> dict[str, Tool]:
             lines: list[str] = []
             scanned = 0
             complete = True
-            for rel, entry in ws.walk(base, max_depth=depth, skip_dirs=skip):
+            for rel, entry in ws.walk(base, max_depth=depth, skip_dirs=skip, sizes=True):
                 scanned += 1
                 if scanned > MAX_LIST_SCAN:
                     complete = False
@@ -285,4 +287,4 @@ def _describe_entry(ws: Workspace, rel: str, entry: Any) -> str:
         return f"{name} -> {shown_path(inside) if inside is not None else '(outside the workspace)'}"
     if entry.is_dir():
         return f"{name}/"
-    return f"{name}  ({human_size(entry.stat().st_size)})"
+    return f"{name}  ({human_size(entry.size or 0)})"

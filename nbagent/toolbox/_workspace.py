@@ -294,10 +294,11 @@ class Workspace:
 
     # -- walking -----------------------------------------------------------------------------------------
     def walk(self, start: ResolvedPath, *, max_depth: int | None = None,
-             skip_dirs: frozenset[str] = frozenset({".git"})) -> Iterator[tuple[str, "Entry"]]:
+             skip_dirs: frozenset[str] = frozenset({".git"}), sizes: bool = False) -> Iterator[tuple[str, "Entry"]]:
         """(relative path, entry) for everything below `start`, never following symbolic links: each folder
         is listed through a descriptor opened in one step from the root (a folder swapped for a link
-        meanwhile is not listed), and places out of reach (`nbagent.safety.reach`) are passed by."""
+        meanwhile is not listed), what each entry is is read through that descriptor too, and places out
+        of reach (`nbagent.safety.reach`) are passed by. `sizes`: read the size of each regular file."""
         stack: list[tuple[str, int]] = [(start.rel, 0)]
         unreachable = reach_check(self._root_str)
         while stack:
@@ -310,28 +311,24 @@ class Workspace:
             entries: list[Entry] = []
             try:
                 with os.scandir(dfd) as it:
-                    names = sorted(e.name for e in it)
-                for name in names:
-                    try:
-                        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-                    except OSError:
-                        continue
-                    link = None
-                    if stat.S_ISLNK(st.st_mode):
+                    for found in it:  # kinds from the listing (or an lstat through the descriptor)
                         try:
-                            link = os.readlink(name, dir_fd=dfd)
+                            kind = ("link" if found.is_symlink() else "dir" if found.is_dir(follow_symlinks=False)
+                                    else "file" if found.is_file(follow_symlinks=False) else "other")
+                            size = found.stat(follow_symlinks=False).st_size if sizes and kind == "file" else None
                         except OSError:
-                            link = ""
-                    rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-                    entries.append(Entry(name, rel, os.path.join(self._root_str, *rel.split("/")), st, link))
+                            continue
+                        rel = found.name if rel_dir == "." else f"{rel_dir}/{found.name}"
+                        entries.append(Entry(found.name, rel, f"{self._root_str}/{rel}", kind, size))
             finally:
                 os.close(dfd)
+            entries.sort(key=lambda e: e.name)
             subdirs = []
             for entry in entries:
-                if unreachable(entry.path):
+                if unreachable is not None and unreachable(entry.path):
                     continue
                 yield entry.rel, entry
-                if entry.is_dir() and entry.name not in skip_dirs and (max_depth is None or depth + 1 < max_depth):
+                if entry.kind == "dir" and entry.name not in skip_dirs and (max_depth is None or depth + 1 < max_depth):
                     subdirs.append((entry.rel, depth + 1))
             stack.extend(reversed(subdirs))
 
@@ -345,29 +342,19 @@ class Entry:
     """Relative to the workspace root, `/`-separated."""
     path: str
     """The absolute path it was found at (for messages and for where a link leads; never opened)."""
-    st: os.stat_result
-    """Its `lstat`: a link is not followed."""
-    link: str | None = None
-    """What a symbolic link says (None: not a link)."""
+    kind: str
+    """"dir", "file", "link" (a symbolic link, not followed) or "other" (a device, pipe or socket)."""
+    size: int | None = None
+    """A regular file's size, when the walk was asked for sizes."""
 
     def is_dir(self, follow_symlinks: bool = False) -> bool:
-        return stat.S_ISDIR(self.st.st_mode)
+        return self.kind == "dir"
 
     def is_file(self, follow_symlinks: bool = False) -> bool:
-        return stat.S_ISREG(self.st.st_mode)
+        return self.kind == "file"
 
     def is_symlink(self) -> bool:
-        return stat.S_ISLNK(self.st.st_mode)
-
-    def stat(self, follow_symlinks: bool = False) -> os.stat_result:
-        return self.st
-
-
-def _is_link(name: str, dir_fd: int) -> bool:
-    try:
-        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
-    except OSError:
-        return False
+        return self.kind == "link"
 
 
 def _changed(exc: OSError, what: str) -> WorkspaceError:
