@@ -63,7 +63,7 @@ LEAF_PROGRAMS = frozenset("""
     users who w uptime free rev shuf expand unexpand numfmt factor tsort csplit shred sync dd pr
     cmp diff grep egrep fgrep zgrep zcat gzip gunzip bzip2 bunzip2 bzcat xz unxz xzcat zstd unzstd zstdcat lz4
     unzip zipinfo jq column iconv locale which whereis tree ps pgrep pkill kill killall pidof lsof ss netstat ping
-    host dig nslookup strings nm objdump readelf size clear tput reset stty wc tee
+    host dig nslookup strings clear tput reset stty
 """.split())
 """External programs that take files and text, never a command or a program to run."""
 
@@ -158,7 +158,7 @@ WRAPPER_VALUES = {
                         "max-chars", "process-slot-var"), 0),
     "watch": ("dnq", ("interval", "differences", "equexit"), 0), "flock": ("wEc", ("timeout", "conflict-exit-code",
                                                                                      "command"), 1),
-    "taskset": ("", (), 1), "unbuffer": ("", (), 0), "catchsegv": ("", (), 0), "chronic": ("", (), 0),
+    "taskset": ("", ("cpu-list", "all-tasks", "pid"), 1), "unbuffer": ("", (), 0), "catchsegv": ("", (), 0), "chronic": ("", (), 0),
 }
 """Wrappers whose options are known: (short options taking a value, long ones, positional words before the
 command). `wrapped_start` finds where their command begins; another wrapper's is not known for sure."""
@@ -195,13 +195,12 @@ def wrapped_start(head: str, rest: list[str]) -> int | None:
                     if i == len(arg) - 2:
                         k += 1  # its value is the next word
                     break
-                if head == "taskset" and letter == "c":
-                    k += 1
-                    break
             continue
         break
     k += positional
-    return k if k <= len(rest) else None
+    if k >= len(rest) or rest[k].startswith("-"):
+        return None  # no command where one should start: every later word is judged instead
+    return k
 
 
 _FLAG_LONGS = {"xargs": ("null", "no-run-if-empty", "verbose", "interactive", "open-tty", "exit", "show-limits"),

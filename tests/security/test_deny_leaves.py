@@ -142,6 +142,16 @@ def test_control_known_programs_keep_the_rule_and_run(ws, needs, command):
     assert run.calls[0].status == "ok", (command, run.calls[0].decision, text_of(run.calls[0])[:300])
 
 
+@pytest.mark.parametrize("command", ["nice -n 5 ./purge victim.txt", "taskset -c 0 ./purge victim.txt",
+                                     "timeout -s KILL 5 frobnicate", "sudo -u me ./purge victim.txt",
+                                     "env -i A=1 ./purge victim.txt", "command ./purge victim.txt",
+                                     "exec -a ls ./purge victim.txt", "chroot / ./purge victim.txt",
+                                     "find . -exec ./purge {} ;", "bash -c './purge victim.txt'"])
+def test_the_program_a_wrapper_runs_is_judged(command):
+    """A wrapper is read through: whatever option syntax it has, the program it runs must be known too."""
+    assert pattern_matches("rm *", command, "deny")
+
+
 def test_control_plain_rm_is_still_denied(ws):
     (ws / "victim.txt").write_text("keep me\n")
     assert _run(ws, "rm victim.txt").calls[0].status == "denied" and (ws / "victim.txt").exists()
