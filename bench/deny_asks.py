@@ -3,8 +3,8 @@
     python bench/deny_asks.py [--checkout PATH] [--notebooks] [--show]
 
 A deny rule fails closed: a command that may run a program nbagent does not know to run no others is
-denied under it. This counts, over the commands of the README's tool section and of the tests (the corpus
-of `bench/asks.py`), how many `deny: shell(rm *)` (the README's own example rule) denies, and how many of
+denied under it. This counts, over the commands of the docs' pages on the built-in tools and of the tests
+(the corpus of `bench/asks.py`), how many `deny: shell(rm *)` (the docs' own example rule) denies, and how many of
 those do not name `rm` at all: the price of failing closed. Each command is judged where it would run: a
 scratch workspace holding a plain git repository, inside the OS sandbox. `--checkout` measures another
 checkout's nbagent on the same corpus (the main branch, say: before and after a change). `--notebooks`
@@ -46,7 +46,8 @@ def deny_counts(asks, pattern_matches, show: bool) -> None:
             from nbagent.toolbox._leaves import Where
 
             where = Where(str(ws.resolve()), sandboxed=True)
-        for corpus, commands in (("README", asks.readme_commands()), ("tests", asks.test_commands())):
+        docs = getattr(asks, "docs_commands", None) or asks.readme_commands  # the README's tools moved to docs/
+        for corpus, commands in (("docs", docs()), ("tests", asks.test_commands())):
             commands = [c for c in commands if "\x00" not in c]
             denied = []
             for command in commands:
