@@ -17,7 +17,13 @@ root kernel reads only its own processes' `/proc` entries (measured here: Linux 
 as root the environ of the kernel is readable without the drop and refused with it; as another user it
 is refused either way).
 
-It reads nothing anyone else wrote: it only builds and installs filters.
+Where the process may make a mount namespace of its own (CAP_SYS_ADMIN: root in a VM or a privileged
+container, without bubblewrap), `MountPlan` gives the child one before the ruleset: protected paths bound
+read-only over themselves and hidden files masked, as bubblewrap does, so the workspace itself can be
+writable. Its mounts stay private to the command (`/` is made private first) and it cannot undo them:
+Landlock refuses every mount call of a sandboxed process, and it has no capabilities left.
+
+It reads nothing anyone else wrote: it only builds and installs filters and mounts.
 """
 
 from __future__ import annotations
@@ -30,8 +36,8 @@ import struct
 import sys
 from typing import Iterable
 
-__all__ = ["MARKER_VARIABLE", "LandlockRuleset", "NetworkFilter", "bubblewrap_seccomp", "drop_capabilities", "landlock_abi",
-           "stop_marked"]
+__all__ = ["MARKER_VARIABLE", "LandlockRuleset", "MountPlan", "NetworkFilter", "bubblewrap_seccomp", "drop_capabilities",
+           "landlock_abi", "mount_namespace", "stop_marked"]
 
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
@@ -283,3 +289,90 @@ def stop_marked(marker: str) -> int:
         if not found:
             break
     return stopped
+
+
+# -- a mount namespace of the command's own (where the process may make one) -------------------------------
+_CLONE_NEWNS = 0x00020000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
+_KEPT_FLAGS = ((os.ST_NOSUID, _MS_NOSUID), (os.ST_NODEV, _MS_NODEV), (os.ST_NOEXEC, _MS_NOEXEC),
+               (1024, 1024), (2048, 2048), (4096, 1 << 21))  # noatime, nodiratime, relatime
+
+
+class MountPlan:
+    """Mounts made in the child before the Landlock ruleset: `read_only` paths bound read-only over
+    themselves (a mount point cannot be renamed, removed or replaced: EBUSY), `pinned` directories bound
+    over themselves, writable (so the directory above a protected path cannot be renamed away either),
+    `masked` paths made empty and read-only (a directory: an empty tmpfs; a file: `/dev/null`).
+
+    Everything is computed in the parent; the child only calls mount(2). A failure stops the child
+    before the command runs (exit 126, with the reason on stderr): it never runs unprotected."""
+
+    def __init__(self, *, read_only: Iterable[str] = (), pinned: Iterable[str] = (), masked: Iterable[str] = ()) -> None:
+        self._steps: list[tuple[bytes | None, bytes, bytes | None, int, bytes | None]] = []
+        for path in pinned:
+            self._steps.append((path.encode(), path.encode(), None, _MS_BIND | _MS_REC, None))
+        for path in read_only:
+            self._bind_read_only(path, path)
+        for path in masked:
+            if os.path.isdir(path) and not os.path.islink(path):
+                self._steps.append((b"tmpfs", path.encode(), b"tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV,
+                                    b"mode=0755,size=4k"))
+            else:
+                self._bind_read_only("/dev/null", path)
+        self.paths = [step[1].decode() for step in self._steps]
+        """Every mount point, in order (for a message)."""
+
+    def _bind_read_only(self, source: str, target: str) -> None:
+        try:
+            now = os.statvfs(target).f_flag
+        except OSError:
+            now = 0
+        kept = 0
+        for st_flag, ms_flag in _KEPT_FLAGS:
+            if now & st_flag:
+                kept |= ms_flag  # flags a user namespace may have locked must be kept on a remount
+        self._steps.append((source.encode(), target.encode(), None, _MS_BIND | _MS_REC, None))
+        self._steps.append((None, target.encode(), None,
+                            _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV | kept, None))
+
+    def apply(self) -> None:
+        """In the child, before the ruleset: a namespace of its own, `/` private, then the mounts."""
+        if _LIBC is None:
+            _fail(b"no C library")
+        if _LIBC.unshare(_CLONE_NEWNS) != 0:
+            _fail(b"unshare(CLONE_NEWNS) failed")
+        if _LIBC.mount(None, b"/", None, ctypes.c_ulong(_MS_REC | _MS_PRIVATE), None) != 0:
+            _fail(b"making / private failed")
+        for source, target, fstype, flags, data in self._steps:
+            if _LIBC.mount(source, target, fstype, ctypes.c_ulong(flags), data) != 0:
+                _fail(b"mounting over " + target + b" failed")
+
+
+def _fail(why: bytes) -> None:
+    os.write(2, b"nbagent: the sandbox's mount namespace could not be set up (" + why + b"); the command did not run\n")
+    os._exit(126)
+
+
+@functools.lru_cache(maxsize=1)
+def mount_namespace() -> bool:
+    """Whether this process can give a command a mount namespace of its own (probed once: a child makes
+    one, binds a folder read-only and mounts an empty tmpfs, as `MountPlan` would)."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    true = shutil.which("true")
+    if not sys.platform.startswith("linux") or _LIBC is None or true is None:
+        return False
+    probe_dir = tempfile.mkdtemp(prefix="nbagent-mount-probe-")
+    try:
+        os.mkdir(os.path.join(probe_dir, "empty"))
+        plan = MountPlan(read_only=[probe_dir], masked=[os.path.join(probe_dir, "empty")])
+        done = subprocess.run([true], preexec_fn=plan.apply, capture_output=True, timeout=10,
+                              stdin=subprocess.DEVNULL, check=False)
+        return done.returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+    finally:
+        shutil.rmtree(probe_dir, ignore_errors=True)
