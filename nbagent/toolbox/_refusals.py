@@ -22,6 +22,8 @@ __all__ = ["WRITE_SIGNS", "sandbox_refusal"]
 
 WRITE_SIGNS = ("Read-only file system", "Permission denied", "Operation not permitted", "Device or resource busy")
 """How a refused write reads in a program's errors."""
+_LINK_SIGN = "Invalid cross-device link"
+"""A hard link refused across a mount or by Landlock (also what two file systems give: said only with a path)."""
 _QUOTED = re.compile(r"""['"‘“]([^'"’”\n]{1,400})['"’”]""")
 _BEFORE_SIGN = re.compile(r": ([^:\n]{1,400}): (?:" + "|".join(WRITE_SIGNS) + ")")
 _PROTECTED_WORDS = ", ".join(PROTECTED_PATHS[:3]) + ", configuration that runs code"
@@ -32,7 +34,7 @@ def sandbox_refusal(text: str, *, sandbox: str, workspace: str | None, top_level
     """The note for a command whose errors show a refused write, or None. `sandbox`: the policy it ran
     under; `workspace`: its real path (None: say only what the walls are); `top_level`: why new entries at
     its top level are refused there ("" when they are not); `hidden`: real paths read deny rules hide."""
-    lines = [line for line in text.splitlines() if any(sign in line for sign in WRITE_SIGNS)]
+    lines = [line for line in text.splitlines() if any(sign in line for sign in (*WRITE_SIGNS, _LINK_SIGN))]
     if not lines:
         return None
     if sandbox == "read-only":
@@ -44,6 +46,8 @@ def sandbox_refusal(text: str, *, sandbox: str, workspace: str | None, top_level
             walls.add(line)
         if walls.found:
             return f"stopped by the sandbox ({sandbox}): " + "; ".join(walls.notes())
+    if not any(sign in line for line in lines for sign in WRITE_SIGNS):
+        return None
     rest = f" (but no new entry at its top level here: {top_level})" if top_level else ""
     return (f"refused by the sandbox ({sandbox}): it lets a command write in the workspace{rest}, never in "
             f"protected paths ({_PROTECTED_WORDS}) or outside it, and use the network only where allowed")
@@ -59,8 +63,8 @@ _NOTES = {
     "hidden": "{paths} {is} hidden by a read deny rule",
     "near_hidden": "{paths} {is} in a folder holding files a read deny rule hides, where Landlock cannot let a command "
                    "add entries",
-    "outside": "{paths} {is} outside the workspace: a command writes only in the workspace and its own temporary "
-               "folder ($TMPDIR), and reads nothing of yours outside it but system and runtime paths",
+    "outside": "{paths} {is} outside the workspace: a command writes in the workspace and in its own temporary "
+               "folder ($TMPDIR), nowhere else, and reads nothing of yours outside them but system and runtime paths",
 }
 
 
@@ -73,11 +77,12 @@ class _Walls:
         self.names: list[str] = []
 
     def add(self, line: str) -> None:
+        linking = not any(sign in line for sign in WRITE_SIGNS)  # only a hard link refused: protected or hidden
         for path in _paths(line):
-            kind = self._kind(path)
-            if kind is not None:
-                if path not in self.found.setdefault(kind, []):
-                    self.found[kind].append(path)
+            kind, shown = self._kind(path)
+            if kind is not None and (not linking or kind in ("protected", "hidden")):
+                if shown not in self.found.setdefault(kind, []):
+                    self.found[kind].append(shown)
                 return
 
     def notes(self) -> list[str]:
@@ -93,24 +98,28 @@ class _Walls:
                                        **{"is": "is" if one else "are"}))
         return out
 
-    def _kind(self, path: str) -> str | None:
+    def _kind(self, path: str) -> tuple[str | None, str]:
+        """The wall `path` met, and how to show it."""
         ws = self.ws
         where = os.path.normpath(path if os.path.isabs(path) else os.path.join(ws, path))
         if where != ws and not where.startswith(ws.rstrip("/") + "/"):
-            return None if where.startswith(("/proc/", "/sys/", "/dev/")) else "outside"
+            return (None if where.startswith(("/proc/", "/sys/", "/dev/")) else "outside"), path
         if any(where == h or where.startswith(h + "/") for h in self.hidden):
-            return "hidden"
+            return "hidden", path
+        real = os.path.realpath(where)  # a link the command made to a protected path
+        if real != where and real.startswith(ws.rstrip("/") + "/"):
+            where, path = real, f"{path} (a link to {os.path.relpath(real, ws)})"
         parts = os.path.relpath(where, ws).split("/")
         if parts[0] in PROTECTED_PATHS:
             if parts[0] not in self.names:
                 self.names.append(parts[0])
-            return "protected"
+            return "protected", path
         if len(parts) == 1 and self.top_level:
-            return "top" if os.path.lexists(where) else "new_top"
+            return ("top" if os.path.lexists(where) else "new_top"), path
         folder = os.path.dirname(where)
         if any(h.startswith(folder + "/") for h in self.hidden):
-            return "near_hidden"
-        return None
+            return "near_hidden", path
+        return None, path
 
 
 def _paths(line: str) -> list[str]:
