@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .protected import PROTECTED_PATHS
-from .sandbox_linux import _DEVICES, MARKER_VARIABLE, LandlockRuleset, MountPlan, stop_marked
+from .sandbox_linux import _DEVICES, MARKER_VARIABLE, LandlockRuleset, MountPlan, stop_marked, supervise_command
 
 __all__ = ["Prepared", "landlock_prepared", "missing_protected", "protected_links", "protected_mounts",
            "remove_created", "restore_links"]
@@ -226,6 +226,8 @@ def landlock_prepared(argv: list[str], *, ws: str, writes: bool, network: bool, 
     def child() -> None:
         if plan is not None:
             plan.apply()
+        if writes:
+            supervise_command()  # what it leaves behind is adopted and stopped, whatever its environment
         ruleset.restrict()
 
     import uuid

@@ -37,7 +37,7 @@ import sys
 from typing import Iterable
 
 __all__ = ["MARKER_VARIABLE", "LandlockRuleset", "MountPlan", "NetworkFilter", "bubblewrap_seccomp", "drop_capabilities",
-           "landlock_abi", "mount_namespace", "stop_marked"]
+           "landlock_abi", "mount_namespace", "stop_marked", "supervise_command"]
 
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
@@ -376,3 +376,84 @@ def mount_namespace() -> bool:
         return False
     finally:
         shutil.rmtree(probe_dir, ignore_errors=True)
+
+
+# -- what a command leaves behind, without a PID namespace --------------------------------------------------
+_PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
+
+
+def supervise_command() -> None:
+    """In the child, before the ruleset: fork once more. The command goes on in the new process (the
+    function returns there); the process the caller started stays outside the sandbox as a subreaper and
+    never returns: every process the command leaves behind (`setsid`, a double fork, a cleared
+    environment, which the marker sweep cannot see) is adopted by it instead of by init, and once the
+    command exits it stops them all, then exits as the command did. The command cannot signal it
+    (Landlock's signal scoping, ABI 6) and dies with it (PR_SET_PDEATHSIG)."""
+    if _LIBC is None or _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        return  # no subreaper: the marker sweep alone stops what is left
+    command = os.fork()
+    if command == 0:
+        _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+        _LIBC.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0)
+        return
+    _supervise(command)
+
+
+def _supervise(command: int) -> None:
+    import signal
+
+    try:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
+            signal.signal(sig, signal.SIG_IGN)  # stopping a call signals the command's whole family: it acts
+        null = os.open("/dev/null", os.O_RDWR)   # on it, and this process outlives it only to clean up
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)  # the command's pipes close when the command's own processes close them
+        os.closerange(3, 1 << 20)
+        status = 0
+        while True:
+            pid, got = os.waitpid(-1, 0)
+            if pid == command:
+                status = got
+                break
+        _stop_adopted(os.getpid())
+    except BaseException:
+        os._exit(126)
+    if os.WIFSIGNALED(status):
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+
+
+def _stop_adopted(me: int) -> None:
+    """SIGKILL every child of `me` (what it adopted), until none is left (the children of one it stops
+    become its children in turn)."""
+    for _ in range(10_000):
+        children = _children(me)
+        if not children:
+            break
+        for pid in children:
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        for _ in children:
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+
+
+def _children(parent: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 1 and int(fields[1]) == parent:
+            found.append(int(entry))
+    return found

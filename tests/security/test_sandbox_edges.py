@@ -185,6 +185,22 @@ def test_no_process_outlives_the_call(ws):
     assert not (ws / "late.txt").exists(), "a process the command started went on after the call ended"
 
 
+def test_defence_off_without_the_subreaper_a_cleared_environment_escapes(ws, backend, monkeypatch):
+    """Landlock has no PID namespace: what stops such a process is the process the command was started as,
+    which adopts what the command leaves (a subreaper). Turned off, the marker sweep alone misses it."""
+    if backend.name != "landlock":
+        pytest.skip("bubblewrap's PID namespace is the defence there")
+    from nbagent.safety import sandbox_landlock
+
+    monkeypatch.setattr(sandbox_landlock, "supervise_command", lambda: None)
+    _approved(ws, "setsid env -i /bin/sh -c 'sleep 1; echo late > late.txt' > /dev/null 2>&1 & sleep 0.2")
+    for _ in range(60):
+        if (ws / "late.txt").exists():
+            break
+        time.sleep(0.1)
+    assert (ws / "late.txt").exists()
+
+
 def test_read_deny_holds_in_skipped_folders(ws):
     """deny: read_file(.env): a .env inside node_modules (a folder the scan skips) read by an approved tar."""
     (ws / "node_modules" / "pkg").mkdir(parents=True)
