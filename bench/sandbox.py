@@ -5,9 +5,11 @@
 For `true` and `ls`, in a workspace of a few hundred files:
 - the process alone: `bash -c CMD` started with subprocess (the floor);
 - the same under bubblewrap with the `read-only` and `workspace-write` policies (`sandbox_command`), and
-  under Landlock (the fallback where bubblewrap cannot run);
+  under Landlock (the fallback where bubblewrap cannot run), alone and, where this process may make one,
+  with a mount namespace per command (protected paths as read-only mounts);
 - end to end through the `shell` tool of an Agent (ScriptedModel): `danger-full-access` (no sandbox)
-  against `workspace-write` (also with a read deny rule, which makes the sandbox hide files).
+  against `workspace-write` (also with a read deny rule, which makes the sandbox hide files), with this
+  machine's backend and with Landlock forced (`NBAGENT_SANDBOX=landlock`, `landlock-nomount`).
 Rounds alternate the variants so a noisy neighbour hits them alike; the median of each round's
 per-command mean is reported, with the sandbox's added milliseconds. Goal: under 10 ms added.
 """
@@ -15,6 +17,7 @@ per-command mean is reported, with the sandbox's added milliseconds. Goal: under
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -26,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, toolbox  # noqa: E402
 from nbagent.safety.sandbox import SandboxBackend, landlock_abi, prepare, sandbox_backend, sandbox_command  # noqa: E402
+from nbagent.safety.sandbox_linux import mount_namespace  # noqa: E402
 
 
 def per_command(argv: list[str], n: int, cwd: Path) -> float:
@@ -45,13 +49,19 @@ def per_command_landlock(argv: list[str], n: int, cwd: Path, policy: str, backen
     return (time.perf_counter() - t0) / n
 
 
-def through_tool(ws: Path, command: str, n: int, sandbox: str, rules: list[str]) -> float:
+def through_tool(ws: Path, command: str, n: int, sandbox: str, rules: list[str], forced: str = "") -> float:
     calls = [AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={"command": command})]) for _ in range(n)]
     agent = Agent(model=ScriptedModel(calls + ["done"]), tools=toolbox.all(workspace=ws), mode="bypassPermissions",
                   sandbox=sandbox, rules=rules, max_turns=n + 1)
-    t0 = time.perf_counter()
-    run = agent.run_sync("go")
-    elapsed = time.perf_counter() - t0
+    os.environ["NBAGENT_SANDBOX"] = forced
+    sandbox_backend.cache_clear()
+    try:
+        t0 = time.perf_counter()
+        run = agent.run_sync("go")
+        elapsed = time.perf_counter() - t0
+    finally:
+        os.environ.pop("NBAGENT_SANDBOX")
+        sandbox_backend.cache_clear()
     assert all(c.status == "ok" for c in run.calls), [c.result.text for c in run.calls if c.status != "ok"]
     return elapsed / n
 
@@ -79,13 +89,18 @@ def main() -> None:
                 wrapped = sandbox_command(bare, workspace=ws, policy=policy)
                 variants[f"{cmd}: bubblewrap {policy}"] = lambda w=wrapped: per_command(w, opts.n, ws)
                 if landlock_abi():
-                    landlock = SandboxBackend("landlock", runtime_paths=backend.runtime_paths)
-                    variants[f"{cmd}: landlock {policy}"] = (
-                        lambda p=policy, b=bare, ll=landlock: per_command_landlock(b, opts.n, ws, p, ll))
+                    for mounts in (False, True) if mount_namespace() else (False,):
+                        landlock = SandboxBackend("landlock", runtime_paths=backend.runtime_paths, mounts=mounts)
+                        name = f"{cmd}: landlock{' + mounts' if mounts else ''} {policy}"
+                        variants[name] = lambda p=policy, b=bare, ll=landlock: per_command_landlock(b, opts.n, ws, p, ll)
             variants[f"{cmd}: shell tool, no sandbox"] = lambda c=cmd: through_tool(ws, c, opts.n, "danger-full-access", [])
             variants[f"{cmd}: shell tool, workspace-write"] = lambda c=cmd: through_tool(ws, c, opts.n, "workspace-write", [])
             variants[f"{cmd}: shell tool, workspace-write + deny rule"] = (
                 lambda c=cmd: through_tool(ws, c, opts.n, "workspace-write", ["deny: read_file(.env)"]))
+            if landlock_abi():
+                for forced in ("landlock", "landlock-nomount") if mount_namespace() else ("landlock-nomount",):
+                    variants[f"{cmd}: shell tool, workspace-write, {forced}"] = (
+                        lambda c=cmd, f=forced: through_tool(ws, c, opts.n, "workspace-write", [], f))
         results: dict[str, list[float]] = {k: [] for k in variants}
         for _ in range(opts.rounds):
             for name, fn in variants.items():

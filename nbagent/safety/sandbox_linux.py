@@ -444,6 +444,11 @@ def _stop_adopted(me: int) -> None:
 
 
 def _children(parent: int) -> list[int]:
+    try:  # the kernel's own list (CONFIG_PROC_CHILDREN; the process is single-threaded, so its thread is itself)
+        with open(f"/proc/{parent}/task/{parent}/children", "rb") as f:
+            return [int(pid) for pid in f.read().split()]
+    except OSError:
+        pass
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
