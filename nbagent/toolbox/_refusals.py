@@ -57,8 +57,8 @@ _NOTES = {
     "protected": "{paths} {is} in protected paths ({names}: configuration that can run programs, or nbagent's own "
                  "records), which stay read-only and cannot be renamed away or replaced",
     "new_top": "{paths} would be new entries at the workspace's top level, which this sandbox cannot add: {top}. "
-               "Files and folders already there can be written, and everything below them: make it in a sub-folder, "
-               "or with write_file (which asks as usual)",
+               "Files and folders already there can be written, and everything below them: make it inside a folder "
+               "that is already there, or with write_file (which asks as usual, and makes missing folders)",
     "top": "{paths} {is} at the workspace's top level, where this sandbox cannot rename or remove entries: {top}",
     "hidden": "{paths} {is} hidden by a read deny rule",
     "near_hidden": "{paths} {is} in a folder holding files a read deny rule hides, where Landlock cannot let a command "

@@ -82,7 +82,7 @@ def test_an_approved_command_makes_files_and_folders_at_the_top_level(repo: Path
     else:  # Landlock alone: refused, and the result says which wall and why
         assert not (repo / "notes.txt").exists() and run.calls[0].status == "error"
         assert "notes.txt would be a new entry at the workspace's top level" in text
-        assert ".git" in text and "mount namespace" in text and "sub-folder" in text
+        assert ".git" in text and "mount namespace" in text and "inside a folder that is already there" in text
 
 
 def test_without_protected_paths_the_top_level_is_open_in_every_lane(ws: Path) -> None:
