@@ -68,7 +68,6 @@ __all__ = ["CREDENTIAL_STORES", "HIDDEN_SCAN_LIMIT", "HiddenScanError", "MARKER_
            "prepare", "remove_created", "sandbox_backend", "sandbox_command", "sandbox_policy", "secret_places"]
 
 from .protected import PROTECTED_PATHS  # noqa: E402 - the one list: configuration that can run programs
-
 """Paths inside the workspace that `workspace-write` keeps read-only: configuration that can run programs
 (`.git`, `.mcp.json`, `.nbagent/`, editor and Jupyter settings; see `nbagent.safety.protected`)."""
 
