@@ -53,11 +53,15 @@ def sandbox_lane(request, monkeypatch):
     skipped where it would be the same as `landlock-nomount` (no mount namespace here)."""
     from nbagent.safety.sandbox import sandbox_backend
 
+    from nbagent.safety.sandbox_linux import landlock_abi
+
     monkeypatch.setenv("NBAGENT_SANDBOX", request.param)
     sandbox_backend.cache_clear()
     chosen = sandbox_backend()
     if chosen.name != request.param.split("-")[0]:
         sandbox_backend.cache_clear()
+        if request.param.startswith("landlock") and landlock_abi() >= 1:  # the kernel has it: never a silent skip
+            pytest.fail(f"NBAGENT_SANDBOX={request.param} did not give Landlock: {chosen.reason}")
         pytest.skip(f"{request.param} is not available here: {chosen.reason}")
     if request.param == "landlock" and not chosen.mounts:
         sandbox_backend.cache_clear()

@@ -34,8 +34,10 @@ Backends, chosen once per process by `sandbox_backend()`:
   workspace is writable; where it may not, protected paths and every directory above them (the top level)
   are left out of the writable trees: everything below the top level is writable, and a new entry at the
   top is refused while a protected path, a hidden file or a secret place is there (hidden files are then
-  refused, not empty). It has no PID namespace: processes left running are found by a marker in their
-  environment and stopped, and other processes' `/proc` entries stay readable.
+  refused, not empty). It has no PID namespace: what an approved command leaves running is adopted by the
+  process it was started as, which stays outside the sandbox and stops it all when the command ends
+  (`supervise_command`); a marker in the environment is the second net (and the only one for read-only
+  commands, which cannot write); other processes' `/proc` entries stay readable.
 - **No sandbox** (neither can run, macOS, Windows, or `danger-full-access`): commands
   run as plain processes in their own process group. The view's header says so, and shell auto-allow
   shrinks to `STRICT_READ_ONLY_COMMANDS`, whose options are fully known.

@@ -23,6 +23,11 @@ read-only over themselves and hidden files masked, as bubblewrap does, so the wo
 writable. Its mounts stay private to the command (`/` is made private first) and it cannot undo them:
 Landlock refuses every mount call of a sandboxed process, and it has no capabilities left.
 
+Without a PID namespace, `supervise_command` keeps what a command leaves running in check: the process
+the caller started forks once more, stays outside the sandbox as a subreaper (orphans come to it, not to
+init), and stops them all when the command exits. `stop_marked` is the second net: it finds processes by
+a marker in their environment, which a process can clear.
+
 It reads nothing anyone else wrote: it only builds and installs filters and mounts.
 """
 
