@@ -41,6 +41,36 @@ def registered_secrets():
     secrets._cache = None  # the cache notices new entries by count only
 
 
+SERVERS = ("tests/batch/test_dask.py", "tests/providers/test_llamacpp.py", "tests/mcp/test_failures.py",
+           "tests/mcp/test_servers.py", "tests/mcp/test_notebook.py")
+"""Modules whose tests start real outside programs (a Dask cluster, MCP servers from PyPI and npm, llama.cpp):
+marked `servers`, which the fast lane (`./dev test --fast`) leaves out with `kernel` and `browser`."""
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.nodeid.split("::")[0] in SERVERS:
+            item.add_marker(pytest.mark.servers)
+
+
+@pytest.fixture(autouse=True)
+def kernels_only_where_marked(request, monkeypatch):
+    """A test that starts a Jupyter kernel says so (`@pytest.mark.kernel`, or `browser`): every local kernel
+    jupyter_client starts (KernelManager, nbclient) passes its provisioner, which refuses for the others, so
+    the fast lane's `-m "not kernel"` cannot let one through by a missing mark."""
+    if request.node.get_closest_marker("kernel") or request.node.get_closest_marker("browser"):
+        return
+    try:
+        from jupyter_client.provisioning.local_provisioner import LocalProvisioner
+    except ImportError:  # pragma: no cover - the front's extra is not installed
+        return
+
+    async def refuse(self, *args, **kwargs):
+        raise RuntimeError(f"{request.node.nodeid} starts a Jupyter kernel: mark it @pytest.mark.kernel")
+
+    monkeypatch.setattr(LocalProvisioner, "launch_kernel", refuse)
+
+
 SANDBOX_LANES = ("bubblewrap", "landlock", "landlock-nomount")
 """The sandboxes a host can give shell commands (`NBAGENT_SANDBOX`): bubblewrap; Landlock with a mount
 namespace per command (root in a VM or a privileged container, without bubblewrap); Landlock alone (a
@@ -52,7 +82,6 @@ def sandbox_lane(request, monkeypatch):
     """Runs a test once per sandbox lane this machine can run (the `SandboxBackend` in force). `landlock` is
     skipped where it would be the same as `landlock-nomount` (no mount namespace here)."""
     from nbagent.safety.sandbox import sandbox_backend
-
     from nbagent.safety.sandbox_linux import landlock_abi
 
     monkeypatch.setenv("NBAGENT_SANDBOX", request.param)
