@@ -211,7 +211,7 @@ def test_a_program_outside_never_sees_git_config_changed_while_the_command_runs(
 def test_defence_off_a_program_outside_sees_the_planted_config(repo: Path, monkeypatch) -> None:
     monkeypatch.setattr(_sandbox, "protected_binds", lambda ws_: [])
     monkeypatch.setattr(sandbox_landlock, "PROTECTED_PATHS", ())
-    before, seen = _watched_attack(repo)
+    _, seen = _watched_attack(repo)
     assert any(b"fsmonitor" in s for s in seen)
 
 
