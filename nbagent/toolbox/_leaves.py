@@ -16,12 +16,13 @@ one command's program is not known to keep the rule, or None. A program is known
 - git, while the repository configures no program (`git_problem`: filters, diff and merge drivers,
   editors, gpg, upload-pack, includes; a repository that cannot be read, another repository on the line).
 
-and, as a program found by path or on `PATH`, it is the system's: a name found in a folder outside the
-system's program folders (`/usr/bin`, `/bin`...) and the running Python's, or inside the workspace, or a
-path such as `./ls`, `/proc/self/exe` (the program running, whatever its name) or the dynamic loader
-(`/lib64/ld-linux-x86-64.so.2 /bin/rm`, which runs the program it is given) is not known. So is
-everything else: an unknown name, a function defined on the line, `let` and `(( ))` (arithmetic on a
-variable's value runs the `$(...)` it may hold), `[[` with arithmetic operators.
+and it is the program its name promises: a path must lead into the system's program folders (`/usr/bin`,
+`/bin`...) or the running Python's, so `./ls`, a copy of `rm` under another name, `/proc/self/exe` (the
+program running, whatever its name) and the dynamic loader (`/lib64/ld-linux-x86-64.so.2 /bin/rm`, which
+runs the program it is given) are not known; a name found on `PATH` must not be a program of the workspace
+(the person's own folders on `PATH` are theirs). Everything else is not known either: an unknown name, a
+function defined on the line, `let` and `(( ))` (arithmetic on a variable's value runs the `$(...)` it may
+hold), `[[` with arithmetic operators, a `for` loop over a variable bash reads.
 
 Without a deny rule none of this applies: the permission pipeline asks before anything that is not
 read-only runs, and the OS sandbox is the wall.
@@ -145,20 +146,24 @@ BUILTIN_LIMITS = ("hash -p", "jobs -x", "test -v / [ -v", "read, mapfile, readar
 
 
 WRAPPER_VALUES = {
-    "nice": ("n", ("adjustment",), 0), "ionice": ("cnpPut", ("class", "classdata", "pid", "pgid", "uid"), 0),
-    "timeout": ("sk", ("signal", "kill-after"), 1), "sudo": ("ugCDhpRrtTU", ("user", "group", "close-from",
-                                                                             "chdir", "host", "prompt",
-                                                                             "chroot", "role", "type",
-                                                                             "command-timeout", "other-user"), 0),
-    "doas": ("uC", (), 0), "env": ("uCS", ("unset", "chdir", "split-string"), 0), "nohup": ("", (), 0),
-    "setsid": ("", (), 0), "command": ("", (), 0), "builtin": ("", (), 0), "exec": ("a", (), 0),
-    "time": ("fo", ("format", "output"), 0), "stdbuf": ("ioe", ("input", "output", "error"), 0),
-    "chrt": ("T", ("sched-runtime", "sched-period", "sched-deadline"), 1), "xargs": (
-        "adEeIiLlnPs", ("arg-file", "delimiter", "eof", "replace", "max-lines", "max-args", "max-procs",
-                        "max-chars", "process-slot-var"), 0),
-    "watch": ("dnq", ("interval", "differences", "equexit"), 0), "flock": ("wEc", ("timeout", "conflict-exit-code",
-                                                                                     "command"), 1),
-    "taskset": ("", ("cpu-list", "all-tasks", "pid"), 1), "unbuffer": ("", (), 0), "catchsegv": ("", (), 0), "chronic": ("", (), 0),
+    "nice": ("n", ("adjustment",), 0),
+    "ionice": ("cnpPut", ("class", "classdata", "pid", "pgid", "uid"), 0),
+    "timeout": ("sk", ("signal", "kill-after"), 1),
+    "sudo": ("ugCDhpRrtTU", ("user", "group", "close-from", "chdir", "host", "prompt", "chroot", "role", "type",
+                             "command-timeout", "other-user"), 0),
+    "doas": ("uC", (), 0),
+    "env": ("uCS", ("unset", "chdir", "split-string"), 0),
+    "nohup": ("", (), 0), "setsid": ("", (), 0), "command": ("", (), 0), "builtin": ("", (), 0),
+    "unbuffer": ("", (), 0), "catchsegv": ("", (), 0), "chronic": ("", (), 0),
+    "exec": ("a", (), 0),
+    "time": ("fo", ("format", "output"), 0),
+    "stdbuf": ("ioe", ("input", "output", "error"), 0),
+    "chrt": ("T", ("sched-runtime", "sched-period", "sched-deadline"), 1),
+    "xargs": ("adEeIiLlnPs", ("arg-file", "delimiter", "eof", "replace", "max-lines", "max-args", "max-procs",
+                              "max-chars", "process-slot-var"), 0),
+    "watch": ("dnq", ("interval", "differences", "equexit"), 0),
+    "flock": ("wEc", ("timeout", "conflict-exit-code", "command"), 1),
+    "taskset": ("", (), 1),
 }
 """Wrappers whose options are known: (short options taking a value, long ones, positional words before the
 command). `wrapped_start` finds where their command begins; another wrapper's is not known for sure."""
@@ -204,6 +209,7 @@ def wrapped_start(head: str, rest: list[str]) -> int | None:
 
 
 _FLAG_LONGS = {"xargs": ("null", "no-run-if-empty", "verbose", "interactive", "open-tty", "exit", "show-limits"),
+               "taskset": ("cpu-list", "all-tasks", "pid"),
                "sudo": ("preserve-env", "login", "non-interactive", "shell", "set-home", "background", "edit",
                         "reset-timestamp", "stdin", "list"), "env": ("ignore-environment", "null", "debug"),
                "timeout": ("foreground", "preserve-status", "verbose"), "nice": (), "time": ("verbose", "portability",
