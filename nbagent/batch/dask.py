@@ -12,11 +12,15 @@ A runner's queue is named after its life (a fresh id each time its task starts),
 next life can go to a dead one. All queues are `distributed.Queue`s, held by the scheduler.
 
 How the limits hold across the cluster: the batch's `Limiter` stays on this side. A feeder task takes a
-permit from it for each request (paced by requests and tokens per minute, paused after a 429) and puts it in
-the permit queue (at most `concurrency` of them waiting there or in a runner's small stock, taken ahead so
-a request does not wait on a round trip); a worker's item takes one before each request, and reports each
-response (status, rate-limit headers, retry-after) and each usage back, which this side reads into the
-same `Limiter`. So one pause holds for every worker, and the tokens per minute count every worker's usage.
+permit from it for each request (paced by requests and tokens per minute, cut and paused after a 429) up to
+`LEAD` seconds before the permit's time, and puts it in the permit queue with that time (at most
+`concurrency` of them waiting there or in a runner's small stock); a worker's item takes one before each
+request and sends at the permit's time (by the worker's clock, corrected by the least delay its permits took
+to arrive), so the requests of all the workers keep the limiter's spacing whatever the queues' delays; a
+permit that comes later than its time by more than an interval is not used (its slot passed) and is reported
+so. The workers report each response (status, rate-limit headers) and each usage back, which this side reads
+into the same `Limiter`. So one limiter paces and learns for every worker, and the tokens per minute count
+every worker's usage (a worker that meets a 429 also holds its own requests for the wait the provider said).
 `max_cost` is checked on this side before each item is handed out (the first item runs alone), so it holds
 for the whole cluster; `max_retries` is applied by the runner, with the local batch's rule.
 
@@ -56,6 +60,8 @@ __all__ = ["portable_agent", "run_on_cluster"]
 
 PREFETCH = 1.0
 """Items a runner holds waiting, beyond those running, per slot: the next one starts without a round trip."""
+LEAD = 0.05
+"""Seconds before its time a permit is put in the queue (more than the queues take to bring it to a worker)."""
 def _client_for(engine: Any) -> Any:
     if engine == "dask":
         from distributed import get_client
@@ -116,17 +122,23 @@ async def _queue(client: Any, name: str) -> Any:
 
 
 class _Flow:
-    """Permits put in the cluster's queue and not yet taken from it (each one taken is reported back)."""
+    """Permits put in the cluster's queue and not yet taken from it (each one taken is reported back), and the
+    time each permit is for, until its request is answered."""
 
     def __init__(self) -> None:
         self.ahead = 0
         self.used = asyncio.Event()
+        self.times: dict[int, float] = {}
+
+    def sent(self, seq: Any) -> float | None:
+        """The monotonic time permit `seq` was for (None: not one of this batch's, or answered already)."""
+        return self.times.pop(seq, None) if isinstance(seq, int) else None
 
 
 async def _feed(batch: Any, client: Any, permits: Any, flow: _Flow) -> None:
-    """Put permits in the cluster's queue at the limiter's pace, at most `concurrency` waiting there (so a
-    request seldom waits on a round trip); permits waiting count against the limiter's burst, so the
-    workers can never send more at once than the limiter would."""
+    """Put permits in the cluster's queue at the limiter's pace, at most `concurrency` waiting there. Each permit
+    is taken up to `LEAD` seconds before its time and carries that time (the wall clock's): the worker that
+    takes it sends its request then, so the requests keep the limiter's spacing whatever the queues' delays."""
     limiter = batch.limiter
     while True:
         if flow.ahead >= batch.concurrency:
@@ -137,13 +149,19 @@ async def _feed(batch: Any, client: Any, permits: Any, flow: _Flow) -> None:
                 flow.ahead = await _call(client, permits.qsize)
             continue
         tokens = int(limiter.output_per_request) + 64  # the prompt is not known here: settled from the usage
-        bucket = limiter.requests
-        if bucket is not None:  # permits waiting in the queue are part of the burst: the bucket holds the rest
-            bucket.refill(time.monotonic())
-            bucket.level = min(bucket.level, bucket.capacity - flow.ahead)
-        await limiter.acquire(tokens)
-        await _call(client, permits.put, tokens)
+        seq, at = await limiter.acquire(tokens, ahead=LEAD)
+        flow.times[seq] = at
+        if len(flow.times) > 4 * batch.concurrency + 64:  # permits lost with a worker: forget the oldest
+            for old in sorted(flow.times)[: len(flow.times) // 2]:
+                del flow.times[old]
+        now = time.time()
+        await _call(client, permits.put, (seq, now + (at - time.monotonic()), now, tokens, limiter.grace()))
         flow.ahead += 1
+
+
+def _count(value: Any) -> int:
+    """A count a worker reported (0 when it is not one)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 40 else 0
 
 
 async def _listen(client: Any, reports: Any, inbox: asyncio.Queue) -> None:
@@ -252,13 +270,23 @@ class _Cluster:
         if kind == "took":  # a permit left the queue: one more can wait there
             self.flow.ahead = max(0, self.flow.ahead - 1)
             self.flow.used.set()
+            if report.get("expired"):  # it came too late to be used: its slot passed unused
+                self.flow.sent(report.get("seq"))
+                batch.limiter.settle(_count(report.get("reserved")), 0)
         elif kind == "settle":  # an answered request: its usage and its headers
+            seq = report.get("seq")
             batch.limiter.settle(int(report["reserved"]), int(report["used"]), report.get("output"))
-            batch.limiter.observe(200, report.get("headers") or {})
+            batch.limiter.observe(200, report.get("headers") or {}, seq=seq if isinstance(seq, int) else None,
+                                  sent=self.flow.sent(seq))
         elif kind == "after":
-            if report.get("reserved"):
-                batch.limiter.settle(report["reserved"], 0)
-            batch.limiter.observe(int(report["status"]), report.get("headers") or {}, report.get("retry_after"))
+            seq, reserved = report.get("seq"), _count(report.get("reserved"))
+            if reserved:
+                batch.limiter.settle(reserved, 0)
+            retry_after = report.get("retry_after")
+            batch.limiter.observe(int(report["status"]), report.get("headers") or {},
+                                  retry_after if isinstance(retry_after, (int, float)) else None,
+                                  seq=seq if isinstance(seq, int) else None, sent=self.flow.sent(seq),
+                                  reserved=reserved)
         elif kind == "started":
             index = int(report["index"])
             life = self.where.get(index)

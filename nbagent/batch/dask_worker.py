@@ -26,15 +26,20 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import pickle
+import time
 import uuid
+from collections import deque
 from typing import Any
 
-from ..budget.ratelimit import request_gate
+from ..budget.ratelimit import MAX_PAUSE, request_gate
+from ..budget.ratelimit_headers import read_limits
 from ..calls.permissions import Grants, PermissionPolicy
 
 __all__ = ["agent_on_worker", "runner"]
 
-_HEADERS = ("retry-after", "retry-after-ms")
+_HEADERS = ("retry-after", "retry-after-ms", "ratelimit-policy")
+_GRACE = 0.005
+"""The least time a permit may be used after its time."""
 _POLL = 0.5
 """Every this many seconds a runner looks whether its task is still wanted."""
 
@@ -90,56 +95,83 @@ class _Permits:
     """This runner's permits: up to `keep` taken from the batch's permit queue ahead of its requests, so a
     request seldom waits on a round trip to the scheduler. The client's side counts a permit as waiting
     until a request uses it (the "took" report), so the permits waiting here and in the queue together are
-    never more than it allows."""
+    never more than it allows.
 
-    def __init__(self, queue: Any, keep: int) -> None:
-        self.queue = queue
+    A permit is `(number, time, put, tokens, grace)`: the time its request may go and when the client put it,
+    by the client's wall clock. This runner reads them by its own clock plus an offset, the least of (arrival -
+    put) over the recent permits: the clocks' difference plus the quickest delivery (on one machine, a
+    millisecond or less). A permit taken later than its time by more than `grace` (the limiter's interval, or its
+    burst) is not used: its slot has passed, and using it now could send two requests closer than the limiter
+    spaced them."""
+
+    def __init__(self, queue: Any, keep: int, out: _Outbox) -> None:
+        self.queue, self.out = queue, out
         self.ready: asyncio.Queue = asyncio.Queue()
         self.room = asyncio.Semaphore(max(1, keep))
+        self.delays: deque[float] = deque(maxlen=64)
+        self.hold_until = 0.0
+        """By this runner's wall clock: no request before it (a 429 this runner met said to wait)."""
         self.task = asyncio.get_running_loop().create_task(self._fill())
 
     async def _fill(self) -> None:
         while True:
             await self.room.acquire()
-            self.ready.put_nowait(int(await self.queue.get()))
+            permit = await self.queue.get()
+            self.delays.append(time.time() - float(permit[2]))
+            self.ready.put_nowait(permit)
 
-    async def get(self) -> int:
-        permit = await self.ready.get()
-        self.room.release()
-        return permit
+    async def get(self) -> tuple[int, float]:
+        """Wait for a permit and for its time; its number and the tokens it carries."""
+        while True:
+            seq, when, put, tokens, grace = await self.ready.get()
+            self.room.release()
+            due = float(when) + (min(self.delays) if self.delays else 0.0)
+            late = time.time() - due
+            if late > max(_GRACE, float(grace)) or due < self.hold_until:
+                self.out.add({"kind": "took", "seq": seq, "expired": True, "reserved": tokens})
+                continue
+            if late < 0:
+                await asyncio.sleep(-late)
+            return seq, int(tokens)
 
 
 class _RemoteGate:
     """The worker's side of the gate: a permit (from the client's queue, by `_Permits`) before each request,
     and reports back."""
 
-    __slots__ = ("permits", "out", "reserved", "headers")
+    __slots__ = ("permits", "out", "reserved", "headers", "seq")
 
     def __init__(self, permits: Any, out: _Outbox) -> None:
         self.permits, self.out = permits, out
         self.reserved = 0
         self.headers: dict[str, str] = {}
+        self.seq: int | None = None
 
     async def before(self, body_bytes: int) -> None:
-        self.reserved = await self.permits.get()  # a permit carries the tokens the client's side reserved
-        self.out.add({"kind": "took"})  # used: the client's side may put another in the queue
+        self.seq, self.reserved = await self.permits.get()  # a permit carries the tokens the client reserved
+        self.out.add({"kind": "took", "seq": self.seq})  # used: the client's side may put another in the queue
 
-    def after(self, status: int, headers: Any, retry_after: float | None) -> bool:
+    def after(self, status: int, headers: Any, retry_after: float | None) -> float | None:
         keep = {k: v for k, v in headers.items() if k.lower().startswith(("x-ratelimit", "anthropic-ratelimit"))
                 or k.lower() in _HEADERS}
-        if status >= 400:  # the client's side must know at once (a 429 pauses every worker)
+        if status >= 400:  # the client's side must know at once (a 429 cuts and pauses every worker)
             self.out.add({"kind": "after", "status": status, "headers": keep, "retry_after": retry_after,
-                          "reserved": self.reserved})
+                          "reserved": self.reserved, "seq": self.seq})
             self.reserved = 0
         else:  # an answer: its headers travel with its usage, in one report
             self.headers = keep
-        return status == 429
+        if status != 429:
+            return None
+        said = read_limits(headers)
+        wait = said.wait(said.exhausted()) or retry_after or 0.0
+        self.permits.hold_until = max(self.permits.hold_until, time.time() + min(wait, MAX_PAUSE))
+        return wait
 
     def settle(self, usage: Any) -> None:
         output = int(getattr(usage, "output_tokens", 0) or 0) if usage is not None else None
         used = (int(getattr(usage, "input_tokens", 0) or 0) + (output or 0)) if usage is not None else self.reserved
         self.out.add({"kind": "settle", "reserved": self.reserved, "used": used, "output": output,
-                      "headers": self.headers})
+                      "headers": self.headers, "seq": self.seq})
         self.reserved, self.headers = 0, {}
 
 
@@ -224,7 +256,7 @@ async def runner(blob: bytes, names: tuple[str, str, str], number: int, share: i
     out.add({"kind": "hello", "runner": number, "life": life, "queue": inbox.name, "worker": worker.address})
     waiting: asyncio.Queue = asyncio.Queue()
     loop = asyncio.get_running_loop()
-    stock = _Permits(permits, share)
+    stock = _Permits(permits, share, out)
     slots = [loop.create_task(_slot(agent, waiting, stock, out, max_retries, worth_retrying)) for _ in range(share)]
     taken = 0
 

@@ -104,8 +104,8 @@ class _Silence:
 _MAX_ERROR_BODY = 64 * 1024
 _MAX_REDIRECTS = 5
 _MAX_GATED_WAITS = 20
-"""429s a request may meet under a batch's limiter (which waits them out for the whole batch) before its
-own retries count them."""
+"""429s a request may meet under a batch's limiter (which paces and pauses the whole batch after each) before
+its own retries count them."""
 
 
 
@@ -375,7 +375,7 @@ class ProviderHTTP:
         redirects = 0
         while True:
             attempt += 1
-            gated = False
+            gated: float | None = None  # on a 429 under a batch's limiter: the seconds it holds the batch
             if gate is not None:
                 await gate.before(len(content))
             headers = {"content-type": "application/json", "accept": "text/event-stream", **request_headers}
@@ -454,12 +454,12 @@ class ProviderHTTP:
                 if cause is not None and _secrets.redact(str(cause)) == str(cause):
                     raise error from cause
                 raise error from None  # a cause whose text holds a secret is not chained
-            delay = policy.backoff(attempt, error.retry_after)
-            log.info("%s: %s; retrying in %.1fs (retry %d of %d)", self.provider, error.message, delay, attempt,
+            delay = policy.backoff(attempt, error.retry_after) if gated is None else gated
+            log.info("%s: %s; retrying in %.3gs (retry %d of %d)", self.provider, error.message, delay, attempt,
                      policy.max_retries)
             report_retry(attempt, policy.max_retries, delay, retry_reason(error))
-            if gated and paused < _MAX_GATED_WAITS:  # the batch's limiter paused every item for this wait: the
-                paused += 1                          # next `before` waits it out; it is not this request's retry
+            if gated is not None and paused < _MAX_GATED_WAITS:  # the batch's limiter holds the kind that ran out
+                paused += 1              # for this wait: the next `before` waits it out; it is not this request's retry
                 attempt -= 1
                 continue
             await policy.sleep(delay)

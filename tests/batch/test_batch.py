@@ -51,8 +51,7 @@ async def test_concurrency_is_the_bound_on_runs_in_flight(tmp_path):
 async def test_a_429_pauses_the_whole_batch_instead_of_every_item_retrying_on_its_own(tmp_path):
     """The server sends no limit headers and the person set none: the first burst meets 429s. The batch
     pauses for the retry-after and then paces itself: a handful of 429s, not one train per item."""
-    async with RateLimitedServer(requests_per_minute=2400, burst_seconds=0.25, latency=0.01) as server:
-        server._limit_headers = lambda: {}  # type: ignore[method-assign]
+    async with RateLimitedServer(requests_per_minute=2400, burst_seconds=0.25, latency=0.01, headers="none") as server:
         batch = Agent(model=model_for(server), workspace=tmp_path).map(range(60), "x {item}", concurrency=16)
         await batch
     assert [r.output for r in batch.results] == [f"echo: x {i}" for i in range(60)]
@@ -71,8 +70,7 @@ async def test_the_limit_is_learned_from_the_provider_headers(tmp_path):
 
 
 async def test_tokens_per_minute_hold(tmp_path):
-    async with RateLimitedServer(tokens_per_minute=60_000, latency=0.01) as server:
-        server._limit_headers = lambda: {}  # type: ignore[method-assign]
+    async with RateLimitedServer(tokens_per_minute=60_000, latency=0.01, headers="none") as server:
         batch = Agent(model=model_for(server), workspace=tmp_path).map(
             range(60), "tokens {item}", concurrency=8, rate_limit=RateLimit(tokens_per_minute=60_000))
         await batch
