@@ -32,11 +32,14 @@ none left, the items not done fail with its error. Cancelling the batch sends "s
 cancels its items' runs), waits for the runners' tasks to end, and cancels any that did not.
 
 Keys: an API key never travels in a pickle or a task's arguments (Dask shows those in its logs and
-dashboard). The agent is shipped (cloudpickle, scattered once) with its model's key removed and its HTTP
-client dropped (each worker makes its own); each worker reads its key from its own environment
-(`OPENAI_API_KEY` and the like, set where the worker is started). A key passed as `api_key=` stays in this
-process. Calls that need a person follow the headless policy on the worker (`NBAGENT_APPROVAL` there, or
-the agent's approver if it can travel), since no one is at a worker to click.
+dashboard). The agent is shipped (cloudpickle, scattered once) with its model's key and credential headers
+removed and its HTTP client dropped (each worker makes its own), and its bytes are checked to hold no secret
+this process knows (`_check_no_secret`: a tool that closed over a key refuses to travel). A key given in code
+reaches each runner once, sealed to it, in its own queue before any item (`dask_keys`); otherwise a worker
+reads its key from its own environment. No item is handed out until every runner has said hello, so a
+worker without a key fails the batch at its start with one message. Calls that need a person follow the
+headless policy on the worker (`NBAGENT_APPROVAL` there, or the agent's approver if it can travel), since no
+one is at a worker to click.
 
 Reads: what the workers send back on the report queue (pickles: reports and results). Who could have
 written them: the cluster's workers, or anyone who can reach its scheduler, both of which can already run
@@ -56,6 +59,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import ConfigurationError
+from .dask_keys import missing_key_message, model_secrets, seal, strip_secrets
+
 __all__ = ["portable_agent", "run_on_cluster"]
 
 PREFETCH = 1.0
@@ -69,8 +75,6 @@ def _client_for(engine: Any) -> Any:
         return get_client()
     if hasattr(engine, "submit") and hasattr(engine, "scheduler"):
         return engine
-    from ..errors import ConfigurationError
-
     raise ConfigurationError(f"engine is 'dask' or a distributed.Client, not {engine!r}")
 
 
@@ -80,19 +84,15 @@ def portable_agent(agent: Any, original: Any) -> Any:
     import cloudpickle
 
     shipped = copy.copy(agent)
-    model = copy.copy(agent.model)
+    model = strip_secrets(agent.model)  # a key given in code travels sealed, apart (see dask_keys)
     if getattr(model, "http", None) is not None:
         if getattr(model.http, "_given_client", None) is not None:
-            from ..errors import ConfigurationError
-
             raise ConfigurationError("a model made with http_client=... cannot run on a cluster: each worker "
                                      "makes its own client")
         http = copy.copy(model.http)
         http._client, http._client_loop = None, None
         http._headers, http._secrets = model._request_headers, model._secret_values  # the copy's, keyless
         model.http = http
-    if hasattr(model, "_api_key"):
-        model._api_key = None  # the worker reads its own key from its environment
     shipped.model = model
     approver = original.approver
     try:
@@ -104,6 +104,19 @@ def portable_agent(agent: Any, original: Any) -> Any:
     shipped._policy_data = (list(original.rules), original.mode, approver,
                             [(grant.tool, grant.pattern) for grant in original.grants])
     return shipped
+
+
+def _check_no_secret(blob: bytes) -> None:
+    """The bytes that travel hold no secret this process knows (an environment key, a key given in code, a
+    credential header): one check of content, whatever in the agent holds it."""
+    from ..safety.secrets import secret_values
+
+    for value, name in secret_values().items():
+        if value.encode("utf-8") in blob:
+            raise ConfigurationError(
+                f"the agent would carry a secret to the cluster in its pickle (the value of {name}): something it "
+                "holds (a tool's closure, its instructions, a setting) has it. Give the workers their keys through "
+                "their environment, or to the model as api_key=... (sent to each worker sealed, never pickled)")
 
 
 async def _call(client: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -215,6 +228,13 @@ class _Cluster:
         self.error: str | None = None
         self.first = True
         self.shares: list[int] = []
+        self.names: tuple[str, str, str] = ("", "", "")
+        self.secrets = model_secrets(batch.item_agent.model)
+        """The key given in code (and credential headers): sealed to each runner on its hello, never pickled."""
+        self.greeted: set[int] = set()
+        self.failed = False
+        self.started = False
+        """True once every runner has said hello (no item is handed out before: a missing key fails at once)."""
 
     def wake(self) -> None:
         self.loop.call_soon_threadsafe(self.inbox.put_nowait, [{"kind": "wake"}])
@@ -222,6 +242,10 @@ class _Cluster:
     # -- handing items out -----------------------------------------------------------------------------
     async def dispatch(self) -> None:
         batch = self.batch
+        if not self.started:
+            if any(runner not in self.greeted for runner in self.runners):
+                return
+            self.started = True
         sends: dict[_Life, list[tuple[int, Any]]] = {}
         while self.todo and not batch._cancelled and batch.stop_reason is None:
             life = max(self.lives.values(), key=lambda lf: lf.room, default=None)
@@ -302,9 +326,15 @@ class _Cluster:
             life = _Life(runner, await _queue(self.client, str(report["queue"])), self.shares[runner],
                          str(report.get("worker")))
             old = self.lives.get(runner)
-            self.lives[runner] = life
             if old is not None:
                 await self._stop(self.retire(old))
+            start = self._start(report, life)
+            if start is None:
+                await self._stop([life.queue])
+                return
+            await _call(self.client, life.queue.put, pickle.dumps(start))  # before any item: its keys
+            self.lives[runner] = life
+            self.greeted.add(runner)
         elif kind == "ended":
             runner = int(report["runner"])
             future = self.runners.pop(runner, None)
@@ -319,6 +349,34 @@ class _Cluster:
             life = self.lives.get(runner)
             if life is not None:
                 await self._stop(self.retire(life))
+
+    def _start(self, hello: dict[str, Any], life: _Life) -> dict[str, Any] | None:
+        """The first message of a runner's life: the model's secrets sealed to it, when there are some; None
+        (and the batch fails, with one message) when its worker has no key for the model."""
+        model = self.batch.item_agent.model
+        if self.secrets:
+            try:
+                return {"start": True, "keys": seal(hello.get("public"), self.secrets, self.context(hello))}
+            except ValueError:
+                self.fail(f"worker {life.worker} gave no key to seal the model's key to (it needs the "
+                          "cryptography package: pip install 'nbagent[dask]' there); no item was run")
+                return None
+        if not hello.get("has_key", True):
+            problem = hello.get("problem")
+            self.fail(missing_key_message(model, life.worker, problem if isinstance(problem, str) else None))
+            return None
+        return {"start": True}
+
+    def context(self, hello: dict[str, Any]) -> bytes:
+        """What a runner's keys are sealed for: this batch, this runner, this life."""
+        return f"{self.names[2]}|{hello.get('runner')}|{hello.get('life')}".encode()
+
+    def fail(self, message: str) -> None:
+        """The batch stops at once, with one message; nothing more is handed out."""
+        if self.batch.stop_reason is None:
+            self.batch.stop_reason = message
+        self.failed = True
+        self.todo.clear()
 
     def take(self, index: int, blob: bytes) -> None:
         from ..messages import Usage
@@ -357,6 +415,7 @@ class _Cluster:
         from .dask_worker import runner
 
         batch, client = self.batch, self.client
+        self.names = names
         workers = sorted(await _call(client, client.nthreads))
         count = max(1, min(len(workers), batch.concurrency))
         self.shares = shares = [batch.concurrency // count + (1 if i < batch.concurrency % count else 0) for i in range(count)]
@@ -370,7 +429,7 @@ class _Cluster:
                 self.inbox.put_nowait, [{"kind": "ended", "runner": n}]))
         while True:
             await self.dispatch()
-            if batch._cancelled or not (self.todo or self.where):
+            if batch._cancelled or self.failed or not (self.todo or self.where):
                 break
             if not self.runners:  # every runner failed for good: what is not done fails with its error
                 for index in [*self.todo, *self.where]:
@@ -417,6 +476,7 @@ async def run_on_cluster(batch: Any) -> None:
     # the agent travels as bytes, scattered once; each worker unpickles it once and keeps its own copy (with
     # its own HTTP client): a used agent holds a client that cannot be pickled, so never ship the object
     blob = cloudpickle.dumps(portable_agent(batch.item_agent, batch.agent.policy))
+    _check_no_secret(blob)
     # a key of its own (hash=False): the same bytes scattered by the batch before, and being released, would
     # lose the new batch its runners' dependency
     shipped = await _call(client, client.scatter, blob, broadcast=True, hash=False)

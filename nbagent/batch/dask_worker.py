@@ -1,8 +1,11 @@
 """The worker's side of a batch on a Dask cluster: one long-lived runner task per worker (nbagent.batch.dask
 starts them), each running up to its share of the batch's concurrency on the worker's event loop.
 
-A runner starts a life of its own (a fresh id, and an item queue named after it on the scheduler), says
-hello on the batch's report queue, then takes the lists of items the client's side puts in its queue into a
+A runner starts a life of its own (a fresh id, a key pair, and an item queue named after it on the
+scheduler), says hello on the batch's report queue (with its public key, and whether this worker has a key
+for the model in its environment), and waits for the client's first message: "start", with the model's keys
+sealed to this life when the person gave them in code (`dask_keys`), or "stop" when the batch cannot run.
+It then takes the lists of items the client's side puts in its queue into a
 local queue, from which its slots (as many as its share) take items one at a time. Every request of an item
 takes a permit first (`_RemoteGate`), from the few the runner keeps taken from the batch's permit queue
 ahead of its requests (`_Permits`); each item's start, each response
@@ -18,7 +21,7 @@ Reads: the messages in its item queue (pickles: lists of items and their prompts
 them: anyone who can reach the cluster's scheduler, which can run any code on the workers anyway (Dask has
 no authority inside a cluster), so a pickle gives nothing more; the queue's name holds the runner's random
 life id, so no other batch writes there by mistake. The agent (unpickled from the bytes the client
-scattered) reads its key from this worker's environment.
+scattered) holds no key: it gets the one sealed to this life, or reads its own from this worker's environment.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ from typing import Any
 from ..budget.ratelimit import MAX_PAUSE, request_gate
 from ..budget.ratelimit_headers import read_limits
 from ..calls.permissions import Grants, PermissionPolicy
+from ..errors import ConfigurationError
+from .dask_keys import KeyPair, give_keys, has_key
 
 __all__ = ["agent_on_worker", "runner"]
 
@@ -231,6 +236,13 @@ async def _slot(agent: Any, waiting: asyncio.Queue, permits: Any, out: _Outbox, 
         out.add({"kind": "result", "index": index, "outcome": blob})
 
 
+def _key_pair() -> KeyPair | None:
+    try:
+        return KeyPair()
+    except ConfigurationError:  # no `cryptography` here: the client's side says so if a key must come
+        return None
+
+
 def _wanted(worker: Any, key: Any) -> bool:
     state = getattr(worker, "state", None)
     tasks = getattr(state, "tasks", None)
@@ -253,11 +265,14 @@ async def runner(blob: bytes, names: tuple[str, str, str], number: int, share: i
     permits, reports, inbox = await asyncio.gather(Queue(names[0], client=client), Queue(names[1], client=client),
                                                    Queue(f"{names[2]}-{number}-{life}", client=client))
     out = _Outbox(reports)
-    out.add({"kind": "hello", "runner": number, "life": life, "queue": inbox.name, "worker": worker.address})
+    pair = _key_pair()
+    ready, problem = has_key(agent.model)  # a key of its own (its environment's), should none be sent
+    out.add({"kind": "hello", "runner": number, "life": life, "queue": inbox.name, "worker": worker.address,
+             "public": pair.public if pair is not None else None, "has_key": ready, "problem": problem})
     waiting: asyncio.Queue = asyncio.Queue()
     loop = asyncio.get_running_loop()
-    stock = _Permits(permits, share, out)
-    slots = [loop.create_task(_slot(agent, waiting, stock, out, max_retries, worth_retrying)) for _ in range(share)]
+    stock: _Permits | None = None
+    slots: list[asyncio.Task] = []
     taken = 0
 
     async def watch() -> None:  # Dask does not stop a running task: the runner looks at its own
@@ -275,12 +290,20 @@ async def runner(blob: bytes, names: tuple[str, str, str], number: int, share: i
             message = pickle.loads(getting.result())
             if message.get("stop"):
                 break
+            if message.get("start"):  # the first message: the model's keys sealed to this life, if any
+                if message.get("keys") is not None and pair is not None:
+                    agent = give_keys(agent, pair.open(message["keys"], f"{names[2]}|{number}|{life}".encode()))
+                stock = _Permits(permits, share, out)
+                slots = [loop.create_task(_slot(agent, waiting, stock, out, max_retries, worth_retrying))
+                         for _ in range(share)]
+                continue
             for item in message["items"]:
                 waiting.put_nowait(tuple(item))
                 taken += 1
     finally:
         watcher.cancel()
-        stock.task.cancel()
+        if stock is not None:
+            stock.task.cancel()
         for slot in slots:
             slot.cancel()
         await asyncio.gather(*slots, return_exceptions=True)
