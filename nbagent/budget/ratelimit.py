@@ -24,7 +24,7 @@ that kind only, only as long as the provider says: `retry-after-ms`, else its re
 Each answer then wins some rate back: quickly up to just under the rate the 429 came at (the knee), then
 slowly past it, faster the longer no 429 comes, never above the person's limit or the provider's. A limit the
 person did not give is learned: from the provider's limit headers, or at the first 429 from the rate it had
-been answering.
+been answering, then felt for (2% more each answer past the knee, until the next 429).
 
 Reads: the response headers a provider sends (read and bounded in `ratelimit_headers`). Who could have
 written them: the provider, or anything on the path to the model's base URL; on a cluster, the workers'
@@ -60,6 +60,9 @@ _RECOVER_ANSWERS = 16
 _PROBE = 0.0002
 """Past the knee: each answer adds this share of the knee, times (1 + answers since / `_PROBE_SPEEDUP`)."""
 _PROBE_SPEEDUP = 25.0
+_UNKNOWN_GROWTH = 1.02
+"""Past the knee of a limit nobody told (no `requests_per_minute`, no limit header): each answer multiplies the
+rate by this."""
 
 
 @dataclass(frozen=True)
@@ -146,10 +149,12 @@ class _Pace:
             self.set_rate(self.ceiling, now)
 
     def pause(self, until: float, now: float) -> None:
-        """Nothing of this kind before `until`; the provider said it is at its limit, so the bucket is empty."""
+        """Nothing of this kind before `until` (at most `MAX_PAUSE` from now: every pause passes here); the
+        provider said it is at its limit, so the bucket is empty."""
         self.refill(now)
         self.level = min(self.level, 0.0)
-        self.not_before = max(self.not_before, until)
+        if math.isfinite(until):
+            self.not_before = max(self.not_before, min(until, now + MAX_PAUSE))
 
     def cut(self, seq: int | None, granted: int, now: float) -> bool:
         """A 429 for this kind: the rate backs off, once for the permits in flight when it came."""
@@ -173,6 +178,8 @@ class _Pace:
             rate = self.ceiling if self.ceiling is not None else self.rate
         elif self.rate < knee * _NEAR_KNEE:
             rate = min(self.rate + knee * (1 - DECREASE) / _RECOVER_ANSWERS, knee * _NEAR_KNEE)
+        elif self.ceiling is None:  # a limit nobody told: feel for it faster
+            rate = self.rate * _UNKNOWN_GROWTH
         else:
             self.past_knee += 1
             rate = self.rate + knee * _PROBE * (1 + self.past_knee / _PROBE_SPEEDUP)
@@ -336,7 +343,7 @@ class Limiter:
             if pace.cut(seq, self.granted, now):
                 self.cuts += 1
             pause = wait if wait is not None else 1.0 / pace.rate if kind == "requests" else 1.0
-            pace.pause(now + min(pause, MAX_PAUSE), now)
+            pace.pause(now + pause, now)
         self.pauses += 1
 
     def _answer_rate(self, now: float) -> float:
