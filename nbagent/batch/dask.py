@@ -34,7 +34,7 @@ cancels its items' runs), waits for the runners' tasks to end, and cancels any t
 Keys: an API key never travels in a pickle or a task's arguments (Dask shows those in its logs and
 dashboard). The agent is shipped (cloudpickle, scattered once) with its model's key and credential headers
 removed and its HTTP client dropped (each worker makes its own), and its bytes are checked to hold no secret
-this process knows (`_check_no_secret`: a tool that closed over a key refuses to travel). A key given in code
+this process knows (`check_no_secret`: a tool that closed over a key refuses to travel). A key given in code
 reaches each runner once, sealed to it, in its own queue before any item (`dask_keys`); otherwise a worker
 reads its key from its own environment. No item is handed out until every runner has said hello, so a
 worker without a key fails the batch at its start with one message. Calls that need a person follow the
@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigurationError
-from .dask_keys import missing_key_message, model_secrets, seal, strip_secrets
+from .dask_keys import check_no_secret, missing_key_message, model_secrets, seal, strip_secrets
 
 __all__ = ["portable_agent", "run_on_cluster"]
 
@@ -104,19 +104,6 @@ def portable_agent(agent: Any, original: Any) -> Any:
     shipped._policy_data = (list(original.rules), original.mode, approver,
                             [(grant.tool, grant.pattern) for grant in original.grants])
     return shipped
-
-
-def _check_no_secret(blob: bytes) -> None:
-    """The bytes that travel hold no secret this process knows (an environment key, a key given in code, a
-    credential header): one check of content, whatever in the agent holds it."""
-    from ..safety.secrets import secret_values
-
-    for value, name in secret_values().items():
-        if value.encode("utf-8") in blob:
-            raise ConfigurationError(
-                f"the agent would carry a secret to the cluster in its pickle (the value of {name}): something it "
-                "holds (a tool's closure, its instructions, a setting) has it. Give the workers their keys through "
-                "their environment, or to the model as api_key=... (sent to each worker sealed, never pickled)")
 
 
 async def _call(client: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -476,7 +463,7 @@ async def run_on_cluster(batch: Any) -> None:
     # the agent travels as bytes, scattered once; each worker unpickles it once and keeps its own copy (with
     # its own HTTP client): a used agent holds a client that cannot be pickled, so never ship the object
     blob = cloudpickle.dumps(portable_agent(batch.item_agent, batch.agent.policy))
-    _check_no_secret(blob)
+    check_no_secret(blob)
     # a key of its own (hash=False): the same bytes scattered by the batch before, and being released, would
     # lose the new batch its runners' dependency
     shipped = await _call(client, client.scatter, blob, broadcast=True, hash=False)

@@ -41,7 +41,8 @@ from ..errors import ConfigurationError
 from ..providers._keys import Secret, credential_header
 from ..safety import secrets as _secrets
 
-__all__ = ["KeyPair", "give_keys", "has_key", "missing_key_message", "model_secrets", "seal", "strip_secrets"]
+__all__ = ["KeyPair", "check_no_secret", "give_keys", "has_key", "missing_key_message", "model_secrets", "seal",
+           "strip_secrets"]
 
 _INFO = b"nbagent cluster keys v1"
 
@@ -108,6 +109,17 @@ def seal(public: Any, secrets: dict[str, Any], context: bytes) -> bytes:
     nonce = os.urandom(12)
     body = ChaCha20Poly1305(_key(shared, context)).encrypt(nonce, json.dumps(secrets).encode(), context)
     return _raw(mine.public_key()) + nonce + body
+
+
+def check_no_secret(blob: bytes) -> None:
+    """The bytes that travel hold no secret this process knows (an environment key, a key given in code, a
+    credential header): one check of content, whatever in the agent holds it."""
+    for value, name in _secrets.secret_values().items():
+        if value.encode("utf-8") in blob:
+            raise ConfigurationError(
+                f"the agent would carry a secret to the cluster in its pickle (the value of {name}): something it "
+                "holds (a tool's closure, its instructions, a setting) has it. Give the workers their keys through "
+                "their environment, or to the model as api_key=... (sent to each worker sealed, never pickled)")
 
 
 def model_secrets(model: Any) -> dict[str, Any]:

@@ -128,7 +128,7 @@ class _Permits:
     async def get(self) -> tuple[int, float]:
         """Wait for a permit and for its time; its number and the tokens it carries."""
         while True:
-            seq, when, put, tokens, grace = await self.ready.get()
+            seq, when, _put, tokens, grace = await self.ready.get()
             self.room.release()
             due = float(when) + (min(self.delays) if self.delays else 0.0)
             late = time.time() - due

@@ -76,7 +76,8 @@ def test_a_secret_anything_in_the_agent_holds_refuses_to_travel(tmp_path, monkey
     tool's closure over a key from the environment."""
     import cloudpickle
 
-    from nbagent.batch.dask import _check_no_secret, portable_agent
+    from nbagent.batch.dask import portable_agent
+    from nbagent.batch.dask_keys import check_no_secret
 
     monkeypatch.setenv("WEATHER_API_KEY", "wx-9f8e7d6c5b4a39281706")
     token = __import__("os").environ["WEATHER_API_KEY"]
@@ -89,7 +90,7 @@ def test_a_secret_anything_in_the_agent_holds_refuses_to_travel(tmp_path, monkey
     model = OpenAIChatModel("gpt-4o-mini", base_url="http://127.0.0.1:9/v1", api_key=KEY)
     leaky = Agent(model=model, tools=[weather], workspace=tmp_path)
     with pytest.raises(ConfigurationError, match="WEATHER_API_KEY"):
-        _check_no_secret(cloudpickle.dumps(portable_agent(leaky, leaky.policy)))
+        check_no_secret(cloudpickle.dumps(portable_agent(leaky, leaky.policy)))
 
     @tool
     def calm(city: str) -> str:
@@ -97,7 +98,7 @@ def test_a_secret_anything_in_the_agent_holds_refuses_to_travel(tmp_path, monkey
         return "sunny"
 
     clean = Agent(model=model, tools=[calm], workspace=tmp_path)  # control: the key given in code is not in it
-    _check_no_secret(cloudpickle.dumps(portable_agent(clean, clean.policy)))
+    check_no_secret(cloudpickle.dumps(portable_agent(clean, clean.policy)))
     assert model_secrets(clean.model) == {"api_key": KEY}
 
 
@@ -106,7 +107,8 @@ def test_the_check_is_what_stops_a_key_in_the_pickle(tmp_path, monkeypatch):
     import cloudpickle
 
     import nbagent.batch.dask as engine
-    from nbagent.batch.dask import _check_no_secret, portable_agent
+    from nbagent.batch.dask import portable_agent
+    from nbagent.batch.dask_keys import check_no_secret
 
     monkeypatch.setattr(engine, "strip_secrets", lambda model: _Exposed(model))
     agent = Agent(model=OpenAIChatModel("gpt-4o-mini", base_url="http://127.0.0.1:9/v1", api_key=KEY),
@@ -114,7 +116,7 @@ def test_the_check_is_what_stops_a_key_in_the_pickle(tmp_path, monkeypatch):
     blob = cloudpickle.dumps(portable_agent(agent, agent.policy))
     assert KEY.encode() in blob
     with pytest.raises(ConfigurationError, match="secret"):
-        _check_no_secret(blob)
+        check_no_secret(blob)
 
 
 class _Exposed:
