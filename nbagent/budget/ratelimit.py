@@ -57,9 +57,12 @@ MIN_RATE = 1.0 / 60.0
 _NEAR_KNEE = 0.97
 _RECOVER_ANSWERS = 16
 """Answers to win the rate back to just under the knee after a cut."""
-_PROBE = 0.0002
-"""Past the knee: each answer adds this share of the knee, times (1 + answers since / `_PROBE_SPEEDUP`)."""
-_PROBE_SPEEDUP = 25.0
+_PROBE = 0.00005
+"""Past the knee: each answer adds this share of the knee, times (1 + answers since / `_PROBE_SPEEDUP`): slow
+near it (where a provider that allows no burst refuses a request that jitter brought in early, the rate
+settles a little under the knee with few 429s), faster the longer none comes (a knee left by a passing event
+is outgrown: +17% in 1,000 answers, +60% in 2,000)."""
+_PROBE_SPEEDUP = 200.0
 _UNKNOWN_GROWTH = 1.02
 """Past the knee of a limit nobody told (no `requests_per_minute`, no limit header): each answer multiplies the
 rate by this."""
