@@ -44,7 +44,7 @@ __all__ = ["agent_on_worker", "runner"]
 
 _HEADERS = ("retry-after", "retry-after-ms", "ratelimit-policy")
 _GRACE = 0.005
-"""The least time a permit may be used after its time."""
+"""The least spacing of a runner's late requests (seconds)."""
 _POLL = 0.5
 """Every this many seconds a runner looks whether its task is still wanted."""
 
@@ -105,15 +105,17 @@ class _Permits:
     A permit is `(number, time, put, tokens, grace)`: the time its request may go and when the client put it,
     by the client's wall clock. This runner reads them by its own clock plus an offset, the least of (arrival -
     put) over the recent permits: the clocks' difference plus the quickest delivery (on one machine, a
-    millisecond or less). A permit taken later than its time by more than `grace` (the limiter's interval, or its
-    burst) is not used: its slot has passed, and using it now could send two requests closer than the limiter
-    spaced them."""
+    millisecond or less). A permit that came in time is used at its time; one that came late (a busy cluster,
+    or slots that were all taken) is used at once, but never sooner than `grace` (the limiter's interval, or its
+    burst) after this runner's previous request, so permits that waited do not go out together."""
 
     def __init__(self, queue: Any, keep: int, out: _Outbox) -> None:
         self.queue, self.out = queue, out
         self.ready: asyncio.Queue = asyncio.Queue()
         self.room = asyncio.Semaphore(max(1, keep))
         self.delays: deque[float] = deque(maxlen=64)
+        self.last = 0.0
+        """By this runner's wall clock: when its latest request went."""
         self.hold_until = 0.0
         """By this runner's wall clock: no request before it (a 429 this runner met said to wait)."""
         self.task = asyncio.get_running_loop().create_task(self._fill())
@@ -125,19 +127,18 @@ class _Permits:
             self.delays.append(time.time() - float(permit[2]))
             self.ready.put_nowait(permit)
 
-    async def get(self) -> tuple[int, float]:
+    async def get(self) -> tuple[int, int]:
         """Wait for a permit and for its time; its number and the tokens it carries."""
-        while True:
-            seq, when, _put, tokens, grace = await self.ready.get()
-            self.room.release()
-            due = float(when) + (min(self.delays) if self.delays else 0.0)
-            late = time.time() - due
-            if late > max(_GRACE, float(grace)) or due < self.hold_until:
-                self.out.add({"kind": "took", "seq": seq, "expired": True, "reserved": tokens})
-                continue
-            if late < 0:
-                await asyncio.sleep(-late)
-            return seq, int(tokens)
+        seq, when, _put, tokens, grace = await self.ready.get()
+        self.room.release()
+        due = float(when) + (min(self.delays) if self.delays else 0.0)
+        now = time.time()
+        if due < now or due < self.hold_until:  # late, or held: spaced from this runner's previous request
+            due = max(now, self.hold_until, self.last + min(max(float(grace), _GRACE), 1.0))
+        self.last = due
+        if due > now:
+            await asyncio.sleep(due - now)
+        return seq, int(tokens)
 
 
 class _RemoteGate:

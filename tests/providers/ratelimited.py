@@ -134,6 +134,8 @@ class RateLimitedServer(LocalServer):
         self.keep_bodies = True
         self.refusals: list[dict[str, str]] = []
         """The headers of every 429 sent."""
+        self.arrivals: list[float] = []
+        """When each request was read (`time.monotonic()`, the same clock in every process of the machine)."""
 
     def stats(self) -> dict[str, Any]:
         return {"requests": self.requests, "accepted": self.accepted, "limited": self.limited,
@@ -167,6 +169,8 @@ class RateLimitedServer(LocalServer):
 
     async def _handle(self, writer: asyncio.StreamWriter, headers: dict[str, str], raw: bytes) -> None:
         self.requests += 1
+        if len(self.arrivals) < 100_000:
+            self.arrivals.append(time.monotonic())
         if self.keep_bodies:
             self.bodies.append(raw)
             self.headers_seen.append(headers)
@@ -302,6 +306,10 @@ async def _main() -> None:
             break
         if line.strip() == "reset":
             server.requests = server.accepted = server.limited = server.max_in_flight = 0
+            server.arrivals.clear()
+        if line.strip() == "arrivals":
+            print(json.dumps(server.arrivals), flush=True)
+            continue
         print(json.dumps(server.stats()), flush=True)
     await server.close()
 
