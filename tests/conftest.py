@@ -26,3 +26,16 @@ def private_config_dir(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("NBAGENT_CONFIG_DIR", str(tmp_path_factory.mktemp("nbagent-config")))
     monkeypatch.delenv("NBAGENT_UNSIGNED_SESSIONS", raising=False)
     monkeypatch.delenv("NBAGENT_TRUST_WORKSPACE_MCP", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def registered_secrets():
+    """Secrets a test registers (`add_secret`, a model's `api_key=`) are forgotten after it: the registry is
+    process-wide, and a key one test registers would otherwise redact another test's look-alike value."""
+    from nbagent.safety import secrets
+
+    saved = dict(secrets._registered)
+    yield
+    secrets._registered.clear()
+    secrets._registered.update(saved)
+    secrets._cache = None  # the cache notices new entries by count only

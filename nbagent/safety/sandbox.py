@@ -62,7 +62,6 @@ __all__ = ["CREDENTIAL_STORES", "HIDDEN_SCAN_LIMIT", "HiddenScanError", "MARKER_
            "SandboxPolicy", "sandbox_backend", "sandbox_command", "sandbox_policy", "secret_places"]
 
 from .protected import PROTECTED_PATHS  # noqa: E402 - the one list: configuration that can run programs
-
 """Paths inside the workspace that `workspace-write` keeps read-only: configuration that can run programs
 (`.git`, `.mcp.json`, `.nbagent/`, editor and Jupyter settings; see `nbagent.safety.protected`)."""
 
@@ -418,7 +417,7 @@ def hidden_paths(root: Path, denied: Any) -> tuple[Path, ...]:
     return tuple(found)
 
 
-# -- Landlock: the fallback where bubblewrap cannot run (nbagent.safety.sandbox_linux) ---------------------------
+# -- Landlock: the fallback where bubblewrap cannot run (nbagent.safety.sandbox_linux) --------------------
 # Landlock (Linux 5.13+) restricts what a process and its children may open, with no namespaces and no
 # privileges. It cannot keep `.git/hooks` read-only inside a writable workspace, and it has no PID
 # namespace: processes that outlive the command are found by a marker in their environment and stopped

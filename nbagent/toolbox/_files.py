@@ -35,14 +35,7 @@ from ..tools.results import error_result, image_result, sniff_image_type
 from ._binding import Binding
 from ._edits import make_edit_tools
 from ._filetext import (
-    MAX_LINE_CHARS,
-    MAX_LIST_SCAN,
-    SNIFF_BYTES,
-    binary_lines,
-    count_lines,
-    human_size,
-    looks_binary,
-    short,
+    MAX_LINE_CHARS, MAX_LIST_SCAN, SNIFF_BYTES, binary_lines, count_lines, human_size, looks_binary, short,
 )
 from ._grep import make_grep_tool
 from ._workspace import Workspace, WorkspaceError

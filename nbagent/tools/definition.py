@@ -23,17 +23,8 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 from ..context import ToolContext
 from .docstrings import parse_docstring
 from .schemas import (
-    Arguments,
-    ArgumentsError,
-    ToolDefinitionError,
-    _check_raw_schema,
-    _format_jsonschema_errors,
-    _format_pydantic_errors,
-    _json_type,
-    _raw_call_shape,
-    _raw_validator,
-    _signature_model,
-    strip_titles,
+    Arguments, ArgumentsError, ToolDefinitionError, _check_raw_schema, _format_jsonschema_errors,
+    _format_pydantic_errors, _json_type, _raw_call_shape, _raw_validator, _signature_model, strip_titles,
 )
 
 if TYPE_CHECKING:  # pragma: no cover

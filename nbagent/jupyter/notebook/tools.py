@@ -41,19 +41,8 @@ from nbagent.tools.definition import Tool
 from nbagent.tools.results import ToolResult, error_result
 
 from .cells import (
-    CellChange,
-    CellRun,
-    NotebookCell,
-    NotebookSnapshot,
-    NotebookState,
-    cell_name,
-    cells_idle,
-    cells_of,
-    cut_text,
-    notebook_state,
-    run_cell_in_notebook,
-    summarize_output,
-    summarize_outputs,
+    CellChange, CellRun, NotebookCell, NotebookSnapshot, NotebookState, cell_name, cells_idle, cells_of, cut_text,
+    notebook_state, run_cell_in_notebook, summarize_output, summarize_outputs,
 )
 from .comm import FrontendError, NoFrontend
 
