@@ -154,7 +154,7 @@ async def _feed(batch: Any, client: Any, permits: Any, flow: _Flow) -> None:
             for old in sorted(flow.times)[: len(flow.times) // 2]:
                 del flow.times[old]
         now = time.time()
-        await _call(client, permits.put, (seq, now + (at - time.monotonic()), now, tokens, limiter.grace()))
+        await _call(client, permits.put, (seq, now + (at - time.monotonic()), now, tokens, limiter.spacing()))
         flow.ahead += 1
 
 

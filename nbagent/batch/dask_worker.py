@@ -43,8 +43,6 @@ from .dask_keys import KeyPair, give_keys, has_key
 __all__ = ["agent_on_worker", "runner"]
 
 _HEADERS = ("retry-after", "retry-after-ms", "ratelimit-policy")
-_GRACE = 0.005
-"""The least spacing of a runner's late requests (seconds)."""
 _POLL = 0.5
 """Every this many seconds a runner looks whether its task is still wanted."""
 
@@ -102,12 +100,12 @@ class _Permits:
     until a request uses it (the "took" report), so the permits waiting here and in the queue together are
     never more than it allows.
 
-    A permit is `(number, time, put, tokens, grace)`: the time its request may go and when the client put it,
+    A permit is `(number, time, put, tokens, spacing)`: the time its request may go and when the client put it,
     by the client's wall clock. This runner reads them by its own clock plus an offset, the least of (arrival -
     put) over the recent permits: the clocks' difference plus the quickest delivery (on one machine, a
     millisecond or less). A permit that came in time is used at its time; one that came late (a busy cluster,
-    or slots that were all taken) is used at once, but never sooner than `grace` (the limiter's interval, or its
-    burst) after this runner's previous request, so permits that waited do not go out together."""
+    or slots that were all taken) is used at once, but never sooner than `spacing` (the limiter's interval when it
+    paces smoothly) after this runner's previous request, so permits that waited do not go out together."""
 
     def __init__(self, queue: Any, keep: int, out: _Outbox) -> None:
         self.queue, self.out = queue, out
@@ -129,12 +127,12 @@ class _Permits:
 
     async def get(self) -> tuple[int, int]:
         """Wait for a permit and for its time; its number and the tokens it carries."""
-        seq, when, _put, tokens, grace = await self.ready.get()
+        seq, when, _put, tokens, spacing = await self.ready.get()
         self.room.release()
         due = float(when) + (min(self.delays) if self.delays else 0.0)
         now = time.time()
         if due < now or due < self.hold_until:  # late, or held: spaced from this runner's previous request
-            due = max(now, self.hold_until, self.last + min(max(float(grace), _GRACE), 1.0))
+            due = max(now, self.hold_until, self.last + min(max(float(spacing), 0.0), 1.0))
         self.last = due
         if due > now:
             await asyncio.sleep(due - now)

@@ -213,7 +213,6 @@ class Limiter:
         self._lock: asyncio.Lock | None = None
         self._answered: deque[float] = deque(maxlen=4096)
         self._granted_at: deque[float] = deque(maxlen=4096)
-        self._tokens_granted = 0.0
         self._usage_log: deque[tuple[float, int]] = deque(maxlen=4096)
 
     def _pace(self, per_minute: float | None) -> _Pace | None:
@@ -252,7 +251,6 @@ class Limiter:
             self.granted += 1
             self._granted_at.append(at)
             self.tokens_reserved += tokens
-            self._tokens_granted += tokens
             return self.granted, at
 
     def settle(self, reserved: int, used: int, output: int | None = None) -> None:
@@ -281,11 +279,11 @@ class Limiter:
                 pace.pause(now + seconds, now)
         self.pauses += 1
 
-    def grace(self) -> float:
-        """Seconds a permit may be used after its time without sending two requests closer than the limiter
-        spaces them: the bucket's worth of the request rate (one interval when paced smoothly)."""
+    def spacing(self) -> float:
+        """The least time between two requests that went late (a cluster's permits that waited): one interval
+        when paced smoothly, 0 when requests are not limited or a burst is allowed."""
         pace = self.requests
-        return 60.0 if pace is None else min(60.0, pace.capacity / pace.rate)
+        return 0.0 if pace is None or pace.capacity > 1.0 else min(1.0, 1.0 / pace.rate)
 
     # -- learning --------------------------------------------------------------------------------------
     def observe(self, status: int, headers: Mapping[str, str], retry_after: float | None = None, *,
