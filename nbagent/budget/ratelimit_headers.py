@@ -40,6 +40,10 @@ MAX_VALUE = 64
 """Header values longer than this are not read."""
 
 _NAMES = ("x-ratelimit-{what}-{kind}", "anthropic-ratelimit-{kind}-{what}", "x-ratelimit-{kind}-{what}")
+_FAMILIES = {kind: [tuple(p.format(kind=kind, what=w) for w in ("limit", "remaining", "reset")) for p in _NAMES]
+             for kind in ("requests", "tokens")}
+"""By kind, each provider's (limit, remaining, reset) header names."""
+_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-")
 _DURATION = re.compile(r"(\d{1,12}(?:\.\d{1,9})?)(ms|us|µs|ns|h|m|s)")
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _POLICY_WINDOW = re.compile(r"(?:^|;)\s*w\s*=\s*(\d{1,9}(?:\.\d{1,6})?)\s*(?:;|$)")
@@ -139,17 +143,20 @@ def _retry_after(raw: str | None, now: float | None) -> float | None:
 
 def read_limits(headers: Mapping[str, str], now: float | None = None) -> Said:
     """What `headers` (a case-insensitive mapping, as httpx gives, or a dict of lower-case names) say."""
+    if not isinstance(headers, dict):  # one pass over them, then lookups (httpx's `get` scans every header)
+        headers = {k.lower(): v for k, v in headers.items()}
     said = Said()
-    for kind in KINDS:
-        for pattern in _NAMES:
-            limit = _number(_value(headers, pattern.format(kind=kind, what="limit")))
-            remaining = _number(_value(headers, pattern.format(kind=kind, what="remaining")))
-            reset = parse_duration(_value(headers, pattern.format(kind=kind, what="reset")), now)
-            if limit is None and remaining is None and reset is None:
-                continue
-            said.limit[kind] = limit if limit else None
-            said.remaining[kind], said.reset[kind] = remaining, reset
-            break
+    if any(name.startswith(_PREFIXES) for name in headers):
+        for kind in KINDS:
+            for names in _FAMILIES[kind]:
+                if not any(name in headers for name in names):
+                    continue
+                limit_name, remaining_name, reset_name = names
+                limit = _number(_value(headers, limit_name))
+                said.limit[kind] = limit if limit else None
+                said.remaining[kind] = _number(_value(headers, remaining_name))
+                said.reset[kind] = parse_duration(_value(headers, reset_name), now)
+                break
     ms = _number(_value(headers, "retry-after-ms"))
     said.retry_ms = min(ms / 1000.0, MAX_WAIT) if ms is not None else None
     said.retry_after = _retry_after(_value(headers, "retry-after"), now)
