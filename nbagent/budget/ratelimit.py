@@ -12,7 +12,8 @@ seen so far per request), then tells the limiter what the response said. The run
 the usage the provider reported (`ItemGate.settle`).
 
 How it paces (one `_Pace` per kind, requests and tokens): a token bucket that holds one request's worth
-(`burst=None`: requests go one interval apart, never two at once), or `burst` seconds' worth when the person
+(`burst=None`: requests go one interval apart, never two at once; until the first 429 one may go up to half an
+interval early to make up for a wake-up that came late, `SLACK`), or `burst` seconds' worth when the person
 allows it (or up to a second's when the provider's `RateLimit-Policy` header says its window allows one,
 until the first 429). Providers enforce their per-minute limits over shorter windows (a second, a quarter
 second), so a paced batch meets no 429 where a bursting one would.
@@ -52,6 +53,11 @@ MAX_PAUSE = MAX_WAIT
 """The longest pause a provider's `retry-after` or reset header can impose on a batch at once."""
 DECREASE = 0.85
 """A 429 multiplies the rate of the kind that ran out by this."""
+SLACK = 0.5
+"""Until the first 429, a request may go this share of an interval early, to make up for a wake-up that came
+late (an event loop wakes up to a millisecond late, and a busy one later): never two at once, and the rate
+is kept rather than lost to lateness. A provider that allows no burst refuses such a request: the 429 ends
+the slack for the rest of the batch."""
 MIN_RATE = 1.0 / 60.0
 """Per second: the slowest a run of 429s can make a kind (one request a minute)."""
 _NEAR_KNEE = 0.97
@@ -100,17 +106,19 @@ class _Pace:
     may go below 0 (a debt: a request larger than the bucket, or permits taken ahead of their time); nothing is
     granted before `not_before` (a pause); the rate backs off on a 429 and recovers (see the module docstring)."""
 
-    __slots__ = ("rate", "ceiling", "burst", "header_burst", "level", "stamp", "not_before", "knee", "cut_seq",
-                 "past_knee")
+    __slots__ = ("rate", "ceiling", "burst", "header_burst", "slack", "level", "stamp", "not_before", "knee",
+                 "cut_seq", "past_knee")
 
-    def __init__(self, rate: float, *, ceiling: float | None, burst: float | None) -> None:
+    def __init__(self, rate: float, *, ceiling: float | None, burst: float | None, slack: float = 0.0) -> None:
         self.rate = max(rate, MIN_RATE)
         self.ceiling = ceiling
         """The most it may go, a second: the person's limit, lowered by the provider's (None: not known)."""
         self.burst = burst
         self.header_burst: float | None = None
+        self.slack = slack
+        """Room above the bucket, until the first 429, for the time a late wake-up lost (see `SLACK`)."""
         self.stamp = time.monotonic()
-        self.level = self.capacity
+        self.level = self.bucket
         self.not_before = 0.0
         self.knee: float | None = None
         """The rate the last 429 came at."""
@@ -119,9 +127,14 @@ class _Pace:
         self.past_knee = 0
 
     @property
-    def capacity(self) -> float:
+    def bucket(self) -> float:
+        """What may go at once: one (paced smoothly), or the burst's worth."""
         seconds = self.burst if self.burst is not None else (self.header_burst or 0.0)
         return max(1.0, self.rate * seconds)
+
+    @property
+    def capacity(self) -> float:
+        return self.bucket + (self.slack if self.knee is None else 0.0)
 
     def refill(self, now: float) -> None:
         if now > self.stamp:
@@ -197,7 +210,7 @@ class Limiter:
     def __init__(self, limit: RateLimit | None = None) -> None:
         limit = limit or RateLimit()
         self.limit = limit
-        self.requests = self._pace(limit.requests_per_minute)
+        self.requests = self._pace(limit.requests_per_minute, SLACK)
         self.tokens = self._pace(limit.tokens_per_minute)
         self.pauses = 0
         """How many times a 429 (or a budget the headers said was used up) paused a kind."""
@@ -215,10 +228,10 @@ class Limiter:
         self._granted_at: deque[float] = deque(maxlen=4096)
         self._usage_log: deque[tuple[float, int]] = deque(maxlen=4096)
 
-    def _pace(self, per_minute: float | None) -> _Pace | None:
+    def _pace(self, per_minute: float | None, slack: float = 0.0) -> _Pace | None:
         if not per_minute:
             return None
-        return _Pace(per_minute / 60.0, ceiling=per_minute / 60.0, burst=self.limit.burst)
+        return _Pace(per_minute / 60.0, ceiling=per_minute / 60.0, burst=self.limit.burst, slack=slack)
 
     @property
     def paused_until(self) -> float:
@@ -283,7 +296,7 @@ class Limiter:
         """The least time between two requests that went late (a cluster's permits that waited): one interval
         when paced smoothly, 0 when requests are not limited or a burst is allowed."""
         pace = self.requests
-        return 0.0 if pace is None or pace.capacity > 1.0 else min(1.0, 1.0 / pace.rate)
+        return 0.0 if pace is None or pace.bucket > 1.0 else min(1.0, 1.0 / pace.rate)
 
     # -- learning --------------------------------------------------------------------------------------
     def observe(self, status: int, headers: Mapping[str, str], retry_after: float | None = None, *,
@@ -310,7 +323,8 @@ class Limiter:
             limit = said.limit[kind]
             if limit is not None:
                 if pace is None:
-                    pace = _Pace(limit / 60.0, ceiling=limit / 60.0, burst=self.limit.burst)
+                    pace = _Pace(limit / 60.0, ceiling=limit / 60.0, burst=self.limit.burst,
+                                 slack=SLACK if kind == "requests" else 0.0)
                     setattr(self, kind, pace)
                 else:
                     pace.lower_ceiling(limit / 60.0, now)

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from nbagent import RateLimit
-from nbagent.budget.ratelimit import DECREASE, Limiter
+from nbagent.budget.ratelimit import DECREASE, SLACK, Limiter
 from nbagent.budget.ratelimit_headers import MAX_HEADER_BURST, parse_duration, read_limits
 
 FAR = 1e6  # take permits this far ahead: the limiter only computes their times
@@ -26,7 +26,24 @@ def gaps(times: list[float]) -> list[float]:
 
 async def test_requests_are_paced_one_interval_apart_by_default():
     times = await permit_times(Limiter(RateLimit(requests_per_minute=600)), 30)
-    assert all(g == pytest.approx(0.1, abs=1e-9) for g in gaps(times))  # never two at once
+    assert times[1] - times[0] == pytest.approx(0.1, abs=1e-3)  # (less what refilled while the test began)
+    assert all(g == pytest.approx(0.1, abs=1e-9) for g in gaps(times[1:]))  # never two at once
+
+
+async def test_a_late_wake_up_is_made_up_for_until_the_first_429():
+    """Half an interval of slack: a permit after a pause of 1.3 intervals may come 0.3 early (the rate is kept
+    when a wake-up was late), never two at once; the first 429 ends it."""
+    limiter = Limiter(RateLimit(requests_per_minute=600))
+    seq, at = await limiter.acquire(1, ahead=FAR)
+    pace = limiter.requests
+    pace.refill(at + 0.13)  # the next request comes 0.13 s later (a late wake-up)
+    assert pace.level == pytest.approx(1.3, abs=1e-3)
+    assert pace.wait_for(1, at + 0.13) == 0.0
+    pace.take(1, at + 0.13)
+    assert pace.wait_for(1, at + 0.13) == pytest.approx(0.07, abs=1e-3)  # 0.07 s after: the schedule is kept
+    assert pace.capacity == 1.0 + SLACK
+    limiter.observe(429, {"retry-after-ms": "5"}, seq=seq + 1, sent=at)
+    assert pace.capacity == 1.0  # a provider that refuses early requests: no more slack
 
 
 async def test_a_burst_only_when_the_person_allows_one():
@@ -53,7 +70,7 @@ async def test_a_provider_policy_header_allows_a_bounded_burst_until_the_first_4
     assert limiter.requests.header_burst is None and limiter.requests.capacity == 1.0
     chosen = Limiter(RateLimit(requests_per_minute=600, burst=0))
     chosen.observe(200, {"ratelimit-policy": "10;w=1"})
-    assert chosen.requests.capacity == 1.0  # the person's choice stands
+    assert chosen.requests.bucket == 1.0  # the person's choice stands
 
 
 async def test_a_429_pauses_only_as_long_as_the_precise_reset_says_not_the_rounded_retry_after():
