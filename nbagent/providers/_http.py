@@ -8,6 +8,10 @@
 
 The model base class that uses it (`HTTPModel`, the one `stream` of every adapter) is in _model.py.
 
+A response its reader stops at the stream's last event (the models stop once the stream says it is done) has
+the little left of its body (`data: [DONE]`) read before it is closed, so its connection goes back to the pool
+rather than every request opening a new one (`_drain`).
+
 Retries happen only before the first byte of a response body has been read: 429, 500, 502, 503, 504,
 529 and connection failures, with exponential backoff and jitter, honouring `Retry-After` (seconds or
 an HTTP date) and `retry-after-ms`. Once a body has begun, a failure is never retried blindly: it is a
@@ -116,6 +120,29 @@ def _decode_error_body(raw: bytes) -> Any:
         return json.loads(text)
     except ValueError:
         return text.strip()[:2000]
+
+
+_DRAIN_BYTES = 64 * 1024
+_DRAIN_SECONDS = 0.05
+
+
+async def _drain(chunks: AsyncIterator[bytes]) -> None:
+    """Read what is left of a response its reader stopped early (`data: [DONE]` after the last event), so its
+    connection goes back to the pool instead of being closed (a new connection, and its TLS handshake, for
+    every request otherwise). Only a little (`_DRAIN_BYTES`), only briefly (`_DRAIN_SECONDS`): a body that
+    goes on is closed, as before."""
+
+    async def read() -> None:
+        size = 0
+        async for chunk in chunks:
+            size += len(chunk)
+            if size > _DRAIN_BYTES:
+                return
+
+    try:
+        await asyncio.wait_for(read(), _DRAIN_SECONDS)
+    except (asyncio.TimeoutError, httpx.HTTPError):
+        pass
 
 
 async def _read_rest(chunks: AsyncIterator[bytes]) -> bytes:
@@ -326,6 +353,9 @@ class ProviderHTTP:
             last = decoder.end()
             if last:
                 yield last
+        except GeneratorExit:  # the reader had all it needed (the stream said it was done): keep the connection
+            await _drain(chunks)
+            raise
         finally:
             silence.close()
             await response.aclose()
