@@ -13,8 +13,8 @@ next life can go to a dead one. All queues are `distributed.Queue`s, held by the
 
 How the limits hold across the cluster: the batch's `Limiter` stays on this side. A feeder task takes a
 permit from it for each request (paced by requests and tokens per minute, cut and paused after a 429) up to
-`LEAD` seconds before the permit's time, and puts it in the permit queue with that time (at most
-`concurrency` of them waiting there or in a runner's small stock); a worker's item takes one before each
+`LEAD` seconds before the permit's time, and puts it in the permit queue with that time (a bounded number
+out, waiting there or in a runner's small stock: `dask_permits`); a worker's item takes one before each
 request and sends at the permit's time (by the worker's clock, corrected by the least delay its permits took
 to arrive), so the requests of all the workers keep the limiter's spacing whatever the queues' delays; a
 permit that comes late is used at once, spaced from the worker's previous request. The workers report each response (status, rate-limit headers) and each usage back, which this side reads
@@ -60,13 +60,12 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from .dask_keys import check_no_secret, missing_key_message, model_secrets, seal, strip_secrets
+from .dask_permits import Flow, call, count, feed
 
 __all__ = ["portable_agent", "run_on_cluster"]
 
 PREFETCH = 1.0
 """Items a runner holds waiting, beyond those running, per slot: the next one starts without a round trip."""
-LEAD = 0.05
-"""Seconds before its time a permit is put in the queue (more than the queues take to bring it to a worker)."""
 def _client_for(engine: Any) -> Any:
     if engine == "dask":
         from distributed import get_client
@@ -105,13 +104,6 @@ def portable_agent(agent: Any, original: Any) -> Any:
     return shipped
 
 
-async def _call(client: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """A client-side call, awaited on an asynchronous client, in a thread on a synchronous one."""
-    if getattr(client, "asynchronous", False):
-        return await fn(*args, **kwargs)
-    return await asyncio.to_thread(fn, *args, **kwargs)
-
-
 async def _queue(client: Any, name: str) -> Any:
     from distributed import Queue
 
@@ -120,53 +112,10 @@ async def _queue(client: Any, name: str) -> Any:
     return await asyncio.to_thread(Queue, name, client=client)  # made on a synchronous client, it blocks
 
 
-class _Flow:
-    """Permits put in the cluster's queue and not yet taken from it (each one taken is reported back), and the
-    time each permit is for, until its request is answered."""
-
-    def __init__(self) -> None:
-        self.ahead = 0
-        self.used = asyncio.Event()
-        self.times: dict[int, float] = {}
-
-    def sent(self, seq: Any) -> float | None:
-        """The monotonic time permit `seq` was for (None: not one of this batch's, or answered already)."""
-        return self.times.pop(seq, None) if isinstance(seq, int) else None
-
-
-async def _feed(batch: Any, client: Any, permits: Any, flow: _Flow) -> None:
-    """Put permits in the cluster's queue at the limiter's pace, at most `concurrency` waiting there. Each permit
-    is taken up to `LEAD` seconds before its time and carries that time (the wall clock's): the worker that
-    takes it sends its request then, so the requests keep the limiter's spacing whatever the queues' delays."""
-    limiter = batch.limiter
-    while True:
-        if flow.ahead >= batch.concurrency:
-            flow.used.clear()
-            try:
-                await asyncio.wait_for(flow.used.wait(), 1.0)
-            except asyncio.TimeoutError:  # a worker died holding permits, or is slow: count what is left
-                flow.ahead = await _call(client, permits.qsize)
-            continue
-        tokens = int(limiter.output_per_request) + 64  # the prompt is not known here: settled from the usage
-        seq, at = await limiter.acquire(tokens, ahead=LEAD)
-        flow.times[seq] = at
-        if len(flow.times) > 4 * batch.concurrency + 64:  # permits lost with a worker: forget the oldest
-            for old in sorted(flow.times)[: len(flow.times) // 2]:
-                del flow.times[old]
-        now = time.time()
-        await _call(client, permits.put, (seq, now + (at - time.monotonic()), now, tokens, limiter.spacing()))
-        flow.ahead += 1
-
-
-def _count(value: Any) -> int:
-    """A count a worker reported (0 when it is not one)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 40 else 0
-
-
 async def _listen(client: Any, reports: Any, inbox: asyncio.Queue) -> None:
     """The workers' reports, as they come (a message is a list of them), into this side's inbox."""
     while True:
-        message = await _call(client, reports.get)
+        message = await call(client, reports.get)
         if message == b"end":
             return
         inbox.put_nowait(pickle.loads(message))
@@ -206,7 +155,7 @@ class _Cluster:
         self.batch, self.client = batch, client
         self.loop = asyncio.get_running_loop()
         self.inbox: asyncio.Queue = asyncio.Queue()
-        self.flow = _Flow()
+        self.flow = Flow()
         self.todo: deque[int] = deque(batch._todo)
         self.lives: dict[int, _Life] = {}  # runner -> its current life
         self.where: dict[int, _Life] = {}  # item -> the life holding it
@@ -232,6 +181,8 @@ class _Cluster:
             if any(runner not in self.greeted for runner in self.runners):
                 return
             self.started = True
+            self.flow.runners = max(1, len(self.runners))
+            self.flow.ready.set()
         sends: dict[_Life, list[tuple[int, Any]]] = {}
         while self.todo and not batch._cancelled and batch.stop_reason is None:
             life = max(self.lives.values(), key=lambda lf: lf.room, default=None)
@@ -259,7 +210,7 @@ class _Cluster:
         import cloudpickle
 
         for life, items in sends.items():  # one message per runner: a prompt may be any object
-            await _call(self.client, life.queue.put, cloudpickle.dumps({"items": items}))
+            await call(self.client, life.queue.put, cloudpickle.dumps({"items": items}))
 
     def retire(self, life: _Life) -> list[Any]:
         """A life that is over: its items go back to the front of the line; its queue gets "stop" (which ends
@@ -280,13 +231,16 @@ class _Cluster:
         if kind == "took":  # a permit left the queue: one more can wait there
             self.flow.ahead = max(0, self.flow.ahead - 1)
             self.flow.used.set()
+            if report.get("expired"):  # it came too late to be used: its slot passed unused
+                self.flow.sent(report.get("seq"))
+                batch.limiter.settle(count(report.get("reserved")), 0)
         elif kind == "settle":  # an answered request: its usage and its headers
             seq = report.get("seq")
             batch.limiter.settle(int(report["reserved"]), int(report["used"]), report.get("output"))
             batch.limiter.observe(200, report.get("headers") or {}, seq=seq if isinstance(seq, int) else None,
                                   sent=self.flow.sent(seq))
         elif kind == "after":
-            seq, reserved = report.get("seq"), _count(report.get("reserved"))
+            seq, reserved = report.get("seq"), count(report.get("reserved"))
             if reserved:
                 batch.limiter.settle(reserved, 0)
             retry_after = report.get("retry_after")
@@ -315,7 +269,7 @@ class _Cluster:
             if start is None:
                 await self._stop([life.queue])
                 return
-            await _call(self.client, life.queue.put, pickle.dumps(start))  # before any item: its keys
+            await call(self.client, life.queue.put, pickle.dumps(start))  # before any item: its keys
             self.lives[runner] = life
             self.greeted.add(runner)
         elif kind == "ended":
@@ -323,7 +277,7 @@ class _Cluster:
             future = self.runners.pop(runner, None)
             if future is not None:
                 try:
-                    await _call(self.client, future.result)
+                    await call(self.client, future.result)
                 except BaseException as exc:  # noqa: BLE001 - its error (a cancellation too) is the items' error
                     current = asyncio.current_task()
                     if current is not None and current.cancelling():
@@ -388,7 +342,7 @@ class _Cluster:
     async def _stop(self, queues: list[Any]) -> None:
         for queue in queues:
             try:
-                await _call(self.client, queue.put, pickle.dumps({"stop": True}))
+                await call(self.client, queue.put, pickle.dumps({"stop": True}))
                 queue.close()
             except Exception:
                 pass
@@ -399,7 +353,7 @@ class _Cluster:
 
         batch, client = self.batch, self.client
         self.names = names
-        workers = sorted(await _call(client, client.nthreads))
+        workers = sorted(await call(client, client.nthreads))
         count = max(1, min(len(workers), batch.concurrency))
         self.shares = shares = [batch.concurrency // count + (1 if i < batch.concurrency % count else 0) for i in range(count)]
         for number, share in enumerate(shares):
@@ -439,7 +393,7 @@ class _Cluster:
                     elif report.get("kind") == "result":
                         self.take(int(report["index"]), report["outcome"])
             try:
-                await _call(self.client, self.client.cancel, pending, force=True)
+                await call(self.client, self.client.cancel, pending, force=True)
             except Exception:
                 pass
         for index in list(batch._runs):  # started and stopped before they ended
@@ -462,11 +416,11 @@ async def run_on_cluster(batch: Any) -> None:
     check_no_secret(blob)
     # a key of its own (hash=False): the same bytes scattered by the batch before, and being released, would
     # lose the new batch its runners' dependency
-    shipped = await _call(client, client.scatter, blob, broadcast=True, hash=False)
+    shipped = await call(client, client.scatter, blob, broadcast=True, hash=False)
     cluster = _Cluster(batch, client)
     batch._wake = cluster.wake
     loop = asyncio.get_running_loop()
-    helpers = [loop.create_task(_feed(batch, client, permits, cluster.flow)),
+    helpers = [loop.create_task(feed(batch, client, permits, cluster.flow)),
                loop.create_task(_listen(client, reports, cluster.inbox))]
     try:
         await cluster.run(shipped, names, tag)
@@ -477,7 +431,7 @@ async def run_on_cluster(batch: Any) -> None:
         finally:
             helpers[0].cancel()
             try:
-                await _call(client, reports.put, b"end")
+                await call(client, reports.put, b"end")
                 await asyncio.wait_for(helpers[1], 5.0)
             except Exception:
                 helpers[1].cancel()

@@ -43,6 +43,10 @@ from .dask_keys import KeyPair, give_keys, has_key
 __all__ = ["agent_on_worker", "runner"]
 
 _HEADERS = ("retry-after", "retry-after-ms", "ratelimit-policy")
+STALE = 0.25
+"""Seconds after its time a permit is no longer used."""
+KEEP = 2
+"""Permits a runner takes ahead of its requests."""
 _POLL = 0.5
 """Every this many seconds a runner looks whether its task is still wanted."""
 
@@ -104,8 +108,11 @@ class _Permits:
     by the client's wall clock. This runner reads them by its own clock plus an offset, the least of (arrival -
     put) over the recent permits: the clocks' difference plus the quickest delivery (on one machine, a
     millisecond or less). A permit that came in time is used at its time; one that came late (a busy cluster,
-    or slots that were all taken) is used at once, but never sooner than `spacing` (the limiter's interval when it
-    paces smoothly) after this runner's previous request, so permits that waited do not go out together."""
+    or slots that were all taken) is used at once, but never sooner than `spacing` (the limiter's interval times
+    the number of runners, when it paces smoothly) after this runner's previous request, so permits that waited
+    do not go out together, on this worker or across them; one more than `STALE` seconds late is not used (its
+    slot is long past) and is reported so. A runner keeps few permits (`KEEP`): one it holds while its slots
+    are all busy is one another runner could have used."""
 
     def __init__(self, queue: Any, keep: int, out: _Outbox) -> None:
         self.queue, self.out = queue, out
@@ -114,6 +121,8 @@ class _Permits:
         self.delays: deque[float] = deque(maxlen=64)
         self.last = 0.0
         """By this runner's wall clock: when its latest request went."""
+        self.late = 0.0
+        """How late the latest permit came (0: in time)."""
         self.hold_until = 0.0
         """By this runner's wall clock: no request before it (a 429 this runner met said to wait)."""
         self.task = asyncio.get_running_loop().create_task(self._fill())
@@ -127,16 +136,21 @@ class _Permits:
 
     async def get(self) -> tuple[int, int]:
         """Wait for a permit and for its time; its number and the tokens it carries."""
-        seq, when, _put, tokens, spacing = await self.ready.get()
-        self.room.release()
-        due = float(when) + (min(self.delays) if self.delays else 0.0)
-        now = time.time()
-        if due < now or due < self.hold_until:  # late, or held: spaced from this runner's previous request
-            due = max(now, self.hold_until, self.last + min(max(float(spacing), 0.0), 1.0))
-        self.last = due
-        if due > now:
-            await asyncio.sleep(due - now)
-        return seq, int(tokens)
+        while True:
+            seq, when, _put, tokens, spacing = await self.ready.get()
+            self.room.release()
+            due = float(when) + (min(self.delays) if self.delays else 0.0)
+            now = time.time()
+            if now - due > STALE:  # its slot is long past: using it would only add to a burst
+                self.out.add({"kind": "took", "seq": seq, "expired": True, "reserved": tokens})
+                continue
+            self.late = max(0.0, now - due)
+            if due < now or due < self.hold_until:  # late, or held: spaced from this runner's previous request
+                due = max(now, self.hold_until, self.last + min(max(float(spacing), 0.0), 5.0))
+            self.last = due
+            if due > now:
+                await asyncio.sleep(due - now)
+            return seq, int(tokens)
 
 
 class _RemoteGate:
@@ -153,7 +167,8 @@ class _RemoteGate:
 
     async def before(self, body_bytes: int) -> None:
         self.seq, self.reserved = await self.permits.get()  # a permit carries the tokens the client reserved
-        self.out.add({"kind": "took", "seq": self.seq})  # used: the client's side may put another in the queue
+        # used: the client's side may put another in the queue
+        self.out.add({"kind": "took", "seq": self.seq, "late": round(self.permits.late, 4)})
 
     def after(self, status: int, headers: Any, retry_after: float | None) -> float | None:
         keep = {k: v for k, v in headers.items() if k.lower().startswith(("x-ratelimit", "anthropic-ratelimit"))
@@ -292,7 +307,7 @@ async def runner(blob: bytes, names: tuple[str, str, str], number: int, share: i
             if message.get("start"):  # the first message: the model's keys sealed to this life, if any
                 if message.get("keys") is not None and pair is not None:
                     agent = give_keys(agent, pair.open(message["keys"], f"{names[2]}|{number}|{life}".encode()))
-                stock = _Permits(permits, share, out)
+                stock = _Permits(permits, min(share, KEEP), out)
                 slots = [loop.create_task(_slot(agent, waiting, stock, out, max_retries, worth_retrying))
                          for _ in range(share)]
                 continue
