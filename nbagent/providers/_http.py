@@ -5,12 +5,13 @@
     Secret, clean_key  (_keys.py)  an API key as loaded, and its checks
     SSEDecoder  (from _sse.py)     bytes in (split anywhere), `ServerSentEvent`s out
     map_http_error  (_errors.py)   status + body -> AuthenticationError, RateLimitError, ...
+    drain, read_rest (_bodies.py)  what is left of a response body
 
 The model base class that uses it (`HTTPModel`, the one `stream` of every adapter) is in _model.py.
 
 A response its reader stops at the stream's last event (the models stop once the stream says it is done) has
 the little left of its body (`data: [DONE]`) read before it is closed, so its connection goes back to the pool
-rather than every request opening a new one (`_drain`).
+rather than every request opening a new one (`_bodies.drain`).
 
 Retries happen only before the first byte of a response body has been read: 429, 500, 502, 503, 504,
 529 and connection failures, with exponential backoff and jitter, honouring `Retry-After` (seconds or
@@ -43,6 +44,7 @@ from ..budget.ratelimit import request_gate
 from ..errors import ConfigurationError, ProviderConnectionError, ProviderError, StreamError
 from ..events import report_retry, report_silence
 from ..safety import secrets as _secrets
+from ._bodies import decode_error_body, drain, read_rest
 from ._errors import error_message, error_type, is_context_length_message, map_http_error, retry_reason, scrub
 from ._keys import Secret, clean_key, credential_header
 from ._sse import ServerSentEvent, SSEDecoder, loads
@@ -112,47 +114,6 @@ _MAX_GATED_WAITS = 20
 its own retries count them."""
 
 
-
-
-def _decode_error_body(raw: bytes) -> Any:
-    text = raw.decode("utf-8", "replace")
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text.strip()[:2000]
-
-
-_DRAIN_BYTES = 64 * 1024
-_DRAIN_SECONDS = 0.05
-
-
-async def _drain(chunks: AsyncIterator[bytes]) -> None:
-    """Read what is left of a response its reader stopped early (`data: [DONE]` after the last event), so its
-    connection goes back to the pool instead of being closed (a new connection, and its TLS handshake, for
-    every request otherwise). Only a little (`_DRAIN_BYTES`), only briefly (`_DRAIN_SECONDS`): a body that
-    goes on is closed, as before."""
-
-    async def read() -> None:
-        size = 0
-        async for chunk in chunks:
-            size += len(chunk)
-            if size > _DRAIN_BYTES:
-                return
-
-    try:
-        await asyncio.wait_for(read(), _DRAIN_SECONDS)
-    except (asyncio.TimeoutError, httpx.HTTPError):
-        pass
-
-
-async def _read_rest(chunks: AsyncIterator[bytes]) -> bytes:
-    out: list[bytes] = []
-    try:
-        async for chunk in chunks:
-            out.append(chunk)
-    except httpx.TransportError:
-        pass
-    return b"".join(out)
 
 
 def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
@@ -329,7 +290,7 @@ class ProviderHTTP:
         feed = decoder.feed
         try:
             if response.headers.get("content-type", "").split(";")[0].strip() == "application/json":
-                raise self._json_instead_of_stream(first + await _read_rest(chunks))
+                raise self._json_instead_of_stream(first + await read_rest(chunks))
             if first:
                 yield feed(first)
             try:
@@ -354,14 +315,14 @@ class ProviderHTTP:
             if last:
                 yield last
         except GeneratorExit:  # the reader had all it needed (the stream said it was done): keep the connection
-            await _drain(chunks)
+            await drain(chunks)
             raise
         finally:
             silence.close()
             await response.aclose()
 
     def _json_instead_of_stream(self, raw: bytes) -> ProviderError:
-        payload = _decode_error_body(raw)
+        payload = decode_error_body(raw)
         message = error_message(payload)
         if message:
             return StreamError(f"{self.provider} answered with an error instead of a stream: "
@@ -435,7 +396,7 @@ class ProviderHTTP:
                 if response.status_code >= 400 or response.status_code < 200:
                     raw = await self._read_error_body(response)
                     error = map_http_error(
-                        self.provider, response.status_code, _decode_error_body(raw), key_env=self.key_env,
+                        self.provider, response.status_code, decode_error_body(raw), key_env=self.key_env,
                         retry_after=parse_retry_after(response.headers), secrets=self._secrets(),
                     )
                 else:
