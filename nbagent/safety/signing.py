@@ -45,27 +45,31 @@ def signer(key: bytes) -> Any:
     return hashlib.sha256(key.translate(_IPAD)), hashlib.sha256(key.translate(_OPAD))
 
 
+def _mac(keyed: Any, previous: bytes, line: bytes) -> bytes:
+    inner, outer = keyed
+    h = inner.copy()
+    h.update(previous)
+    h.update(line)
+    o = outer.copy()
+    o.update(h.digest())
+    return o.digest()
+
+
 def seal(keyed: Any, previous: bytes, lines: list[bytes]) -> tuple[bytes, bytes]:
     """The lines (each one JSON object, no newline inside) signed with `signer(key)` and joined with
     newlines (and one at the end); returns them and the chain value after the last."""
-    inner, outer = keyed
     out = []
     mac = previous
     for line in lines:
-        h = inner.copy()
-        h.update(mac)
-        h.update(line)
-        o = outer.copy()
-        o.update(h.digest())
-        mac = o.digest()
+        mac = _mac(keyed, mac, line)
         out.append(line[:-1] + _PREFIX + mac.hex().encode("ascii") + b'"}')
     out.append(b"")
     return b"\n".join(out), mac
 
 
-def unseal(key: bytes, previous: bytes, line: bytes) -> tuple[bytes, bytes] | None:
+def unseal(key: Any, previous: bytes, line: bytes) -> tuple[bytes, bytes] | None:
     """`(the line without its MAC, the chain value after it)` when it verifies; None when it does not
-    (or has no MAC)."""
+    (or has no MAC). `key`: the key, or `signer(key)` (a file's many lines: keyed once)."""
     line = line.rstrip(b"\r")
     if len(line) <= MAC_SUFFIX_BYTES or line[-MAC_SUFFIX_BYTES:-66] != _PREFIX or not line.endswith(b'"}'):
         return None
@@ -74,7 +78,7 @@ def unseal(key: bytes, previous: bytes, line: bytes) -> tuple[bytes, bytes] | No
         given = bytes.fromhex(line[-66:-2].decode("ascii"))
     except ValueError:
         return None
-    mac = hmac.digest(key, previous + body, "sha256")
+    mac = hmac.digest(key, previous + body, "sha256") if isinstance(key, bytes) else _mac(key, previous, body)
     if not hmac.compare_digest(mac, given):
         return None
     return body, mac

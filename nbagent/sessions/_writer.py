@@ -163,8 +163,9 @@ class SessionWriter:
         a key must still find its conversations."""
         try:
             line = orjson.dumps(fact, default=_jsonable, option=_ORJSON)
-        except TypeError:  # what orjson does not write (an integer beyond 64 bits, a lone surrogate)
-            line = _FALLBACK.encode(fact).encode("ascii")
+        except TypeError:  # what orjson does not write (an integer beyond 64 bits, a lone surrogate, which
+            # can only be in a string, and goes as the escape JSON has for it)
+            line = _FALLBACK.encode(fact).encode("utf-8", "backslashreplace")
         self._pending.append(_Own(line) if own else line)
 
     def _cut(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -356,7 +357,7 @@ def _jsonable(value: Any) -> Any:
 _ORJSON = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
 """Keys that are not strings written as strings (as `json` does); dataclasses and dates through `_jsonable`
 (their repr, as `json` would have them)."""
-_FALLBACK = json.JSONEncoder(default=_jsonable, separators=(",", ":"))
+_FALLBACK = json.JSONEncoder(ensure_ascii=False, default=_jsonable, separators=(",", ":"))
 
 
 def _prompt_text(prompt: Any) -> str:

@@ -339,3 +339,34 @@ def test_control_a_model_that_answers_at_once_gets_the_results_written_with_its_
     assert '"role":"tool"' not in seen[0]  # nothing waited: one write for the results and the answer
     assert [type(m).__name__ for m in load_session(tmp_path, agent.session_id).messages] == [
         "UserMessage", "AssistantMessage", "ToolResultMessage", "AssistantMessage"]
+
+
+def test_what_orjson_writes_or_reads_differently_round_trips_as_json_has_it(tmp_path: Path) -> None:
+    w = SessionWriter(tmp_path)
+    big = {"n": 2**70, "m": -(2**64), "x": float("inf"), "s": "lone \ud800 surrogate", 3: "int key"}
+    plain = {"x": float("nan"), 3: "int key", "when": Path("/data/x.csv"), "ids": {1, 2}, "raw": b"\x00\x01"}
+    for i, arguments in enumerate((big, plain)):
+        w.call(SimpleNamespace(id=f"c{i}", name="f", status="ok", arguments=arguments, decision=None, duration=0.0,
+                               activity="", result=None))
+    w.close()
+    stored = load_session(tmp_path, w.id)
+    assert not stored.warnings
+    # beyond orjson (integers over 64 bits, a lone surrogate): the line is written and read by `json`, exactly
+    assert stored.calls[0]["arguments"] == {"n": 2**70, "m": -(2**64), "x": float("inf"), "s": "lone \ud800 surrogate",
+                                            "3": "int key"}
+    assert isinstance(stored.calls[0]["arguments"]["n"], int)
+    # the rest as `json` would have it, but numbers JSON has not (NaN, infinities), which are null
+    assert stored.calls[1]["arguments"] == {"x": None, "3": "int key", "when": "/data/x.csv", "ids": [1, 2],
+                                            "raw": "<2 bytes>"}
+
+
+def test_a_secret_in_a_line_json_writes_is_redacted_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "pässwörd-Zq8vN2xPm"
+    monkeypatch.setenv("DB_PASSWORD", secret)
+    w = SessionWriter(tmp_path)
+    w.call(SimpleNamespace(id="c1", name="f", status="ok", arguments={"n": 2**70, "s": f"\ud800 {secret}"},
+                           decision=None, duration=0.0, activity="", result=None))
+    w.close()
+    text = w.path.read_text(encoding="utf-8")
+    assert secret not in text and "[REDACTED:DB_PASSWORD]" in text
+    assert load_session(tmp_path, w.id).calls[0]["arguments"]["s"] == "\ud800 [REDACTED:DB_PASSWORD]"
