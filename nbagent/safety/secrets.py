@@ -65,8 +65,10 @@ TOKEN_PATTERNS: dict[str, re.Pattern[str]] = {
 
 _TOKENS = re.compile("|".join(f"(?P<{name.replace('-', '_')}>{p.pattern})" for name, p in TOKEN_PATTERNS.items()))
 
-_MARKERS = re.compile(r"sk-|AIza|gh[pousr]_|github_pat_|xox|AKIA|ASIA|hf_")
-"""Every token shape holds one of these: a cheap first look."""
+_MARKERS = ("sk-", "AIza", "xox", "AKIA", "ASIA", "hf_", "github_pat_")
+_GITHUB = re.compile(r"gh[pousr]_")
+"""Every token shape holds one of `_MARKERS`, or `gh` and then matches `_GITHUB`: a cheap first look (a
+substring search per marker is about a third of one regular expression's scan for all of them)."""
 
 _cache: Any = None
 _seen_environment: Any = None
@@ -237,7 +239,10 @@ def _redact_pieces(text: str, piece_pattern: re.Pattern[str], pieces: dict[str, 
 
 
 def _might_hold_token(text: str) -> bool:
-    return _MARKERS.search(text) is not None
+    for marker in _MARKERS:
+        if marker in text:
+            return True
+    return "gh" in text and _GITHUB.search(text) is not None
 
 
 def redact_value(value: Any) -> Any:

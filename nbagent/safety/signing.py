@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from binascii import hexlify
 from typing import Any
 
 __all__ = ["MAC_SUFFIX_BYTES", "START", "has_mac", "key_id", "seal", "signer", "unseal"]
@@ -23,6 +24,7 @@ __all__ = ["MAC_SUFFIX_BYTES", "START", "has_mac", "key_id", "seal", "signer", "
 START = bytes(32)
 """The chain value before a file's first line."""
 _PREFIX = b',"mac":"'
+_END = b'"}\n'
 MAC_SUFFIX_BYTES = len(_PREFIX) + 64 + 2
 """`,"mac":"<64 hex>"}`: what sealing adds in place of a line's closing brace."""
 
@@ -58,13 +60,18 @@ def _mac(keyed: Any, previous: bytes, line: bytes) -> bytes:
 def seal(keyed: Any, previous: bytes, lines: list[bytes]) -> tuple[bytes, bytes]:
     """The lines (each one JSON object, no newline inside) signed with `signer(key)` and joined with
     newlines (and one at the end); returns them and the chain value after the last."""
-    out = []
+    inner, outer = keyed
+    parts: list[bytes] = []
     mac = previous
-    for line in lines:
-        mac = _mac(keyed, mac, line)
-        out.append(line[:-1] + _PREFIX + mac.hex().encode("ascii") + b'"}')
-    out.append(b"")
-    return b"\n".join(out), mac
+    for line in lines:  # `_mac`, written out: this runs for every line the store writes
+        h = inner.copy()
+        h.update(mac)
+        h.update(line)
+        o = outer.copy()
+        o.update(h.digest())
+        mac = o.digest()
+        parts += (line[:-1], _PREFIX, hexlify(mac), _END)
+    return b"".join(parts), mac
 
 
 def unseal(key: Any, previous: bytes, line: bytes) -> tuple[bytes, bytes] | None:

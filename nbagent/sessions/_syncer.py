@@ -40,6 +40,8 @@ class _Syncer:
 
     def soon(self, writer: Any) -> None:
         """fsync `writer`'s file as soon as the thread can (the writer's `_sync()` does it)."""
+        if id(writer) in self._due:  # an fsync of it is still to begin: it covers what was just written
+            return
         with self._cond:
             self._due[id(writer)] = writer
             if self._thread is None:

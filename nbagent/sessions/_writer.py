@@ -18,6 +18,7 @@ reader (`_reader`) verifies every line and refuses the file at the first that do
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import hashlib
 import json
@@ -26,6 +27,7 @@ import re
 import threading
 import time
 import warnings
+import weakref
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -66,6 +68,8 @@ class SessionWriter:
         self._signer: Any = None
         self._size = 0
         self._synced = 0
+        self._held = False
+        self._file: tuple[int, int] = (0, 0)
         self._sync_lock = threading.Lock()
         self._sync_error: OSError | None = None
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -98,7 +102,7 @@ class SessionWriter:
     def messages(self, messages: Iterable[Message]) -> None:
         for m in messages:
             data = neutral_message(m)
-            if isinstance(m, ToolResultMessage):
+            if isinstance(m, ToolResultMessage) and _long(m):
                 data = self._cut(data)
             self._add({"kind": "message", "message": data})
 
@@ -106,7 +110,7 @@ class SessionWriter:
         """A compaction: the range it replaced (those messages are already in the file, whole) and what
         replaced them, so loading gives the compacted transcript and the record keeps everything."""
         self._add({"kind": "compaction", "time": time.time(), "start": compaction.start, "end": compaction.end,
-                   "replacement": [self._cut(neutral_message(m)) if isinstance(m, ToolResultMessage)
+                   "replacement": [self._cut(neutral_message(m)) if isinstance(m, ToolResultMessage) and _long(m)
                                    else neutral_message(m) for m in compaction.replacement],
                    "responses": [neutral_message(m) for m in compaction.responses],
                    "reason": compaction.reason, "stubbed": compaction.stubbed, "summarized": compaction.summarized,
@@ -116,14 +120,17 @@ class SessionWriter:
         """The serialisable parts of a `CallRecord` (the live `details` object stays in the kernel)."""
         decision = getattr(record, "decision", None)
         details = getattr(getattr(record, "result", None), "details", None)
+        arguments = record.arguments
+        if details is not None:
+            details = f"{type(details).__module__}.{type(details).__qualname__}"
         self._add({
             "kind": "call", "id": record.id, "name": record.name, "status": record.status,
-            "arguments": record.arguments if isinstance(record.arguments, dict) else None,
+            "arguments": arguments if isinstance(arguments, dict) else None,
             "decision": None if decision is None else {
                 "allow": decision.allow, "source": decision.source, "reason": decision.reason,
                 "rule": getattr(decision, "rule", None)},
             "duration": getattr(record, "duration", None), "activity": getattr(record, "activity", None),
-            "details_type": None if details is None else f"{type(details).__module__}.{type(details).__qualname__}",
+            "details_type": details,
         })
 
     def request(self, body: Any) -> None:
@@ -137,11 +144,14 @@ class SessionWriter:
         stored = body
         previous = self._last_body
         if isinstance(body, dict) and isinstance(previous, dict):
-            stored = dict(body)
             for key, value in body.items():
+                if not isinstance(value, list):
+                    continue
                 before = previous.get(key)
-                if (isinstance(value, list) and isinstance(before, list) and len(before) > 1
-                        and len(value) >= len(before) and value[: len(before)] == before):
+                if (isinstance(before, list) and len(before) > 1 and len(value) >= len(before)
+                        and value[: len(before)] == before):
+                    if stored is body:
+                        stored = dict(body)
                     stored[key] = {"$prefix": len(before), "rest": value[len(before):]}
         self._last_body = body
         self._add({"kind": "request", "body": stored})
@@ -203,26 +213,63 @@ class SessionWriter:
             return
         lines, self._pending = self._pending, []
         data = self._redacted(lines)
+        size = self._lock()
+        try:
+            data, chain = self._sealed(data)
+            view = memoryview(data)
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+            self._chain, self._size = chain, size + len(data)
+        finally:
+            if not self._held:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+        if fsync and self.fsync:
+            SYNCER.soon(self)
+
+    def _lock(self) -> int:
+        """Take the file's lock (or keep it: see below) and return its size; when another kernel appended
+        since, our lines continue its chain.
+
+        Inside a running event loop the lock is kept until the loop next waits (`call_soon`), so a run whose
+        loop does not wait between turns (a model that answers at once) pays for one lock, not one a turn.
+        Another kernel's writer waits for it that long; a writer of this process takes it over at once."""
+        if self._held:
+            return self._size  # held since our last write: nobody appended
         if self._fd < 0:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        fd = self._fd
-        fcntl.flock(fd, fcntl.LOCK_EX)
+            info = os.fstat(self._fd)
+            self._file = (info.st_dev, info.st_ino)
+        holder = _HOLDERS.get(self._file)
+        if holder is not None:  # a writer of this process keeps the lock: it would wait for us to wait
+            holder._unlock()
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:
-            size = os.fstat(fd).st_size
+            size = os.fstat(self._fd).st_size
             if size != self._size:  # another kernel appended since: our lines continue its chain
                 mac, self._newline = _tail(self.path)
                 if mac is not None and self._key is not None:
                     self._chain = mac
-            data, chain = self._sealed(data)
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            self._chain, self._size = chain, size + len(data)
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        if fsync and self.fsync:
-            SYNCER.soon(self)
+        except BaseException:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            raise
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return size
+        self._held = True
+        _HOLDERS[self._file] = self
+        loop.call_soon(self._unlock)
+        return size
+
+    def _unlock(self) -> None:
+        if not self._held:
+            return
+        self._held = False
+        if _HOLDERS.get(self._file) is self:
+            del _HOLDERS[self._file]
+        if self._fd >= 0:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def _encode(self, lines: list[bytes]) -> tuple[bytes, bytes]:
         """The record-encoding step: the lines redacted, then signed. Returns the bytes and the chain after."""
@@ -276,6 +323,7 @@ class SessionWriter:
     def close(self) -> None:
         """Write what is left, wait until everything written is on the disk, and let the file go."""
         self.commit(fsync=False)
+        self._unlock()
         if self.fsync:
             self._sync()
         with self._sync_lock:
@@ -289,6 +337,22 @@ class SessionWriter:
     def __del__(self) -> None:
         if getattr(self, "_fd", -1) >= 0:
             os.close(self._fd)
+
+
+_HOLDERS: weakref.WeakValueDictionary[tuple[int, int], SessionWriter] = weakref.WeakValueDictionary()
+"""The writer of this process keeping each file's lock until its loop next waits (`SessionWriter._lock`);
+one whose loop was closed first is let go, and closing its file lets the lock go."""
+
+
+def _long(message: ToolResultMessage) -> bool:
+    """Whether a result holds a text long enough to go to a side file (`SessionWriter._cut`)."""
+    content = message.content
+    if isinstance(content, str):
+        return len(content) > SIDE_FILE_CHARS
+    for block in content:
+        if len(getattr(block, "text", "")) > SIDE_FILE_CHARS:
+            return True
+    return False
 
 
 class _Own(bytes):

@@ -50,42 +50,41 @@ class SessionRecorder:
     def __call__(self, event: Any) -> None:
         kind = getattr(event, "kind", "")
         try:
-            if kind == "run_started":
+            if kind == "model_response":
+                # the calls the model asked for are on disk before they run: if the kernel dies during the
+                # batch, resuming answers them "interrupted"; the last batch's results go with them when
+                # they were still waiting for the loop to wait
+                message = getattr(event, "message", None)
+                if message is not None:
+                    self.flush(commit=False)
+                    self.writer.messages([message])
+                    self._early = message
+                    self.writer.commit()
+            elif kind == "turn_started":
+                # the last batch's results are whole now: written when the loop next waits, or with the
+                # response if it comes first (one callback waits for the loop's next wait at a time)
+                self.flush(commit=False)
+                if self._later is None:
+                    self._write_later()
+            elif kind == "run_started":
                 model = getattr(getattr(self.run, "model", None), "spec", None)
                 self.writer.run_started(getattr(self.run, "prompt", None), model=model,
                                         mode=getattr(getattr(self.run, "agent", None), "mode", None))
                 self.flush()
-            elif kind == "model_response":
-                # the calls the model asked for are on disk before they run: if the kernel dies during the
-                # batch, resuming answers them "interrupted" (fsynced with the batch's results, or now when
-                # the last batch's results were still waiting to be written)
-                message = getattr(event, "message", None)
-                if message is not None:
-                    waiting = self._cancel_later()
-                    self.flush(commit=False)
-                    self.writer.messages([message])
-                    self._early = message
-                    self.writer.commit(fsync=waiting)
-            elif kind == "turn_started":
-                # the last batch's results are whole now: written when the loop next waits, or with the
-                # response if it comes first
-                self.flush(commit=False)
-                self._write_later()
             elif kind == "compacted":
                 # Every message before it was written at the turn's start; the run's list is the new one now.
-                self._cancel_later()
                 self.writer.compaction(event.compaction)
                 self._messages = len(self.run.messages)
                 self.writer.commit()
             elif kind == "run_finished":
-                self._cancel_later()
+                if self._later is not None:
+                    self._later.cancel()
+                    self._later = None
                 self.flush(end=True)
         except Exception as exc:  # a full disk must not stop the run; the error is kept
             self.error = exc
 
     def _write_later(self) -> None:
-        if self._later is not None:
-            return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # events from outside a loop: nothing waits, write now
@@ -96,17 +95,9 @@ class SessionRecorder:
     def _written_later(self) -> None:
         self._later = None
         try:
-            self.writer.commit()
+            self.writer.commit()  # what is left since the last write: nothing, when a response came first
         except Exception as exc:
             self.error = exc
-
-    def _cancel_later(self) -> bool:
-        """Whether lines were waiting for the loop's next wait (they go with the next write now)."""
-        if self._later is None:
-            return False
-        self._later.cancel()
-        self._later = None
-        return True
 
     def flush(self, *, end: bool = False, fsync: bool = True, commit: bool = True) -> None:
         run = self.run

@@ -55,3 +55,31 @@ def test_control_the_first_look_off_gives_the_same_redaction(secret, monkeypatch
     assert "REDACTED:DB_PASSWORD" in looked and secret not in looked
     monkeypatch.setattr(_secrets, "_may_hold_secret", lambda text, runs, heads: True)
     assert _secrets.redact(text) == looked
+
+
+# One made-up token of each shape redaction knows (nbagent.safety.secrets.TOKEN_PATTERNS).
+TOKENS = {
+    "anthropic-key": "sk-ant-api03-" + "Ab3dE5fG7hJ9kL1mN3pQ5rS7",
+    "openai-key": "sk-proj-" + "Ab3dE5fG7hJ9kL1mN3pQ5rS7",
+    "google-key": "AIza" + "Sy" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
+    "github-token": "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
+    "slack-token": "xoxb-" + "1234567890-abcdefghij",
+    "aws-key": "AKIA" + "ABCDEFGHIJKLMNOP",
+    "huggingface-token": "hf_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6",
+}
+MORE = ["gho_" + "x" * 36, "ghu_" + "y" * 36, "ghs_" + "z" * 36, "ghr_" + "w" * 36, "github_pat_" + "Q" * 40,
+        "ASIA" + "QRSTUVWXYZ234567", "xoxp-" + "0987654321", "sk-svcacct-" + "Z" * 24]
+
+
+def test_every_token_shape_passes_the_first_look_and_is_redacted() -> None:
+    assert set(TOKENS) == set(_secrets.TOKEN_PATTERNS)  # a new shape needs its example here
+    for name, token in [*TOKENS.items(), *((None, t) for t in MORE)]:
+        text = f'{{"text":"the output was {token} and more"}}'
+        assert _secrets._might_hold_token(text), token
+        assert token not in _secrets.redact(text) and "[REDACTED:" in _secrets.redact(text), token
+        if name is not None:
+            assert _secrets.TOKEN_PATTERNS[name].search(token), name
+
+
+def test_control_text_with_no_token_shape_is_not_looked_at_again() -> None:
+    assert not _secrets._might_hold_token('{"kind":"message","text":"the high road, though: see github.com/x"}')

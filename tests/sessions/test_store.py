@@ -370,3 +370,33 @@ def test_a_secret_in_a_line_json_writes_is_redacted_too(tmp_path: Path, monkeypa
     text = w.path.read_text(encoding="utf-8")
     assert secret not in text and "[REDACTED:DB_PASSWORD]" in text
     assert load_session(tmp_path, w.id).calls[0]["arguments"]["s"] == "\ud800 [REDACTED:DB_PASSWORD]"
+
+
+def test_the_lock_is_kept_until_the_loop_waits_and_a_writer_of_this_process_takes_it_over(tmp_path: Path) -> None:
+    import fcntl
+
+    async def go() -> str:
+        w = SessionWriter(tmp_path)
+        w.messages([AssistantMessage(text="first")])
+        w.commit()
+        other = os.open(w.path, os.O_RDONLY)
+        try:
+            with pytest.raises(BlockingIOError):  # another kernel would wait: the loop has not waited yet
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            second = SessionWriter(tmp_path, w.id, resume=True)  # this process: no deadlock, it takes over
+            second.messages([AssistantMessage(text="second")])
+            second.commit()
+            w.messages([AssistantMessage(text="third")])
+            w.commit()  # and back: our lines continue the chain the other writer extended
+            await asyncio.sleep(0)  # the loop waits: the lock goes
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(other, fcntl.LOCK_UN)
+        finally:
+            os.close(other)
+        w.close()
+        second.close()
+        return w.id
+
+    session_id = asyncio.run(go())
+    stored = load_session(tmp_path, session_id)
+    assert stored.signed and [m.text for m in stored.messages] == ["first", "second", "third"]
