@@ -111,64 +111,76 @@ def test_a_kernel_killed_at_any_moment_loses_at_most_the_batch_in_flight(tmp_pat
 # -- the fsync ------------------------------------------------------------------------------------------------
 
 
-def _fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record the thread of every fsync the store makes."""
+def _fsyncs(monkeypatch: pytest.MonkeyPatch, folder: Path) -> list[str]:
+    """Record the thread of every fsync of a file in `folder` (other tests' writers may still be syncing)."""
     seen: list[str] = []
     real = os.fsync
 
     def fsync(fd: int) -> None:
-        seen.append(threading.current_thread().name)
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(str(folder)):
+            seen.append(threading.current_thread().name)
         real(fd)
 
     monkeypatch.setattr(os, "fsync", fsync)
     return seen
 
 
-def _settle() -> None:
-    deadline = time.monotonic() + 10
-    while _syncer.SYNCER._due and time.monotonic() < deadline:
+def _synced(writer: SessionWriter) -> None:
+    """Wait until everything `writer` wrote has been fsynced."""
+    deadline = time.monotonic() + 60
+    while writer._synced < writer._size and time.monotonic() < deadline:
         time.sleep(0.01)
-    time.sleep(_syncer.SYNC_INTERVAL * 2)
+    assert writer._synced == writer._size
 
 
 def test_commits_are_fsynced_off_the_callers_thread_many_at_a_time(tmp_path: Path, own_key: None,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    _settle()
-    seen = _fsyncs(monkeypatch)
-    w = SessionWriter(tmp_path)
-    for i in range(200):
+    seen = _fsyncs(monkeypatch, tmp_path)
+    recording = os.fsync
+    began, disk = threading.Event(), threading.Event()  # the first fsync takes as long as the test says
+
+    def slow_fsync(fd: int) -> None:
+        if not seen:
+            began.set()
+            disk.wait(30)
+        recording(fd)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    w = SessionWriter(tmp_path)  # its header: the first fsync, held
+    assert began.wait(30)
+    for i in range(50):
         w.messages([UserMessage(f"message {i}")])
-        w.commit()
-        assert seen.count(threading.current_thread().name) == 0  # the caller never waits for the disk
-    _settle()
-    assert seen and set(seen) == {"nbagent-session-fsync"}
-    assert len(seen) < 20  # grouped: one fsync for the commits of each interval, not one a commit
-    before = len(seen)
-    w.close()  # everything written is flushed, and close waits for it
-    assert len(seen) == before  # nothing new since the last fsync: nothing to wait for
+        w.commit()  # returns at once: the caller never waits for the disk
+    assert seen == []
+    disk.set()
+    _synced(w)
+    # one fsync for the header, one for the 50 commits made while it ran, none on the caller's thread
+    assert seen == ["nbagent-session-fsync"] * 2
+    w.close()  # nothing written since: nothing to wait for
+    assert len(seen) == 2
     w2 = SessionWriter(tmp_path, w.id, resume=True)
     w2.messages([UserMessage("last")])
-    w2.close()
-    assert seen[-1] == threading.current_thread().name and len(seen) == before + 1
+    w2.close()  # something new: close flushes it, on the caller's thread, and returns when it is on disk
+    assert seen[2:] == [threading.current_thread().name]
+    assert load_session(tmp_path, w.id).messages[-1].text == "last"
 
 
 def test_control_without_fsync_nothing_is_flushed(tmp_path: Path, own_key: None,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    _settle()
-    seen = _fsyncs(monkeypatch)
+    seen = _fsyncs(monkeypatch, tmp_path)
     monkeypatch.setattr(SessionWriter, "fsync", False)
     w = SessionWriter(tmp_path)
     w.messages([UserMessage("x")])
     w.commit()
     w.close()
-    _settle()
+    time.sleep(_syncer.SYNC_INTERVAL * 2)  # the store's thread would have had its chance
     assert seen == []
 
 
 def test_a_failed_fsync_is_raised_by_the_next_commit(tmp_path: Path, own_key: None,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    _settle()
     w = SessionWriter(tmp_path)
+    _synced(w)
 
     def broken(fd: int) -> None:
         raise OSError(5, "Input/output error")
@@ -176,7 +188,9 @@ def test_a_failed_fsync_is_raised_by_the_next_commit(tmp_path: Path, own_key: No
     monkeypatch.setattr(os, "fsync", broken)
     w.messages([UserMessage("x")])
     w.commit()
-    _settle()
+    deadline = time.monotonic() + 60
+    while w._sync_error is None and time.monotonic() < deadline:
+        time.sleep(0.01)
     with pytest.raises(OSError, match="Input/output error"):
         w.commit()
     with pytest.raises(OSError, match="Input/output error"):  # and close, which flushes itself
