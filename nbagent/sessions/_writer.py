@@ -212,8 +212,12 @@ class SessionWriter:
         if not self._pending:
             return
         lines, self._pending = self._pending, []
-        data = self._redacted(lines)
-        size = self._lock()
+        try:
+            data = self._redacted(lines)
+            size = self._lock()
+        except BaseException:  # nothing was written (a read-only workspace): the lines wait for the next try
+            self._pending[:0] = lines
+            raise
         try:
             data, chain = self._sealed(data)
             view = memoryview(data)
@@ -322,14 +326,16 @@ class SessionWriter:
 
     def close(self) -> None:
         """Write what is left, wait until everything written is on the disk, and let the file go."""
-        self.commit(fsync=False)
-        self._unlock()
-        if self.fsync:
-            self._sync()
-        with self._sync_lock:
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
+        try:
+            self.commit(fsync=False)
+        finally:
+            self._unlock()
+            if self.fsync:
+                self._sync()
+            with self._sync_lock:
+                if self._fd >= 0:
+                    os.close(self._fd)
+                    self._fd = -1
         if self._sync_error is not None:
             error, self._sync_error = self._sync_error, None
             raise error
