@@ -378,6 +378,21 @@ class _Cluster:
                 batch._finish(batch.results[index], "cancelled", error="the batch was cancelled")
 
 
+def _refuse_secrets(blob: bytes) -> None:
+    """What travels to the workers passes the secret gate (`nbagent.safety.gate.payload_problem`): a key
+    left in a model's headers or caught in a tool's closure stops the batch before anything is sent."""
+    from ..safety.gate import payload_problem
+
+    problem = payload_problem(blob)
+    if problem:
+        from ..errors import ConfigurationError
+
+        raise ConfigurationError(
+            f"the agent cannot be sent to the cluster's workers: {problem} (a key in the model's headers, or "
+            "caught in a tool's closure or a global it uses). Workers read their keys from their own environment; "
+            "give tools their credentials there too")
+
+
 async def run_on_cluster(batch: Any) -> None:
     """Run the batch's items on the cluster (see the module docstring)."""
     import cloudpickle
@@ -385,10 +400,11 @@ async def run_on_cluster(batch: Any) -> None:
     client = _client_for(batch.engine)
     tag = uuid.uuid4().hex[:8]
     names = (f"nbagent-permits-{batch.id}-{tag}", f"nbagent-reports-{batch.id}-{tag}", f"nbagent-items-{batch.id}-{tag}")
-    permits, reports = await _queue(client, names[0]), await _queue(client, names[1])
     # the agent travels as bytes, scattered once; each worker unpickles it once and keeps its own copy (with
     # its own HTTP client): a used agent holds a client that cannot be pickled, so never ship the object
     blob = cloudpickle.dumps(portable_agent(batch.item_agent, batch.agent.policy))
+    _refuse_secrets(blob)
+    permits, reports = await _queue(client, names[0]), await _queue(client, names[1])
     # a key of its own (hash=False): the same bytes scattered by the batch before, and being released, would
     # lose the new batch its runners' dependency
     shipped = await _call(client, client.scatter, blob, broadcast=True, hash=False)

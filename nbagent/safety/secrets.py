@@ -1,27 +1,31 @@
 """Secrets kept out of everything nbagent writes down or sends: one redaction step for all of it.
 
-Two kinds of secret are removed, wherever text leaves a tool or a provider:
+What is a secret is decided by content, not by the name that holds it:
 
 - the values of the environment's credential variables (names ending in `_KEY`, `_TOKEN`, `_AUTH`,
-  `_SECRET`, `PASSWORD` (`PGPASSWORD` too), `_PWD`, plus a few well-known ones), read when redaction
-  runs, so a key set after `import nbagent` is covered too;
+  `_SECRET`, `PASSWORD` (`PGPASSWORD` too), `_PWD`, plus a few well-known ones), and, in every other
+  variable, what has a credential's shape (`nbagent.safety.shapes.credential_parts`: the password of
+  `DATABASE_URL=postgres://app:pw@db/x`, a DSN's key, a webhook URL's token, a value that is one long
+  random-looking token), read when redaction runs, so a key set after `import nbagent` is covered too;
 - values registered with `add_secret(value, name)`: a key passed as `api_key=` rather than through the
-  environment, a credential header;
-- strings shaped like provider keys and tokens (`sk-...`, `sk-ant-...`, `AIza...`, `ghp_...`,
-  `xoxb-...`, `AKIA...`, `hf_...`), wherever they come from: a notebook variable, a file, a command's output.
+  environment, a credential header, an MCP server's header or environment value;
+- credential shapes wherever they appear (`nbagent.safety.shapes.shape_spans`): key prefixes (`sk-...`,
+  `AIza...`, `ghp_...`, `AKIA...`...), JWTs, private key blocks, webhook URLs, the password of a URL,
+  connection strings' secret fields, credential fields in configuration (`password: "..."`, `API_KEY=...`).
 
-Secrets are matched in pieces too: any run of `PIECE_LENGTH` characters or more (mixing letter cases or
-digits, as pieces of random keys do) of a secret of `MIN_PIECE_SECRET_LENGTH` or more (`key[:8]`, the head a truncated repr kept, a slice `cut -c` made), of the
-secret reversed, or its base64 or hex encoding at any alignment, is redacted as `[REDACTED:NAME piece]`.
-Pieces shorter than that are not recognisable; the tools keep them unreachable instead (`inspect_variable`
-indexes no string, auto-allowed commands get no credential variables, the sandbox hides credential
-stores and the kernel's `/proc`).
+Known secrets are matched in pieces too: any run of `PIECE_LENGTH` characters or more (mixing letter cases or
+digits, as pieces of random keys do) of a secret of `MIN_PIECE_SECRET_LENGTH` or more (`key[:8]`, the head a
+truncated repr kept, a slice `cut -c` made), of the secret reversed, or its base64 or hex encoding at any
+alignment, is redacted as `[REDACTED:NAME piece]`; and across line breaks, spaces and quotes (a key wrapped
+over two lines, `"sk-ab" "cdef..."`, `od -c`'s spaced characters). Pieces shorter than that are not
+recognisable: `nbagent.safety.gate` keeps them unreachable instead (tools slice and match the screened
+text, not the raw one; a value derived from a secret-bearing one asks first).
 
-`redact(text)` replaces each with `[REDACTED:NAME]` (the variable's name, or the kind of token);
-`redact_value(obj)` does it through the strings of a JSON-like value (dicts, lists, tuples), returning
-the same object when nothing changed. The runtime calls them on tool results before the model sees
-them, on error messages, and on the request bodies it keeps (`run.requests`). A value shorter than
-`MIN_SECRET_LENGTH` is never treated as a secret (it would redact ordinary words).
+`redact(text)` replaces each with `[REDACTED:NAME]` (the variable's name, or the kind of shape);
+`secret_spans(text)` says where they are; `secret_bearing(text)` whether there is one; `redact_value(obj)`
+redacts through the strings of a JSON-like value (dicts, lists, tuples), returning the same object when
+nothing changed. A value shorter than `MIN_SECRET_LENGTH` is never treated as a known secret (it would
+redact ordinary words).
 
 This module is part of the data layer: it imports nothing from nbagent.
 """
@@ -34,8 +38,10 @@ import re
 import time
 from typing import Any
 
-__all__ = ["MIN_PIECE_SECRET_LENGTH", "MIN_SECRET_LENGTH", "PIECE_LENGTH", "SECRET_VARIABLE_PATTERN", "TOKEN_PATTERNS", "add_secret", "redact",
-           "redact_exception", "redact_value", "secret_values"]
+from .shapes import TOKEN_PATTERNS, credential_parts, shape_spans
+
+__all__ = ["MIN_PIECE_SECRET_LENGTH", "MIN_SECRET_LENGTH", "PIECE_LENGTH", "SECRET_VARIABLE_PATTERN", "TOKEN_PATTERNS",
+           "add_secret", "redact", "redact_exception", "redact_value", "secret_bearing", "secret_spans", "secret_values"]
 
 MIN_SECRET_LENGTH = 8
 """Shorter values of credential variables are left alone."""
@@ -51,22 +57,6 @@ SECRET_VARIABLE_PATTERN = re.compile(
     re.IGNORECASE,
 )
 """Environment variable names whose values are secrets."""
-
-TOKEN_PATTERNS: dict[str, re.Pattern[str]] = {
-    "anthropic-key": re.compile(r"sk-ant-[A-Za-z0-9_\-]{20,}"),
-    "openai-key": re.compile(r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"),
-    "google-key": re.compile(r"AIza[0-9A-Za-z_\-]{35}"),
-    "github-token": re.compile(r"(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})"),
-    "slack-token": re.compile(r"xox[abposr]-[A-Za-z0-9\-]{10,}"),
-    "aws-key": re.compile(r"(?:AKIA|ASIA)[0-9A-Z]{16}"),
-    "huggingface-token": re.compile(r"hf_[A-Za-z0-9]{30,}"),
-}
-"""Shapes of well-known keys and tokens, redacted wherever they appear."""
-
-_TOKENS = re.compile("|".join(f"(?P<{name.replace('-', '_')}>{p.pattern})" for name, p in TOKEN_PATTERNS.items()))
-
-_MARKERS = re.compile(r"sk-|AIza|gh[pousr]_|github_pat_|xox|AKIA|ASIA|hf_")
-"""Every token shape holds one of these: a cheap first look."""
 
 _cache: Any = None
 _seen_environment: Any = None
@@ -106,7 +96,7 @@ def _compiled(fresh: bool = True) -> Any:
         return _cache
     _seen_environment = snapshot
     _seen_registered = len(_registered)
-    items = tuple(sorted((k, v) for k, v in os.environ.items() if SECRET_VARIABLE_PATTERN.search(k)))
+    items = _environment_secrets()
     if _registered:
         items += tuple((name, value) for value, name in _registered.items())
     if _cache is not None and _cache[0] == items:
@@ -134,6 +124,30 @@ def _compiled(fresh: bool = True) -> Any:
     piece_pattern = re.compile(_trie(sorted(pieces))) if pieces else None
     _cache = (items, pattern, values, piece_pattern, pieces)
     return _cache
+
+
+def _environment_secrets() -> tuple[tuple[str, str], ...]:
+    """(variable, secret) for the environment: credential variables' values whole, and the credential parts
+    of every other value (by shape: a URL's password, a DSN's key, a webhook's token, one random token)."""
+    out = []
+    for name, value in os.environ.items():
+        if SECRET_VARIABLE_PATTERN.search(name):
+            out.append((name, value))
+        elif len(value) >= MIN_SECRET_LENGTH and len(value) <= 16_384:
+            out.extend((name, part) for part in _parts(value))
+    return tuple(sorted(out))
+
+
+_parts_cache: dict[str, tuple[str, ...]] = {}
+
+
+def _parts(value: str) -> tuple[str, ...]:
+    found = _parts_cache.get(value)
+    if found is None:
+        if len(_parts_cache) > 4096:
+            _parts_cache.clear()
+        found = _parts_cache[value] = tuple(credential_parts(value))
+    return found
 
 
 def _looks_random(piece: str) -> bool:
@@ -181,42 +195,113 @@ def redact(text: str, *, fresh: bool = True) -> str:
     return _redact(text, _compiled(fresh))
 
 
+def secret_spans(text: str, *, fresh: bool = True) -> list[tuple[int, int, str]]:
+    """Where the secrets in `text` are: `(start, end, label)`, in order, not overlapping (label as in
+    `[REDACTED:label]`)."""
+    if not isinstance(text, str) or len(text) < PIECE_LENGTH:
+        return []
+    return _spans(text, _compiled(fresh))
+
+
+def secret_bearing(text: str, *, fresh: bool = True) -> str | None:
+    """What makes `text` secret-bearing (`"MY_TOKEN"`, `"url-password piece"`...), or None: a known secret
+    whole, in pieces, encoded or wrapped, or a credential shape."""
+    spans = secret_spans(text, fresh=fresh)
+    return spans[0][2] if spans else None
+
+
 def _redact(text: str, compiled: Any) -> str:
-    _, pattern, values, piece_pattern, pieces = compiled
-    if pattern is not None:
-        text = pattern.sub(lambda m: f"[REDACTED:{values[m.group(0)]}]", text)
-    if piece_pattern is not None:
-        text = _redact_pieces(text, piece_pattern, pieces)
-    if _might_hold_token(text):
-        text = _TOKENS.sub(lambda m: f"[REDACTED:{(m.lastgroup or 'token').replace('_', '-')}]", text)
-    return text
-
-
-def _redact_pieces(text: str, piece_pattern: re.Pattern[str], pieces: dict[str, str]) -> str:
-    """Each run of overlapping secret pieces, replaced whole (a piece of 6 found, the run it belongs to)."""
+    spans = _spans(text, compiled)
+    if not spans:
+        return text
     out: list[str] = []
     last = 0
-    pos = 0
-    while True:
-        m = piece_pattern.search(text, pos)
-        if m is None:
-            break
-        start, end = m.start(), m.end()
-        name = pieces[m.group(0)]
-        # extend while the next window is a piece too (the slice goes on)
-        while end < len(text) and text[end - PIECE_LENGTH + 1 : end + 1] in pieces:
-            end += 1
+    for start, end, label in spans:
         out.append(text[last:start])
-        out.append(f"[REDACTED:{name} piece]")
-        last = pos = end
-    if not out:
-        return text
+        out.append(f"[REDACTED:{label}]")
+        last = end
     out.append(text[last:])
     return "".join(out)
 
 
-def _might_hold_token(text: str) -> bool:
-    return _MARKERS.search(text) is not None
+_GAPS = re.compile(r"[\s\"'\\]+")
+"""What may sit inside a wrapped secret: line breaks, spaces, quotes and backslashes."""
+
+
+def _spans(text: str, compiled: Any) -> list[tuple[int, int, str]]:
+    _, pattern, values, piece_pattern, pieces = compiled
+    found: list[tuple[int, int, str, int]] = []  # (start, end, label, rank): whole values rank first
+    if pattern is not None:
+        found += [(m.start(), m.end(), values[m.group(0)], 0) for m in pattern.finditer(text)]
+    if piece_pattern is not None:
+        found += [(a, b, f"{name} piece", 1) for a, b, name in _piece_spans(text, piece_pattern, pieces)]
+        if _GAPS.search(text) is not None:
+            found += _wrapped_spans(text, pattern, values, piece_pattern, pieces)
+    elif pattern is not None and _GAPS.search(text) is not None:
+        found += _wrapped_spans(text, pattern, values, None, pieces)
+    found += [(a, b, kind, 2) for a, b, kind in shape_spans(text)]
+    if not found:
+        return []
+    return _merge(found)
+
+
+def _merge(found: list[tuple[int, int, str, int]]) -> list[tuple[int, int, str]]:
+    """Overlapping spans as one, labelled by the best-ranked of them."""
+    found.sort()
+    merged: list[list[Any]] = []
+    for start, end, label, rank in found:
+        if merged and start < merged[-1][1]:
+            last = merged[-1]
+            last[1] = max(last[1], end)
+            if rank < last[3]:
+                last[2], last[3] = label, rank
+        else:
+            merged.append([start, end, label, rank])
+    return [(a, b, label) for a, b, label, _ in merged]
+
+
+def _piece_spans(text: str, piece_pattern: re.Pattern[str], pieces: dict[str, str]) -> list[tuple[int, int, str]]:
+    """Each run of overlapping secret pieces, as one span (a piece of 6 found, the run it belongs to)."""
+    out: list[tuple[int, int, str]] = []
+    pos = 0
+    while True:
+        m = piece_pattern.search(text, pos)
+        if m is None:
+            return out
+        start, end = m.start(), m.end()
+        # extend while the next window is a piece too (the slice goes on)
+        while end < len(text) and text[end - PIECE_LENGTH + 1 : end + 1] in pieces:
+            end += 1
+        out.append((start, end, pieces[m.group(0)]))
+        pos = end
+
+
+def _wrapped_spans(text: str, pattern: Any, values: dict[str, str], piece_pattern: Any,
+                   pieces: dict[str, str]) -> list[tuple[int, int, str, int]]:
+    """Known secrets and their pieces split by line breaks, spaces or quotes: found in the text with those
+    left out, and mapped back to the text (a span that was whole already is found again, and merged)."""
+    runs = [(m.start(), m.end()) for m in re.finditer(r"[^\s\"'\\]+", text)]
+    skeleton = "".join(text[a:b] for a, b in runs)
+    hits: list[tuple[int, int, str, int]] = []
+    if pattern is not None:
+        hits += [(m.start(), m.end(), values[m.group(0)], 0) for m in pattern.finditer(skeleton)]
+    if piece_pattern is not None:
+        hits += [(a, b, f"{name} piece", 1) for a, b, name in _piece_spans(skeleton, piece_pattern, pieces)]
+    if not hits:
+        return []
+    import bisect
+
+    offsets = []  # where each run starts in the skeleton
+    total = 0
+    for a, b in runs:
+        offsets.append(total)
+        total += b - a
+
+    def back(p: int) -> int:
+        i = bisect.bisect_right(offsets, p) - 1
+        return runs[i][0] + (p - offsets[i])
+
+    return [(back(a), back(b - 1) + 1, label, rank) for a, b, label, rank in hits]
 
 
 def redact_value(value: Any) -> Any:
