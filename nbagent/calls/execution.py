@@ -325,7 +325,12 @@ async def _settle(env: CallEnvironment, rec: CallRecord, status: str, result: To
     normalised (images checked, long text cut), then the `tool_result_persist` hooks, then the gate again
     when a hook changed it: nothing the model gets has skipped the gate."""
     def gated(r: ToolResult) -> ToolResult:
-        return admit(r, derived=derived or (), decision=rec.decision, tool=rec.name)
+        arguments = rec.call.arguments if rec.call.arguments is not None else rec.call.raw_arguments
+        try:
+            return admit(r, derived=derived or (), decision=rec.decision, tool=rec.name, arguments=arguments)
+        except Exception as exc:  # the gate fails closed: nothing it could not look at reaches the model
+            log.exception("the secret gate failed on the result of %s", rec.id)
+            return error_result(f"The result was withheld: the secret gate could not check it ({type(exc).__name__}).")
 
     result = admitted = normalise(gated(result), env.max_result_chars)
     try:

@@ -99,7 +99,7 @@ def piece_problem(text: str) -> str | None:
     if not isinstance(text, str) or not text.strip() or len(text) > 64:
         return None
     for value, name in secret_values().items():
-        if text in value or text in value[::-1]:
+        if (text in value or text in value[::-1]) and not secret_spans(text):  # (redaction knows it, else)
             return name
     return None
 
@@ -221,7 +221,10 @@ def _problem(value: Any, name: str, budget: list[int], depth: int, seen: set[int
             add_secret(text.strip(), name)
             return f"{name!r} holds a credential"
         label = bearing(text) if len(text) >= 6 else None
-        return f"it holds a secret ({label})" if label else None
+        if label:
+            return f"it holds a secret ({label})"
+        piece = piece_problem(text) if len(text) >= 2 else None
+        return f"it could be a slice of a credential ({piece})" if piece else None
     if isinstance(value, Withheld):
         return value.reason
     if depth >= _SCAN_DEPTH or id(value) in seen or isinstance(value, (int, float, complex, bool, type(None))):

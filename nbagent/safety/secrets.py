@@ -187,12 +187,14 @@ def _trie(words: list[str]) -> str:
     return emit(tree)
 
 
-def redact(text: str, *, fresh: bool = True) -> str:
+def redact(text: str, *, fresh: bool = True, spare: tuple[str, ...] = ()) -> str:
     """`text` with every secret replaced by `[REDACTED:NAME]`. `fresh=False`: for many short texts in a
-    row (progress), the environment is looked at again only every `_RECHECK` seconds."""
+    row (progress), the environment is looked at again only every `_RECHECK` seconds. `spare`: texts the
+    reader wrote itself (a tool call's arguments): where the text only repeats one of them, nothing is
+    replaced, so whether a guess echoed back is redacted says nothing about the guess."""
     if not isinstance(text, str) or len(text) < PIECE_LENGTH:
         return text
-    return _redact(text, _compiled(fresh))
+    return _redact(text, _compiled(fresh), spare)
 
 
 def secret_spans(text: str, *, fresh: bool = True) -> list[tuple[int, int, str]]:
@@ -210,8 +212,10 @@ def secret_bearing(text: str, *, fresh: bool = True) -> str | None:
     return spans[0][2] if spans else None
 
 
-def _redact(text: str, compiled: Any) -> str:
+def _redact(text: str, compiled: Any, spare: tuple[str, ...] = ()) -> str:
     spans = _spans(text, compiled)
+    if spans and spare:
+        spans = _unspared(text, spans, spare)
     if not spans:
         return text
     out: list[str] = []
@@ -222,6 +226,19 @@ def _redact(text: str, compiled: Any) -> str:
         last = end
     out.append(text[last:])
     return "".join(out)
+
+
+def _unspared(text: str, spans: list[tuple[int, int, str]], spare: tuple[str, ...]) -> list[tuple[int, int, str]]:
+    """`spans` without those that lie wholly inside a repetition of one of `spare`."""
+    echoes: list[tuple[int, int]] = []
+    for echo in spare:
+        if len(echo) < 2:
+            continue
+        at = text.find(echo)
+        while at >= 0:
+            echoes.append((at, at + len(echo)))
+            at = text.find(echo, at + 1)
+    return [sp for sp in spans if not any(a <= sp[0] and sp[1] <= b for a, b in echoes)]
 
 
 _GAPS = re.compile(r"[\s\"'\\]+")

@@ -23,7 +23,7 @@ import sys
 import types
 from typing import Any
 
-from ..safety.gate import value_problem
+from ..safety.gate import piece_problem, value_problem
 from ..safety.secrets import redact
 
 __all__ = ["credential_holder", "cut", "image_of", "inspect_text", "is_figure", "summary", "text_form", "type_name"]
@@ -209,6 +209,8 @@ def summary(value: Any) -> str:
             return f"shape {value.shape}, dtype {value.dtype}"
         if is_figure(value):
             return figure_text(value)
+        if isinstance(value, str) and len(value) >= 2 and piece_problem(value):
+            return f"{len(value):,} characters (not shown: it could be a slice of a credential)"
         if isinstance(value, (str, bytes)):
             shown = redact(value)[:80] if isinstance(value, str) else value[:80]
             return f"{len(value):,} {'characters' if isinstance(value, str) else 'bytes'}: " + cut(repr(shown), 90)

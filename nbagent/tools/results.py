@@ -198,16 +198,17 @@ def _normalised(result: ToolResult, max_chars: int | None) -> ToolResult:
     return truncate_for_model(result, max_chars)
 
 
-def redact_result(result: ToolResult) -> ToolResult:
+def redact_result(result: ToolResult, spare: tuple[str, ...] = ()) -> ToolResult:
     """`result` with secrets redacted from its text blocks, and from `details` when that is a string (a
-    live object stays as it is); the same object when there were none."""
+    live object stays as it is); the same object when there were none. `spare`: the call's own argument
+    strings (`nbagent.safety.secrets.redact`)."""
     details = result.details
     if isinstance(details, str):
-        details = redact(details)
+        details = redact(details, spare=spare)
     blocks = None
     for i, block in enumerate(result.content):
         if type(block) is TextBlock or isinstance(block, TextBlock):
-            text = redact(block.text)
+            text = redact(block.text, spare=spare)
             if text != block.text:
                 if blocks is None:
                     blocks = list(result.content)

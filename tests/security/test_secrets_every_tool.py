@@ -155,7 +155,7 @@ def run_once(base: Path, run: str, monkeypatch, make_tools: Callable[[Path, dict
     tools = make_tools(ws, namespace)
     if "mcp_servers" in agent:
         agent["mcp_servers"] = mcp_servers(run)
-    agent_ = Agent(model=_script(calls), tools=tools, workspace=ws, approver=lambda request: False,
+    agent_ = Agent(model=_script(calls), tools=tools, workspace=ws, approver=lambda request: False, max_turns=len(calls) + 2,
                    mode=agent.pop("mode", "acceptEdits"), **agent)
     result = agent_.run_sync("go")
     seen = [(r.name, r.status, _seen(r.message.text if r.message is not None else "")) for r in result.calls]
@@ -168,8 +168,8 @@ def differences(base: Path, monkeypatch, make_tools, calls: list[ToolCall], **ag
     admitted: list[ToolResult] = []  # what the gate's screening step produced (kept alive: compared by identity)
     real_screen = gate.redact_result
 
-    def spy(result: ToolResult) -> ToolResult:
-        out = real_screen(result)
+    def spy(result: ToolResult, *args: Any) -> ToolResult:
+        out = real_screen(result, *args)
         admitted.append(out)
         return out
 
@@ -206,7 +206,9 @@ def calls_for(tools: list[Any]) -> list[ToolCall]:
     for name in names:
         if name != "process":
             out += TOOL_CALLS[name]
-    if "process" in names:  # after shell started p1 in the background
+    # the background command first (as p1), the process calls last: by then it has long ended
+    out.sort(key=lambda call: not call.arguments.get("background"))
+    if "process" in names:
         out += TOOL_CALLS["process"]
     return [ToolCall(name=call.name, arguments=dict(call.arguments)) for call in out]
 
@@ -277,6 +279,7 @@ OFF = {
     "grep": ("nbagent.toolbox._grep.screen_lines", lambda lines: lines, [c("grep", pattern=f"token={GUESS[:6]}")]),
     "process": ("nbagent.toolbox._background.screen", lambda text: text,
                 [c("shell", command="cat settings.ini", background=True),
+                 c("process", action="poll", id="p1", wait_ms=5000), c("process", action="list"),
                  c("process", action="log", id="p1", offset=16, limit=5)]),
     "read_file": ("nbagent.toolbox._files.screen_lines", lambda lines: lines,
                   [c("read_file", path="wrapped.txt", offset=3, limit=1)]),

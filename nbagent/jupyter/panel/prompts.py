@@ -20,7 +20,7 @@ import tokenize
 from typing import Any
 
 from nbagent.render.runs import describe_object
-from nbagent.safety.gate import piece_problem, value_problem
+from nbagent.safety.gate import value_problem
 from nbagent.safety.secrets import redact
 
 __all__ = ["cell_prompt", "relevant_variables", "KINDS"]
@@ -72,8 +72,6 @@ def relevant_variables(source: str, namespace: dict[str, Any], hidden: Any = ())
             # the secret gate: a value that is, holds or reaches a credential (by its content: a key, a frame of
             # the environment, a URL with a password) or could be a slice of one is named, not shown
             problem = value_problem(value, name)
-            if problem is None and isinstance(value, str) and piece_problem(value):
-                problem = "it could be part of a credential"
             if problem:
                 text = f"{type(value).__name__} (its value is not shown: {problem})"
             elif isinstance(value, (bool, int, float, complex, str, bytes, type(None))):  # the value itself helps most

@@ -52,7 +52,7 @@ def summarise_value(value: Any) -> str:
     if isinstance(value, _PLAIN):
         return redact(f"{type(value).__name__} = {value!r}")
     if isinstance(value, str):
-        if piece_problem(value):  # a slice of a key too short to be recognised: the value is not sent
+        if len(value) >= 2 and piece_problem(value):  # a slice of a key too short to be recognised: the value is not sent
             return f"str of {len(value):,} characters (not shown: it could be part of a credential)"
         value = redact(value)  # whole, before the cut: a piece of a key is no longer recognised as one
         return f"str of {len(value):,} characters: {value[:60]!r}" + ("…" if len(value) > 60 else "")
