@@ -53,7 +53,7 @@ _PART_PATTERNS: dict[str, re.Pattern[str]] = {
     # Key=Value;... connection strings (ADO.NET, ODBC, Azure storage and service bus)
     "connection-string": re.compile(
         r"(?i)(?:^|[;&?\s\"'])(?:password|pwd|accountkey|sharedaccesskey|sharedaccesssignature|sig"
-        r"|clientsecret|client_secret)\s*=\s*(?P<s>[^;\s\"']{3,})"),
+        r"|clientsecret|client_secret)\s*=\s*(?P<s>[^;&\s\"']{3,})"),
     # a credential field given a quoted value: password = "...", "api_key": "...", token: '...'
     "credential-field": re.compile(
         r"(?i)\b[A-Za-z0-9_\-]*(?:password|passwd|passphrase|secret|token|api[_\-]?key|apikey|access[_\-]?key"
@@ -91,7 +91,7 @@ def shape_spans(text: str) -> list[tuple[int, int, str]]:
             for m in pattern.finditer(text):
                 start, end = m.span("s")
                 secret = m.group("s")
-                if end > start and not _PLACEHOLDER.match(secret) and (kind != "dsn-key" or looks_random_token(secret)):
+                if end > start and not _PLACEHOLDER.match(secret) and (kind != "dsn-key" or _keylike(secret)):
                     spans.append((start, end, kind))
     spans.sort()
     return spans
@@ -111,6 +111,8 @@ def looks_random_token(token: str) -> bool:
     digit = any(c.isdigit() for c in token)
     if not digit or not (lower or upper) or (not (lower and upper) and n < 32):
         return False
+    if sum(c.isdigit() for c in token) < 2:  # `MyVeryLongClassName2`: a name with a number, not a key
+        return False
     if token.count(".") > 2 or token.startswith(("/", "./", "../", "~")):
         return False  # dotted names, paths
     counts: dict[str, int] = {}
@@ -118,6 +120,12 @@ def looks_random_token(token: str) -> bool:
         counts[c] = counts.get(c, 0) + 1
     entropy = -sum(k / n * math.log2(k / n) for k in counts.values())
     return entropy >= min(4.0, math.log2(n) - 0.5)
+
+
+def _keylike(token: str) -> bool:
+    """A DSN's user part that is a key: random-looking, or 16 hex digits and more (Sentry's keys)."""
+    return looks_random_token(token) or (len(token) >= 16 and re.fullmatch(r"[0-9a-fA-F]+", token) is not None
+                                         and any(c.isdigit() for c in token) and any(c.isalpha() for c in token))
 
 
 _URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]{1,30}://[^\s'\"<>]+")
