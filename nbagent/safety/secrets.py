@@ -212,8 +212,8 @@ def secret_bearing(text: str, *, fresh: bool = True) -> str | None:
     return spans[0][2] if spans else None
 
 
-def _redact(text: str, compiled: Any, spare: tuple[str, ...] = ()) -> str:
-    spans = _spans(text, compiled)
+def _redact(text: str, compiled: Any, spare: tuple[str, ...] = (), shapes: bool = True) -> str:
+    spans = _spans(text, compiled, shapes)
     if spans and spare:
         spans = _unspared(text, spans, spare)
     if not spans:
@@ -245,7 +245,7 @@ _GAPS = re.compile(r"[\s\"'\\]+")
 """What may sit inside a wrapped secret: line breaks, spaces, quotes and backslashes."""
 
 
-def _spans(text: str, compiled: Any) -> list[tuple[int, int, str]]:
+def _spans(text: str, compiled: Any, shapes: bool = True) -> list[tuple[int, int, str]]:
     _, pattern, values, piece_pattern, pieces = compiled
     found: list[tuple[int, int, str, int]] = []  # (start, end, label, rank): whole values rank first
     if pattern is not None:
@@ -256,7 +256,8 @@ def _spans(text: str, compiled: Any) -> list[tuple[int, int, str]]:
             found += _wrapped_spans(text, pattern, values, piece_pattern, pieces)
     elif pattern is not None and _GAPS.search(text) is not None:
         found += _wrapped_spans(text, pattern, values, None, pieces)
-    found += [(a, b, kind, 2) for a, b, kind in shape_spans(text)]
+    if shapes:
+        found += [(a, b, kind, 2) for a, b, kind in shape_spans(text)]
     if not found:
         return []
     return _merge(found)
@@ -321,25 +322,26 @@ def _wrapped_spans(text: str, pattern: Any, values: dict[str, str], piece_patter
     return [(back(a), back(b - 1) + 1, label, rank) for a, b, label, rank in hits]
 
 
-def redact_value(value: Any) -> Any:
+def redact_value(value: Any, *, shapes: bool = True) -> Any:
     """`value` with `redact` applied to every string inside it (dict keys included); the same object
-    when nothing changed, so callers can compare identity."""
-    return _redact_value(value, _compiled())  # the secrets are looked up once for the whole value
+    when nothing changed, so callers can compare identity. `shapes=False`: known secrets only, not
+    credential shapes (a request body, whose earlier turns are the conversation as it was)."""
+    return _redact_value(value, _compiled(), shapes)  # the secrets are looked up once for the whole value
 
 
-def _redact_value(value: Any, compiled: Any) -> Any:
+def _redact_value(value: Any, compiled: Any, shapes: bool = True) -> Any:
     if isinstance(value, str):
-        return _redact(value, compiled) if len(value) >= PIECE_LENGTH else value
+        return _redact(value, compiled, (), shapes) if len(value) >= PIECE_LENGTH else value
     if isinstance(value, dict):
         changed = False
         out = {}
         for k, v in value.items():
-            nk, nv = _redact_value(k, compiled), _redact_value(v, compiled)
+            nk, nv = _redact_value(k, compiled, shapes), _redact_value(v, compiled, shapes)
             changed = changed or nk is not k or nv is not v
             out[nk] = nv
         return out if changed else value
     if isinstance(value, (list, tuple)):
-        items = [_redact_value(v, compiled) for v in value]
+        items = [_redact_value(v, compiled, shapes) for v in value]
         if any(a is not b for a, b in zip(items, value)):
             return type(value)(items) if isinstance(value, tuple) else items
         return value
