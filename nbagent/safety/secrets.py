@@ -111,8 +111,8 @@ def _compiled(fresh: bool = True) -> Any:
                 values.setdefault(json.dumps(candidate, ensure_ascii=False)[1:-1], name)
                 for form in _encodings(candidate):
                     values.setdefault(form, name)
-            if len(candidate) >= MIN_PIECE_SECRET_LENGTH:
-                for form in (candidate, candidate[::-1]):
+            if len(candidate) >= MIN_PIECE_SECRET_LENGTH:  # pieces are looked for with gaps left out
+                for form in (_GAPS.sub("", candidate), _GAPS.sub("", candidate[::-1])):
                     for k in range(len(form) - PIECE_LENGTH + 1):
                         piece = form[k : k + PIECE_LENGTH]
                         if _looks_random(piece):
@@ -251,11 +251,10 @@ def _spans(text: str, compiled: Any, shapes: bool = True) -> list[tuple[int, int
     if pattern is not None:
         found += [(m.start(), m.end(), values[m.group(0)], 0) for m in pattern.finditer(text)]
     if piece_pattern is not None:
-        found += [(a, b, f"{name} piece", 1) for a, b, name in _piece_spans(text, piece_pattern, pieces)]
-        if _GAPS.search(text) is not None:
-            found += _wrapped_spans(text, pattern, values, piece_pattern, pieces)
-    elif pattern is not None and _GAPS.search(text) is not None:
-        found += _wrapped_spans(text, pattern, values, None, pieces)
+        if _GAPS.search(text) is None:
+            found += [(a, b, f"{name} piece", 1) for a, b, name in _piece_spans(text, piece_pattern, pieces)]
+        else:  # pieces are found with line breaks, spaces and quotes left out: a wrapped key too
+            found += _wrapped_spans(text, piece_pattern, pieces)
     if shapes:
         found += [(a, b, kind, 2) for a, b, kind in shape_spans(text)]
     if not found:
@@ -294,21 +293,16 @@ def _piece_spans(text: str, piece_pattern: re.Pattern[str], pieces: dict[str, st
         pos = end
 
 
-def _wrapped_spans(text: str, pattern: Any, values: dict[str, str], piece_pattern: Any,
-                   pieces: dict[str, str]) -> list[tuple[int, int, str, int]]:
-    """Known secrets and their pieces split by line breaks, spaces or quotes: found in the text with those
-    left out, and mapped back to the text (a span that was whole already is found again, and merged)."""
-    runs = [(m.start(), m.end()) for m in re.finditer(r"[^\s\"'\\]+", text)]
-    skeleton = "".join(text[a:b] for a, b in runs)
-    hits: list[tuple[int, int, str, int]] = []
-    if pattern is not None:
-        hits += [(m.start(), m.end(), values[m.group(0)], 0) for m in pattern.finditer(skeleton)]
-    if piece_pattern is not None:
-        hits += [(a, b, f"{name} piece", 1) for a, b, name in _piece_spans(skeleton, piece_pattern, pieces)]
+def _wrapped_spans(text: str, piece_pattern: Any, pieces: dict[str, str]) -> list[tuple[int, int, str, int]]:
+    """Runs of a known secret's pieces in `text` with its line breaks, spaces, quotes and backslashes left
+    out (a key wrapped over two lines, `"sk-ab" "cdef..."`, spaced characters), mapped back to `text`."""
+    skeleton = _GAPS.sub("", text)  # (the map back is made only when something is found)
+    hits = [(a, b, f"{name} piece", 1) for a, b, name in _piece_spans(skeleton, piece_pattern, pieces)]
     if not hits:
         return []
     import bisect
 
+    runs = [(m.start(), m.end()) for m in re.finditer(r"[^\s\"'\\]+", text)]
     offsets = []  # where each run starts in the skeleton
     total = 0
     for a, b in runs:

@@ -56,7 +56,7 @@ _PART_PATTERNS: dict[str, re.Pattern[str]] = {
         r"|clientsecret|client_secret)\s*=\s*(?P<s>[^;&\s\"']{3,})"),
     # a credential field given a quoted value: password = "...", "api_key": "...", token: '...'
     "credential-field": re.compile(
-        r"(?i)\b[A-Za-z0-9_\-]*(?:password|passwd|passphrase|secret|token|api[_\-]?key|apikey|access[_\-]?key"
+        r"(?i)(?:password|passwd|passphrase|secret|token|api[_\-]?key|apikey|access[_\-]?key"
         r"|private[_\-]?key|auth[_\-]?key|credentials?)[\"']?\s*[:=]\s*(?:b|r)?(?P<q>[\"'])(?P<s>[^\"'\s]{6,})(?P=q)"),
     # NAME=value lines of .env files and shell exports, NAME a credential's name: the value whatever it is
     "credential-line": re.compile(
@@ -68,12 +68,19 @@ _PART_PATTERNS: dict[str, re.Pattern[str]] = {
 }
 """Shapes where only one group (`s`) is the secret."""
 
-_KINDS = tuple(TOKEN_PATTERNS) + tuple(_PART_PATTERNS)
 _TOKENS = re.compile("|".join(f"(?P<{name.replace('-', '_')}>{p.pattern})" for name, p in TOKEN_PATTERNS.items()))
-_TOKEN_MARKERS = re.compile(r"sk-|sk_|rk_|AIza|gh[pousr]_|github_pat_|glpat-|xox|AKIA|ASIA|hf_|npm_|pypi-|eyJ"
-                            r"|PRIVATE KEY|https://")
-"""Every token shape holds one of these: a cheap first look."""
-_PART_MARKERS = re.compile(r"://|=|:", re.ASCII)
+_TOKEN_MARKERS = ("sk-", "sk_", "rk_", "AIza", "gh", "glpat-", "xox", "AKIA", "ASIA", "hf_", "npm_", "pypi-", "eyJ",
+                  "PRIVATE KEY", "hooks.slack", "discord", "webhook.office")
+"""Every token shape holds one of these: a cheap first look (substring tests, not a regular expression)."""
+_PART_WORDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "url-password": ("://", ()),
+    "dsn-key": ("://", ()),
+    "connection-string": ("=", ("password", "pwd", "accountkey", "sharedaccess", "sig", "clientsecret", "client_secret")),
+    "credential-field": ("", ("pass", "secret", "token", "key", "credential")),
+    "credential-line": ("=", ("pass", "secret", "token", "key", "auth", "credential", "_pwd")),
+    "auth-header": (":", ("authorization",)),
+}
+"""For each part shape: a character it needs, and words (lower case) one of which it needs."""
 
 _PLACEHOLDER = re.compile(r"(?i)^(?:x+|\*+|\.+|<[^>]*>|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?(?::-[^}]*)?\}?|%\([a-z_]+\)s"
                           r"|your[_\-].*|changeme|example|placeholder|none|null|true|false|redacted.*|\[redacted.*)$")
@@ -83,11 +90,15 @@ _PLACEHOLDER = re.compile(r"(?i)^(?:x+|\*+|\.+|<[^>]*>|\$\{?[A-Za-z_][A-Za-z0-9_
 def shape_spans(text: str) -> list[tuple[int, int, str]]:
     """`(start, end, kind)` of every credential shape in `text`, in order of appearance (may overlap)."""
     spans: list[tuple[int, int, str]] = []
-    if _TOKEN_MARKERS.search(text) is not None:
+    if any(marker in text for marker in _TOKEN_MARKERS):
         for m in _TOKENS.finditer(text):
             spans.append((m.start(), m.end(), (m.lastgroup or "token").replace("_", "-")))
-    if _PART_MARKERS.search(text) is not None:
+    if "=" in text or ":" in text:
+        lower = text.lower()
         for kind, pattern in _PART_PATTERNS.items():
+            needs, words = _PART_WORDS[kind]
+            if (needs and needs not in text) or (words and not any(w in lower for w in words)):
+                continue
             for m in pattern.finditer(text):
                 start, end = m.span("s")
                 secret = m.group("s")
