@@ -72,15 +72,15 @@ _TOKENS = re.compile("|".join(f"(?P<{name.replace('-', '_')}>{p.pattern})" for n
 _TOKEN_MARKERS = ("sk-", "sk_", "rk_", "AIza", "gh", "glpat-", "xox", "AKIA", "ASIA", "hf_", "npm_", "pypi-", "eyJ",
                   "PRIVATE KEY", "hooks.slack", "discord", "webhook.office")
 """Every token shape holds one of these: a cheap first look (substring tests, not a regular expression)."""
-_PART_WORDS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "url-password": ("://", ()),
-    "dsn-key": ("://", ()),
-    "connection-string": ("=", ("password", "pwd", "accountkey", "sharedaccess", "sig", "clientsecret", "client_secret")),
-    "credential-field": ("", ("pass", "secret", "token", "key", "credential")),
-    "credential-line": ("=", ("pass", "secret", "token", "key", "auth", "credential", "_pwd")),
-    "auth-header": (":", ("authorization",)),
+_PART_WORDS: dict[str, tuple[str, ...]] = {
+    "url-password": ("://",),
+    "dsn-key": ("://",),
+    "connection-string": ("password", "pwd", "accountkey", "sharedaccess", "sig", "clientsecret", "client_secret"),
+    "credential-field": ("pass", "secret", "token", "key", "credential"),
+    "credential-line": ("pass", "secret", "token", "key", "auth", "credential", "_pwd"),
+    "auth-header": ("authorization",),
 }
-"""For each part shape: a character it needs, and words (lower case) one of which it needs."""
+"""For each part shape, the words (lower case) one of which it holds: it is looked for only around them."""
 
 _PLACEHOLDER = re.compile(r"(?i)^(?:x+|\*+|\.+|<[^>]*>|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?(?::-[^}]*)?\}?|%\([a-z_]+\)s"
                           r"|your[_\-].*|changeme|example|placeholder|none|null|true|false|redacted.*|\[redacted.*)$")
@@ -96,16 +96,37 @@ def shape_spans(text: str) -> list[tuple[int, int, str]]:
     if "=" in text or ":" in text:
         lower = text.lower()
         for kind, pattern in _PART_PATTERNS.items():
-            needs, words = _PART_WORDS[kind]
-            if (needs and needs not in text) or (words and not any(w in lower for w in words)):
-                continue
-            for m in pattern.finditer(text):
+            for m in _around(pattern, text, lower, _PART_WORDS[kind]):
                 start, end = m.span("s")
                 secret = m.group("s")
                 if end > start and not _PLACEHOLDER.match(secret) and (kind != "dsn-key" or _keylike(secret)):
                     spans.append((start, end, kind))
     spans.sort()
     return spans
+
+
+def _around(pattern: re.Pattern[str], text: str, lower: str, words: tuple[str, ...]):
+    """`pattern`'s matches in the lines around each of `words` (a regular expression over the whole text
+    costs far more than finding a few words)."""
+    hits: list[int] = []
+    for word in words:
+        at = lower.find(word)
+        while at >= 0:
+            hits.append(at)
+            at = lower.find(word, at + 1)
+    if not hits:
+        return
+    hits.sort()
+    windows: list[list[int]] = []
+    for at in hits:
+        start = lower.rfind("\n", max(0, at - 300), at) + 1 or max(0, at - 300)
+        end = min(len(text), at + 600)
+        if windows and start <= windows[-1][1]:
+            windows[-1][1] = max(windows[-1][1], end)
+        else:
+            windows.append([start, end])
+    for start, end in windows:
+        yield from pattern.finditer(text, start, end)
 
 
 def looks_random_token(token: str) -> bool:
