@@ -6,7 +6,8 @@ Today, a command runs without asking when the classifier (`_readonly.read_only_p
 only reads; anything else is asked. The other design (Codex's): where a sandbox runs, every command first
 runs without asking in the `read-only` sandbox; one that needs to write or reach the network fails there,
 and the model asks to run it with more, so the person is asked then. This counts, over the commands of
-the README and of the tests (`sh("...")`, `command=...`, and the parametrized command lists), how many
+the docs' pages on the built-in tools (docs/guide/tools.md from "Built-in tools" on, docs/security.md from
+"Configuration that runs programs" on) and of the tests (`sh("...")`, `command=...`, and the parametrized command lists), how many
 each design would ask about: today by the classifier; the other by running each command in the read-only
 sandbox of a scratch workspace (bubblewrap when there, else Landlock) and counting those that fail on a
 write or the network. Commands that could hurt a shared machine (fork bombs, long sleeps) are left out.
@@ -37,9 +38,15 @@ _NEEDS_MORE = ("Read-only file system", "Permission denied", "Operation not perm
                "Could not resolve", "unable to create", "cannot create", "could not lock")
 
 
-def readme_commands() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    text = text[text.index("## Built-in tools"):text.index("## MCP servers")]  # the examples of agent commands
+DOC_SECTIONS = (("docs/guide/tools.md", "## Built-in tools"), ("docs/security.md", "## Configuration that runs programs"))
+"""Where the docs show agent commands: each page from that heading to its end."""
+
+
+def docs_commands() -> list[str]:
+    text = ""
+    for page, heading in DOC_SECTIONS:
+        page_text = (ROOT / page).read_text()
+        text += page_text[page_text.index(heading):] + "\n"
     found = []
     for span in re.findall(r"`([^`\n]+)`", text):
         words = span.split()
@@ -107,7 +114,7 @@ def main() -> None:
     if not backend.available:
         print("no sandbox here: the other design does not apply (the classifier decides, as today)")
         return
-    for corpus, commands in (("README", readme_commands()), ("tests", test_commands())):
+    for corpus, commands in (("docs", docs_commands()), ("tests", test_commands())):
         commands = [c for c in commands if not _UNSAFE.search(c) and "\x00" not in c]
         today = new = 0
         differ = []

@@ -34,27 +34,12 @@ from .calls.permissions import Grant
 from .context import CancellationToken, Constraints, ProgressUpdate, ToolCancelled, ToolContext
 from .decisions import Decision
 from .errors import (
-    AgentError,
-    ConfigurationError,
-    MaxTurnsExceeded,
-    ModelError,
-    OutputError,
-    ProviderError,
-    ScriptedModelExhausted,
+    AgentError, ConfigurationError, MaxTurnsExceeded, ModelError, OutputError, ProviderError, ScriptedModelExhausted,
 )
 from .events import Event
 from .messages import (
-    AssistantMessage,
-    ContentBlock,
-    ImageBlock,
-    Message,
-    Presentation,
-    TextBlock,
-    ToolCall,
-    ToolResult,
-    ToolResultMessage,
-    Usage,
-    UserMessage,
+    AssistantMessage, ContentBlock, ImageBlock, Message, Presentation, TextBlock, ToolCall, ToolResult,
+    ToolResultMessage, Usage, UserMessage,
 )
 from .providers import Model, ScriptedModel, load_model
 from .records import ApprovalRequest, CallRecord

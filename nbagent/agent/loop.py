@@ -32,18 +32,8 @@ from ..calls.execution import CallEnvironment, execute_batch
 from ..context import CancellationToken
 from ..errors import ContextLengthError, MaxTurnsExceeded, ModelError, OutputError
 from ..events import (
-    Compacted,
-    Event,
-    ModelResponse,
-    ReasoningDelta,
-    RunFinished,
-    RunStarted,
-    Steered,
-    TextDelta,
-    ToolCallDelta,
-    ToolCallProgress,
-    TurnStarted,
-    retry_listener,
+    Compacted, Event, ModelResponse, ReasoningDelta, RunFinished, RunStarted, Steered, TextDelta, ToolCallDelta,
+    ToolCallProgress, TurnStarted, retry_listener,
 )
 from ..messages import AssistantMessage, Message, Usage, UserMessage, new_call_id
 from ..providers import Model

@@ -18,16 +18,8 @@ import re
 from typing import Any, Mapping, Sequence
 
 from ..errors import (
-    AuthenticationError,
-    BadRequestError,
-    ContextLengthError,
-    NotFoundError,
-    OverloadedError,
-    PermissionDeniedError,
-    ProviderError,
-    RateLimitError,
-    ServerError,
-    StreamError,
+    AuthenticationError, BadRequestError, ContextLengthError, NotFoundError, OverloadedError, PermissionDeniedError,
+    ProviderError, RateLimitError, ServerError, StreamError,
 )
 from ..safety import secrets as _secrets
 

@@ -31,26 +31,11 @@ from urllib.parse import quote
 from ..errors import ConfigurationError, ProviderError, StreamError
 from ..events import ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
 from ..messages import (
-    AssistantMessage,
-    Block,
-    ImageBlock,
-    Message,
-    Reasoning,
-    TextBlock,
-    ToolResultMessage,
-    UserMessage,
-    new_call_id,
+    AssistantMessage, Block, ImageBlock, Message, Reasoning, TextBlock, ToolResultMessage, UserMessage, new_call_id,
 )
 from ..tools.definition import Tool
 from ._common import (
-    CallIds,
-    NameRule,
-    ToolCallAccumulator,
-    ToolNames,
-    arguments_object,
-    portable_messages,
-    reasoning_for,
-    usage_from,
+    CallIds, NameRule, ToolCallAccumulator, ToolNames, arguments_object, portable_messages, reasoning_for, usage_from,
 )
 from ._errors import stream_error
 from ._gemini_args import APPEND, SET, START, StreamedCall, json_path

@@ -29,25 +29,11 @@ from .. import errors
 from ..errors import ConfigurationError, ProviderError, StreamError
 from ..events import ReasoningDelta, StreamEvent, TextDelta
 from ..messages import (
-    AssistantMessage,
-    ImageBlock,
-    Message,
-    Reasoning,
-    TextBlock,
-    ToolResultMessage,
-    Usage,
-    UserMessage,
+    AssistantMessage, ImageBlock, Message, Reasoning, TextBlock, ToolResultMessage, Usage, UserMessage,
 )
 from ..tools.definition import Tool
 from ._common import (
-    CallIds,
-    NameRule,
-    ToolCallAccumulator,
-    ToolNames,
-    arguments_json,
-    portable_messages,
-    reasoning_for,
-    usage_from,
+    CallIds, NameRule, ToolCallAccumulator, ToolNames, arguments_json, portable_messages, reasoning_for, usage_from,
 )
 from ._errors import stream_error
 from ._model import HTTPModel

@@ -32,25 +32,11 @@ from typing import Any, Sequence
 from ..errors import ConfigurationError, StreamError
 from ..events import ReasoningDelta, StreamEvent, TextDelta
 from ..messages import (
-    AssistantMessage,
-    Block,
-    ImageBlock,
-    Message,
-    Reasoning,
-    TextBlock,
-    ToolResultMessage,
-    UserMessage,
+    AssistantMessage, Block, ImageBlock, Message, Reasoning, TextBlock, ToolResultMessage, UserMessage,
 )
 from ..tools.definition import Tool
 from ._common import (
-    CallIds,
-    NameRule,
-    ToolCallAccumulator,
-    ToolNames,
-    arguments_json,
-    portable_messages,
-    reasoning_for,
-    usage_from,
+    CallIds, NameRule, ToolCallAccumulator, ToolNames, arguments_json, portable_messages, reasoning_for, usage_from,
 )
 from ._errors import stream_error
 from ._model import HTTPModel

@@ -30,32 +30,11 @@ from .. import reprs
 from ..messages import AssistantMessage, TextBlock, UserMessage
 from ..safety import sanitize
 from .base import (
-    _ICONS,
-    _LIVE_STATUSES,
-    MAX_RICH,
-    MAX_TEXT,
-    _clip,
-    _esc,
-    _esc_output,
-    _icon,
-    _pill,
-    _style,
-    css,
-    describe_object,
-    frozen_status,
-    hidden_warnings,
-    one_line,
-    plural,
-    seconds,
-    status_word,
+    _ICONS, _LIVE_STATUSES, MAX_RICH, MAX_TEXT, _clip, _esc, _esc_output, _icon, _pill, _style, css, describe_object,
+    frozen_status, hidden_warnings, one_line, plural, seconds, status_word,
 )
 from .live import (
-    approval_notice_html,
-    presentation_html,
-    presentation_text,
-    processes_html,
-    processes_text,
-    steered_html,
+    approval_notice_html, presentation_html, presentation_text, processes_html, processes_text, steered_html,
 )
 from .markdown import markdown_html
 from .results import diff_html, result_html, tool_result_html

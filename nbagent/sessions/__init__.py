@@ -40,15 +40,8 @@ from __future__ import annotations
 
 from ._folder import FORMAT, SessionError, new_session_id, sessions_dir
 from ._reader import (
-                      INTERRUPTED,
-                      UNSIGNED_VARIABLE,
-                      SessionInfo,
-                      StoredSession,
-                      delete_session,
-                      find_session,
-                      list_sessions,
-                      load_session,
-                      repair_transcript,
+    INTERRUPTED, UNSIGNED_VARIABLE, SessionInfo, StoredSession, delete_session, find_session, list_sessions,
+    load_session, repair_transcript,
 )
 from ._writer import SIDE_FILE_CHARS, SessionWriter
 

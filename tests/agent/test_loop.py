@@ -9,26 +9,10 @@ import time
 import pytest
 
 from nbagent import (
-    Agent,
-    AssistantMessage,
-    MaxTurnsExceeded,
-    ScriptedModel,
-    ScriptedModelExhausted,
-    ToolCall,
-    ToolContext,
-    ToolResult,
-    ToolResultMessage,
-    UserMessage,
-    tool,
+    Agent, AssistantMessage, MaxTurnsExceeded, ScriptedModel, ScriptedModelExhausted, ToolCall, ToolContext,
+    ToolResult, ToolResultMessage, UserMessage, tool,
 )
-from nbagent.events import (
-    ModelResponse,
-    RunFinished,
-    RunStarted,
-    TextDelta,
-    ToolCallProgress,
-    TurnStarted,
-)
+from nbagent.events import ModelResponse, RunFinished, RunStarted, TextDelta, ToolCallProgress, TurnStarted
 from tests.helpers import assert_valid, call, calls, raw
 
 

@@ -12,14 +12,7 @@ import pytest
 from nbagent import AssistantMessage, ToolCall, UserMessage
 from nbagent.messages import TextBlock, ToolResultMessage
 from nbagent.sessions import (
-    FORMAT,
-    INTERRUPTED,
-    SIDE_FILE_CHARS,
-    SessionError,
-    SessionWriter,
-    delete_session,
-    list_sessions,
-    load_session,
+    FORMAT, INTERRUPTED, SIDE_FILE_CHARS, SessionError, SessionWriter, delete_session, list_sessions, load_session,
     repair_transcript,
 )
 from nbagent.transcript import check_transcript

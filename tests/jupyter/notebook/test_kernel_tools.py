@@ -18,11 +18,7 @@ from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 
 from nbagent import Agent, AssistantMessage, ImageBlock, ScriptedModel, ToolCall, toolbox  # noqa: E402
 from nbagent.jupyter.notebook.kernel_tools import (
-    KernelRunner,
-    RoutingDisplayPublisher,
-    kernel_extensions,
-    kernel_runner,
-    kernel_toolbox,
+    KernelRunner, RoutingDisplayPublisher, kernel_extensions, kernel_runner, kernel_toolbox,
 )
 
 
