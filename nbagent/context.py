@@ -228,6 +228,7 @@ class ToolContext:
         "agent_name",
         "session_id",
         "scope",
+        "derived",
         "_extensions",
         "_on_progress",
         "_loop",
@@ -271,6 +272,9 @@ class ToolContext:
         reach themselves (a grep that walks a tree skips files behind `deny: read_file(...)`)."""
         self.decision: Any = None
         """The permission decision that allowed the call (set before it runs; `source` says what decided)."""
+        self.derived: list[str] = []
+        """What the result was derived from that holds a secret, in a form redaction cannot follow
+        (`derived_from`): the secret gate withholds such a result unless a person consented to the call."""
         self._extensions = extensions or {}
         self._on_progress = on_progress
         self._loop = loop
@@ -294,6 +298,13 @@ class ToolContext:
             return default
         have = ", ".join(sorted(t.__name__ for t in ext)) or "none"
         raise LookupError(f"no {type_.__name__} extension in this tool context (registered: {have})")
+
+    def derived_from(self, reason: str) -> None:
+        """Say that this call's result is derived from a secret-bearing source in a form redaction cannot
+        follow (a slice, an index, a match of a value that holds a credential): `reason` names it. The
+        secret gate (`nbagent.calls.gate`) then gives the model the result only if a person consented to the
+        call; auto-allowed, it is withheld."""
+        self.derived.append(reason)
 
     # -- cancellation -------------------------------------------------------------------------------
     @property

@@ -409,11 +409,11 @@ async def run_on_cluster(batch: Any) -> None:
     client = _client_for(batch.engine)
     tag = uuid.uuid4().hex[:8]
     names = (f"nbagent-permits-{batch.id}-{tag}", f"nbagent-reports-{batch.id}-{tag}", f"nbagent-items-{batch.id}-{tag}")
-    permits, reports = await _queue(client, names[0]), await _queue(client, names[1])
     # the agent travels as bytes, scattered once; each worker unpickles it once and keeps its own copy (with
     # its own HTTP client): a used agent holds a client that cannot be pickled, so never ship the object
     blob = cloudpickle.dumps(portable_agent(batch.item_agent, batch.agent.policy))
     check_no_secret(blob)
+    permits, reports = await _queue(client, names[0]), await _queue(client, names[1])
     # a key of its own (hash=False): the same bytes scattered by the batch before, and being released, would
     # lose the new batch its runners' dependency
     shipped = await call(client, client.scatter, blob, broadcast=True, hash=False)

@@ -112,14 +112,17 @@ def seal(public: Any, secrets: dict[str, Any], context: bytes) -> bytes:
 
 
 def check_no_secret(blob: bytes) -> None:
-    """The bytes that travel hold no secret this process knows (an environment key, a key given in code, a
-    credential header): one check of content, whatever in the agent holds it."""
-    for value, name in _secrets.secret_values().items():
-        if value.encode("utf-8") in blob:
-            raise ConfigurationError(
-                f"the agent would carry a secret to the cluster in its pickle (the value of {name}): something it "
-                "holds (a tool's closure, its instructions, a setting) has it. Give the workers their keys through "
-                "their environment, or to the model as api_key=... (sent to each worker sealed, never pickled)")
+    """The bytes that travel pass the secret gate (`nbagent.safety.gate.payload_problem`): no secret this
+    process knows (an environment key, a key given in code, a credential header) and nothing shaped like a key,
+    whatever in the agent holds it (a tool's closure, a global it uses, the model's headers)."""
+    from ..safety.gate import payload_problem
+
+    problem = payload_problem(blob)
+    if problem:
+        raise ConfigurationError(
+            f"the agent would carry a secret to the cluster in its pickle ({problem}): something it holds (a "
+            "tool's closure or a global it uses, its instructions, a setting) has it. Give the workers their keys "
+            "through their environment, or to the model as api_key=... (sent to each worker sealed, never pickled)")
 
 
 def model_secrets(model: Any) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from typing import Any, Callable, Sequence
 
 from ..errors import ModelError
 from ..messages import AssistantMessage, Message, TextBlock, ToolResultMessage, Usage, UserMessage
+from ..safety.gate import screen
 from .window import estimate_message, estimate_tokens
 
 __all__ = ["SUMMARY_PREFIX", "Compaction", "CompactionSettings", "TranscriptDigest", "compact", "compaction_settings", "is_summary", "stub_text",
@@ -147,8 +148,8 @@ def stub_text(message: ToolResultMessage, locate: Callable[[ToolResultMessage], 
     size = f"{len(text):,} characters" + (f" and {images} image{'s' if images != 1 else ''}" if images else "")
     where = (locate(message) if locate is not None else None) or default_locate(message)
     error = " (an error)" if message.is_error else ""
-    return (f"{STUB_PREFIX} The result of {message.name}{error} ({size}) was removed to save context. "
-            f"It began: {_one_line(text, 120)!r}. {where}")
+    return screen(f"{STUB_PREFIX} The result of {message.name}{error} ({size}) was removed to save context. "
+                  f"It began: {_one_line(text, 120)!r}. {where}")
 
 
 def _stub(message: ToolResultMessage, locate: Any) -> ToolResultMessage:
@@ -178,7 +179,7 @@ def transcript_text(messages: Sequence[Message], *, limit: int = 2_000) -> str:
             cut = f" … [{len(text) - limit:,} more characters]" if len(text) > limit else ""
             out.append(f"RESULT of {m.name} (id {m.tool_call_id}{', error' if m.is_error else ''}): "
                        f"{text[:limit]}{cut}")
-    return "\n\n".join(out)
+    return screen("\n\n".join(out))  # what a summary is written from, and sent to a model, passes the gate
 
 
 class TranscriptDigest:

@@ -2,7 +2,8 @@
 
     lookup -> parse (repair ladder) -> prepare_arguments -> validate -> before_tool_call hooks
     -> permission (decide; or ask, then void or remember) -> execute (timeout, cancellation, progress)
-    -> after_tool_call hooks -> settle: normalise (images, secrets, length) -> tool_result_persist hooks
+    -> after_tool_call hooks -> settle: the secret gate (`gate.admit`), normalise (images, length)
+    -> tool_result_persist hooks -> the gate again if a hook changed the result
     -> the record gets its one result and its status
 
 Each stage owns its rules: `hooks` runs the hook loops, `permissions` decides and keeps the approval's
@@ -35,6 +36,7 @@ from ..safety.secrets import redact_exception
 from ..tools.arguments import parse_arguments
 from ..tools.definition import ArgumentsError, Tool
 from ..tools.results import error_result, normalise, to_tool_result
+from .gate import admit
 from .hooks import Block, Hooks, run_after_tool_call, run_before_tool_call, run_tool_result_persist
 from .interrupt import NOT_STOPPED, ToolTimeout, run_in_thread
 from .permissions import PermissionPolicy
@@ -270,8 +272,8 @@ async def _lifecycle(env: CallEnvironment, plan: ToolPlan, rec: CallRecord, outc
         outcome.stop_requested = stop
     rec.completed_activity = tool.completed_activity(args, result.details if result.details is not None else result)
 
-    # 7. settle: normalise, tool_result_persist hooks, record
-    await _settle(env, rec, status, result)
+    # 7. settle: the secret gate, normalise, tool_result_persist hooks, record
+    await _settle(env, rec, status, result, ctx.derived)
 
 
 async def _request_approval(env: CallEnvironment, rec: CallRecord, tool: Tool, args: Any, why: str,
@@ -315,11 +317,22 @@ def _describe_exception(exc: BaseException) -> str:
 # --------------------------------------------------------------------------------------------------
 # The one way a call gets its result
 # --------------------------------------------------------------------------------------------------
-async def _settle(env: CallEnvironment, rec: CallRecord, status: str, result: ToolResult) -> None:
+async def _settle(env: CallEnvironment, rec: CallRecord, status: str, result: ToolResult,
+                  derived: list[str] | None = None) -> None:
     """Every result reaches its record and the transcript through here, the ones the runtime writes
-    itself (unknown tool, invalid arguments, blocked, denied, cancelled, timeout) included: normalised
-    (images checked, secrets redacted, long text cut), then the `tool_result_persist` hooks."""
-    result = normalise(result, env.max_result_chars)
+    itself (unknown tool, invalid arguments, blocked, denied, cancelled, timeout) included: through the
+    secret gate (`gate.admit`: withheld when derived from a secret without consent, secrets screened),
+    normalised (images checked, long text cut), then the `tool_result_persist` hooks, then the gate again
+    when a hook changed it: nothing the model gets has skipped the gate."""
+    def gated(r: ToolResult) -> ToolResult:
+        arguments = rec.call.arguments if rec.call.arguments is not None else rec.call.raw_arguments
+        try:
+            return admit(r, derived=derived or (), decision=rec.decision, tool=rec.name, arguments=arguments)
+        except Exception as exc:  # the gate fails closed: nothing it could not look at reaches the model
+            log.exception("the secret gate failed on the result of %s", rec.id)
+            return error_result(f"The result was withheld: the secret gate could not check it ({type(exc).__name__}).")
+
+    result = admitted = normalise(gated(result), env.max_result_chars)
     try:
         result = await run_tool_result_persist(env.hooks, rec, result)
     except asyncio.CancelledError:
@@ -330,6 +343,8 @@ async def _settle(env: CallEnvironment, rec: CallRecord, status: str, result: To
                                   "tool_result_persist hooks finished with it.")
         raise
     finally:  # the call still gets its one result
+        if result is not admitted:
+            result = gated(result)
         rec.result = result
         rec.status = status
         rec.finished_at = time.monotonic()

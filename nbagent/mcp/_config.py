@@ -32,11 +32,12 @@ from typing import Any, Mapping
 
 from ..errors import ConfigurationError
 from ..safety.protected import note_loaded_configuration
-from ..safety.secrets import SECRET_VARIABLE_PATTERN
+from ..safety.secrets import SECRET_VARIABLE_PATTERN, add_secret
+from ..safety.shapes import credential_parts
 from ..safety.trust import is_trusted
 
 __all__ = ["CONFIG_FILES", "ServerConfig", "expand_trusted", "load_config_file", "parse_servers",
-           "server_environment", "untrusted"]
+           "register_secrets", "server_environment", "untrusted"]
 
 CONFIG_FILES = (".mcp.json", ".nbagent/mcp.json")
 """Files in a workspace that configure servers, in the order they are read (a later one wins per name)."""
@@ -186,6 +187,7 @@ def _parse_entry(name: str, entry: Any, source: str) -> ServerConfig:
     if defer is not None and not isinstance(defer, bool):
         raise ConfigurationError(f"{where}: \"defer\" must be true or false")
     disabled = bool(entry.get("disabled", False)) or entry.get("enabled", True) is False
+    register_secrets(headers, env)  # literal credentials in the configuration are secrets from now on
     return ServerConfig(
         name=name, command=command, args=[str(a) for a in args], env=env, cwd=entry.get("cwd"), url=url,
         headers=headers, trusted=entry.get("trusted", False) is True,
@@ -193,6 +195,26 @@ def _parse_entry(name: str, entry: Any, source: str) -> ServerConfig:
         startup_timeout=_seconds(entry.get("startup_timeout", 30.0), f"{where}: \"startup_timeout\""),
         defer=defer, log_level=level, disabled=disabled, description=str(entry.get("description", "")),
     )
+
+
+_CREDENTIAL_NAME = re.compile(r"auth|key|token|secret|cookie|password|passwd|credential|signature", re.I)
+
+
+def register_secrets(headers: Mapping[str, str], env: Mapping[str, str] = {}) -> None:  # noqa: B006 - read only
+    """Register the credentials among a server's header and environment values (`add_secret`), literal or
+    expanded: a value under a credential's name (`Authorization`, `X-Api-Key`, `*_TOKEN`...), and whatever
+    has a credential's shape under any name (`nbagent.safety.shapes.credential_parts`). Redaction and the
+    secret gate then find them wherever they appear, in pieces too."""
+    for name, value in [*headers.items(), *env.items()]:
+        if not isinstance(value, str) or "${" in value:
+            continue  # expanded when the server starts, and registered then
+        words = value.split()
+        if _CREDENTIAL_NAME.search(name) or SECRET_VARIABLE_PATTERN.search(name):
+            if len(words) == 2 and words[0].lower() in ("bearer", "basic", "token", "bot"):
+                add_secret(words[1], name)
+            add_secret(value.strip(), name)
+        for part in credential_parts(value):
+            add_secret(part, name)
 
 
 def _string_map(value: Any, where: str) -> dict[str, str]:
@@ -290,6 +312,7 @@ def server_environment(config: ServerConfig, environ: Mapping[str, str] | None =
                 env[name] = value
     for name, value in config.env.items():
         env[name] = expand(value, environ)
+    register_secrets({}, {k: env[k] for k in config.env})
     return env
 
 

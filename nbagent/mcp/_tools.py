@@ -23,6 +23,7 @@ from typing import Any, Iterable, Mapping
 from ..context import ToolContext
 from ..errors import ConfigurationError
 from ..messages import ImageBlock, TextBlock, ToolResult
+from ..safety.gate import Withheld
 from ..tools.definition import ArgumentsError, Tool, ToolDefinitionError
 from ..tools.plan import Toolset
 from ..tools.results import error_result
@@ -57,8 +58,10 @@ class MCPResult:
     """Its `structuredContent` (a dict), when the server gave one."""
     resource_links: list[dict[str, Any]] = field(default_factory=list)
     """Resource links and embedded resources: uri, name, mime type, and text when there is some."""
-    hidden: list[Any] = field(default_factory=list)
-    """Content the server addressed to the user only (`audience: ["user"]`): kept here, not sent."""
+    hidden: Withheld = field(default_factory=Withheld)
+    """Content the server addressed to the user only (`audience: ["user"]`): kept here, never sent, and out
+    of reach of read-only tools (`nbagent.safety.gate.Withheld`: `inspect_variable` asks before it shows it,
+    after a compaction's stub points at this result too)."""
 
     @property
     def text(self) -> str:

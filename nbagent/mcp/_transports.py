@@ -26,7 +26,15 @@ import anyio
 import mcp_types
 from mcp.shared.message import SessionMessage
 
-from ._config import ServerConfig, command_places, expand_trusted, find_command, server_environment, untrusted
+from ._config import (
+    ServerConfig,
+    command_places,
+    expand_trusted,
+    find_command,
+    register_secrets,
+    server_environment,
+    untrusted,
+)
 from ._errors import ServerError
 
 __all__ = ["MAX_LINE", "STOP_TIMEOUT", "Transports", "exit_code"]
@@ -184,6 +192,7 @@ class Transports:
         self._check_trusted()
         url = expand_trusted(config, config.url or "")
         headers = {k: expand_trusted(config, v) for k, v in config.headers.items()}
+        register_secrets(headers)  # as sent: a header's credential is a secret wherever it shows up again
         client = create_mcp_http_client(headers=headers, timeout=httpx2.Timeout(config.startup_timeout, read=300.0))
         async with client:
             async with streamable_http_client(url, http_client=client) as streams:

@@ -275,7 +275,9 @@ class ProviderHTTP:
         """`stream_events`, yielding the events of each network chunk as one list (one step of an async
         generator per chunk rather than per event: the models' streaming path uses this)."""
         base_headers = self._headers()  # raises AuthenticationError now when there is no key
-        body = _secrets.redact_value(body)  # what is recorded is what is sent, with no secret in it
+        # what is recorded is what is sent, with no known secret in it (tool results passed the secret gate
+        # already; the conversation's own words, credential-shaped or not, go as they were)
+        body = _secrets.redact_value(body, shapes=False)
         if on_request is not None:
             on_request(body)
         content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")

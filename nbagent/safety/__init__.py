@@ -1,6 +1,8 @@
 """What keeps the person's secrets, page and machine safe from everything nbagent reads that someone else wrote.
 
     secrets        credential values known to the process; `redact` finds them whole, in pieces, reversed, encoded
+    shapes         what a credential looks like (key prefixes, URLs with passwords, connection strings, DSNs...)
+    gate           the one secret gate: what a tool may derive from (screened text), which live values ask first
     sanitize       what reaches the page (an allowlist HTML sanitizer) and the terminal (no control sequences)
     sandbox        the OS wall around shell commands (bubblewrap, or Landlock in `sandbox_linux`)
     protected      which writes ask first, by what a path does (hidden, environments, executables, configuration)

@@ -1,27 +1,31 @@
 """Secrets kept out of everything nbagent writes down or sends: one redaction step for all of it.
 
-Two kinds of secret are removed, wherever text leaves a tool or a provider:
+What is a secret is decided by content, not by the name that holds it:
 
 - the values of the environment's credential variables (names ending in `_KEY`, `_TOKEN`, `_AUTH`,
-  `_SECRET`, `PASSWORD` (`PGPASSWORD` too), `_PWD`, plus a few well-known ones), read when redaction
-  runs, so a key set after `import nbagent` is covered too;
+  `_SECRET`, `PASSWORD` (`PGPASSWORD` too), `_PWD`, plus a few well-known ones), and, in every other
+  variable, what has a credential's shape (`nbagent.safety.shapes.credential_parts`: the password of
+  `DATABASE_URL=postgres://app:pw@db/x`, a DSN's key, a webhook URL's token, a value that is one long
+  random-looking token), read when redaction runs, so a key set after `import nbagent` is covered too;
 - values registered with `add_secret(value, name)`: a key passed as `api_key=` rather than through the
-  environment, a credential header;
-- strings shaped like provider keys and tokens (`sk-...`, `sk-ant-...`, `AIza...`, `ghp_...`,
-  `xoxb-...`, `AKIA...`, `hf_...`), wherever they come from: a notebook variable, a file, a command's output.
+  environment, a credential header, an MCP server's header or environment value;
+- credential shapes wherever they appear (`nbagent.safety.shapes.shape_spans`): key prefixes (`sk-...`,
+  `AIza...`, `ghp_...`, `AKIA...`...), JWTs, private key blocks, webhook URLs, the password of a URL,
+  connection strings' secret fields, credential fields in configuration (`password: "..."`, `API_KEY=...`).
 
-Secrets are matched in pieces too: any run of `PIECE_LENGTH` characters or more (mixing letter cases or
-digits, as pieces of random keys do) of a secret of `MIN_PIECE_SECRET_LENGTH` or more (`key[:8]`, the head a truncated repr kept, a slice `cut -c` made), of the
-secret reversed, or its base64 or hex encoding at any alignment, is redacted as `[REDACTED:NAME piece]`.
-Pieces shorter than that are not recognisable; the tools keep them unreachable instead (`inspect_variable`
-indexes no string, auto-allowed commands get no credential variables, the sandbox hides credential
-stores and the kernel's `/proc`).
+Known secrets are matched in pieces too: any run of `PIECE_LENGTH` characters or more (mixing letter cases or
+digits, as pieces of random keys do) of a secret of `MIN_PIECE_SECRET_LENGTH` or more (`key[:8]`, the head a
+truncated repr kept, a slice `cut -c` made), of the secret reversed, or its base64 or hex encoding at any
+alignment, is redacted as `[REDACTED:NAME piece]`; and across line breaks, spaces and quotes (a key wrapped
+over two lines, `"sk-ab" "cdef..."`, `od -c`'s spaced characters). Pieces shorter than that are not
+recognisable: `nbagent.safety.gate` keeps them unreachable instead (tools slice and match the screened
+text, not the raw one; a value derived from a secret-bearing one asks first).
 
-`redact(text)` replaces each with `[REDACTED:NAME]` (the variable's name, or the kind of token);
-`redact_value(obj)` does it through the strings of a JSON-like value (dicts, lists, tuples), returning
-the same object when nothing changed. The runtime calls them on tool results before the model sees
-them, on error messages, and on the request bodies it keeps (`run.requests`). A value shorter than
-`MIN_SECRET_LENGTH` is never treated as a secret (it would redact ordinary words).
+`redact(text)` replaces each with `[REDACTED:NAME]` (the variable's name, or the kind of shape);
+`secret_spans(text)` says where they are; `secret_bearing(text)` whether there is one; `redact_value(obj)`
+redacts through the strings of a JSON-like value (dicts, lists, tuples), returning the same object when
+nothing changed. A value shorter than `MIN_SECRET_LENGTH` is never treated as a known secret (it would
+redact ordinary words).
 
 This module is part of the data layer: it imports nothing from nbagent.
 """
@@ -34,8 +38,10 @@ import re
 import time
 from typing import Any
 
-__all__ = ["MIN_PIECE_SECRET_LENGTH", "MIN_SECRET_LENGTH", "PIECE_LENGTH", "SECRET_VARIABLE_PATTERN", "TOKEN_PATTERNS", "add_secret", "redact",
-           "redact_exception", "redact_value", "secret_values"]
+from .shapes import TOKEN_PATTERNS, credential_parts, shape_spans
+
+__all__ = ["MIN_PIECE_SECRET_LENGTH", "MIN_SECRET_LENGTH", "PIECE_LENGTH", "SECRET_VARIABLE_PATTERN", "TOKEN_PATTERNS",
+           "add_secret", "redact", "redact_exception", "redact_value", "secret_bearing", "secret_spans", "secret_values"]
 
 MIN_SECRET_LENGTH = 8
 """Shorter values of credential variables are left alone."""
@@ -51,24 +57,6 @@ SECRET_VARIABLE_PATTERN = re.compile(
     re.IGNORECASE,
 )
 """Environment variable names whose values are secrets."""
-
-TOKEN_PATTERNS: dict[str, re.Pattern[str]] = {
-    "anthropic-key": re.compile(r"sk-ant-[A-Za-z0-9_\-]{20,}"),
-    "openai-key": re.compile(r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"),
-    "google-key": re.compile(r"AIza[0-9A-Za-z_\-]{35}"),
-    "github-token": re.compile(r"(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})"),
-    "slack-token": re.compile(r"xox[abposr]-[A-Za-z0-9\-]{10,}"),
-    "aws-key": re.compile(r"(?:AKIA|ASIA)[0-9A-Z]{16}"),
-    "huggingface-token": re.compile(r"hf_[A-Za-z0-9]{30,}"),
-}
-"""Shapes of well-known keys and tokens, redacted wherever they appear."""
-
-_TOKENS = re.compile("|".join(f"(?P<{name.replace('-', '_')}>{p.pattern})" for name, p in TOKEN_PATTERNS.items()))
-
-_MARKERS = ("sk-", "AIza", "xox", "AKIA", "ASIA", "hf_", "github_pat_")
-_GITHUB = re.compile(r"gh[pousr]_")
-"""Every token shape holds one of `_MARKERS`, or `gh` and then matches `_GITHUB`: a cheap first look (a
-substring search per marker is about a third of one regular expression's scan for all of them)."""
 
 _cache: Any = None
 _seen_environment: Any = None
@@ -109,7 +97,7 @@ def _compiled(fresh: bool = True) -> Any:
         return _cache
     _seen_environment = dict(raw) if isinstance(raw, dict) else None
     _seen_registered = len(_registered)
-    items = tuple(sorted((k, v) for k, v in os.environ.items() if SECRET_VARIABLE_PATTERN.search(k)))
+    items = _environment_secrets()
     if _registered:
         items += tuple((name, value) for value, name in _registered.items())
     if _cache is not None and _cache[0] == items:
@@ -124,8 +112,8 @@ def _compiled(fresh: bool = True) -> Any:
                 values.setdefault(json.dumps(candidate, ensure_ascii=False)[1:-1], name)
                 for form in _encodings(candidate):
                     values.setdefault(form, name)
-            if len(candidate) >= MIN_PIECE_SECRET_LENGTH:
-                for form in (candidate, candidate[::-1]):
+            if len(candidate) >= MIN_PIECE_SECRET_LENGTH:  # pieces are looked for with gaps left out
+                for form in (_GAPS.sub("", candidate), _GAPS.sub("", candidate[::-1])):
                     for k in range(len(form) - PIECE_LENGTH + 1):
                         piece = form[k : k + PIECE_LENGTH]
                         if _looks_random(piece):
@@ -144,6 +132,30 @@ def _compiled(fresh: bool = True) -> Any:
         heads = frozenset(pieces).union(v[:PIECE_LENGTH] for v in values)
     _cache = (items, pattern, values, piece_pattern, pieces, runs, heads)
     return _cache
+
+
+def _environment_secrets() -> tuple[tuple[str, str], ...]:
+    """(variable, secret) for the environment: credential variables' values whole, and the credential parts
+    of every other value (by shape: a URL's password, a DSN's key, a webhook's token, one random token)."""
+    out = []
+    for name, value in os.environ.items():
+        if SECRET_VARIABLE_PATTERN.search(name):
+            out.append((name, value))
+        elif len(value) >= MIN_SECRET_LENGTH and len(value) <= 16_384:
+            out.extend((name, part) for part in _parts(value))
+    return tuple(sorted(out))
+
+
+_parts_cache: dict[str, tuple[str, ...]] = {}
+
+
+def _parts(value: str) -> tuple[str, ...]:
+    found = _parts_cache.get(value)
+    if found is None:
+        if len(_parts_cache) > 4096:
+            _parts_cache.clear()
+        found = _parts_cache[value] = tuple(credential_parts(value))
+    return found
 
 
 def _looks_random(piece: str) -> bool:
@@ -183,31 +195,90 @@ def _trie(words: list[str]) -> str:
     return emit(tree)
 
 
-def redact(text: str, *, fresh: bool = True) -> str:
+def redact(text: str, *, fresh: bool = True, spare: tuple[str, ...] = ()) -> str:
     """`text` with every secret replaced by `[REDACTED:NAME]`. `fresh=False`: for many short texts in a
-    row (progress), the environment is looked at again only every `_RECHECK` seconds."""
+    row (progress), the environment is looked at again only every `_RECHECK` seconds. `spare`: texts the
+    reader wrote itself (a tool call's arguments): where the text only repeats one of them, nothing is
+    replaced, so whether a guess echoed back is redacted says nothing about the guess."""
     if not isinstance(text, str) or len(text) < PIECE_LENGTH:
         return text
-    return _redact(text, _compiled(fresh))
+    return _redact(text, _compiled(fresh), spare)
 
 
-def _redact(text: str, compiled: Any) -> str:
+def secret_spans(text: str, *, fresh: bool = True) -> list[tuple[int, int, str]]:
+    """Where the secrets in `text` are: `(start, end, label)`, in order, not overlapping (label as in
+    `[REDACTED:label]`)."""
+    if not isinstance(text, str) or len(text) < PIECE_LENGTH:
+        return []
+    return _spans(text, _compiled(fresh))
+
+
+def secret_bearing(text: str, *, fresh: bool = True) -> str | None:
+    """What makes `text` secret-bearing (`"MY_TOKEN"`, `"url-password piece"`...), or None: a known secret
+    whole, in pieces, encoded or wrapped, or a credential shape."""
+    spans = secret_spans(text, fresh=fresh)
+    return spans[0][2] if spans else None
+
+
+def _redact(text: str, compiled: Any, spare: tuple[str, ...] = (), shapes: bool = True) -> str:
+    spans = _spans(text, compiled, shapes)
+    if spans and spare:
+        spans = _unspared(text, spans, spare)
+    if not spans:
+        return text
+    out: list[str] = []
+    last = 0
+    for start, end, label in spans:
+        out.append(text[last:start])
+        out.append(f"[REDACTED:{label}]")
+        last = end
+    out.append(text[last:])
+    return "".join(out)
+
+
+def _unspared(text: str, spans: list[tuple[int, int, str]], spare: tuple[str, ...]) -> list[tuple[int, int, str]]:
+    """`spans` without those that lie wholly inside a repetition of one of `spare`."""
+    echoes: list[tuple[int, int]] = []
+    for echo in spare:
+        if len(echo) < 2:
+            continue
+        at = text.find(echo)
+        while at >= 0:
+            echoes.append((at, at + len(echo)))
+            at = text.find(echo, at + 1)
+    return [sp for sp in spans if not any(a <= sp[0] and sp[1] <= b for a, b in echoes)]
+
+
+_GAPS = re.compile(r"[\s\"'\\]+")
+"""What may sit inside a wrapped secret: line breaks, spaces, quotes and backslashes."""
+
+
+def _spans(text: str, compiled: Any, shapes: bool = True) -> list[tuple[int, int, str]]:
     _, pattern, values, piece_pattern, pieces, runs, heads = compiled
-    if runs is not None and _may_hold_secret(text, runs, heads):
+    found: list[tuple[int, int, str, int]] = []  # (start, end, label, rank): whole values rank first
+    gaps = _GAPS.search(text) is not None
+    if runs is not None and (_may_hold_secret(text, runs, heads)
+                             or (gaps and _may_hold_secret(_GAPS.sub("", text), runs, heads))):
         if pattern is not None:
-            text = pattern.sub(lambda m: f"[REDACTED:{values[m.group(0)]}]", text)
+            found += [(m.start(), m.end(), values[m.group(0)], 0) for m in pattern.finditer(text)]
         if piece_pattern is not None:
-            text = _redact_pieces(text, piece_pattern, pieces)
-    if _might_hold_token(text):
-        text = _TOKENS.sub(lambda m: f"[REDACTED:{(m.lastgroup or 'token').replace('_', '-')}]", text)
-    return text
+            if not gaps:
+                found += [(a, b, f"{name} piece", 1) for a, b, name in _piece_spans(text, piece_pattern, pieces)]
+            else:  # pieces are found with line breaks, spaces and quotes left out: a wrapped key too
+                found += _wrapped_spans(text, piece_pattern, pieces)
+    if shapes:
+        found += [(a, b, kind, 2) for a, b, kind in shape_spans(text)]
+    if not found:
+        return []
+    return _merge(found)
 
 
 def _may_hold_secret(text: str, runs: re.Pattern[str], heads: frozenset[str]) -> bool:
     """Whether a secret's value or piece can be in `text`: one of its runs of the secrets' characters holds
-    a `head` (the first characters of a value, or a piece). A first look for the replacing passes above,
-    about twice as fast as their search (many alternatives tried at every position) and never wrong the
-    other way: a text it passes holds nothing they would replace."""
+    a `head` (the first characters of a value, or a piece). A first look for the passes that find known
+    secrets, about twice as fast as their search (many alternatives tried at every position) and never wrong
+    the other way: a text it passes over holds nothing they would find. `_spans` asks it of the text and of
+    the text with its gaps left out (where a wrapped key's pieces are looked for)."""
     for run in runs.findall(text):
         for i in range(len(run) - PIECE_LENGTH + 1):
             if run[i : i + PIECE_LENGTH] in heads:
@@ -215,55 +286,80 @@ def _may_hold_secret(text: str, runs: re.Pattern[str], heads: frozenset[str]) ->
     return False
 
 
-def _redact_pieces(text: str, piece_pattern: re.Pattern[str], pieces: dict[str, str]) -> str:
-    """Each run of overlapping secret pieces, replaced whole (a piece of 6 found, the run it belongs to)."""
-    out: list[str] = []
-    last = 0
+def _merge(found: list[tuple[int, int, str, int]]) -> list[tuple[int, int, str]]:
+    """Overlapping spans as one, labelled by the best-ranked of them."""
+    found.sort()
+    merged: list[list[Any]] = []
+    for start, end, label, rank in found:
+        if merged and start < merged[-1][1]:
+            last = merged[-1]
+            last[1] = max(last[1], end)
+            if rank < last[3]:
+                last[2], last[3] = label, rank
+        else:
+            merged.append([start, end, label, rank])
+    return [(a, b, label) for a, b, label, _ in merged]
+
+
+def _piece_spans(text: str, piece_pattern: re.Pattern[str], pieces: dict[str, str]) -> list[tuple[int, int, str]]:
+    """Each run of overlapping secret pieces, as one span (a piece of 6 found, the run it belongs to)."""
+    out: list[tuple[int, int, str]] = []
     pos = 0
     while True:
         m = piece_pattern.search(text, pos)
         if m is None:
-            break
+            return out
         start, end = m.start(), m.end()
-        name = pieces[m.group(0)]
         # extend while the next window is a piece too (the slice goes on)
         while end < len(text) and text[end - PIECE_LENGTH + 1 : end + 1] in pieces:
             end += 1
-        out.append(text[last:start])
-        out.append(f"[REDACTED:{name} piece]")
-        last = pos = end
-    if not out:
-        return text
-    out.append(text[last:])
-    return "".join(out)
+        out.append((start, end, pieces[m.group(0)]))
+        pos = end
 
 
-def _might_hold_token(text: str) -> bool:
-    for marker in _MARKERS:
-        if marker in text:
-            return True
-    return "gh" in text and _GITHUB.search(text) is not None
+def _wrapped_spans(text: str, piece_pattern: Any, pieces: dict[str, str]) -> list[tuple[int, int, str, int]]:
+    """Runs of a known secret's pieces in `text` with its line breaks, spaces, quotes and backslashes left
+    out (a key wrapped over two lines, `"sk-ab" "cdef..."`, spaced characters), mapped back to `text`."""
+    skeleton = _GAPS.sub("", text)  # (the map back is made only when something is found)
+    hits = [(a, b, f"{name} piece", 1) for a, b, name in _piece_spans(skeleton, piece_pattern, pieces)]
+    if not hits:
+        return []
+    import bisect
+
+    runs = [(m.start(), m.end()) for m in re.finditer(r"[^\s\"'\\]+", text)]
+    offsets = []  # where each run starts in the skeleton
+    total = 0
+    for a, b in runs:
+        offsets.append(total)
+        total += b - a
+
+    def back(p: int) -> int:
+        i = bisect.bisect_right(offsets, p) - 1
+        return runs[i][0] + (p - offsets[i])
+
+    return [(back(a), back(b - 1) + 1, label, rank) for a, b, label, rank in hits]
 
 
-def redact_value(value: Any) -> Any:
+def redact_value(value: Any, *, shapes: bool = True) -> Any:
     """`value` with `redact` applied to every string inside it (dict keys included); the same object
-    when nothing changed, so callers can compare identity."""
-    return _redact_value(value, _compiled())  # the secrets are looked up once for the whole value
+    when nothing changed, so callers can compare identity. `shapes=False`: known secrets only, not
+    credential shapes (a request body, whose earlier turns are the conversation as it was)."""
+    return _redact_value(value, _compiled(), shapes)  # the secrets are looked up once for the whole value
 
 
-def _redact_value(value: Any, compiled: Any) -> Any:
+def _redact_value(value: Any, compiled: Any, shapes: bool = True) -> Any:
     if isinstance(value, str):
-        return _redact(value, compiled) if len(value) >= PIECE_LENGTH else value
+        return _redact(value, compiled, (), shapes) if len(value) >= PIECE_LENGTH else value
     if isinstance(value, dict):
         changed = False
         out = {}
         for k, v in value.items():
-            nk, nv = _redact_value(k, compiled), _redact_value(v, compiled)
+            nk, nv = _redact_value(k, compiled, shapes), _redact_value(v, compiled, shapes)
             changed = changed or nk is not k or nv is not v
             out[nk] = nv
         return out if changed else value
     if isinstance(value, (list, tuple)):
-        items = [_redact_value(v, compiled) for v in value]
+        items = [_redact_value(v, compiled, shapes) for v in value]
         if any(a is not b for a, b in zip(items, value)):
             return type(value)(items) if isinstance(value, tuple) else items
         return value

@@ -19,7 +19,9 @@ runs), Linux kills the command itself (PR_SET_PDEATHSIG); what the command start
 (bubblewrap's `--die-with-parent` does not reliably take its namespace along in that case).
 
 What the process tool reads is what the run's own commands printed: it goes to the model like any shell
-output (secrets redacted by the result normalisation), and reaches the view escaped.
+output, and reaches the view escaped. Its slices (`poll`'s new output, `log`'s offset and limit) are cut
+from the screened output (`nbagent.safety.gate`), never from the raw one: a key the output holds is
+`[REDACTED:NAME]` before any offset applies, so no run of offsets rebuilds it a few characters at a time.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from pydantic import Field
 
 from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
+from ..safety.gate import screen, screen_part
 from ..tools.definition import Tool
 from ._values import cut
 
@@ -86,6 +89,7 @@ class BackgroundProcess:
     """The oldest characters no longer kept."""
     polled: int = 0
     """Where the last poll stopped (an offset into all the output)."""
+    _screened: tuple[int, str] = field(default=(-1, ""), repr=False)
     _changed: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     _emit: Any = field(default=None, repr=False)
     _progress: Any = field(default=None, repr=False)
@@ -116,6 +120,20 @@ class BackgroundProcess:
         text = self.output
         start = max(0, offset - self.dropped)
         return text[start:]
+
+    def screened(self) -> str:
+        """The output kept, screened (`nbagent.safety.gate.screen`): what the model's slices are cut from."""
+        at, text = self._screened
+        if at != self.total:
+            text = screen(self.output)
+            self._screened = (self.total, text)
+        return text
+
+    def screened_since(self, offset: int) -> str:
+        """The output after `offset`, screened as it reads after what came before it."""
+        start = max(0, offset - self.dropped)
+        text = self.output
+        return screen_part(text[start:], text[max(0, start - 4096):start])
 
     def _add(self, text: str) -> None:
         self.chunks.append(text)
@@ -407,7 +425,7 @@ def make_process_tool() -> Tool:
             input: the text to write (add "\\n" to end a line).
             eof: with write, close its stdin afterwards.
             wait_ms: with poll, wait up to this long for new output or its end (at most 30000).
-            offset: with log, where to start (in characters of all its output).
+            offset: with log, where to start (in characters of all its output, secrets shown redacted).
             limit: with log, how many characters at most.
         """
         registry = ctx.scope.find(ProcessRegistry)
@@ -425,15 +443,16 @@ def make_process_tool() -> Tool:
         if action == "poll":
             if wait_ms and p.running and p.total == p.polled:
                 await p.changed(wait_ms / 1000)
-            new = p.since(p.polled)
+            new = p.screened_since(p.polled)
             p.polled = p.total
             state = "still running" if p.running else f"{p.status}, exit code {p.exit_code}"
             body = cut(new, MAX_MODEL_CHARS, what="characters of output") if new else "(no new output)"
             return ToolResult([TextBlock(f"{body.rstrip()}\n[{p.id}: {state}]")], details=p)
         if action == "log":
+            kept = p.screened()  # offsets count characters of the screened output
             start = max(offset, p.dropped)
-            text = p.since(start)[:limit]
-            note = f"characters {start:,}-{start + len(text):,} of {p.total:,}"
+            text = kept[start - p.dropped:][:limit]
+            note = f"characters {start:,}-{start + len(text):,} of {p.dropped + len(kept):,}"
             if p.dropped and offset < p.dropped:
                 note += f" (the first {p.dropped:,} are no longer kept)"
             return ToolResult([TextBlock(f"{text}\n[{p.id}: {note}]")], details=p)

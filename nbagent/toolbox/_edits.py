@@ -22,6 +22,7 @@ from typing import Any
 from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
 from ..safety import protected
+from ..safety.gate import Screened
 from ..tools.definition import Tool
 from ..tools.results import error_result
 from ._binding import Binding, read_denied_check
@@ -131,23 +132,24 @@ def make_edit_tools(binding: Binding, path_matcher: Any) -> list[Tool]:
                 text = data.decode("utf-8")
             except UnicodeDecodeError:
                 return error_result(f"{resolved.rel} is not UTF-8 text, so it cannot be edited as text")
-            count = text.count(old)
+            view = Screened(text)  # `old` is looked for in what the model can see: no oracle on a secret
+            count = view.count(old)
             adapted = ""
             if count == 0 and "\r\n" in text and "\n" in old and "\r\n" not in old:
                 crlf_old = old.replace("\n", "\r\n")
-                if text.count(crlf_old):
+                if view.count(crlf_old):
                     old, new = crlf_old, new.replace("\r\n", "\n").replace("\n", "\r\n")
-                    count = text.count(old)
+                    count = view.count(old)
                     adapted = " (line endings adapted to the file's CRLF)"
             if count == 0:
-                return error_result(_not_found_message(resolved.rel, text, old))
+                return error_result(_not_found_message(resolved.rel, view.text, old))
             if count > 1 and not replace_all:
-                where = _line_numbers(text, old)
+                where = _line_numbers(view.text, old)
                 shown = ", ".join(str(n) for n in where[:10]) + (" ..." if len(where) > 10 else "")
                 return error_result(
                     f"old occurs {count} times in {resolved.rel} (at lines {shown}); include more of the "
                     "surrounding text so it occurs once, or set replace_all to replace every occurrence")
-            updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
+            updated = view.replace(old, new) if replace_all else view.replace(old, new, 1)
             encoded = updated.encode("utf-8", errors="surrogatepass")
             if len(encoded) > MAX_WRITE_BYTES:
                 return error_result(f"the edited file would be {human_size(len(encoded))}; the limit is {human_size(MAX_WRITE_BYTES)}")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 import stat as stat_module
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -31,6 +32,7 @@ from pydantic import Field
 
 from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
+from ..safety.gate import screen_lines
 from ..tools.definition import Tool
 from ..tools.paths import glob_regex, match_path, path_rule_matcher
 from ..tools.results import error_result, image_result, sniff_image_type
@@ -50,6 +52,8 @@ MAX_READ_CHARS = 100_000
 MAX_COUNT_BYTES = 64 * 1024 * 1024
 """Files up to this size get their lines counted ("lines 1-2000 of 51,234")."""
 MAX_IMAGE_BYTES = 20 * 1024 * 1024
+_CONTEXT_LINES = 16
+"""Lines before and after those shown that read_file screens them with (a key wrapped over the edge)."""
 
 _BINARY_HINTS = {
     ".parquet": "pandas.read_parquet", ".feather": "pandas.read_feather", ".xlsx": "pandas.read_excel",
@@ -122,26 +126,39 @@ def make_file_tools(binding: Binding) -> dict[str, Tool]:
             start = max(1, offset)
         shown: list[str] = []
         raw: list[str] = []
+        before: deque[str] = deque(maxlen=_CONTEXT_LINES)
+        picked: list[tuple[int, str, int]] = []
+        after: list[str] = []
         chars = 0
         last = start - 1
         stopped_for_size = False
         for n, (data, length) in enumerate(binary_lines(f), 1):
-            if n < start:
-                continue
-            if n >= start + limit:
-                break
             line = data.decode("utf-8", errors="replace")
             body = line.rstrip("\r\n")
+            if n < start:
+                before.append(body[:MAX_LINE_CHARS * 2])
+                continue
+            if n >= start + limit or stopped_for_size:
+                after.append(body[:MAX_LINE_CHARS * 2])
+                if len(after) >= _CONTEXT_LINES:
+                    break
+                continue
+            cost = 8 + min(len(body), MAX_LINE_CHARS + 40)
+            if chars + cost > MAX_READ_CHARS and picked:
+                stopped_for_size = True
+                after.append(body[:MAX_LINE_CHARS * 2])
+                continue
             raw.append(line)
+            picked.append((n, body, length))
+            chars += cost
+            last = n
+        # screened as they read with their neighbours (a key wrapped over the first or last line shown is
+        # still found), before a long line is cut: the model's lines are derived from the screened text
+        bodies = screen_lines(list(before) + [body for _, body, _ in picked] + after)[len(before):len(before) + len(picked)]
+        for (n, _, length), body in zip(picked, bodies):
             if length > MAX_LINE_CHARS:
                 body = body[:MAX_LINE_CHARS] + f" [... line cut: {length:,} bytes]"
-            entry = f"{n:>6}\t{body}"
-            if chars + len(entry) > MAX_READ_CHARS and shown:
-                stopped_for_size = True
-                break
-            shown.append(entry)
-            chars += len(entry) + 1
-            last = n
+            shown.append(f"{n:>6}\t{body}")
         if total is None:
             total_text = ""
         else:

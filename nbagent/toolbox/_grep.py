@@ -10,6 +10,8 @@ hold, a link that leads out of the workspace, a file a deny rule protects shown 
 it: the worker and its time bound per batch; files over `MAX_GREP_FILE_BYTES` and binary files are
 skipped; links are never followed (one that leads out is counted and skipped); files that a deny rule of
 `read_file` or `grep` protects are skipped (`_binding.read_denied_check`), and the message says how many.
+A file holding a credential is searched as the model would read it (`nbagent.safety.gate.screen_lines`):
+the pattern never meets a key, so a match, a count or the time a match takes is no oracle on one.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pydantic import Field
 
 from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
+from ..safety.gate import screen_lines
 from ..tools.definition import Tool
 from ..tools.paths import match_path
 from ..tools.results import error_result
@@ -288,6 +291,10 @@ def _grep_file(ws: Workspace, rel: str, searcher: _Searcher, result: GrepResult,
 
 def _grep_batch(rel: str, batch: list[tuple[int, str]], searcher: _Searcher, result: GrepResult,
                 lines: list[str], max_results: int) -> bool:
+    # the pattern meets the screened lines (a secret is `[REDACTED:NAME]` there): its matches, its count and
+    # its time say nothing about a key, and what is shown of a line is screened before it is cut
+    screened = screen_lines([body for _, body in batch])
+    batch = [(n, text) for (n, _), text in zip(batch, screened)]
     for i in searcher.search([body[:MAX_LINE_CHARS] for _, body in batch], rel):
         n, body = batch[i]
         if len(result.matches) >= max_results:

@@ -176,9 +176,13 @@ def make_namespace_tools(binding: Binding, *, python_timeout: float | None = Non
         """
         runner = binding.runner_for(ctx)
         try:
-            value = _lookup(runner.namespace, name)
+            chain = _lookup_chain(runner.namespace, name)
         except LookupError as exc:
             return ToolResult([TextBlock(str(exc))], is_error=True)
+        value = chain[-1][1]
+        problem = next(filter(None, (credential_holder(v, n) for n, v in chain)), None)
+        if problem and ctx is not None:  # checked again now: the value may have changed since it was allowed
+            ctx.derived_from(f"{name.strip()[:80]}: {problem}")
         return ToolResult([TextBlock(inspect_text(name.strip(), value))], details=value)
 
     def inspect_reads_no_credential(args: Any, ctx: Any = None) -> bool:

@@ -4,13 +4,15 @@ a known secret.
 Redaction (`nbagent.safety.secrets`) finds a secret whole, in pieces of six characters or more, reversed, or in
 base64 or hex. A read-only command can still hand it over in smaller pieces (`cut -c1-5`, `head -c 5`,
 `grep -o '^.\\{5\\}'`) or answer questions about it one at a time (`grep -c '^token=sk-a' .env`, `cmp`,
-`sort` against lines of one's own, `git log -S`). So when the environment holds credentials, a command
-that is not one of `WHOLE_READERS` (which print files whole, so redaction sees every secret in them)
-is auto-allowed only if none of the files it reads holds one of their values. Files are read to
-`MAX_BYTES` in all; a tree too big to read through counts as holding one (fail closed).
+`sort` against lines of one's own, `git log -S`). So a command that is not one of
+`WHOLE_READERS` (which print files whole, so redaction sees every secret in them) is auto-allowed only if
+none of the files it reads is secret-bearing by its content (`nbagent.safety.gate.bearing`: a known
+secret's value, whole, in pieces or wrapped, or a credential's shape: a key, a URL's password, a connection
+string...). Files are read to `MAX_BYTES` in all; a tree too big to read through counts as holding one
+(fail closed).
 
-It reads the workspace's files, which anyone could have written: it only searches them for the
-secrets' exact values, and runs nothing.
+It reads the workspace's files, which anyone could have written: it only searches them for secrets, and
+runs nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import os
 from typing import Iterable
 
+from ..safety.gate import bearing
 from ..safety.secrets import secret_values
 
 __all__ = ["MAX_BYTES", "WHOLE_READERS", "holder_of_secret"]
@@ -33,11 +36,9 @@ SLICING = {"head": ("bytes", "c"), "tail": ("bytes", "c")}
 
 
 def holder_of_secret(paths: Iterable[str], root: str, *, recursive: bool) -> str | None:
-    """The first of `paths` (files, or directories when `recursive`) that holds a known secret's value,
-    or None. A check that cannot finish names the place it stopped at."""
+    """The first of `paths` (files, or directories when `recursive`) that is secret-bearing, or None. A
+    check that cannot finish names the place it stopped at."""
     needles = [v.encode() for v in secret_values() if len(v) >= 8]
-    if not needles:
-        return None
     budget = [MAX_BYTES]
     for value in paths:
         full = value if os.path.isabs(value) else os.path.join(root, value)
@@ -73,4 +74,6 @@ def _file_holds(path: str, needles: list[bytes], budget: list[int]) -> str | Non
     except OSError:
         return None
     budget[0] -= len(data)
-    return path if any(n in data for n in needles) else None
+    if any(n in data for n in needles):
+        return path
+    return path if bearing(data.decode("utf-8", "replace")) else None

@@ -37,7 +37,7 @@ from pydantic import Field
 from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
 from ..safety.sandbox import SandboxPolicy, hidden_paths, prepare, sandbox_backend, sandbox_policy
-from ..safety.secrets import SECRET_VARIABLE_PATTERN
+from ..safety.secrets import SECRET_VARIABLE_PATTERN, secret_values
 from ..tools.definition import Tool
 from ._background import signal_family
 from ._binding import Binding, read_denied_check
@@ -129,8 +129,10 @@ def call_policy(ctx: Any) -> SandboxPolicy:
 
 def _environment(keep_secrets: bool = True) -> dict[str, str]:
     env = dict(os.environ)
-    if not keep_secrets:  # a sandboxed command without network has no use for credentials
-        env = {k: v for k, v in env.items() if not SECRET_VARIABLE_PATTERN.search(k)}
+    if not keep_secrets:  # a sandboxed command without network has no use for credentials, named so or not
+        known = secret_values()
+        env = {k: v for k, v in env.items() if not SECRET_VARIABLE_PATTERN.search(k)
+               and not any(s in v for s in known if len(s) >= 8)}
     env.update({"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "TERM": "dumb",
                 "PYTHONUNBUFFERED": "1", "NO_COLOR": "1"})
     env.update(git_safety_env(env))  # every git it starts: no hooks, fsmonitor, pager, bare repository...

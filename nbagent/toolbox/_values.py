@@ -9,22 +9,22 @@ matplotlib: values are recognised by their type's module and name.
 
 Secrets: every text here is redacted before it is cut or truncated (a key split by a cut is no longer
 whole, and redaction matches whole keys or pieces of six characters or more), and `credential_holder`
-says whether a value is or holds a credential (`os.environ`, a string that is a known secret, an object
-or mapping with an `api_key`, `token`, `password`... field): `inspect_variable` asks before showing one.
+says whether a value is or holds a credential by its content (`nbagent.safety.gate.value_problem`:
+`os.environ`, a secret-bearing string, a table whose cells hold one, an object or mapping with an
+`api_key`, `token`, `password`... field): `inspect_variable` asks before showing one.
 """
 
 from __future__ import annotations
 
 import inspect
 import io
-import os
-import re
 import reprlib
 import sys
 import types
 from typing import Any
 
-from ..safety.secrets import add_secret, redact, secret_values
+from ..safety.gate import piece_problem, value_problem
+from ..safety.secrets import redact
 
 __all__ = ["credential_holder", "cut", "image_of", "inspect_text", "is_figure", "summary", "text_form", "type_name"]
 
@@ -209,6 +209,8 @@ def summary(value: Any) -> str:
             return f"shape {value.shape}, dtype {value.dtype}"
         if is_figure(value):
             return figure_text(value)
+        if isinstance(value, str) and len(value) >= 2 and piece_problem(value):
+            return f"{len(value):,} characters (not shown: it could be a slice of a credential)"
         if isinstance(value, (str, bytes)):
             shown = redact(value)[:80] if isinstance(value, str) else value[:80]
             return f"{len(value):,} {'characters' if isinstance(value, str) else 'bytes'}: " + cut(repr(shown), 90)
@@ -332,65 +334,7 @@ def _size(n: int) -> str:
 # --------------------------------------------------------------------------------------------------
 # Credential holders
 # --------------------------------------------------------------------------------------------------
-_SECRET_FIELD = re.compile(r"(?:^|_)(?:api_?key|apikey|token|secret|password|passwd|credentials?|authorization"
-                           r"|private_key|access_key|auth)$", re.IGNORECASE)
-"""Attribute and key names whose string values are taken as credentials."""
-_SCAN_LIMIT = 2000
-_SCAN_DEPTH = 8
-
-
 def credential_holder(value: Any, name: str = "") -> str | None:
-    """Why `value` is or holds a credential, or None: `os.environ` (and `os.environb`), a string that is
-    or contains a known secret (`nbagent.safety.secrets`), or a value reached within a few levels (mapping items,
-    sequence items, attributes) that is, or sits under a name like `api_key`, `token`, `password`,
-    `authorization`. A credential found under such a name is registered (`add_secret`), so it is redacted
-    from then on wherever it appears. `name`: the last name of the path it was reached by."""
-    if isinstance(value, type(os.environ)) or value is os.environ or value is getattr(os, "environb", None):
-        return "it is the process environment, which holds the keys"
-    known = [v for v in secret_values() if len(v) >= 8]
-    budget = [_SCAN_LIMIT]
-    found = _holder(value, name, known, budget, 0, set())
-    if found is None and budget[0] < 0:  # too much to look through: it may hold one (fail closed)
-        return "it holds too much to be checked for credentials"
-    return found
-
-
-def _holder(value: Any, name: str, known: list[str], budget: list[int], depth: int, seen: set[int]) -> str | None:
-    budget[0] -= 1
-    if budget[0] < 0:
-        return None
-    if isinstance(value, (str, bytes)):
-        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-        if name and _SECRET_FIELD.search(name) and len(text.strip()) >= 8:
-            add_secret(text.strip(), name)
-            return f"{name!r} holds a credential"
-        if len(text) >= 8 and any(k in text for k in known):
-            return "it holds a known secret"
-        if len(text) >= 6 and text != redact(text):
-            return "it holds a secret or a piece of one"
-        return None
-    if depth >= _SCAN_DEPTH or id(value) in seen or isinstance(value, (int, float, complex, bool, type(None))):
-        return None
-    seen.add(id(value))
-    if isinstance(value, type(os.environ)):
-        return "it holds the process environment"
-    children: list[tuple[str, Any]] = []
-    try:
-        if isinstance(value, dict):
-            children = [(str(k), v) for k, v in list(value.items())[:100]]
-        elif isinstance(value, (list, tuple, set, frozenset)):
-            children = [(name, v) for v in list(value)[:100]]
-        elif not isinstance(value, type) and not callable(value) and type(value).__module__ not in ("builtins",):
-            attrs = getattr(value, "__dict__", None)
-            if isinstance(attrs, dict):
-                children = [(str(k), v) for k, v in list(attrs.items())[:100]]
-            for slot in getattr(type(value), "__slots__", ()) or ():
-                if isinstance(slot, str) and hasattr(value, slot):
-                    children.append((slot, getattr(value, slot, None)))
-    except Exception:
-        return None
-    for child_name, child in children:
-        found = _holder(child, child_name, known, budget, depth + 1, seen)
-        if found:
-            return found
-    return None
+    """Why `value` is or holds a credential (or content withheld from the model), or None: the secret
+    gate's judgement of a live value by its content (`nbagent.safety.gate.value_problem`)."""
+    return value_problem(value, name)

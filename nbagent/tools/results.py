@@ -174,26 +174,17 @@ def truncate_for_model(result: ToolResult, max_chars: int | None) -> ToolResult:
 
 
 def normalise(result: ToolResult, max_chars: int | None) -> ToolResult:
-    """A result as the model may see it: images checked (one that fails becomes a note saying why),
-    secrets redacted from its text (`nbagent.safety.secrets.redact`), then long text cut (`truncate_for_model`).
-    `details`, the live object, is left as it is; the presentation (UI only) goes along, its text redacted."""
-    presentation = [_redacted(p) for p in result.presentation]
+    """A result as the model may see it: images checked (one that fails becomes a note saying why), then
+    long text cut (`truncate_for_model`). Secrets are the secret gate's (`nbagent.calls.gate.admit`, which
+    runs before this). `details`, the live object, is left as it is; the presentation (UI only) goes along."""
+    presentation = result.presentation
     result = _normalised(result, max_chars)
-    if presentation or result.presentation:
+    if presentation and result.presentation is not presentation:
         result.presentation = presentation
     return result
 
 
-def _redacted(item: Any) -> Any:
-    if isinstance(getattr(item, "data", None), str):
-        text = redact(item.data)
-        if text != item.data:
-            return type(item)(item.kind, text, item.title)
-    return item
-
-
 def _normalised(result: ToolResult, max_chars: int | None) -> ToolResult:
-    result = redact_result(result)
     if any(isinstance(b, ImageBlock) for b in result.content):
         blocks = []
         for block in result.content:
@@ -207,16 +198,17 @@ def _normalised(result: ToolResult, max_chars: int | None) -> ToolResult:
     return truncate_for_model(result, max_chars)
 
 
-def redact_result(result: ToolResult) -> ToolResult:
+def redact_result(result: ToolResult, spare: tuple[str, ...] = ()) -> ToolResult:
     """`result` with secrets redacted from its text blocks, and from `details` when that is a string (a
-    live object stays as it is); the same object when there were none."""
+    live object stays as it is); the same object when there were none. `spare`: the call's own argument
+    strings (`nbagent.safety.secrets.redact`)."""
     details = result.details
     if isinstance(details, str):
-        details = redact(details)
+        details = redact(details, spare=spare)
     blocks = None
     for i, block in enumerate(result.content):
         if type(block) is TextBlock or isinstance(block, TextBlock):
-            text = redact(block.text)
+            text = redact(block.text, spare=spare)
             if text != block.text:
                 if blocks is None:
                     blocks = list(result.content)

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nbagent.safety import secrets as _secrets
+from nbagent.safety import shapes as _shapes
 
 ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_+/=.: \"\\\n#é"
 
@@ -57,7 +58,7 @@ def test_control_the_first_look_off_gives_the_same_redaction(secret, monkeypatch
     assert _secrets.redact(text) == looked
 
 
-# One made-up token of each shape redaction knows (nbagent.safety.secrets.TOKEN_PATTERNS).
+# One made-up token of each key shape redaction knows (nbagent.safety.shapes.TOKEN_PATTERNS).
 TOKENS = {
     "anthropic-key": "sk-ant-api03-" + "Ab3dE5fG7hJ9kL1mN3pQ5rS7",
     "openai-key": "sk-proj-" + "Ab3dE5fG7hJ9kL1mN3pQ5rS7",
@@ -66,20 +67,29 @@ TOKENS = {
     "slack-token": "xoxb-" + "1234567890-abcdefghij",
     "aws-key": "AKIA" + "ABCDEFGHIJKLMNOP",
     "huggingface-token": "hf_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6",
+    "gitlab-token": "glpat-" + "Ab3dE5fG7hJ9kL1mN3pQ5rS7",
+    "stripe-key": "sk_live_" + "Ab3dE5fG7hJ9kL1mN3pQ",
+    "npm-token": "npm_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
+    "pypi-token": "pypi-" + "AgEIcHlwaS5vcmc" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
+    "jwt": "eyJhbGciOiJIUzI1NiJ9" + ".eyJzdWIiOiIxMjM0NTY3ODkwIn0" + ".dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "private-key": "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----",
+    "webhook": "https://hooks.slack.com/services/" + "T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
 }
 MORE = ["gho_" + "x" * 36, "ghu_" + "y" * 36, "ghs_" + "z" * 36, "ghr_" + "w" * 36, "github_pat_" + "Q" * 40,
         "ASIA" + "QRSTUVWXYZ234567", "xoxp-" + "0987654321", "sk-svcacct-" + "Z" * 24]
 
 
 def test_every_token_shape_passes_the_first_look_and_is_redacted() -> None:
-    assert set(TOKENS) == set(_secrets.TOKEN_PATTERNS)  # a new shape needs its example here
+    assert set(TOKENS) == set(_shapes.TOKEN_PATTERNS)  # a new shape needs its example here
     for name, token in [*TOKENS.items(), *((None, t) for t in MORE)]:
         text = f'{{"text":"the output was {token} and more"}}'
-        assert _secrets._might_hold_token(text), token
+        assert any(m in text for m in _shapes._TOKEN_MARKERS), token
         assert token not in _secrets.redact(text) and "[REDACTED:" in _secrets.redact(text), token
         if name is not None:
-            assert _secrets.TOKEN_PATTERNS[name].search(token), name
+            assert _shapes.TOKEN_PATTERNS[name].search(token), name
 
 
 def test_control_text_with_no_token_shape_is_not_looked_at_again() -> None:
-    assert not _secrets._might_hold_token('{"kind":"message","text":"the high road, though: see github.com/x"}')
+    text = '{"kind":"message","text":"the main road, then: see example.com/x"}'
+    assert not any(m in text for m in _shapes._TOKEN_MARKERS) and _shapes.shape_spans(text) == []
+    assert _shapes.shape_spans("the high road, though: see github.com/x") == []  # a marker, and no token

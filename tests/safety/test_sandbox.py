@@ -312,4 +312,4 @@ def test_the_python_tool_cannot_open_a_file_a_read_deny_rule_protects(ws: Path, 
     plain = Agent(model=ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name="python", arguments={
         "code": f"open({str(ws / '.env')!r}).read()"})]), "done"]), tools=toolbox.all(workspace=ws),
         mode="bypassPermissions").run_sync("go")
-    assert "sk-123" in plain.calls[0].result.text
+    assert "API_KEY=[REDACTED:" in plain.calls[0].result.text  # (read, and the key's value redacted)

@@ -19,7 +19,7 @@ PASSWORD = "rt3-db-password-Zk81Qw"
 @tool(read_only=True)
 def read_config() -> str:
     """Read the service configuration."""
-    return f"host=db.internal user=admin password={PASSWORD}"
+    return f"db.internal, as admin; the word is {PASSWORD}"  # a form only a hook knows to redact
 
 
 def _redacted(result: ToolResult) -> ToolResult:

@@ -277,7 +277,7 @@ DENY_ENV = ["deny: read_file(.env)"]
 def _deep_env(ws):
     for folder in ("node_modules/pkg", ".venv/lib", ".git/objects"):
         (ws / folder).mkdir(parents=True, exist_ok=True)
-        (ws / folder / ".env").write_text(f"TOKEN={SECRET}\n")
+        (ws / folder / ".env").write_text(f"# {SECRET}\n")  # a form redaction does not know: the wall is tested
     (ws / "node_modules" / "pkg" / "index.js").write_text("module.exports = 1\n")
 
 
@@ -409,7 +409,7 @@ def test_cut_over_a_file_holding_a_key_is_redacted(ws, key_env):
 
 
 def test_defence_off_pieces_get_through(ws, key_env, monkeypatch):
-    monkeypatch.setattr(_secrets, "_redact_pieces", lambda text, pattern, pieces: text)
+    monkeypatch.setattr(_secrets, "_piece_spans", lambda text, pattern, pieces: [])
     (ws / "blob.txt").write_text(f"value: {PIECES['head']}\n")
     run = run_agent(ws, [sh("cat blob.txt")], approver=Recorder(False))
     assert PIECES["head"] in text_of(run.calls[0])

@@ -37,6 +37,7 @@ from typing import Any, Callable, Literal
 from nbagent.calls.hooks import Block
 from nbagent.context import ToolContext
 from nbagent.messages import TextBlock
+from nbagent.safety.gate import Screened
 from nbagent.safety.protected import Target
 from nbagent.toolbox import python_pattern_matches as code_matcher
 from nbagent.tools.definition import Tool
@@ -190,6 +191,9 @@ def notebook_tools(shell: Any) -> list[Tool]:
         if problem:
             return error_result(problem)
         before = state.seen[cell_id]
+        view = Screened(before)
+        if view.tokens:  # a cell holding a secret: `old` was found in its screened text; the page gets it whole
+            old, new = before, view.replace(old, new, 1)
         try:
             result = await state.frontend.request("edit", cell_id=cell_id, old=old, new=new, expected=before,
                                                   mark=state.mark(ctx, "edited"))
@@ -302,9 +306,10 @@ def _edit_problem(state: NotebookState, cell_id: str, old: str, new: str) -> str
     if before is None:
         return (f'Read cell "{cell_id}" first (read_notebook with cell_id="{cell_id}"): a cell is edited only from '
                 "what you have seen of it. Nothing was changed.")
-    count = before.count(old)
+    view = Screened(before)  # `old` is looked for in what the model can see: no oracle on a secret
+    count = view.count(old)
     if count == 0:
-        return (f'old does not occur in cell "{cell_id}" (as last read). Its source:\n{cut_text(before, 3000)}\n'
+        return (f'old does not occur in cell "{cell_id}" (as last read). Its source:\n{cut_text(view.text, 3000)}\n'
                 "Nothing was changed.")
     if count > 1:
         return (f'old occurs {count} times in cell "{cell_id}"; include more of the surrounding text so it occurs '
@@ -417,8 +422,8 @@ def _insert_diff(state: NotebookState, source: str, cell_type: str, after: str |
 def _edit_preview(state: NotebookState, a: Any) -> str:
     cell_id, old, new = a.get("cell_id"), a.get("old") or "", a.get("new") or ""
     before = state.seen.get(cell_id)
-    if before is not None and before.count(old) == 1 and old:
-        return _diff(before, before.replace(old, new, 1), state.name(cell_id))
+    if before is not None and old and Screened(before).count(old) == 1:
+        return _diff(before, Screened(before).replace(old, new, 1), state.name(cell_id))
     return (f"# {state.name(cell_id)}\n" + "\n".join("-" + line for line in old.splitlines())
             + "\n" + "\n".join("+" + line for line in new.splitlines()))
 

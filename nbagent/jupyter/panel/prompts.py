@@ -4,7 +4,9 @@ What it reads, who could have written it: the cell's source and its error (from 
 values of the names the cell uses (from the kernel's namespace). Anyone could have written those: a
 notebook someone sent, a cell the model wrote, a library's error message, a DataFrame's strings. What stops
 harm: they go to the model only, inside a fenced block that says they are data, never instructions; the
-person's own words (the question typed) stay outside it. Nothing here runs code or reaches the page: the
+person's own words (the question typed) stay outside it. A value the secret gate finds secret-bearing
+(`nbagent.safety.gate`: it is, holds or reaches a credential by its content, or could be a slice of a
+known key) is named with its type, never shown; everything else is redacted before it is cut. Nothing here runs code or reaches the page: the
 fix still comes back as an `edit_cell` call, which asks for approval like any other edit.
 """
 
@@ -18,6 +20,7 @@ import tokenize
 from typing import Any
 
 from nbagent.render.runs import describe_object
+from nbagent.safety.gate import value_problem
 from nbagent.safety.secrets import redact
 
 __all__ = ["cell_prompt", "relevant_variables", "KINDS"]
@@ -66,7 +69,12 @@ def relevant_variables(source: str, namespace: dict[str, Any], hidden: Any = ())
         if type(value).__name__ == "module":
             continue
         try:
-            if isinstance(value, (bool, int, float, complex, str, bytes, type(None))):  # the value itself helps most
+            # the secret gate: a value that is, holds or reaches a credential (by its content: a key, a frame of
+            # the environment, a URL with a password) or could be a slice of one is named, not shown
+            problem = value_problem(value, name)
+            if problem:
+                text = f"{type(value).__name__} (its value is not shown: {problem})"
+            elif isinstance(value, (bool, int, float, complex, str, bytes, type(None))):  # the value itself helps most
                 # redacted whole before it is shortened: a cut would leave pieces of a key unrecognised
                 shown = redact(value) if isinstance(value, str) else value
                 text = f"{type(value).__name__} = {reprlib.repr(shown)}"

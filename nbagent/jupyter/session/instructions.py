@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from nbagent.render.runs import one_line
+from nbagent.safety.gate import piece_problem
 from nbagent.safety.secrets import redact
 
 __all__ = ["notebook_instructions", "summarise_value", "summarise_variables"]
@@ -51,6 +52,8 @@ def summarise_value(value: Any) -> str:
     if isinstance(value, _PLAIN):
         return redact(f"{type(value).__name__} = {value!r}")
     if isinstance(value, str):
+        if len(value) >= 2 and piece_problem(value):  # a slice of a key too short to be recognised: the value is not sent
+            return f"str of {len(value):,} characters (not shown: it could be part of a credential)"
         value = redact(value)  # whole, before the cut: a piece of a key is no longer recognised as one
         return f"str of {len(value):,} characters: {value[:60]!r}" + ("…" if len(value) > 60 else "")
     if isinstance(value, (bytes, bytearray)):
@@ -59,7 +62,7 @@ def summarise_value(value: Any) -> str:
         kind = type(value).__name__
         n = len(value)
         if isinstance(value, dict):
-            keys = ", ".join(repr(k) for k in list(value)[:8] if isinstance(k, (str, int)))
+            keys = redact(", ".join(repr(k) for k in list(value)[:8] if isinstance(k, (str, int))))
             return f"dict of {n:,} item{'s' if n != 1 else ''}" + (f" (keys: {keys}{', …' if n > 8 else ''})" if keys else "")
         return f"{kind} of {n:,} item{'s' if n != 1 else ''}"
     if inspect.isfunction(value) or inspect.isbuiltin(value) or inspect.ismethod(value):
