@@ -17,6 +17,7 @@ from IPython.display import display
 from ..config import NBAgent
 from .comm import frontend_for
 from .document import Displays
+from .kept import KeptDisplays
 from .snapshots import Snapshots
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,6 +42,8 @@ class NotebookRuns:
         """Which cell is executing; display updates that reach the reader of that cell (see document.py)."""
         self.snapshots = Snapshots(lambda: frontend_for(shell))
         """What the frontend keeps of each live view, for when the kernel goes first (see snapshots.py)."""
+        self.kept = KeptDisplays(self.displays, self.snapshots)
+        """The live displays that are not run views: batch views and MCP trust prompts (see kept.py)."""
         self.styled_cell: str | None = None
         """The cell whose run's static rendering carries the stylesheet (once per notebook, not per run)."""
         watch_shutdown(self)
@@ -148,6 +151,7 @@ class NotebookRuns:
                     self.displays.update(view.display_id, view.static_bundle(style=self._carries_style(view)))
             except Exception:  # the kernel is going away: do what can be done
                 pass
+        self.kept.stop_showing()
 
     def run_here(self, agent: Agent, prompt: str, history: Any, *, compact: bool = False,
                  previous: AgentRun | None = None) -> AgentRun:
