@@ -114,11 +114,12 @@ class BatchView:
         style.layout = s.hidden
         classes = ["nba-batch-view"]
         if re.fullmatch(r"[A-Za-z0-9_-]{1,64}", str(batch.id)):
-            classes.append(f"nba-batch-{batch.id}")
+            classes.append(f"nba-batch-id-{batch.id}")
         self.widget = W.VBox([style, self.summary, self.approvals, W.HBox([self.picker, self.open_button]),
                               self.item], layout=s.plain, _dom_classes=tuple(classes))
         self.handle: Any = None
-        self._rows: dict[Any, W.VBox] = {}
+        self._rows: list[tuple[Any, W.VBox]] = []
+        """Each call waiting (its `PendingApproval`) with its question box, in order."""
         self._scheduled = False
         self._ended = False
         batch.subscribe(self._on_event)
@@ -168,9 +169,12 @@ class BatchView:
         ended = [r for r in self.batch.results if r.run is not None and r.status != "pending"]
         self.picker.options = [(f"#{r.label} {r.status}", r.index) for r in ended[-50:]]
         waiting = list(self.batch.pending_approvals)
-        if list(self._rows) != waiting:
-            self._rows = {p: self._rows.get(p) or self._approval_row(p) for p in waiting}
-            self.approvals.children = tuple(self._rows.values())
+        shown = [pending for pending, _row in self._rows]
+        if len(shown) != len(waiting) or any(a is not b for a, b in zip(shown, waiting)):
+            # (a pending approval is a dataclass, equal to another with the same fields: compared by identity)
+            rows = [(pending, next((row for p, row in self._rows if p is pending), None)) for pending in waiting]
+            self._rows = [(pending, row or self._approval_row(pending)) for pending, row in rows]
+            self.approvals.children = tuple(row for _pending, row in self._rows)
         if self.keeper is not None:
             self.keeper.changed(self, urgent=urgent)
 
