@@ -195,8 +195,24 @@ class NotebookRuns:
         return None
 
     def view(self, run: AgentRun) -> Any:
-        """The live view of a run started with %agent (None for other runs)."""
+        """The live view of a run started with %agent, or made by `view_of` (None for other runs)."""
         return self._views.get(run)
+
+    def view_of(self, run: AgentRun) -> Any:
+        """What `nbagent.jupyter.view(run)` shows: the live view of a run started with %agent; for another run
+        (`agent.run(...)` in a cell, say), a live view made now while it goes on (it replays what the run did
+        so far), and once it ended the run itself, which displays whole (`display_run`)."""
+        view = self._views.get(run)
+        if view is not None:
+            return view
+        if run.done:
+            return run
+        view = self._make_view(run)
+        self._views[run] = view
+        if hasattr(view, "widget"):
+            view.on_end = self._ended
+            self.snapshots.follow(view)  # kept by the page too, once displayed
+        return view
 
     def display_run(self, run: AgentRun) -> None:
         """How a run shows as a cell's result (`await run`) or with display(run).

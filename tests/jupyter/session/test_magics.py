@@ -13,6 +13,7 @@ from nbagent.transcript import check_transcript
 from ..conftest import finish, run_cell, settle
 
 PARSER = AgentMagics.agent.parser
+WIDGET = "application/vnd.jupyter.widget-view+json"
 
 
 # -- option parsing ----------------------------------------------------------------------------------------
@@ -377,3 +378,41 @@ def test_a_mistyped_option_gets_a_suggestion_and_loading_says_what_it_did(capsys
     assert "no model yet" in loaded_message(config) and "%agent <task>" in loaded_message(config)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     assert "model: openai ($OPENAI_API_KEY is set)" in loaded_message(config)
+
+
+async def test_view_shows_a_run_not_started_with_agent(shell):
+    import asyncio
+
+    from nbagent import Agent
+
+    gate = asyncio.Event()
+
+    async def slow(messages):
+        await gate.wait()
+        return "**late** answer"
+
+    def note(text: str) -> str:
+        """Write a note."""
+        return f"noted {text}"
+
+    script = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name="note", arguments={"text": "a"})]), slow])
+    run = Agent(model=script, tools=[note], mode="bypassPermissions").start("take a note")
+    await settle(lambda: len(run.calls) == 1 and run.calls[0].status == "ok")
+    live = view(run)  # a live view made now, with what the run did so far
+    assert live is not None and live.rows[0].record is run.calls[0] and not live.ended
+    shown = []
+    shell.display_pub.publish = lambda data, **kw: shown.append(data)
+    try:
+        live._ipython_display_()
+        gate.set()
+        await finish(run)
+        await settle(lambda: live.ended)
+        assert view(run) is live
+        done = await Agent(model=ScriptedModel(["**bold** answer"])).run("hi")
+        assert view(done) is done  # a run that ended unseen: the run itself, shown whole
+        get_session(shell).display_run(view(done))
+    finally:
+        del shell.display_pub.publish
+    assert WIDGET in shown[0]
+    assert "<strong>late</strong>" in shown[1]["text/html"]  # the display became the run's static rendering
+    assert "<strong>bold</strong>" in shown[-1]["text/html"]
