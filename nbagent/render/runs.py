@@ -390,11 +390,25 @@ def _run_tools(run: AgentRun) -> list[Any]:
 
 
 def _tool_name(tool: Any) -> str:
-    """A tool's name; MCP servers (a toolset of their tools) by the servers' names: "MCP time, git"."""
+    """A tool's name; MCP servers (a toolset of their tools) by the names of those up or not tried yet: "MCP
+    time, git" (`MCPServers.failed`, those that failed to start, are named apart by `_mcp_down`)."""
     active = getattr(tool, "active", None)  # MCPServers.active: the servers a run gets
     if isinstance(active, list) and all(isinstance(getattr(c, "name", None), str) for c in active):
-        return "MCP " + ", ".join(c.name for c in active) if active else "no MCP server"
+        down = {c.name for c in _mcp_failed(tool)}
+        up = [c.name for c in active if c.name not in down]
+        return "MCP " + ", ".join(up) if up else "no MCP server"
     return tool.name
+
+
+def _mcp_failed(tool: Any) -> list[Any]:
+    failed = getattr(tool, "failed", None)
+    return failed if isinstance(failed, list) else []
+
+
+def _mcp_down(tools: list[Any]) -> str:
+    """The MCP servers of a run that failed to start, as a sentence ("" when none did)."""
+    down = [c.name for t in tools for c in _mcp_failed(t) if isinstance(getattr(c, "name", None), str)]
+    return f" MCP servers that failed to start (left out): {', '.join(down)}." if down else ""
 
 
 def tools_summary(run: AgentRun) -> tuple[str, str]:
@@ -409,7 +423,7 @@ def tools_summary(run: AgentRun) -> tuple[str, str]:
         parts.append(", ".join(own) if len(own) <= 3 else plural(len(own), "tool"))
     if builtin:
         parts.append(f"{len(builtin)} built-in")
-    full = "Tools offered: " + ", ".join(own + builtin)
+    full = "Tools offered: " + ", ".join(own + builtin) + _mcp_down(tools)
     return "tools: " + " + ".join(parts), full
 
 
