@@ -64,6 +64,7 @@ __all__ = [
     "status_word",
     "tool_result_html",
     "tools_summary",
+    "undelivered",
 ]
 
 # --------------------------------------------------------------------------------------------------
@@ -516,8 +517,23 @@ def run_line_html(run: AgentRun, where: str, *, style: bool = True) -> str:
             f"</div>{extra}</div>")
 
 
+def undelivered(run: AgentRun) -> list[str]:
+    """What the person sent into the run (`steer`) that never joined it: the run ended first."""
+    if not run.done:
+        return []
+    return [one_line(m.text, 200) for m in getattr(run, "steering", None) or () if getattr(m, "text", None)]
+
+
 def footer_html(run: AgentRun, *, stopped: str | None = None) -> str:
-    """What ended the run, when it did not just finish ('' while it runs or when it finished normally)."""
+    """What ended the run, when it did not just finish ('' while it runs or when it finished normally), and
+    what was sent into it that it never read."""
+    lost = undelivered(run) if stopped is None else []
+    note = "".join(f'<div class="nba-foot">Not delivered (the run ended before its next turn): '
+                   f'<span class="nba-steered">{_esc(text)}</span>; say it again with %agent.</div>' for text in lost)
+    return _end_html(run, stopped) + note
+
+
+def _end_html(run: AgentRun, stopped: str | None) -> str:
     if stopped is not None and not run.done:
         return (f'<div class="nba-foot nba-s-failed"><b>Stopped</b>: {_esc(stopped)}. What it did until then is '
                 "above; a call that was still going did not finish.</div>")

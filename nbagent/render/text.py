@@ -14,7 +14,7 @@ from ..messages import UserMessage
 from ..safety import sanitize
 from .base import _ICONS, _clip, frozen_status, one_line, plural, seconds, status_word, time_words
 from .live import presentation_text, processes_text
-from .runs import _answer, call_label, tools_summary
+from .runs import _answer, call_label, tools_summary, undelivered
 from .usage import context_text, cost_text, tokens_text
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -92,6 +92,7 @@ def run_text(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
         lines.append(f"  stopped: {stopped}")
     elif run.done and run.stop_reason:
         lines.append(f"  stopped: {run.stop_reason}")
+    lines.extend(f"  not delivered (the run ended before its next turn): {text}" for text in undelivered(run))
     return sanitize.terminal_safe("\n".join(lines))
 
 

@@ -269,3 +269,31 @@ def test_the_text_form_keeps_a_long_answers_lines():
     assert "  answer:\n    Done. **One** missing.\n\n    ```python\n    orders.fillna(0)\n    ```" in text
     short = Agent(model=ScriptedModel(["Just this."])).run_sync("x")
     assert "  answer: Just this." in str(short)
+
+
+def test_a_message_sent_into_a_run_that_stopped_before_reading_it_is_shown_undelivered():
+    import asyncio
+
+    async def go():
+        gate = asyncio.Event()
+
+        async def slow(messages):
+            await gate.wait()
+            return "never"
+
+        run = Agent(model=ScriptedModel([slow])).start("summarise")
+        await asyncio.sleep(0.05)
+        assert run.steer("use the cleaned rows")
+        run.cancel("stopped from the notebook")
+        try:
+            await run
+        except BaseException:
+            pass
+        return run
+
+    run = asyncio.run(go())
+    assert run.status == "cancelled"
+    assert "not delivered (the run ended before its next turn): use the cleaned rows" in render.run_text(run)
+    assert "Not delivered" in render.footer_html(run) and "use the cleaned rows" in render.run_html(run)
+    ended = Agent(model=ScriptedModel(["ok"])).run_sync("x")
+    assert "Not delivered" not in render.footer_html(ended)
