@@ -416,3 +416,27 @@ async def test_view_shows_a_run_not_started_with_agent(shell):
     assert WIDGET in shown[0]
     assert "<strong>late</strong>" in shown[1]["text/html"]  # the display became the run's static rendering
     assert "<strong>bold</strong>" in shown[-1]["text/html"]
+
+
+async def test_resume_without_a_model_says_so_before_saying_it_resumed(shell, capsys, monkeypatch):
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    shell.user_ns["model"] = ScriptedModel(["first answer"])
+    await run_cell(shell, "run = %agent --model model --wait hi")
+    stored = get_session(shell).stored.session_id
+    assert stored
+    del shell.user_ns["model"]  # as after a restart: the conversation's --model model names nothing now
+    capsys.readouterr()
+    result = await run_cell(shell, f"%agent --resume {stored} and now?")
+    out = capsys.readouterr().out
+    assert isinstance(result.error_in_exec, UsageError), out
+    why = str(result.error_in_exec)
+    assert why.startswith("not started: --model model: there is no variable named 'model'") and (
+        f"the conversation {stored} is resumed" in why)
+    assert "Resumed" not in out
+    await run_cell(shell, f"%agent --resume {stored}")  # no prompt: resumed, and what it needs is said with it
+    out = capsys.readouterr().out
+    assert f"Resumed {stored}" in out and "It needs a model first" in out
+    shell.user_ns["model"] = ScriptedModel(["second answer"])
+    result = await run_cell(shell, "run = %agent --model model --wait and now?")
+    assert result.error_in_exec is None and shell.user_ns["run"].output == "second answer"
