@@ -16,7 +16,7 @@ package registers its functions with `nbagent.reprs`, which data objects call fo
 
 from __future__ import annotations
 
-from .base import _esc, _style, frozen_status, plural
+from .base import _esc, _style, frozen_status, plural, shown_status
 from .runs import (
     args_html, call_inner_html, call_label, call_record_html, compaction_html, cost_text, css, decision_note,
     describe_object, footer_html, header_html, history_count, markdown_html, one_line, plain_answer, prompt_html,
@@ -52,6 +52,7 @@ __all__ = [
     "run_text",
     "seconds",
     "shown_items",
+    "shown_status",
     "status_word",
     "tool_result_html",
     "tools_summary",

@@ -26,13 +26,26 @@ _WORDS = {
     "not_found": "unknown tool", "invalid_arguments": "invalid arguments", "cancelled": "cancelled",
     "timeout": "timed out", "running": "running", "waiting_for_approval": "needs approval", "pending": "queued",
     "streaming": "preparing", "unfinished": "did not finish", "not_run": "never ran",
+    "sandboxed": "hit the sandbox",
 }
 _ICONS = {
     "ok": "✓", "done": "✓", "error": "✕", "failed": "✕", "denied": "⊘", "blocked": "⊘", "not_found": "?",
     "invalid_arguments": "!", "cancelled": "■", "timeout": "✕", "waiting_for_approval": "!", "pending": "○",
-    "unfinished": "■", "not_run": "■",
+    "unfinished": "■", "not_run": "■", "sandboxed": "⊘",
 }
 _LIVE_STATUSES = frozenset({"running", "waiting_for_approval", "pending", "streaming"})
+
+
+def shown_status(rec: Any) -> str:
+    """The status a call shows: its own, except that one which ended well by its exit code but hit the
+    sandbox's walls on the way (a network call refused, say: `details.sandbox_stopped`) is "sandboxed",
+    never a green "done"."""
+    status = rec.status
+    if status == "ok":
+        stopped = getattr(getattr(getattr(rec, "result", None), "details", None), "sandbox_stopped", None)
+        if isinstance(stopped, str) and stopped:
+            return "sandboxed"
+    return status
 
 
 def frozen_status(status: str) -> str:

@@ -31,7 +31,7 @@ from ..messages import AssistantMessage, TextBlock, UserMessage
 from ..safety import sanitize
 from .base import (
     _ICONS, _LIVE_STATUSES, MAX_RICH, MAX_TEXT, _clip, _esc, _esc_output, _icon, _pill, _style, css, describe_object,
-    frozen_status, hidden_warnings, one_line, plural, seconds, status_word, time_words,
+    frozen_status, hidden_warnings, one_line, plural, seconds, shown_status, status_word, time_words,
 )
 from .live import (
     approval_notice_html, presentation_html, presentation_text, processes_html, processes_text, steered_html,
@@ -217,7 +217,7 @@ def call_inner_html(
         status, label, tool_name = "streaming", f"Preparing {name or 'a tool call'}", name
         elapsed, tool = None, None
     else:
-        status, label, tool_name, tool = rec.status, call_label(rec), rec.name, rec.tool
+        status, label, tool_name, tool = shown_status(rec), call_label(rec), rec.name, rec.tool
         elapsed = rec.elapsed
     if frozen:
         status = frozen_status(status)
@@ -295,7 +295,7 @@ def call_inner_html(
                          "</div></div>")
             if rec.result.details is not None and not isinstance(rec.result.details, BaseException):
                 parts.append(f'<div class="nba-sub">{result_html(rec.result, index=index)}</div>')
-        elif status == "ok":
+        elif status in ("ok", "sandboxed"):
             parts.append(f'<div class="nba-sub">{result_html(rec.result, index=index)}</div>')
         parts.append(presentation_html(rec.result.presentation, _tool_markdown))
     return "".join(parts)
@@ -595,7 +595,7 @@ def shown_items(run: Any) -> list[Any]:
 
 
 def _call_div(rec: CallRecord, index: int, frozen: bool, waited: float | None = None) -> str:
-    status = frozen_status(rec.status) if frozen else rec.status
+    status = frozen_status(rec.status) if frozen else shown_status(rec)
     body = call_inner_html(rec, index=index, frozen=frozen, output=True, waited=waited)
     return f'<div class="nba-call nba-s-{_esc(status)}">{body}</div>'
 

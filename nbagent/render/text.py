@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .. import reprs
 from ..messages import UserMessage
 from ..safety import sanitize
-from .base import _ICONS, _clip, frozen_status, one_line, plural, seconds, status_word, time_words
+from .base import _ICONS, _clip, frozen_status, one_line, plural, seconds, shown_status, status_word, time_words
 from .live import presentation_text, processes_text
 from .runs import _answer, call_label, tools_summary, undelivered
 from .usage import context_text, cost_text, tokens_text
@@ -27,7 +27,7 @@ __all__ = ["call_text", "run_text"]
 
 def call_text(rec: CallRecord, *, frozen: bool = False, waited: float | None = None) -> str:
     """One line for a call: status, label, tool, time (and apart, the time it waited for a decision), decision."""
-    status = frozen_status(rec.status) if frozen else rec.status
+    status = frozen_status(rec.status) if frozen else shown_status(rec)
     icon = _ICONS.get(status, "•") if rec.done or frozen else "…"
     out = f"{icon} {call_label(rec)}  [{rec.name} · {status_word(status)}"
     if rec.duration is not None:
