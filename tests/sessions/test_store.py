@@ -251,3 +251,13 @@ def test_a_kernel_killed_mid_batch_resumes_with_the_call_interrupted(tmp_path: P
     assert resumed.conversation[-1].content[0].text == INTERRUPTED
     run = resumed.run_sync("go on")
     assert run.status == "done" and check_transcript(run.messages) == []
+
+
+def test_the_listing_counts_a_call_that_was_in_flight_as_resuming_does(tmp_path: Path) -> None:
+    w = SessionWriter(tmp_path)
+    w.run_started("add 1 and 2", model="scripted", mode="default")
+    w.messages(conversation()[:2])  # the model asked for a call; the kernel went before it had a record
+    w.commit()
+    stored = load_session(tmp_path, w.id)
+    assert stored.interrupted == ["call_1"]
+    assert list_sessions(tmp_path)[0].calls == 1 == stored.info.calls

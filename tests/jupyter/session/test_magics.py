@@ -440,3 +440,12 @@ async def test_resume_without_a_model_says_so_before_saying_it_resumed(shell, ca
     shell.user_ns["model"] = ScriptedModel(["second answer"])
     result = await run_cell(shell, "run = %agent --model model --wait and now?")
     assert result.error_in_exec is None and shell.user_ns["run"].output == "second answer"
+
+
+async def test_the_sessions_table_keeps_each_id_on_one_line_with_the_command_that_resumes_it(shell):
+    shell.user_ns["model"] = ScriptedModel(["an answer"])
+    await run_cell(shell, "run = %agent --model model --wait hi")
+    stored = get_session(shell).stored.session_id
+    table = get_session(shell).stored.sessions()._repr_html_()
+    assert f'<td style="white-space: nowrap"><code>{stored}</code> (current)' in table
+    assert f"%agent --resume {stored}</code>" in table
