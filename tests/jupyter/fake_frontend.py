@@ -125,6 +125,12 @@ class FakeNotebook:
         raise LookupError(f"unknown request {op!r}")
 
 
+def warm_up() -> None:
+    """Compile the protocol's schemas now, not while the kernel waits for the page's hello (that took seconds
+    on a busy machine, and the kernel gives a page 5 s to answer it)."""
+    FakeNotebook([]).answer({"id": 0, "op": "hello", "protocol": 1})
+
+
 class InProcessComm:
     """What `comm.create_comm` gives, with a FakeNotebook answering from a thread (or not at all)."""
 
@@ -135,6 +141,7 @@ class InProcessComm:
         self._on_msg: Callable | None = None
         self._on_close: Callable | None = None
         self.closed = False
+        warm_up()
 
     def opener(self, target: str, data: dict[str, Any]) -> "InProcessComm":
         assert target == "nbagent.notebook" and data == {"protocol": 1}
@@ -184,9 +191,7 @@ class KernelFrontend:
         self.client = km.client(session=Session(key=km.session.key, signature_scheme=km.session.signature_scheme,
                                                 username=km.session.username))
         self.client.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=False)
-        # the protocol's schemas are compiled once, here, and not while the kernel waits for the hello (seconds
-        # on a busy machine: the kernel gives a page 5 s to answer it)
-        FakeNotebook([]).answer({"id": 0, "op": "hello", "protocol": 1})
+        warm_up()
         self.comm_id: str | None = None
         self.closed = False
         self._seen = len(session.iopub)

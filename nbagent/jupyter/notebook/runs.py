@@ -46,6 +46,7 @@ class NotebookRuns:
         """The live displays that are not run views: batch views and MCP trust prompts (see kept.py)."""
         self.styled_cell: str | None = None
         """The cell whose run's static rendering carries the stylesheet (once per notebook, not per run)."""
+        self._style_looked: asyncio.Task | None = None
         watch_shutdown(self)
 
     def close(self) -> None:
@@ -73,6 +74,8 @@ class NotebookRuns:
         """Show a run started on the kernel's loop in the executing cell (a run whose view fails is stopped)."""
         if cell is not None and cell == self.styled_cell:
             self.styled_cell = None  # that cell's output is being replaced: the next rendering carries the styles
+        if self._style_looked is None:
+            self._style_looked = asyncio.get_running_loop().create_task(self._find_styled(cell))
         try:
             view = self._make_view(run)
             self._views[run] = view
@@ -116,6 +119,31 @@ class NotebookRuns:
         if view.shown:
             self.displays.update(view.display_id, view.static_bundle(style=self._carries_style(view)))
         view.close()
+
+    async def _find_styled(self, starting: str | None) -> None:
+        """The first run of a kernel session: a cell whose output carries the stylesheet already (from an earlier
+        kernel session: the notebook is saved with it) is the one that carries it, so the notebook holds one copy
+        however many times its kernel restarts. Asks the page (nothing where none answers)."""
+        from nbagent import render
+
+        from .comm import FrontendError, NoFrontend
+
+        frontend = frontend_for(self.shell)
+        try:
+            notebook = await frontend.request("read", timeout=10.0)
+        except (NoFrontend, FrontendError):
+            if not frontend.connected:
+                frontend._absent_until = 0.0  # the notebook tools ask for themselves (as snapshots.py leaves it)
+            return
+        except Exception:  # pragma: no cover - a rendering never fails for this
+            return
+        marker = "<style>" + render.css()[:60]
+        for cell in notebook.get("cells") or ():
+            held = any(marker in str((out.get("data") or {}).get("text/html") or "") for out in cell.get("outputs") or ()
+                       if isinstance(out, dict))
+            if held and cell.get("id") != starting and self.styled_cell is None:
+                self.styled_cell = str(cell.get("id"))
+                return
 
     def _carries_style(self, view: Any) -> bool:
         """Whether this static rendering carries the stylesheet: once per notebook (per kernel session), in

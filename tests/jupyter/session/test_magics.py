@@ -449,3 +449,36 @@ async def test_the_sessions_table_keeps_each_id_on_one_line_with_the_command_tha
     table = get_session(shell).stored.sessions()._repr_html_()
     assert f'<td style="white-space: nowrap"><code>{stored}</code> (current)' in table
     assert f"%agent --resume {stored}</code>" in table
+
+
+async def test_a_notebook_saved_with_the_stylesheet_gets_no_second_copy_after_a_restart(shell) -> None:
+    import asyncio
+
+    from nbagent import render
+    from nbagent.jupyter.notebook.comm import NotebookFrontend
+
+    from ..fake_frontend import FakeNotebook, InProcessComm
+
+    earlier = {"output_type": "display_data", "data": {"text/html": f"<style>{render.css()}</style><div class='nba'>",
+                                                        "text/plain": "nbagent run"}}
+    notebook = FakeNotebook([{"id": "old", "source": "%agent hi", "execution_count": 1, "outputs": [earlier]},
+                             {"id": "new", "source": "%agent again"}])
+    shell._nbagent_frontend = NotebookFrontend(opener=InProcessComm(notebook).opener)
+    async def answer(messages):  # the look at the notebook, begun as the run was shown, is over before it ends
+        looked = getattr(get_session(shell).notebook_runs, "_style_looked", None)
+        if looked is not None:
+            await asyncio.wait_for(asyncio.shield(looked), 10)
+        return "an answer"
+
+    shell.user_ns["model"] = ScriptedModel([answer])
+    updates = []
+    shell.display_pub.publish = lambda data, **kw: updates.append(data) if kw.get("update") else None
+    try:
+        await run_cell(shell, "run = %agent --model model --wait hi", cell_id="new")
+        await settle(lambda: view(shell.user_ns["run"]).ended)
+    finally:
+        del shell.display_pub.publish
+    assert any(r["op"] == "read" for r in notebook.requests)
+    assert get_session(shell).notebook_runs.styled_cell == "old"
+    final = [u for u in updates if "an answer" in u.get("text/html", "")]
+    assert final and "<style>" not in final[-1]["text/html"]  # the cell saved before carries it
