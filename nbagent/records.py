@@ -69,7 +69,7 @@ class CallRecord:
         "id", "name", "call", "turn", "index", "tool", "raw_arguments", "arguments", "partial_arguments",
         "repairs", "result", "message", "status", "decision", "activity", "completed_activity",
         "started_at", "finished_at", "_progress", "progress_count", "fraction", "_output_tail", "_errors",
-        "_hook_errors", "wire_format", "approval_waited", "__weakref__",
+        "_hook_errors", "wire_format", "approval_waited", "queued", "decision_wait", "__weakref__",
     )
 
     def __init__(self, call: ToolCall, turn: int = 0, index: int = 0,
@@ -94,7 +94,13 @@ class CallRecord:
         self.activity: str = f"Calling {call.name}"
         self.completed_activity: str | None = None
         self.started_at: float = time.monotonic()
+        """When the call entered its lifecycle (until then: when the model's response named it)."""
         self.finished_at: float | None = None
+        self.queued: float | None = None
+        """Seconds the call waited for its turn before its lifecycle began (behind the calls before it in a
+        sequential batch, their approvals included); None until its turn came."""
+        self.decision_wait: float | None = None
+        """Seconds the call waited for a decision (a person's click, an approver's answer); None: nobody was asked."""
         # Created on first use: most calls never report progress or fail, and a long run keeps every record.
         self._progress: deque[ProgressUpdate] | None = None
         self.progress_count = 0
@@ -148,6 +154,14 @@ class CallRecord:
     def elapsed(self) -> float:
         end = self.finished_at if self.finished_at is not None else time.monotonic()
         return end - self.started_at
+
+    @property
+    def own_time(self) -> float | None:
+        """Seconds the call itself took (None while it runs): its `duration` less the time it waited for a
+        decision. With `queued` and `decision_wait`, what every rendering of the call's time says."""
+        if self.duration is None:
+            return None
+        return max(0.0, self.duration - (self.decision_wait or 0.0))
 
     @property
     def label(self) -> str:

@@ -38,7 +38,13 @@ const HIDDEN = new RegExp(
   + '\uffa0\ufff0-\ufffb\u{1bca0}-\u{1bca3}\u{1d173}-\u{1d17a}\u{e0000}-\u{e0fff}]', 'u');
 
 /** Where a block's Insert puts its cell: below `index` of `notebook` (-1: at the top). */
-export type InsertPlace = { notebook: NotebookPanel; index: number };
+export type InsertPlace = { notebook: NotebookPanel; index: number; from?: object };
+
+/**
+ * The cells Insert made from each cell's blocks (by the source cell's model, the made cells' ids): the next
+ * block's cell goes after those still right below it, so successive blocks land in the order they are inserted.
+ */
+const made = new WeakMap<object, Set<string>>();
 
 /** The language a block was marked with ('' for none). */
 export function blockLanguage(pre: Element): string {
@@ -151,9 +157,13 @@ export function insertBelow(place: InsertPlace, cell: { cell_type: 'code' | 'mar
   const notebook = panel.content;
   notebook.activeCellIndex = at;
   notebook.mode = 'command';
-  const made = notebook.widgets[at];
-  if (made) {
-    void notebook.scrollToCell(made, 'smart').catch(() => undefined);
+  const inserted = notebook.widgets[at];
+  if (inserted && place.from) {
+    const ids = made.get(place.from) ?? new Set<string>();
+    made.set(place.from, ids.add(inserted.model.id));
+  }
+  if (inserted) {
+    void notebook.scrollToCell(inserted, 'smart').catch(() => undefined);
   }
 }
 
@@ -300,10 +310,21 @@ export function watchCodeBlocks(root: HTMLElement, place: (pre: HTMLElement) => 
   };
 }
 
-/** Where Insert puts a block's cell in a notebook: below the cell whose output holds it. */
+/** Where Insert puts a block's cell in a notebook: below the cell whose output holds it, after the cells its
+ * earlier blocks made there. */
 export function belowItsCell(panel: NotebookPanel): (pre: HTMLElement) => InsertPlace | null {
   return pre => {
-    const index = panel.content.widgets.findIndex(cell => cell.node.contains(pre));
-    return index < 0 ? null : { notebook: panel, index };
+    const cells = panel.content.widgets;
+    const own = cells.findIndex(cell => cell.node.contains(pre));
+    if (own < 0) {
+      return null;
+    }
+    const from = cells[own].model;
+    const before = made.get(from);
+    let index = own;
+    while (before && index + 1 < cells.length && before.has(cells[index + 1].model.id)) {
+      index++; // after the cells its blocks made already
+    }
+    return { notebook: panel, index, from };
   };
 }

@@ -47,27 +47,40 @@ class ItemResult:
 
 @dataclass
 class PendingApproval:
-    """A call of one item waiting for a person: `approve()`, `approve(all_like_this=True)` or `deny()`."""
+    """A call of one item waiting for a person: `approve()`, `approve(all_like_this=True)` or `deny()`.
+
+    "All like this" grants what `nbagent.calls.grants.batch_grant` says: for a file, its folder (the other items
+    write their own files there), exactly as `label` says; call these on the batch's loop."""
 
     index: int
     request: Any
     future: asyncio.Future = field(repr=False)
 
     @property
+    def grant(self) -> Any:
+        """What "Approve all calls like this" grants (a `GrantLabel`; None: this call can only be approved once)."""
+        from ..calls.grants import batch_grant
+
+        return batch_grant(self.request)
+
+    @property
     def label(self) -> str:
-        """What "Approve all calls like this" grants: exactly this tool, with this scope."""
-        scope = self.request.suggested_scope
-        return f"{self.request.name}({scope})" if scope not in (None, "", "*") else self.request.name
+        """What "Approve all calls like this" grants, in words: exactly what `approve(all_like_this=True)` grants."""
+        grant = self.grant
+        return grant.short if grant is not None else f"{self.request.name} (approved once: no grant)"
 
     def approve(self, all_like_this: bool = False) -> None:
-        if not self.future.done():
-            self.future.set_result(Decision(True, remember=all_like_this, scope=self.request.suggested_scope,
-                                            reason="approved in the batch" + (f": all calls like {self.label}"
-                                                                               if all_like_this else "")))
+        if self.future.done():
+            return
+        grant = self.grant if all_like_this else None
+        scope = (grant.pattern or "*") if grant is not None else self.request.suggested_scope
+        self.future.set_result(Decision(True, remember=all_like_this, scope=scope,
+                                        reason="approved in the batch" + (f": all calls like {self.label}"
+                                                                           if all_like_this else "")))
 
     def deny(self, reason: str = "denied by the user") -> None:
         if not self.future.done():
-            self.future.set_result(Decision(False, reason=reason))
+            self.future.set_result(Decision(False, reason=reason or "denied by the user"))
 
 
 def rows(inputs: Any) -> tuple[list[Any], list[Any]]:

@@ -150,6 +150,8 @@ async def _run_call(env: CallEnvironment, plan: ToolPlan, rec: CallRecord, outco
 
 
 async def _lifecycle(env: CallEnvironment, plan: ToolPlan, rec: CallRecord, outcome: BatchOutcome) -> None:
+    now = time.monotonic()  # its turn: what it waited until now is queueing, not its own time
+    rec.queued, rec.started_at = max(0.0, now - rec.started_at), now
     env.emit(ToolCallStarted(rec))
     tool = rec.tool
     call = rec.call
@@ -282,9 +284,11 @@ async def _request_approval(env: CallEnvironment, rec: CallRecord, tool: Tool, a
     again each time the wait has doubled."""
     after = env.approval_notice_after
     notice = asyncio.ensure_future(_still_waiting(env, rec, after)) if after else None
+    asked = time.monotonic()
     try:
         return await env.policy.request_approval(rec, tool, args, why, ctx, env.emit)
     finally:
+        rec.decision_wait = time.monotonic() - asked  # told apart from the call's own time
         if notice is not None:
             notice.cancel()
 

@@ -23,6 +23,12 @@ does, and only an approver that asks for it (`Decision(scope="DIR/**")`) makes o
 An approver's own `Decision(scope=...)` is the approver's choice (code the person wrote) and is kept as
 written; a `once` tool is never remembered whatever the decision says.
 
+A batch (`agent.map`) runs the same prompt over many items, so a grant of one item's file covers no other
+item's: there "Approve all calls like this" of a path tool is offered for the file's folder, `DIR/**`, labelled
+"everything under DIR/" (`batch_grant`), and for anything else it is the same grant as above. A file in the
+workspace's root keeps the one-file grant (the root's folder is the whole workspace). What is protected
+(`.mcp.json`, `.git`, ...) still asks under any grant: the permission pipeline checks it before grants.
+
 Reads what the model wrote: a call's arguments become the grant's pattern and the label's text. The label
 shows that text through `nbagent.safety.sanitize.visible` (controls, bidi and invisible characters as
 `⟨U+XXXX NAME⟩`, with a warning in `full`), and the pattern is the tool's own exact form of the call
@@ -34,10 +40,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import posixpath
+
 from ..safety.sanitize import visible
 from ..tools.paths import literal_glob, literal_path
 
-__all__ = ["GRANT_SCOPES", "GrantLabel", "derived_grant", "grant_label", "label_for", "scope_kind"]
+__all__ = ["GRANT_SCOPES", "GrantLabel", "batch_grant", "derived_grant", "grant_label", "label_for", "scope_kind"]
 
 GRANT_SCOPES: dict[str, str] = {
     "write_file": "path",
@@ -154,4 +162,21 @@ def grant_label(request: Any) -> GrantLabel | None:
     arguments = getattr(request, "arguments", None)
     if protected is not None and isinstance(arguments, dict) and protected(arguments):
         return None  # configuration that runs code always asks: a grant would never be used
+    return label_for(request.tool, pattern)
+
+
+def batch_grant(request: Any) -> GrantLabel | None:
+    """What "Approve all calls like this" grants in a batch (see the module's docstring): the folder of a path
+    tool's file (`DIR/**`), else what `grant_label` grants. None: nothing can be granted (approve once)."""
+    single = grant_label(request)
+    if single is None or single.kind != "path" or single.pattern is None:
+        return single
+    path, under = literal_path(single.pattern)
+    if path is None or under:
+        return single
+    folder = posixpath.dirname(posixpath.normpath(path.rstrip("/")))
+    if folder in ("", ".", "/") or folder.startswith(".."):
+        return single
+    anchored = folder if folder.startswith(("./", "/")) else "./" + folder
+    pattern = "".join(f"[{c}]" if c in "*?[" else c for c in anchored) + "/**"
     return label_for(request.tool, pattern)

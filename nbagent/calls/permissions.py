@@ -198,6 +198,22 @@ class Grants:
         return f"Grants([{', '.join(str(g) for g in self._items)}])"
 
 
+def _what_it_does(tool: Tool, args: Arguments, ctx: Any = None) -> str:
+    """The call in the words its row's badge uses ("runs code": running code), else by what it changes."""
+    badge = getattr(tool, "badge", None)
+    if badge == "runs code":
+        return "running code"
+    try:
+        edits = tool.is_edit_call(args, ctx)
+    except Exception:
+        edits = False
+    if edits:
+        return "changing files"
+    if badge:
+        return f"calls that are {badge}"
+    return "destructive tools" if tool.destructive else "tools that are not read-only"
+
+
 def env_approval() -> str | None:
     """`"allow"` or `"deny"` when the `NBAGENT_APPROVAL` environment variable says so, else None."""
     value = os.environ.get("NBAGENT_APPROVAL", "").strip().lower()
@@ -276,8 +292,7 @@ class PermissionPolicy:
             return Decision(True, source="mode", reason="bypassPermissions mode allows every call"), ""
         if self.mode == "acceptEdits" and tool.is_edit_call(args, ctx):
             return Decision(True, source="mode", reason="acceptEdits mode allows file edits in the workspace"), ""
-        what = "destructive tools" if tool.destructive else "tools that are not read-only"
-        return None, f"{self.mode} mode asks before {what}"
+        return None, f"{self.mode} mode asks before {_what_it_does(tool, args, ctx)}"
 
     async def ask(self, request: ApprovalRequest) -> Decision:
         """Gate 8: ask the approver (or the policy) and turn the answer into a `Decision`."""

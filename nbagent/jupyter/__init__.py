@@ -49,10 +49,11 @@ def get_session(ipython: Any = None) -> Any:
 
 
 def view(run: Any) -> Any:
-    """The view of a run started with %agent. Displayed (the last line of a cell), it shows the run's live view
-    again while the run goes on (Approve, Deny and Stop work there too), its static rendering once it ended.
-    Its `pending` rows can be approved or denied from code."""
-    return get_session().view(run)
+    """The view of a run. Displayed (the last line of a cell), it shows the run's live view while the run goes
+    on (Approve, Deny and Stop work there too), its static rendering once it ended. Its `pending` rows can be
+    approved or denied from code. A run not started with %agent (`agent.run(...)` in a cell) gets a live view
+    made then, which shows what the run did so far; once such a run ended, `view(run)` is the run itself."""
+    return get_session().notebook_runs.view_of(run)
 
 
 def runs(all: bool = False) -> Any:  # noqa: A002 - the natural name here

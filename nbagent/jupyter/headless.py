@@ -41,7 +41,7 @@ _SUMMARY_CODE = "from nbagent.jupyter.headless import runs_summary as _nbagent_s
 
 def runs_summary() -> str:
     """In a kernel: every %agent run of the session, as plain text, with the transcript check."""
-    from nbagent.render.runs import run_text
+    from nbagent.render import run_text
     from nbagent.transcript import check_transcript
 
     from . import get_session

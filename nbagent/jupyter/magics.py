@@ -223,10 +223,16 @@ class AgentMagics(Magics):
             extra = (f"; {plural(n, 'call')} that {'was' if n == 1 else 'were'} in flight got an 'interrupted' "
                      "result") if n else ""
             model = self.session.stored.settings.get("model")
+            missing = self._model_missing(args.model if args.model is not None else model)
+            if missing and prompt:  # said before anything is printed as done: this prompt does not start
+                raise UsageError(f"not started: {missing} (the conversation {info.id} is resumed: once there is a "
+                                 "model, %agent PROMPT continues it)")
             model = f", with --model {model}" if isinstance(model, str) else ""
             then = "This %agent continues it" if prompt else "The next %agent continues it"
             print(f"Resumed {info.id}: {stored.why or 'the conversation asked for'}, {plural(info.calls, 'call')}{extra}"
                   f"{model}. {then}. Live objects of its calls did not survive the restart.")
+            if missing:
+                print(f"It needs a model first: {missing}")
             if not prompt:
                 return None
         if args.compact:
@@ -252,6 +258,17 @@ class AgentMagics(Magics):
                              max_turns=args.max_turns, instructions=instructions,
                              only_tools=args.only_tools is not None, mcp=mcp)
         return self.session.start(prompt, options)
+
+
+    def _model_missing(self, value: Any) -> str | None:
+        """Why the model a resumed conversation would go on with cannot be had here (None: it can)."""
+        if os.environ.get("NBAGENT_REPLAY"):
+            return None
+        try:
+            self.session.resolve_model(value)
+        except UsageError as exc:
+            return str(exc)
+        return None
 
 
 # --------------------------------------------------------------------------------------------------

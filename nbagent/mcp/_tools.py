@@ -293,6 +293,15 @@ class MCPServers(Toolset):
         return [c for c in self.servers.values() if not c.disabled and untrusted(c) is None]
 
     @property
+    def failed(self) -> list[ServerConfig]:
+        """The servers a run gets that failed when last started (left out of its turns until one starts):
+        what a run's header must not name among its tools. Looks, starts nothing."""
+        from . import _connection
+
+        down = {conn.config.key for conn in _connection.connections() if conn.state == "failed"}
+        return [c for c in self.active if c.key in down] if down else []
+
+    @property
     def waiting(self) -> list[ServerConfig]:
         """Servers from workspace files the person has not trusted yet (they start nothing)."""
         return [c for c in self.servers.values() if not c.disabled and untrusted(c) is not None]

@@ -1,6 +1,7 @@
 """How runs, tool calls and results look: HTML for notebooks, plain text for scripts and logs.
 
-    runs           a call's row, a run's header and footer, the static rendering and the text form
+    runs           a call's row, a run's header and footer, the static rendering
+    text           the text form of runs and calls
     base           the small words: escaping, statuses, durations, the stylesheet (`render.css`)
     markdown       the model's Markdown, raw HTML escaped, nothing remote loaded
     results        a tool's result: text, images, rich reprs (sanitized), diffs
@@ -15,13 +16,14 @@ package registers its functions with `nbagent.reprs`, which data objects call fo
 
 from __future__ import annotations
 
-from .base import _esc, _style, frozen_status, plural
+from .base import _esc, _style, frozen_status, plural, shown_status
 from .runs import (
-    args_html, call_inner_html, call_label, call_record_html, call_text, compaction_html, cost_text, css,
-    decision_note, describe_object, footer_html, header_html, history_count, markdown_html, one_line, plain_answer,
-    prompt_html, result_html, run_html, run_line_html, run_line_text, run_text, seconds, shown_items, status_word,
-    tool_result_html, tools_summary,
+    args_html, call_inner_html, call_label, call_record_html, compaction_html, cost_text, css, decision_note,
+    describe_object, footer_html, header_html, history_count, markdown_html, one_line, plain_answer, prompt_html,
+    result_html, run_html, run_line_html, run_line_text, seconds, shown_items, status_word, tool_result_html,
+    tools_summary,
 )
+from .text import call_text, run_text
 
 __all__ = [
     "args_html",
@@ -50,6 +52,7 @@ __all__ = [
     "run_text",
     "seconds",
     "shown_items",
+    "shown_status",
     "status_word",
     "tool_result_html",
     "tools_summary",

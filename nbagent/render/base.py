@@ -26,13 +26,26 @@ _WORDS = {
     "not_found": "unknown tool", "invalid_arguments": "invalid arguments", "cancelled": "cancelled",
     "timeout": "timed out", "running": "running", "waiting_for_approval": "needs approval", "pending": "queued",
     "streaming": "preparing", "unfinished": "did not finish", "not_run": "never ran",
+    "sandboxed": "hit the sandbox",
 }
 _ICONS = {
     "ok": "✓", "done": "✓", "error": "✕", "failed": "✕", "denied": "⊘", "blocked": "⊘", "not_found": "?",
     "invalid_arguments": "!", "cancelled": "■", "timeout": "✕", "waiting_for_approval": "!", "pending": "○",
-    "unfinished": "■", "not_run": "■",
+    "unfinished": "■", "not_run": "■", "sandboxed": "⊘",
 }
 _LIVE_STATUSES = frozenset({"running", "waiting_for_approval", "pending", "streaming"})
+
+
+def shown_status(rec: Any) -> str:
+    """The status a call shows: its own, except that one which ended well by its exit code but hit the
+    sandbox's walls on the way (a network call refused, say: `details.sandbox_stopped`) is "sandboxed",
+    never a green "done"."""
+    status = rec.status
+    if status == "ok":
+        stopped = getattr(getattr(getattr(rec, "result", None), "details", None), "sandbox_stopped", None)
+        if isinstance(stopped, str) and stopped:
+            return "sandboxed"
+    return status
 
 
 def frozen_status(status: str) -> str:
@@ -108,6 +121,30 @@ def seconds(value: float | None) -> str:
         return f"{value:.0f} s"
     minutes, secs = divmod(int(value), 60)
     return f"{minutes} min {secs:02d} s"
+
+
+def time_words(rec: Any, waited: float | None = None) -> list[tuple[str, str]]:
+    """A call's time as parts, each with a title: its own time first, then (apart) the time it queued behind
+    other calls and the time it waited for a decision. One formula (`CallRecord.own_time`) for the record's text,
+    the run's text and the view's row. `waited`: a wait measured elsewhere, for a record that has none."""
+    queued = getattr(rec, "queued", None)
+    wait = getattr(rec, "decision_wait", None)
+    if wait is None:
+        wait = waited
+    if rec.duration is None:  # still going: the time since its turn came (or that it is still queued)
+        if queued is None and rec.status == "pending":
+            return [(f"queued {seconds(rec.elapsed)}", "waiting for the calls before it to finish")]
+        return [(seconds(rec.elapsed), "")]
+    parts = [(seconds(max(0.0, rec.duration - (wait or 0.0))), "the time the call itself took")]
+    if queued is not None and queued >= 0.05:
+        parts.append((f"{seconds(queued)} queued", "time spent waiting for the calls before it (their approvals "
+                                                   "included), apart from the time the call took"))
+    if wait and wait >= 0.05:
+        decision = getattr(rec, "decision", None)
+        who = "you" if decision is None or decision.source == "user" else "a decision"
+        parts.append((f"{seconds(wait)} waiting for {who}", "time spent waiting for a decision, apart from the "
+                                                            "time the call took"))
+    return parts
 
 
 def plural(n: int, word: str) -> str:

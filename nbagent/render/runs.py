@@ -12,7 +12,7 @@ characters shown as `⟨U+XXXX NAME⟩`) or `_esc_output` (escaped, terminal esc
 HTML that is not this module's own through `sanitize_html` (`_rich_html`, `_link_html`, `markdown_html`),
 and the plain text forms (`run_text`, `call_text`, `one_line`) through `terminal_safe`.
 
-Why one module of about 600 lines: its pieces (a call's row, a run's header and footer, the text forms)
+Why one module of about 600 lines: its pieces (a call's row, a run's header and footer)
 are one small HTML vocabulary that the static rendering, the text form and the live view all compose. The
 parts with a seam of their own are beside it: the small words (`render_base`), the model's Markdown
 (`render_markdown`), a tool's result (`render_results`), usage (`render_usage`), what happens beside the
@@ -31,7 +31,7 @@ from ..messages import AssistantMessage, TextBlock, UserMessage
 from ..safety import sanitize
 from .base import (
     _ICONS, _LIVE_STATUSES, MAX_RICH, MAX_TEXT, _clip, _esc, _esc_output, _icon, _pill, _style, css, describe_object,
-    frozen_status, hidden_warnings, one_line, plural, seconds, status_word,
+    frozen_status, hidden_warnings, one_line, plural, seconds, shown_status, status_word, time_words,
 )
 from .live import (
     approval_notice_html, presentation_html, presentation_text, processes_html, processes_text, steered_html,
@@ -53,7 +53,6 @@ __all__ = [
     "call_inner_html",
     "call_label",
     "call_record_html",
-    "call_text",
     "css",
     "describe_object",
     "header_html",
@@ -61,11 +60,11 @@ __all__ = [
     "one_line",
     "result_html",
     "run_html",
-    "run_text",
     "seconds",
     "status_word",
     "tool_result_html",
     "tools_summary",
+    "undelivered",
 ]
 
 # --------------------------------------------------------------------------------------------------
@@ -218,7 +217,7 @@ def call_inner_html(
         status, label, tool_name = "streaming", f"Preparing {name or 'a tool call'}", name
         elapsed, tool = None, None
     else:
-        status, label, tool_name, tool = rec.status, call_label(rec), rec.name, rec.tool
+        status, label, tool_name, tool = shown_status(rec), call_label(rec), rec.name, rec.tool
         elapsed = rec.elapsed
     if frozen:
         status = frozen_status(status)
@@ -227,7 +226,7 @@ def call_inner_html(
             f'<span class="nba-label" title="{_esc(label)}">{_esc(label)}</span>'
             f'<span class="nba-tool">{_esc(tool_name)}</span>{flags}<span class="nba-grow"></span>'
             f'<span class="nba-status">{_esc(status_word(status))}</span>'
-            f'<span class="nba-time">{_time_html(elapsed, waited, status)}</span></div>')
+            f'<span class="nba-time">{_time_html(rec, waited)}</span></div>')
     parts = [head]
     if rec is None:
         args: Any = partial
@@ -296,7 +295,7 @@ def call_inner_html(
                          "</div></div>")
             if rec.result.details is not None and not isinstance(rec.result.details, BaseException):
                 parts.append(f'<div class="nba-sub">{result_html(rec.result, index=index)}</div>')
-        elif status == "ok":
+        elif status in ("ok", "sandboxed"):
             parts.append(f'<div class="nba-sub">{result_html(rec.result, index=index)}</div>')
         parts.append(presentation_html(rec.result.presentation, _tool_markdown))
     return "".join(parts)
@@ -307,11 +306,13 @@ def _tool_markdown(text: str) -> str:
     return markdown_html(text, code_blocks=False)
 
 
-def _time_html(elapsed: float | None, waited: float | None, status: str) -> str:
-    if elapsed is None or not waited or status == "waiting_for_approval":
-        return seconds(elapsed)
-    return (f'{seconds(max(0.0, elapsed - waited))} <span class="nba-waited" title="time spent waiting for a '
-            f'decision, apart from the time the call took">+ {seconds(waited)} waiting for you</span>')
+def _time_html(rec: CallRecord | None, waited: float | None) -> str:
+    """The call's time (`time_words`): its own, then apart what it queued and waited for a decision."""
+    if rec is None:
+        return ""
+    own, *apart = time_words(rec, waited)
+    extra = "".join(f' <span class="nba-waited" title="{_esc(title)}">+ {_esc(words)}</span>' for words, title in apart)
+    return f"{_esc(own[0])}{extra}"
 
 
 def call_record_html(rec: CallRecord, index: int | None = None) -> str:
@@ -390,11 +391,25 @@ def _run_tools(run: AgentRun) -> list[Any]:
 
 
 def _tool_name(tool: Any) -> str:
-    """A tool's name; MCP servers (a toolset of their tools) by the servers' names: "MCP time, git"."""
+    """A tool's name; MCP servers (a toolset of their tools) by the names of those up or not tried yet: "MCP
+    time, git" (`MCPServers.failed`, those that failed to start, are named apart by `_mcp_down`)."""
     active = getattr(tool, "active", None)  # MCPServers.active: the servers a run gets
     if isinstance(active, list) and all(isinstance(getattr(c, "name", None), str) for c in active):
-        return "MCP " + ", ".join(c.name for c in active) if active else "no MCP server"
+        down = {c.name for c in _mcp_failed(tool)}
+        up = [c.name for c in active if c.name not in down]
+        return "MCP " + ", ".join(up) if up else "no MCP server"
     return tool.name
+
+
+def _mcp_failed(tool: Any) -> list[Any]:
+    failed = getattr(tool, "failed", None)
+    return failed if isinstance(failed, list) else []
+
+
+def _mcp_down(tools: list[Any]) -> str:
+    """The MCP servers of a run that failed to start, as a sentence ("" when none did)."""
+    down = [c.name for t in tools for c in _mcp_failed(t) if isinstance(getattr(c, "name", None), str)]
+    return f" MCP servers that failed to start (left out): {', '.join(down)}." if down else ""
 
 
 def tools_summary(run: AgentRun) -> tuple[str, str]:
@@ -409,7 +424,7 @@ def tools_summary(run: AgentRun) -> tuple[str, str]:
         parts.append(", ".join(own) if len(own) <= 3 else plural(len(own), "tool"))
     if builtin:
         parts.append(f"{len(builtin)} built-in")
-    full = "Tools offered: " + ", ".join(own + builtin)
+    full = "Tools offered: " + ", ".join(own + builtin) + _mcp_down(tools)
     return "tools: " + " + ".join(parts), full
 
 
@@ -498,8 +513,23 @@ def run_line_html(run: AgentRun, where: str, *, style: bool = True) -> str:
             f"</div>{extra}</div>")
 
 
+def undelivered(run: AgentRun) -> list[str]:
+    """What the person sent into the run (`steer`) that never joined it: the run ended first."""
+    if not run.done:
+        return []
+    return [one_line(m.text, 200) for m in getattr(run, "steering", None) or () if getattr(m, "text", None)]
+
+
 def footer_html(run: AgentRun, *, stopped: str | None = None) -> str:
-    """What ended the run, when it did not just finish ('' while it runs or when it finished normally)."""
+    """What ended the run, when it did not just finish ('' while it runs or when it finished normally), and
+    what was sent into it that it never read."""
+    lost = undelivered(run) if stopped is None else []
+    note = "".join(f'<div class="nba-foot">Not delivered (the run ended before its next turn): '
+                   f'<span class="nba-steered">{_esc(text)}</span>; say it again with %agent.</div>' for text in lost)
+    return _end_html(run, stopped) + note
+
+
+def _end_html(run: AgentRun, stopped: str | None) -> str:
     if stopped is not None and not run.done:
         return (f'<div class="nba-foot nba-s-failed"><b>Stopped</b>: {_esc(stopped)}. What it did until then is '
                 "above; a call that was still going did not finish.</div>")
@@ -561,85 +591,9 @@ def shown_items(run: Any) -> list[Any]:
 
 
 def _call_div(rec: CallRecord, index: int, frozen: bool, waited: float | None = None) -> str:
-    status = frozen_status(rec.status) if frozen else rec.status
+    status = frozen_status(rec.status) if frozen else shown_status(rec)
     body = call_inner_html(rec, index=index, frozen=frozen, output=True, waited=waited)
     return f'<div class="nba-call nba-s-{_esc(status)}">{body}</div>'
 
 
-# --------------------------------------------------------------------------------------------------
-# Plain text
-# --------------------------------------------------------------------------------------------------
-def call_text(rec: CallRecord, *, frozen: bool = False, waited: float | None = None) -> str:
-    """One line for a call: status, label, tool, time (and apart, the time it waited for a decision), decision."""
-    status = frozen_status(rec.status) if frozen else rec.status
-    icon = _ICONS.get(status, "•") if rec.done or frozen else "…"
-    out = f"{icon} {call_label(rec)}  [{rec.name} · {status_word(status)}"
-    if rec.duration is not None:
-        if waited:
-            out += f" · {seconds(max(0.0, rec.duration - waited))} + {seconds(waited)} waiting for you"
-        else:
-            out += f" · {seconds(rec.duration)}"
-    out += "]"
-    if rec.decision is not None and rec.decision.source != "read_only":
-        out += f"  ({rec.decision})"
-    if rec.done and rec.result is not None and rec.status != "denied":
-        out += f"\n    -> {one_line(rec.result.text, 150)}"
-        for line in presentation_text(rec.result.presentation):
-            out += "\n" + line
-    elif rec.status == "waiting_for_approval" and getattr(rec, "approval_waited", None):
-        out += f"\n    still waiting for your approval ({seconds(rec.approval_waited)})"
-    return sanitize.terminal_safe(out)
-
-
-def _answer_lines(answer: str, max_lines: int = 40) -> list[str]:
-    """The answer in the text form: one line when it is one, else its own lines (Markdown is text), indented."""
-    rows = [r.rstrip() for r in answer.strip().splitlines()]
-    if len(rows) <= 1:
-        return ["  answer: " + one_line(answer, 400)]
-    shown = [("    " + _clip(r, 400)) if r else "" for r in rows[:max_lines]]
-    if len(rows) > max_lines:
-        shown.append(f"    … {len(rows) - max_lines} more lines (run.output has them all)")
-    return ["  answer:", *shown]
-
-
-def run_text(run: AgentRun, *, stopped: str | None = None, waits: dict[str, float] | None = None) -> str:
-    """A run as plain text: header, prompt, each call, the answer, and how it ended.
-
-    `stopped`: why a run that was still going can no longer go on.
-    """
-    frozen = stopped is not None and not run.done
-    word = "stopped" if frozen else status_word(run.status)
-    stats = [word, plural(run.turns, "turn"), plural(len(run.calls), "call"), seconds(run.elapsed)]
-    tokens = tokens_text(run)
-    if tokens:
-        stats.insert(3, tokens)
-    lines = [f"nbagent run · {run.model.spec} · {run.agent.mode} mode · {' · '.join(stats)}"]
-    cost, _ = cost_text(run)
-    context, _, _ = context_text(run)
-    if cost or context:
-        lines.append("  " + " · ".join(x for x in (context and f"context {context}", cost and f"cost {cost}") if x))
-    for c in getattr(run, "compactions", ()):
-        lines.append(f"  {c}")
-    if run.prompt is not None:
-        text = run.prompt.text if isinstance(run.prompt, UserMessage) else str(run.prompt)
-        lines.append(f"  you: {one_line(text, 200)}")
-    lines.append(f"  {tools_summary(run)[0]}")
-    for rec in run.calls:
-        waited = (waits or {}).get(rec.id)
-        lines.extend("  " + line for line in call_text(rec, frozen=frozen, waited=waited).splitlines())
-    lines.extend(processes_text(run))
-    for event in getattr(run, "events", ()):
-        if getattr(event, "kind", "") == "steered":
-            lines.append(f"  you, while it ran: {one_line(event.text, 200)}")
-    if _answer(run):
-        lines.extend(_answer_lines(_answer(run)))
-    if run.error is not None:
-        lines.append(f"  {type(run.error).__name__}: {run.error}")
-    if frozen:
-        lines.append(f"  stopped: {stopped}")
-    elif run.done and run.stop_reason:
-        lines.append(f"  stopped: {run.stop_reason}")
-    return sanitize.terminal_safe("\n".join(lines))
-
-
-reprs.register(call_text=call_text, call_record_html=call_record_html, tool_result_html=tool_result_html)
+reprs.register(call_record_html=call_record_html, tool_result_html=tool_result_html)

@@ -218,6 +218,7 @@ def _info(path: Path, facts: list[dict[str, Any]]) -> SessionInfo:
                        created if isinstance(created, (int, float)) and not isinstance(created, bool) else 0.0,
                        model=text(head.get("model")), origin=text(head.get("origin")),
                        notebook_id=text(head.get("notebook_id")))
+    asked_calls = 0
     for fact in facts[1:]:
         kind = fact.get("kind")
         if kind == "notebook":
@@ -233,8 +234,13 @@ def _info(path: Path, facts: list[dict[str, Any]]) -> SessionInfo:
             info.model = fact.get("model") or info.model
         elif kind == "message" and (fact.get("message") or {}).get("role") == "assistant":
             info.turns += 1
+            asked = fact["message"].get("tool_calls")
+            asked_calls += len(asked) if isinstance(asked, list) else 0
         elif kind == "call":
             info.calls += 1
+    # a call in flight when the kernel went has no record yet, but the model asked for it (and resuming answers
+    # it "interrupted"): counted as the model's answers name them
+    info.calls = max(info.calls, asked_calls)
     try:
         info.updated = path.stat().st_mtime
     except OSError:

@@ -429,7 +429,8 @@ def _completed(args: Any, result: Any) -> str:
     if isinstance(result, ShellResult):
         if result.timed_out:
             return f"`{_short(args.command)}` timed out"
-        return f"Ran `{_short(args.command)}` (exit {result.exit_code})"
+        walls = "; the sandbox stopped part of it" if result.sandbox_stopped else ""
+        return f"Ran `{_short(args.command)}` (exit {result.exit_code}{walls})"
     return f"Ran `{_short(args.command)}`"
 
 

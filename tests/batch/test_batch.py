@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
@@ -313,7 +314,7 @@ async def test_approvals_wait_in_one_list_while_other_items_go_on(tmp_path):
     while len(batch.pending_approvals) < 3:
         await asyncio.sleep(0.01)
     labels = [p.label for p in batch.pending_approvals]
-    assert labels == ["write_note"] * 3 or all(label.startswith("write_note") for label in labels)
+    assert labels == ["every write_note call"] * 3
     waiting = list(batch.pending_approvals)
     waiting[0].deny()
     first_left = waiting[1]
@@ -322,7 +323,58 @@ async def test_approvals_wait_in_one_list_while_other_items_go_on(tmp_path):
     assert [r.status for r in batch.results] == ["done"] * 3
     decisions = [r.run.calls[0].decision for r in batch.results]
     assert sorted(d.allow for d in decisions) == [False, True, True]
-    assert [str(g) for g in agent.grants] == [first_left.label]
+    assert [str(g) for g in agent.grants] == ["write_note"] and first_left.label == "every write_note call"
+
+
+def _write_file(workspace):
+    from nbagent import toolbox
+
+    return [t for t in toolbox.all(workspace=workspace) if t.name == "write_file"]
+
+
+def _writer(paths: list[str]) -> ScriptedModel:
+    """Each item writes the file its prompt names (`write_file`), then says so."""
+    def step(messages):
+        last = messages[-1]
+        if type(last).__name__ == "UserMessage":
+            return AssistantMessage(tool_calls=[ToolCall(name="write_file", arguments={"path": last.text,
+                                                                                        "content": "x"})])
+        return "written"
+    return ScriptedModel([step] * (2 * len(paths)))
+
+
+async def test_approve_all_like_this_in_a_batch_grants_the_folder_the_items_write_to(tmp_path):
+    """One item's file is not what the others write: "all calls like" a write grants its folder, as labelled."""
+    paths = ["escalations/refund-284.md", "escalations/refund-285.md", "escalations/refund-286.md"]
+    agent = Agent(model=_writer(paths), tools=_write_file(tmp_path), workspace=tmp_path)
+    batch = agent.map(paths, "{item}", concurrency=1).ask_here()
+    while not batch.pending_approvals:
+        await asyncio.sleep(0.01)
+    first = batch.pending_approvals[0]
+    assert first.label == "write_file: everything under ./escalations/"
+    first.approve(all_like_this=True)
+    await batch
+    assert [r.status for r in batch.results] == ["done"] * 3
+    assert sorted(p.name for p in (tmp_path / "escalations").iterdir()) == [Path(x).name for x in paths]
+    assert [str(g) for g in agent.grants] == ["write_file(./escalations/**)"]
+    assert [r.run.calls[0].decision.source for r in batch.results] == ["user", "grant", "grant"]
+
+
+async def test_a_folder_grant_covers_no_configuration_and_nothing_outside_it(tmp_path):
+    """Under the folder grant, a write to configuration that runs code in that folder still asks, and so does
+    a write next to the folder; a file at the workspace's root is granted alone (its folder is everything)."""
+    paths = ["escalations/a.md", "escalations/.git/config", "escalations-2/b.md", "root.md"]
+    agent = Agent(model=_writer(paths), tools=_write_file(tmp_path), workspace=tmp_path)
+    batch = agent.map(paths, "{item}", concurrency=1).ask_here()
+    asked = []
+    while not batch.done:
+        for waiting in list(batch.pending_approvals):
+            asked.append((waiting.request.arguments["path"], waiting.label))
+            waiting.approve(all_like_this=waiting.request.arguments["path"] == "escalations/a.md")
+        await asyncio.sleep(0.01)
+    assert [path for path, _ in asked] == paths  # each asked: the folder grant covered none of the others
+    assert dict(asked)["root.md"] == "write_file ./root.md (this file only)"
+    assert dict(asked)["escalations/.git/config"] == "write_file (approved once: no grant)"
 
 
 async def test_headless_approvals_follow_the_policy(tmp_path, monkeypatch):

@@ -253,3 +253,28 @@ def test_a_listener_that_changes_the_shown_arguments_before_the_decision_voids_t
     r = agent.run_sync("x", on_event=meddle)
     assert r.calls[0].status == "denied" and "changed after they were approved" in r.calls[0].decision.reason
     assert executed == []
+
+
+def test_the_question_words_the_call_as_its_badge_does(tmp_path):
+    """A `python` or `shell` call wears a "runs code" badge: the reason asked says "running code", not
+    "destructive tools" (in every mode that asks), and a file edit says it changes a file."""
+    from nbagent import toolbox
+
+    tools = {t.name: t for t in toolbox.all(workspace=tmp_path)}
+    asked = []
+
+    def approver(request):
+        asked.append((request.name, request.reason))
+        return False
+
+    script = [calls(call("python", code="1 + 1"), call("shell", command="rm -f x.txt"),
+                    call("write_file", path="a.txt", content="x")), "done"]
+    Agent(model=ScriptedModel(script), tools=list(tools.values()), approver=approver, workspace=tmp_path).run_sync("x")
+    assert asked == [("python", "default mode asks before running code"),
+                     ("shell", "default mode asks before running code"),
+                     ("write_file", "default mode asks before changing files")]
+    asked.clear()
+    Agent(model=ScriptedModel(script), tools=list(tools.values()), approver=approver, workspace=tmp_path,
+          mode="acceptEdits").run_sync("x")
+    assert asked == [("python", "acceptEdits mode asks before running code"),
+                     ("shell", "acceptEdits mode asks before running code")]

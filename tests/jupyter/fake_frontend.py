@@ -16,6 +16,8 @@ import time
 import uuid
 from typing import Any, Callable
 
+from jupyter_client.session import Session
+
 from nbagent.jupyter.protocol import problem
 
 from .protocols import reply_problem
@@ -123,6 +125,12 @@ class FakeNotebook:
         raise LookupError(f"unknown request {op!r}")
 
 
+def warm_up() -> None:
+    """Compile the protocol's schemas now, not while the kernel waits for the page's hello (that took seconds
+    on a busy machine, and the kernel gives a page 5 s to answer it)."""
+    FakeNotebook([]).answer({"id": 0, "op": "hello", "protocol": 1})
+
+
 class InProcessComm:
     """What `comm.create_comm` gives, with a FakeNotebook answering from a thread (or not at all)."""
 
@@ -133,6 +141,7 @@ class InProcessComm:
         self._on_msg: Callable | None = None
         self._on_close: Callable | None = None
         self.closed = False
+        warm_up()
 
     def opener(self, target: str, data: dict[str, Any]) -> "InProcessComm":
         assert target == "nbagent.notebook" and data == {"protocol": 1}
@@ -174,6 +183,15 @@ class KernelFrontend:
         self.session = session
         self.notebook = notebook
         self.close_on = close_on
+        # a connection of its own, as a page has: a zmq socket is not to be used from two threads at once, and
+        # the test's thread waits on the session's shell socket while this one answers. Its own Session too: a
+        # shell socket's identity is its session's id, and the kernel sends each reply to the socket of that
+        # identity which connected last (sharing it, the test's execute replies would come here)
+        km = session.km
+        self.client = km.client(session=Session(key=km.session.key, signature_scheme=km.session.signature_scheme,
+                                                username=km.session.username))
+        self.client.start_channels(shell=True, iopub=False, stdin=False, hb=False, control=False)
+        warm_up()
         self.comm_id: str | None = None
         self.closed = False
         self._seen = len(session.iopub)
@@ -205,14 +223,15 @@ class KernelFrontend:
             self.close()
             return
         reply = self.notebook.answer(data)
-        self.session.comm_msg(self.comm_id, reply)
+        self.client.shell_channel.send(self.client.session.msg("comm_msg", {"comm_id": self.comm_id, "data": reply}))
 
     def close(self) -> None:
         """What JupyterLab sends when the notebook is closed: comm_close."""
         self.closed = True
-        msg = self.session.kc.session.msg("comm_close", {"comm_id": self.comm_id, "data": {}})
-        self.session.kc.shell_channel.send(msg)
+        msg = self.client.session.msg("comm_close", {"comm_id": self.comm_id, "data": {}})
+        self.client.shell_channel.send(msg)
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
+        self.client.stop_channels()

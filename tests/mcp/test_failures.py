@@ -19,7 +19,8 @@ from .conftest import free_port, misbehaving, start_everything_http, stop, teed,
 
 def run_calls(servers, *steps, **options):
     model = ScriptedModel([calls(*step) for step in steps] + ["done"])
-    run = Agent(model=model, mcp_servers=servers, rules=["allow: *"], **options).run_sync("go")
+    options.setdefault("rules", ["allow: *"])
+    run = Agent(model=model, mcp_servers=servers, **options).run_sync("go")
     assert_valid(run)
     assert run.status == "done"  # a server's failure never takes the run down
     return run
@@ -31,6 +32,22 @@ def test_a_command_that_does_not_exist():
     rec = run.calls[0]
     assert rec.status == "error" and "was not found" in rec.result.text
     assert run.requests[0].tools == ()  # nothing offered from a server that never started
+
+
+def test_an_unset_variable_of_a_server_the_run_never_uses_leaves_the_run_and_the_header_to_the_others(monkeypatch):
+    """The guide's example as written (docs/guide/mcp.md), WEB_TOKEN unset: the time server's call works, and
+    the run's header names the servers it has, not the one that failed to start (named apart)."""
+    from nbagent import render
+
+    monkeypatch.delenv("WEB_TOKEN", raising=False)
+    servers = {"time": time_server(),
+               "web": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer ${WEB_TOKEN}"}}}
+    run = run_calls(servers, [call("time__get_current_time", timezone="UTC")], rules=["allow: time__*"])
+    assert run.calls[0].status == "ok", run.calls[0].result.text
+    short, full = render.tools_summary(run)
+    assert short == "tools: MCP time"
+    assert "failed to start (left out): web" in full
+    assert "MCP time" in render.run_text(run) and "MCP time, web" not in render.header_html(run)
 
 
 def test_a_call_to_a_server_that_does_not_start_fails_before_anyone_is_asked():

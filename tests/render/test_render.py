@@ -269,3 +269,53 @@ def test_the_text_form_keeps_a_long_answers_lines():
     assert "  answer:\n    Done. **One** missing.\n\n    ```python\n    orders.fillna(0)\n    ```" in text
     short = Agent(model=ScriptedModel(["Just this."])).run_sync("x")
     assert "  answer: Just this." in str(short)
+
+
+def test_a_message_sent_into_a_run_that_stopped_before_reading_it_is_shown_undelivered():
+    import asyncio
+
+    async def go():
+        gate = asyncio.Event()
+
+        async def slow(messages):
+            await gate.wait()
+            return "never"
+
+        run = Agent(model=ScriptedModel([slow])).start("summarise")
+        await asyncio.sleep(0.05)
+        assert run.steer("use the cleaned rows")
+        run.cancel("stopped from the notebook")
+        try:
+            await run
+        except BaseException:
+            pass
+        return run
+
+    run = asyncio.run(go())
+    assert run.status == "cancelled"
+    assert "not delivered (the run ended before its next turn): use the cleaned rows" in render.run_text(run)
+    assert "Not delivered" in render.footer_html(run) and "use the cleaned rows" in render.run_html(run)
+    ended = Agent(model=ScriptedModel(["ok"])).run_sync("x")
+    assert "Not delivered" not in render.footer_html(ended)
+
+
+def test_a_command_that_exits_0_after_the_sandbox_refused_its_network_call_is_not_shown_done():
+    from nbagent.toolbox import ShellResult
+
+    said = "curl: (6) Could not resolve host: example.com\n"
+
+    def fetch(ctx: ToolContext, url: str) -> ToolResult:
+        """Fetch a page (as `curl -s URL || true` in the sandbox would)."""
+        details = ShellResult(command=f"curl -s {url} || true", exit_code=0, stdout="", stderr=said, output=said,
+                              sandbox="workspace-write")
+        return ToolResult(said, details=details)
+
+    model = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name="fetch", arguments={"url": "https://example.com"})]),
+                           "done"])
+    run = Agent(model=model, tools=[tool(fetch)], mode="bypassPermissions").run_sync("x")
+    rec = run.calls[0]
+    row = render.call_inner_html(rec)
+    assert "hit the sandbox" in row and ">done<" not in row and "the network is off there" in row
+    assert rec.status == "ok" and render.shown_status(rec) == "sandboxed"  # the record keeps what happened
+    assert 'class="nba-call nba-s-sandboxed"' in render.run_html(run)
+    assert "⊘" in render.call_text(rec) and "hit the sandbox" in render.call_text(rec)

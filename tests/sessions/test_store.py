@@ -393,3 +393,13 @@ def test_the_lock_is_kept_until_the_loop_waits_and_a_writer_of_this_process_take
     session_id = asyncio.run(go())
     stored = load_session(tmp_path, session_id)
     assert stored.signed and [m.text for m in stored.messages] == ["first", "second", "third"]
+
+
+def test_the_listing_counts_a_call_that_was_in_flight_as_resuming_does(tmp_path: Path) -> None:
+    w = SessionWriter(tmp_path)
+    w.run_started("add 1 and 2", model="scripted", mode="default")
+    w.messages(conversation()[:2])  # the model asked for a call; the kernel went before it had a record
+    w.commit()
+    stored = load_session(tmp_path, w.id)
+    assert stored.interrupted == ["call_1"]
+    assert list_sessions(tmp_path)[0].calls == 1 == stored.info.calls

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 
-import { decisionOf, runOf } from './decisions';
+import { batchOf, decisionOf, runOf, steeringEnter } from './decisions';
 
 const DIGEST = 'ab'.repeat(32);
 
@@ -97,5 +97,84 @@ describe('decisionOf: a click on a live view button', () => {
     const el = document.createElement('div');
     el.className = 'nba-view nba-run-a/b';
     expect(runOf(el)).toBeNull();
+  });
+});
+
+/** A batch view as ipywidgets draws nbagent's (nbagent/jupyter/live/batch_view.py). */
+function batchView(batch = '3f2a9c0d1e2b', question = `data-nba-batch="${batch}" data-nba-call="call_7" data-nba-digest="${DIGEST}"`): HTMLElement {
+  const root = document.createElement('div');
+  root.innerHTML = `
+    <div class="lm-Widget jupyter-widgets widget-container widget-box widget-vbox nba-batch-view nba-batch-id-${batch}">
+      <div class="widget-html"><div class="widget-html-content"><div class="nbagent-batch">batch</div></div></div>
+      <div class="widget-box widget-vbox nba-batch-asks">
+        <div class="widget-box widget-vbox nba-ask">
+          <div class="widget-html"><div class="widget-html-content">
+            <div class="nba-ask-q" ${question}><b>Needs your approval</b></div></div></div>
+          <div class="widget-box widget-hbox nba-buttons">
+            <button class="jupyter-widgets jupyter-button widget-button nba-approve">Approve</button>
+            <button class="jupyter-widgets jupyter-button widget-button nba-deny">Deny</button>
+            <button class="jupyter-widgets jupyter-button widget-button nba-always">Approve all</button>
+            <div class="widget-inline-hbox widget-text"><input type="text" value="not this one"></div>
+          </div>
+        </div>
+      </div>
+    </div>`;
+  document.body.replaceChildren(root);
+  return root;
+}
+
+/** An MCP trust prompt (nbagent/jupyter/session/consent.py). */
+function consent(question = `data-nba-consent="${DIGEST}"`): HTMLElement {
+  const root = document.createElement('div');
+  root.innerHTML = `
+    <div class="lm-Widget jupyter-widgets widget-container widget-box widget-vbox nba-consent-view">
+      <div class="widget-html"><div class="widget-html-content"><div class="nba-consent-q" ${question}>
+        <div class="nbagent-consent">MCP servers</div></div></div></div>
+      <div class="widget-box widget-hbox nba-buttons">
+        <button class="jupyter-widgets jupyter-button widget-button nba-trust">Trust these servers</button>
+        <button class="jupyter-widgets jupyter-button widget-button nba-later">Not now</button>
+      </div>
+    </div>`;
+  document.body.replaceChildren(root);
+  return root;
+}
+
+describe('decisionOf: a batch view, a trust prompt, a steering box', () => {
+  it("binds a batch's Approve, Deny and Approve all to the batch, the call and the digest drawn", () => {
+    const root = batchView();
+    expect(click(root, 'button.nba-approve')).toMatchObject({ action: 'approve', batch: '3f2a9c0d1e2b', call: 'call_7', digest: DIGEST, reason: '' });
+    expect(click(root, 'button.nba-deny')).toMatchObject({ action: 'deny', batch: '3f2a9c0d1e2b', reason: 'not this one' });
+    expect(click(root, 'button.nba-always')).toMatchObject({ action: 'always', batch: '3f2a9c0d1e2b' });
+    expect(batchOf(root.querySelector('.nba-batch-view')!)).toBe('3f2a9c0d1e2b');
+  });
+
+  it("refuses a batch question that names another batch, or has no digest", () => {
+    expect(click(batchView('aaaaaaaaaaaa', `data-nba-batch="bbbbbbbbbbbb" data-nba-call="c" data-nba-digest="${DIGEST}"`), 'button.nba-approve')).toBeNull();
+    expect(click(batchView('aaaaaaaaaaaa', 'data-nba-batch="aaaaaaaaaaaa" data-nba-call="c"'), 'button.nba-approve')).toBeNull();
+  });
+
+  it('binds Trust and Not now to the digest of the configuration shown', () => {
+    const root = consent();
+    expect(click(root, 'button.nba-trust')).toMatchObject({ action: 'trust', consent: DIGEST });
+    expect(click(root, 'button.nba-later')).toMatchObject({ action: 'later', consent: DIGEST });
+    expect(click(consent('class="x"'), 'button.nba-trust')).toBeNull();
+  });
+
+  it("sends a steering box's text into its own view's run, by Send or Enter, and nothing when it is empty", () => {
+    const root = view('r5');
+    root.querySelector('.nba-view')!.insertAdjacentHTML('beforeend', `
+      <div class="widget-box widget-vbox nba-steer"><div class="widget-box widget-hbox">
+        <div class="widget-inline-hbox widget-text nba-steer-text"><input type="text"></div>
+        <button class="jupyter-widgets jupyter-button widget-button nba-steer-send">Send</button></div></div>`);
+    const input = root.querySelector('.nba-steer-text input') as HTMLInputElement;
+    expect(click(root, 'button.nba-steer-send')).toBeNull();
+    input.value = '  use the cleaned rows ';
+    expect(click(root, 'button.nba-steer-send')).toMatchObject({ action: 'send', run: 'r5', text: 'use the cleaned rows' });
+    expect(steeringEnter(input)).toMatchObject({ action: 'send', run: 'r5', text: 'use the cleaned rows' });
+    // a box outside a live view is not one
+    const stray = document.createElement('div');
+    stray.innerHTML = '<div class="nba-steer"><div class="nba-steer-text"><input type="text" value="x"></div></div>';
+    document.body.append(stray);
+    expect(steeringEnter(stray.querySelector('input'))).toBeNull();
   });
 });

@@ -1,36 +1,45 @@
 /**
- * Decisions that cannot be lost: Approve, Deny, Always allow and Stop in a run's live view (in a cell or in the
- * panel) reach the kernel through the notebook's own `nbagent.panel` comm (./hub.ts), not through the buttons'
- * widget comms. The widgets only draw. Another page on the kernel may have closed those widgets (Notebook 7's
- * file-browser tab answers every widget's `comm_open` with `comm_close`): the kernel then forgets them and drops
- * their clicks, while this comm, which this page opened, still answers.
+ * Decisions that cannot be lost: what a person decides or sends in nbagent's live widgets reaches the kernel
+ * through the notebook's own `nbagent.panel` comm (./hub.ts), not through the widgets' comms. The widgets only
+ * draw. Another page on the kernel may have closed those widgets (Notebook 7's file-browser tab answers every
+ * widget's `comm_open` with `comm_close`): the kernel then forgets them and drops their clicks, while this comm,
+ * which this page opened, still answers. Taken here:
  *
- * A click is taken here only on a button the widget manager drew inside a live view (`.nba-view`): a
- * `.jupyter-button` in the view's question box (`.nba-ask`) or its header (`.nba-head`). What it decides is
- * read from what the kernel drew with it: the question's `data-nba-run`, `data-nba-call` and `data-nba-digest`
- * (the digest of the call and the exact arguments shown; nbagent/jupyter/live/approval_panel.py), the view's
- * `nba-run-<id>` class for Stop. The kernel takes the decision only for that call while it waits, and only with
- * that digest (SECURITY.md invariant 4), once, whichever path comes first. Where this page has no hub ready
- * (nbagent not loaded yet, no kernel), the click goes on to the widget, as before.
+ *   a run's live view (`.nba-view`)        Approve, Deny, Always allow in a call's question (`.nba-ask`), Stop in
+ *                                          its header (`.nba-head`), Send (or Enter) in its steering box (`.nba-steer`)
+ *   a batch's view (`.nba-batch-view`)     Approve, Deny, Approve all in an item's question (`.nba-ask`)
+ *   an MCP trust prompt (`.nba-consent-view`)  Trust these servers, Not now
+ *
+ * A click is taken only on a button the widget manager drew (`button.jupyter-button`) in such a widget, and what
+ * it decides is read from what the kernel drew with it: a question's `data-nba-run` (or `data-nba-batch`),
+ * `data-nba-call` and `data-nba-digest` (the digest of the call and the exact arguments shown;
+ * nbagent/jupyter/live/approval_panel.py, batch_view.py), the trust prompt's `data-nba-consent` (the digest of the
+ * configuration shown; nbagent/jupyter/session/consent.py), the view's `nba-run-<id>` / `nba-batch-id-<id>` class
+ * for Stop and Send. The kernel takes a decision only for that call while it waits, and only with that digest
+ * (SECURITY.md invariant 4), once, whichever path comes first. Where this page has no hub ready (nbagent not
+ * loaded yet, no kernel), the click goes on to the widget, as before.
  */
 import { PanelHub } from './hub';
 import type { Choice } from './protocol';
 
-type Action = Choice | 'stop';
-
-const ACTIONS: [string, Action][] = [
+const ACTIONS: [string, Choice | 'stop'][] = [
   ['nba-approve', 'approve'],
   ['nba-deny', 'deny'],
   ['nba-always', 'always'],
   ['nba-stop', 'stop']
 ];
 
-/** What a click asks the kernel, read from the view the button is in; null: not a live view's decision. */
+const ID = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** What a click (or Enter) asks the kernel, read from the widget it is in; null: not one of nbagent's. */
 export type Decision =
   | { action: Choice; run: string; call: string; digest: string; reason: string; ask: HTMLElement }
-  | { action: 'stop'; run: string; head: HTMLElement };
+  | { action: Choice; batch: string; call: string; digest: string; reason: string; ask: HTMLElement }
+  | { action: 'stop'; run: string; head: HTMLElement }
+  | { action: 'trust' | 'later'; consent: string; ask: HTMLElement }
+  | { action: 'send'; run: string; text: string; input: HTMLInputElement; ask: HTMLElement };
 
-function actionOf(button: Element): Action | null {
+function actionOf(button: Element): Choice | 'stop' | null {
   for (const [cls, action] of ACTIONS) {
     if (button.classList.contains(cls)) {
       return action;
@@ -39,22 +48,51 @@ function actionOf(button: Element): Action | null {
   return null;
 }
 
-/** The run a view shows, from its `nba-run-<id>` class. */
-export function runOf(view: Element): string | null {
+function idOf(view: Element, prefix: string): string | null {
   for (const cls of Array.from(view.classList)) {
-    if (cls.startsWith('nba-run-') && /^nba-run-[A-Za-z0-9_-]{1,64}$/.test(cls)) {
-      return cls.slice('nba-run-'.length);
+    if (cls.startsWith(prefix) && ID.test(cls.slice(prefix.length))) {
+      return cls.slice(prefix.length);
     }
   }
   return null;
 }
 
-/** The decision a click on `target` asks for, if it is on a live view's button (see the module's docstring). */
-export function decisionOf(target: EventTarget | null): Decision | null {
-  const button = (target as Element | null)?.closest?.('button.jupyter-button');
-  const view = button?.closest('.nba-view');
-  if (!button || !view) {
+/** The run a view shows, from its `nba-run-<id>` class. */
+export function runOf(view: Element): string | null {
+  return idOf(view, 'nba-run-');
+}
+
+/** The batch a batch view shows, from its `nba-batch-id-<id>` class. */
+export function batchOf(view: Element): string | null {
+  return idOf(view, 'nba-batch-id-');
+}
+
+/** The question a box asks: its own HTML part (a direct child), never something drawn further down. */
+function questionOf(box: Element, selector: string): HTMLElement | null {
+  const part = Array.from(box.children).find(child => child.classList.contains('widget-html'));
+  return (part?.querySelector(selector) as HTMLElement | null | undefined) ?? null;
+}
+
+function reasonOf(ask: Element, action: string): string {
+  const reason = ask.querySelector('.widget-text input') as HTMLInputElement | null;
+  return action === 'deny' ? (reason?.value ?? '') : '';
+}
+
+/** The text a steering box holds, bound to its run view's run (null: not a steering box of a live view). */
+function steeringOf(input: HTMLInputElement | null, view: Element): Decision | null {
+  const box = input?.closest('.nba-steer');
+  const run = runOf(view);
+  if (!input || !box || box.closest('.nba-view') !== view || !run) {
     return null;
+  }
+  const text = input.value.trim();
+  return text ? { action: 'send', run, text, input, ask: box as HTMLElement } : null;
+}
+
+function inRunView(button: Element, view: Element): Decision | null {
+  if (button.classList.contains('nba-steer-send')) {
+    const box = button.closest('.nba-steer');
+    return box ? steeringOf(box.querySelector('.nba-steer-text input'), view) : null;
   }
   const action = actionOf(button);
   if (action === 'stop') {
@@ -66,15 +104,52 @@ export function decisionOf(target: EventTarget | null): Decision | null {
   if (!action || !ask || ask.closest('.nba-view') !== view) {
     return null;
   }
-  // the question is the box's own HTML part (a direct child), not something drawn further down
-  const part = Array.from(ask.children).find(child => child.classList.contains('widget-html'));
-  const question = part?.querySelector('.nba-ask-q[data-nba-digest]') as HTMLElement | null | undefined;
+  const question = questionOf(ask, '.nba-ask-q[data-nba-digest]');
   const [run, call, digest] = ['run', 'call', 'digest'].map(name => question?.getAttribute(`data-nba-${name}`));
   if (!run || !call || !digest || run !== runOf(view)) {
     return null;
   }
-  const reason = ask.querySelector('.widget-text input') as HTMLInputElement | null;
-  return { action, run, call, digest, reason: action === 'deny' ? (reason?.value ?? '') : '', ask: ask as HTMLElement };
+  return { action, run, call, digest, reason: reasonOf(ask, action), ask: ask as HTMLElement };
+}
+
+function inBatchView(button: Element, view: Element): Decision | null {
+  const action = actionOf(button);
+  const ask = button.closest('.nba-ask');
+  if (!action || action === 'stop' || !ask || ask.closest('.nba-batch-view') !== view) {
+    return null;
+  }
+  const question = questionOf(ask, '.nba-ask-q[data-nba-digest]');
+  const [batch, call, digest] = ['batch', 'call', 'digest'].map(name => question?.getAttribute(`data-nba-${name}`));
+  if (!batch || !call || !digest || batch !== batchOf(view)) {
+    return null;
+  }
+  return { action, batch, call, digest, reason: reasonOf(ask, action), ask: ask as HTMLElement };
+}
+
+function inConsent(button: Element, view: Element): Decision | null {
+  const action = button.classList.contains('nba-trust') ? 'trust' : button.classList.contains('nba-later') ? 'later' : null;
+  const consent = questionOf(view, '.nba-consent-q[data-nba-consent]')?.getAttribute('data-nba-consent');
+  return action && consent ? { action, consent, ask: view as HTMLElement } : null;
+}
+
+/** The decision a click on `target` asks for, if it is on a button of one of nbagent's live widgets. */
+export function decisionOf(target: EventTarget | null): Decision | null {
+  const button = (target as Element | null)?.closest?.('button.jupyter-button');
+  const widget = button?.closest('.nba-view, .nba-batch-view, .nba-consent-view');
+  if (!button || !widget) {
+    return null;
+  }
+  if (widget.classList.contains('nba-view')) {
+    return inRunView(button, widget);
+  }
+  return widget.classList.contains('nba-batch-view') ? inBatchView(button, widget) : inConsent(button, widget);
+}
+
+/** The message Enter sends from a live view's steering box (`target`: the key's target). */
+export function steeringEnter(target: EventTarget | null): Decision | null {
+  const input = (target as Element | null)?.closest?.('.nba-steer-text input') as HTMLInputElement | null;
+  const view = input?.closest('.nba-view');
+  return input && view ? steeringOf(input, view) : null;
 }
 
 function note(host: HTMLElement, text: string): void {
@@ -97,19 +172,44 @@ function setBusy(host: HTMLElement, busy: boolean): void {
   });
 }
 
-/** Send a decision through `hub`; say on the view what came of it when it was not taken. */
+function hostOf(decision: Decision): HTMLElement {
+  return decision.action === 'stop' ? decision.head : decision.ask;
+}
+
+/** Send a decision through `hub`; say on the widget what came of it when it was not taken. */
 export async function send(hub: PanelHub, decision: Decision): Promise<void> {
-  const host = decision.action === 'stop' ? decision.head : decision.ask;
-  setBusy(host, true);
+  const host = hostOf(decision);
   note(host, '');
+  if (decision.action === 'send') {
+    decision.input.value = ''; // sent: the box is empty again (its widget never held the text)
+    try {
+      const result = await hub.request('steer', { run: decision.run, text: decision.text });
+      if (!result.sent) {
+        note(host, result.note);
+      }
+    } catch (err) {
+      decision.input.value = decision.text; // not sent: the text stays for another try
+      note(host, err instanceof Error ? err.message : String(err));
+    }
+    return;
+  }
+  setBusy(host, true);
   try {
     if (decision.action === 'stop') {
       await hub.stop(decision.run);
       return;
     }
-    const result = await hub.decide(decision.run, decision, decision.action, decision.reason);
+    let result: { taken: boolean; why?: string };
+    if ('consent' in decision) {
+      result = await hub.request('trust', { digest: decision.consent, choice: decision.action });
+    } else if ('batch' in decision) {
+      const { batch, call, digest, action, reason } = decision;
+      result = await hub.request('batch_decide', { batch, call, digest, choice: action, reason });
+    } else {
+      result = await hub.decide(decision.run, decision, decision.action, decision.reason);
+    }
     if (!result.taken) {
-      note(host, result.why ?? 'This call was decided already.');
+      note(host, result.why ?? 'This was decided already.');
     }
   } catch (err) {
     note(host, err instanceof Error ? err.message : String(err));
@@ -118,18 +218,16 @@ export async function send(hub: PanelHub, decision: Decision): Promise<void> {
 }
 
 /**
- * Take the clicks on live views' buttons anywhere in the page (capture phase: before the widget's own handler),
- * and send each through the hub of the notebook the view belongs to (`hubFor`; null: leave it to the widget).
- * Returns a function that stops.
+ * Take the clicks on live widgets' buttons anywhere in the page, and Enter in a run view's steering box (capture
+ * phase: before the widget's own handler), and send each through the hub of the notebook the widget belongs to
+ * (`hubFor`; null: leave it to the widget). Returns a function that stops.
  */
-export function routeDecisions(hubFor: (view: Element) => PanelHub | null): () => void {
-  const onClick = (event: MouseEvent) => {
-    const decision = decisionOf(event.target);
+export function routeDecisions(hubFor: (widget: Element) => PanelHub | null): () => void {
+  const take = (event: Event, decision: Decision | null) => {
     if (!decision) {
       return;
     }
-    const view = (decision.action === 'stop' ? decision.head : decision.ask).closest('.nba-view')!;
-    const hub = hubFor(view);
+    const hub = hubFor(hostOf(decision));
     if (!hub || hub.state !== 'ready') {
       return; // no comm to the kernel here yet: the widget's own message is all there is
     }
@@ -137,6 +235,16 @@ export function routeDecisions(hubFor: (view: Element) => PanelHub | null): () =
     event.preventDefault();
     void send(hub, decision);
   };
+  const onClick = (event: MouseEvent) => take(event, decisionOf(event.target));
+  const onKey = (event: KeyboardEvent) => {
+    if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
+      take(event, steeringEnter(event.target));
+    }
+  };
   document.addEventListener('click', onClick, true);
-  return () => document.removeEventListener('click', onClick, true);
+  document.addEventListener('keydown', onKey, true);
+  return () => {
+    document.removeEventListener('click', onClick, true);
+    document.removeEventListener('keydown', onKey, true);
+  };
 }

@@ -9,7 +9,15 @@
  * This interface was referenced by `PanelProtocol`'s JSON-Schema
  * via the `definition` "PageRequest".
  */
-export type PageRequest = StateRequest | StartRequest | DecideRequest | StopRequest | UndoneRequest;
+export type PageRequest =
+  | StateRequest
+  | StartRequest
+  | DecideRequest
+  | StopRequest
+  | UndoneRequest
+  | BatchDecideRequest
+  | TrustRequest
+  | SteerRequest;
 /**
  * Chosen by the page; the reply carries it back.
  *
@@ -68,7 +76,7 @@ export type Reply =
  * This interface was referenced by `PanelProtocol`'s JSON-Schema
  * via the `definition` "Result".
  */
-export type Result = StateResult | RunSummary | DecideResult | StopResult | UndoneResult;
+export type Result = StateResult | RunSummary | DecideResult | StopResult | UndoneResult | SteerResult;
 
 /**
  * The `nbagent.panel` comm: the page opens it (comm_open data {"protocol": 1}) and asks; the kernel answers each request once and pushes a run's summary whenever the run moved on. The kernel validates every request against `PageRequest` (nbagent/jupyter/panel/hub.py); the page's types are generated from this file (frontend/src/panel/protocol.ts, `npm run protocol`).
@@ -167,6 +175,45 @@ export interface UndoneRequest {
   op: 'undone';
   run: ShortText;
   call: ShortText;
+}
+/**
+ * Decide a call of a batch's item waiting in the batch view (`%agent --map`): taken only while that call waits and only with the digest of the exact arguments shown; `always` approves it and grants what its button says.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "BatchDecideRequest".
+ */
+export interface BatchDecideRequest {
+  id: RequestId;
+  op: 'batch_decide';
+  batch: ShortText;
+  call: ShortText;
+  digest: ShortText;
+  choice: Choice;
+  reason?: string;
+}
+/**
+ * Answer the MCP trust prompt that showed the workspace configuration with this digest: trust exactly it, or not now. Taken only for that digest, once.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "TrustRequest".
+ */
+export interface TrustRequest {
+  id: RequestId;
+  op: 'trust';
+  digest: ShortText;
+  choice: 'trust' | 'later';
+}
+/**
+ * Send the person's message into the run the view showing it belongs to (the view's steering box); it joins at the run's next turn.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "SteerRequest".
+ */
+export interface SteerRequest {
+  id: RequestId;
+  op: 'steer';
+  run: ShortText;
+  text: string;
 }
 /**
  * This interface was referenced by `PanelProtocol`'s JSON-Schema
@@ -317,6 +364,20 @@ export interface UndoneResult {
   ok: true;
 }
 /**
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "SteerResult".
+ */
+export interface SteerResult {
+  /**
+   * False: the run is over; nothing was sent.
+   */
+  sent: boolean;
+  /**
+   * What the view's box now says (plain text).
+   */
+  note: string;
+}
+/**
  * A run moved on (pushed, at most a few times a second).
  *
  * This interface was referenced by `PanelProtocol`'s JSON-Schema
@@ -338,4 +399,7 @@ export interface Results {
   decide: DecideResult;
   stop: StopResult;
   undone: UndoneResult;
+  batch_decide: DecideResult;
+  trust: DecideResult;
+  steer: SteerResult;
 }

@@ -58,7 +58,7 @@ class CallRow:
 
     @property
     def status(self) -> str:
-        return self.record.status if self.record is not None else "streaming"
+        return render.shown_status(self.record) if self.record is not None else "streaming"
 
     @property
     def done(self) -> bool:

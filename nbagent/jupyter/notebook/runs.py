@@ -17,6 +17,7 @@ from IPython.display import display
 from ..config import NBAgent
 from .comm import frontend_for
 from .document import Displays
+from .kept import KeptDisplays
 from .snapshots import Snapshots
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,8 +42,11 @@ class NotebookRuns:
         """Which cell is executing; display updates that reach the reader of that cell (see document.py)."""
         self.snapshots = Snapshots(lambda: frontend_for(shell))
         """What the frontend keeps of each live view, for when the kernel goes first (see snapshots.py)."""
+        self.kept = KeptDisplays(self.displays, self.snapshots)
+        """The live displays that are not run views: batch views and MCP trust prompts (see kept.py)."""
         self.styled_cell: str | None = None
         """The cell whose run's static rendering carries the stylesheet (once per notebook, not per run)."""
+        self._style_looked: asyncio.Task | None = None
         watch_shutdown(self)
 
     def close(self) -> None:
@@ -70,6 +74,8 @@ class NotebookRuns:
         """Show a run started on the kernel's loop in the executing cell (a run whose view fails is stopped)."""
         if cell is not None and cell == self.styled_cell:
             self.styled_cell = None  # that cell's output is being replaced: the next rendering carries the styles
+        if self._style_looked is None:
+            self._style_looked = asyncio.get_running_loop().create_task(self._find_styled(cell))
         try:
             view = self._make_view(run)
             self._views[run] = view
@@ -114,6 +120,31 @@ class NotebookRuns:
             self.displays.update(view.display_id, view.static_bundle(style=self._carries_style(view)))
         view.close()
 
+    async def _find_styled(self, starting: str | None) -> None:
+        """The first run of a kernel session: a cell whose output carries the stylesheet already (from an earlier
+        kernel session: the notebook is saved with it) is the one that carries it, so the notebook holds one copy
+        however many times its kernel restarts. Asks the page (nothing where none answers)."""
+        from nbagent import render
+
+        from .comm import FrontendError, NoFrontend
+
+        frontend = frontend_for(self.shell)
+        try:
+            notebook = await frontend.request("read", timeout=10.0)
+        except (NoFrontend, FrontendError):
+            if not frontend.connected:
+                frontend._absent_until = 0.0  # the notebook tools ask for themselves (as snapshots.py leaves it)
+            return
+        except Exception:  # pragma: no cover - a rendering never fails for this
+            return
+        marker = "<style>" + render.css()[:60]
+        for cell in notebook.get("cells") or ():
+            held = any(marker in str((out.get("data") or {}).get("text/html") or "") for out in cell.get("outputs") or ()
+                       if isinstance(out, dict))
+            if held and cell.get("id") != starting and self.styled_cell is None:
+                self.styled_cell = str(cell.get("id"))
+                return
+
     def _carries_style(self, view: Any) -> bool:
         """Whether this static rendering carries the stylesheet: once per notebook (per kernel session), in
         the first run's cell, and again when that cell's output is replaced; the others rely on it (the
@@ -148,6 +179,7 @@ class NotebookRuns:
                     self.displays.update(view.display_id, view.static_bundle(style=self._carries_style(view)))
             except Exception:  # the kernel is going away: do what can be done
                 pass
+        self.kept.stop_showing()
 
     def run_here(self, agent: Agent, prompt: str, history: Any, *, compact: bool = False,
                  previous: AgentRun | None = None) -> AgentRun:
@@ -191,8 +223,24 @@ class NotebookRuns:
         return None
 
     def view(self, run: AgentRun) -> Any:
-        """The live view of a run started with %agent (None for other runs)."""
+        """The live view of a run started with %agent, or made by `view_of` (None for other runs)."""
         return self._views.get(run)
+
+    def view_of(self, run: AgentRun) -> Any:
+        """What `nbagent.jupyter.view(run)` shows: the live view of a run started with %agent; for another run
+        (`agent.run(...)` in a cell, say), a live view made now while it goes on (it replays what the run did
+        so far), and once it ended the run itself, which displays whole (`display_run`)."""
+        view = self._views.get(run)
+        if view is not None:
+            return view
+        if run.done:
+            return run
+        view = self._make_view(run)
+        self._views[run] = view
+        if hasattr(view, "widget"):
+            view.on_end = self._ended
+            self.snapshots.follow(view)  # kept by the page too, once displayed
+        return view
 
     def display_run(self, run: AgentRun) -> None:
         """How a run shows as a cell's result (`await run`) or with display(run).

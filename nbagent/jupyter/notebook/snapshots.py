@@ -11,6 +11,10 @@ redrawn) and puts it in place of the widget when the kernel restarts or when the
 so the saved notebook holds the run as far as it went. When the run ends normally the kernel's own update
 replaces the display, and the kept copy is dropped.
 
+The same holds for every other live display that ends as a static rendering: a batch's view (`%agent --map`)
+and the MCP trust prompt keep theirs the same way (`keep`), each saying what the person can do after the
+restart.
+
 Where no frontend part answers (nbclient, papermill, a frontend without the extension) nothing is sent;
 those keep the display updates of document.py.
 """
@@ -20,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import Any, Callable
 
 __all__ = ["SNAPSHOT_EVENTS", "STOPPED", "Snapshots"]
 
@@ -36,12 +40,12 @@ SPACING = 0.5
 
 
 class Snapshots:
-    """Keeps the frontend's copy of each live view's static rendering current (see the module docstring)."""
+    """Keeps the frontend's copy of each live display's static rendering current (see the module docstring)."""
 
     def __init__(self, frontend: Any) -> None:
         self.frontend = frontend
         """A callable giving the kernel's `NotebookFrontend` (made on first use)."""
-        self._pending: dict[str, Any] = {}
+        self._pending: dict[str, Callable[[], dict[str, str] | None]] = {}
         self._task: asyncio.Task | None = None
         self.sent = 0
         """How many renderings were accepted by the frontend (for tests and the curious)."""
@@ -50,28 +54,41 @@ class Snapshots:
         """A call waits for a person (who may restart the kernel meanwhile): no spacing before the next send."""
 
     def follow(self, view: Any) -> None:
-        """Send `view`'s rendering now, again after the events that change it, and drop it when the run ends."""
+        """Send a run view's rendering now, again after the events that change it, and drop it when the run ends."""
         model_id = getattr(getattr(view, "widget", None), "model_id", None)
         if not model_id:
             return
 
+        def rendering() -> dict[str, str] | None:
+            return None if view.run.done else _stopped_bundle(view)
+
         def on_event(event: Any) -> None:
             if event.kind in SNAPSHOT_EVENTS:
-                self._want(model_id, view, urgent=event.kind == "approval_requested")
+                self.keep(model_id, rendering, urgent=event.kind == "approval_requested")
             elif event.kind == "run_finished":
-                self._want(model_id, None)
+                self.drop(model_id)
 
         view.run.subscribe(on_event)
-        self._want(model_id, view)
+        self.keep(model_id, rendering)
 
-    def _want(self, model_id: str, view: Any, *, urgent: bool = False) -> None:
-        self._pending[model_id] = view
+    def keep(self, model_id: str | None, rendering: Callable[[], dict[str, str] | None], *,
+             urgent: bool = False) -> None:
+        """Have the page keep `rendering()` (HTML and plain text, read when it is sent; None drops it) for the
+        widget `model_id`: what takes the widget's place if the kernel goes first. `urgent`: a person is asked
+        something now (who may restart the kernel meanwhile), so it goes without the usual spacing."""
+        if not model_id:
+            return
+        self._pending[model_id] = rendering
         self._urgent = self._urgent or urgent
         if self._task is None or self._task.done():
             try:
                 self._task = asyncio.get_running_loop().create_task(self._flush())
             except RuntimeError:  # no loop (terminal IPython): no widgets either
                 self._pending.clear()
+
+    def drop(self, model_id: str | None) -> None:
+        """The display ended normally (the kernel replaced it): the page drops its copy."""
+        self.keep(model_id, _nothing)
 
     async def _flush(self) -> None:
         from .comm import FrontendError, NoFrontend
@@ -80,10 +97,14 @@ class Snapshots:
             if time.monotonic() < self._absent_until:
                 self._pending.clear()
                 return
-            model_id, view = self._pending.popitem()
+            model_id, rendering = self._pending.popitem()
             fields: dict[str, Any] = {"model_id": model_id, "html": None, "text": None}
-            if view is not None and not view.run.done:
-                bundle = _stopped_bundle(view)
+            try:
+                bundle = rendering()
+            except Exception:  # pragma: no cover - a display never fails for this
+                log.debug("rendering %s for the page failed", model_id, exc_info=True)
+                continue
+            if bundle is not None:
                 fields.update(html=bundle["text/html"], text=bundle["text/plain"])
             try:
                 await self.frontend().request("snapshot", timeout=10.0, **fields)
@@ -105,6 +126,10 @@ class Snapshots:
                 self._urgent = False
                 continue
             await asyncio.sleep(SPACING)
+
+
+def _nothing() -> None:
+    return None
 
 
 def _stopped_bundle(view: Any) -> dict[str, str]:

@@ -2,7 +2,8 @@
 
 The page opens a comm with target `nbagent.panel` (registered by `%load_ext nbagent`; a kernel without it
 closes the comm at once, and the page says to load nbagent) and asks: `{"id": N, "op": "state" | "start" |
-"decide" | "stop" | "undone", ...}`; the kernel answers `{"id": N, "ok": true, "result": {...}}` or
+"decide" | "stop" | "undone" | "batch_decide" | "trust" | "steer", ...}`; the kernel answers
+`{"id": N, "ok": true, "result": {...}}` or
 `{"id": N, "ok": false, "error": "why"}`, and pushes `{"event": "run", "run": <summary, see model.py>}`
 whenever a run moved on. Every message, its fields and what each answer holds are in protocol.json beside
 this file (the page's types are generated from it; `check` takes a request only in a shape it names).
@@ -19,7 +20,8 @@ in one of the shapes above (anything else is refused, with why); a prompt is the
 by a click; cell contents go to the model as data only; a decision applies only to the call waiting for it
 and only with the digest of the exact arguments the page showed (one decision, whichever button is first:
 the live view's buttons send theirs here too, so they still arrive when another page closed the view's
-widgets; see live/widgets.py);
+widgets; see live/widgets.py; so do a batch view's, bound the same way, and the MCP trust prompt's, bound to
+the digest of the configuration it showed); a steering message goes only into the run whose view sent it;
 nothing here runs code itself. What it sends back is JSON: the page sanitizes the HTML and writes the rest
 as text.
 
@@ -215,6 +217,32 @@ class PanelHub:
         else:
             taken = row.deny(data.get("reason") or "")  # the Deny button's own words when none was typed
         return {"taken": bool(taken)}
+
+    def _op_batch_decide(self, data: dict[str, Any]) -> dict[str, Any]:
+        """A batch view's Approve / Deny / Approve all (live/batch_view.py `BatchView.decide`)."""
+        view = self.session.notebook_runs.kept.find("batch", data["batch"])
+        if view is None:
+            return {"taken": False, "why": "that batch's view is not live in this kernel (it ended, or the kernel "
+                                           "restarted: %agent --map ... --resume asks only for the items not done)"}
+        return view.decide(data["call"], data["digest"], data["choice"], data.get("reason") or "")
+
+    def _op_trust(self, data: dict[str, Any]) -> dict[str, Any]:
+        """An MCP trust prompt's Trust / Not now (session/consent.py `TrustPrompt.answer`)."""
+        prompt = self.session.notebook_runs.kept.find("trust", data["digest"])
+        if prompt is None:
+            return {"taken": False, "why": "that prompt is not waiting in this kernel (it was answered, or the "
+                                           "kernel restarted: the next %agent asks again)"}
+        return prompt.answer(data["digest"], data["choice"] == "trust")
+
+    def _op_steer(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The live view's steering box (live/steering.py `SteerBox.send`): into that view's run, never another."""
+        run = self._run(data["run"])
+        box = getattr(self.session.view(run), "steer", None)
+        if box is not None:
+            sent = box.send(data["text"])
+            return {"sent": sent, "note": box.note_text}
+        sent = bool(run.steer(data["text"].strip()))
+        return {"sent": sent, "note": "sent" if sent else "the run is over: start another with %agent"}
 
     def _op_stop(self, data: dict[str, Any]) -> dict[str, Any]:
         run = self._run(data["run"])

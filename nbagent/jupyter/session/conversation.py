@@ -304,7 +304,9 @@ class SessionList:
         if not self.infos:
             return "<p>No stored conversations in this workspace yet.</p>"
         rows = "".join(
-            f"<tr><td><code>{escape(i.id)}</code>{' (current)' if i.id == self.current else ''}</td>"
+            f'<tr><td style="white-space: nowrap"><code>{escape(i.id)}</code>{" (current)" if i.id == self.current else ""}'
+            f'<br><code class="nba-resume" title="Run this to continue the conversation">%agent --resume {escape(i.id)}'
+            "</code></td>"
             f"<td>{escape(self._where(i))}</td>"
             f"<td>{escape(time.strftime('%Y-%m-%d %H:%M', time.localtime(i.created)))}</td>"
             f"<td>{i.runs}</td><td>{i.turns}</td><td>{i.calls}</td><td>{escape(i.last_prompt[:80])}</td></tr>"

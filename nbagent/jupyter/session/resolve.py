@@ -287,7 +287,11 @@ class AgentFactory:
             self._consent_asked.add(key)
             prompt = TrustPrompt(config, loop)
             self.consent_prompts.append(prompt)
-            display(prompt.widget)
+            keeper = getattr(self.runs, "kept", None)
+            if keeper is not None and loop is not None:
+                keeper.show(prompt)  # it outlives the kernel like a run's view (notebook/kept.py)
+            else:
+                display(prompt.widget)
 
     def mcp_list(self, names: list[str] | None = None) -> Any:
         """`%agent --mcp-list`: the servers, their state and tools (those not started are started)."""

@@ -38,6 +38,7 @@ async def test_steer_from_a_cell(shell):
     await asyncio.wait_for(entered.wait(), 10)  # the model is at work
     result = await run_cell(shell, "%agent --steer and keep it to one line")
     assert result.error_in_exec is None
+    assert result.result is None  # one line says where it went; no second copy of the run under the cell
     gate.set()
     await finish(run)
     assert seen == [["Summarise the data", "a first answer", "and keep it to one line"]]

@@ -13,6 +13,7 @@ from nbagent.transcript import check_transcript
 from ..conftest import finish, run_cell, settle
 
 PARSER = AgentMagics.agent.parser
+WIDGET = "application/vnd.jupyter.widget-view+json"
 
 
 # -- option parsing ----------------------------------------------------------------------------------------
@@ -377,3 +378,107 @@ def test_a_mistyped_option_gets_a_suggestion_and_loading_says_what_it_did(capsys
     assert "no model yet" in loaded_message(config) and "%agent <task>" in loaded_message(config)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     assert "model: openai ($OPENAI_API_KEY is set)" in loaded_message(config)
+
+
+async def test_view_shows_a_run_not_started_with_agent(shell):
+    import asyncio
+
+    from nbagent import Agent
+
+    gate = asyncio.Event()
+
+    async def slow(messages):
+        await gate.wait()
+        return "**late** answer"
+
+    def note(text: str) -> str:
+        """Write a note."""
+        return f"noted {text}"
+
+    script = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(name="note", arguments={"text": "a"})]), slow])
+    run = Agent(model=script, tools=[note], mode="bypassPermissions").start("take a note")
+    await settle(lambda: len(run.calls) == 1 and run.calls[0].status == "ok")
+    live = view(run)  # a live view made now, with what the run did so far
+    assert live is not None and live.rows[0].record is run.calls[0] and not live.ended
+    shown = []
+    shell.display_pub.publish = lambda data, **kw: shown.append(data)
+    try:
+        live._ipython_display_()
+        gate.set()
+        await finish(run)
+        await settle(lambda: live.ended)
+        assert view(run) is live
+        done = await Agent(model=ScriptedModel(["**bold** answer"])).run("hi")
+        assert view(done) is done  # a run that ended unseen: the run itself, shown whole
+        get_session(shell).display_run(view(done))
+    finally:
+        del shell.display_pub.publish
+    assert WIDGET in shown[0]
+    assert "<strong>late</strong>" in shown[1]["text/html"]  # the display became the run's static rendering
+    assert "<strong>bold</strong>" in shown[-1]["text/html"]
+
+
+async def test_resume_without_a_model_says_so_before_saying_it_resumed(shell, capsys, monkeypatch):
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    shell.user_ns["model"] = ScriptedModel(["first answer"])
+    await run_cell(shell, "run = %agent --model model --wait hi")
+    stored = get_session(shell).stored.session_id
+    assert stored
+    del shell.user_ns["model"]  # as after a restart: the conversation's --model model names nothing now
+    capsys.readouterr()
+    result = await run_cell(shell, f"%agent --resume {stored} and now?")
+    out = capsys.readouterr().out
+    assert isinstance(result.error_in_exec, UsageError), out
+    why = str(result.error_in_exec)
+    assert why.startswith("not started: --model model: there is no variable named 'model'") and (
+        f"the conversation {stored} is resumed" in why)
+    assert "Resumed" not in out
+    await run_cell(shell, f"%agent --resume {stored}")  # no prompt: resumed, and what it needs is said with it
+    out = capsys.readouterr().out
+    assert f"Resumed {stored}" in out and "It needs a model first" in out
+    shell.user_ns["model"] = ScriptedModel(["second answer"])
+    result = await run_cell(shell, "run = %agent --model model --wait and now?")
+    assert result.error_in_exec is None and shell.user_ns["run"].output == "second answer"
+
+
+async def test_the_sessions_table_keeps_each_id_on_one_line_with_the_command_that_resumes_it(shell):
+    shell.user_ns["model"] = ScriptedModel(["an answer"])
+    await run_cell(shell, "run = %agent --model model --wait hi")
+    stored = get_session(shell).stored.session_id
+    table = get_session(shell).stored.sessions()._repr_html_()
+    assert f'<td style="white-space: nowrap"><code>{stored}</code> (current)' in table
+    assert f"%agent --resume {stored}</code>" in table
+
+
+async def test_a_notebook_saved_with_the_stylesheet_gets_no_second_copy_after_a_restart(shell) -> None:
+    import asyncio
+
+    from nbagent import render
+    from nbagent.jupyter.notebook.comm import NotebookFrontend
+
+    from ..fake_frontend import FakeNotebook, InProcessComm
+
+    earlier = {"output_type": "display_data", "data": {"text/html": f"<style>{render.css()}</style><div class='nba'>",
+                                                        "text/plain": "nbagent run"}}
+    notebook = FakeNotebook([{"id": "old", "source": "%agent hi", "execution_count": 1, "outputs": [earlier]},
+                             {"id": "new", "source": "%agent again"}])
+    shell._nbagent_frontend = NotebookFrontend(opener=InProcessComm(notebook).opener)
+    async def answer(messages):  # the look at the notebook, begun as the run was shown, is over before it ends
+        looked = getattr(get_session(shell).notebook_runs, "_style_looked", None)
+        if looked is not None:
+            await asyncio.wait_for(asyncio.shield(looked), 10)
+        return "an answer"
+
+    shell.user_ns["model"] = ScriptedModel([answer])
+    updates = []
+    shell.display_pub.publish = lambda data, **kw: updates.append(data) if kw.get("update") else None
+    try:
+        await run_cell(shell, "run = %agent --model model --wait hi", cell_id="new")
+        await settle(lambda: view(shell.user_ns["run"]).ended)
+    finally:
+        del shell.display_pub.publish
+    assert any(r["op"] == "read" for r in notebook.requests)
+    assert get_session(shell).notebook_runs.styled_cell == "old"
+    final = [u for u in updates if "an answer" in u.get("text/html", "")]
+    assert final and "<style>" not in final[-1]["text/html"]  # the cell saved before carries it
