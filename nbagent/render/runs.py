@@ -34,7 +34,8 @@ from .base import (
     frozen_status, hidden_warnings, one_line, plural, seconds, status_word,
 )
 from .live import (
-    approval_notice_html, presentation_html, presentation_text, processes_html, processes_text, steered_html,
+    approval_notice_html, notebook_chip_html, notebook_path, presentation_html, presentation_text, processes_html,
+    processes_text, steered_html,
 )
 from .markdown import markdown_html
 from .results import diff_html, result_html, tool_result_html
@@ -415,7 +416,7 @@ def tools_summary(run: AgentRun) -> tuple[str, str]:
 
 def _tools_chip(run: AgentRun) -> str:
     short, full = tools_summary(run)
-    return f'<span class="nba-chip" title="{_esc(full)}">{_esc(short)}</span>'
+    return f'<span class="nba-chip" title="{_esc(full)}">{_esc(short)}</span>' + notebook_chip_html(run)
 
 
 def _sandbox_chip(run: AgentRun) -> str:
@@ -627,7 +628,7 @@ def run_text(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
     if run.prompt is not None:
         text = run.prompt.text if isinstance(run.prompt, UserMessage) else str(run.prompt)
         lines.append(f"  you: {one_line(text, 200)}")
-    lines.append(f"  {tools_summary(run)[0]}")
+    lines.append(f"  {tools_summary(run)[0]}" + (f"\n  notebook: {notebook_path(run)}" if notebook_path(run) else ""))
     for rec in run.calls:
         waited = (waits or {}).get(rec.id)
         lines.extend("  " + line for line in call_text(rec, frozen=frozen, waited=waited).splitlines())

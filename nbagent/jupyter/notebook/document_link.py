@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from typing import Any, Callable
+from urllib.parse import quote
 
 from pycrdt import Assoc, Awareness, Doc, Map, Text, create_awareness_message, create_sync_message
 from pycrdt import create_update_message, handle_sync_message, read_message
@@ -20,10 +21,13 @@ from pycrdt import create_update_message, handle_sync_message, read_message
 from .comm import FrontendError
 from .execute import KernelClient
 from .hunks import Conflict, plan_edit, rebase
-from .server import ServerInfo
-from .shared import AGENT_USER, NoEngine, room_path
+from .server import NoEngine, ServerInfo
 
-__all__ = ["DocumentLink"]
+__all__ = ["AGENT_USER", "DocumentLink"]
+
+AGENT_USER = {"username": "nbagent", "name": "nbagent", "display_name": "nbagent", "initials": "AI",
+              "color": "#7c3aed", "avatar_url": None}
+"""How the kernel shows among the document's collaborators (the engine's awareness `user`)."""
 
 SYNC, AWARENESS = 0, 1
 STEP2 = 1
@@ -63,7 +67,7 @@ class DocumentLink:
 
         auth = {"Authorization": f"token {self.server.token}"}
         async with httpx.AsyncClient(timeout=10.0) as client:
-            reply = await client.put(self.server.api(room_path(self.path)), headers=auth,
+            reply = await client.put(self.server.api("api/collaboration/session/" + quote(self.path)), headers=auth,
                                      json={"format": "json", "type": "notebook"})
         if reply.status_code not in (200, 201):
             raise NoEngine(f"the Jupyter server at {self.server.url} has no collaboration engine "

@@ -23,11 +23,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["NoServer", "ServerInfo", "kernel_id", "server_candidates"]
+__all__ = ["NoEngine", "NoServer", "ServerInfo", "kernel_id", "server_candidates"]
 
 
 class NoServer(Exception):
     """No Jupyter server that started this kernel could be found (the message says why)."""
+
+
+class NoEngine(Exception):
+    """The server runs no collaboration engine (or not one this kernel can join)."""
 
 
 @dataclass(frozen=True)

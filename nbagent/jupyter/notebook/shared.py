@@ -27,18 +27,14 @@ import logging
 import threading
 import time
 from typing import Any, Callable
-from urllib.parse import quote
 
 from .comm import NoFrontend
-from .server import NoServer, ServerInfo, kernel_id, server_candidates
+from .server import NoEngine, NoServer, ServerInfo, kernel_id, server_candidates
 
-__all__ = ["AGENT_USER", "NoEngine", "SharedDocument", "room_path", "shared_document_for"]
+__all__ = ["SharedDocument", "shared_document_for"]
 
 log = logging.getLogger("nbagent.jupyter")
 
-AGENT_USER = {"username": "nbagent", "name": "nbagent", "display_name": "nbagent", "initials": "AI",
-              "color": "#7c3aed", "avatar_url": None}
-"""How the kernel shows among the document's collaborators (the engine's awareness `user`)."""
 CONNECT_TIMEOUT = 15.0
 ABSENT_FOR = 30.0
 """Seconds a failed attempt is remembered (the comm path answers at once meanwhile)."""
@@ -102,16 +98,15 @@ class SharedDocument:
     async def _connect(self) -> None:
         if self._link is not None and self._link.alive:
             return
-        from .document_link import DocumentLink  # pycrdt and jupyter_ydoc: only where an engine may run
-
         server, path = await asyncio.wait_for(asyncio.to_thread(self._locate), CONNECT_TIMEOUT)
+        try:
+            from .document_link import DocumentLink  # pycrdt and jupyter_ydoc: only where an engine may run
+        except ImportError as exc:
+            raise NoEngine(f"this kernel's environment cannot join a shared document ({exc}): install "
+                           "\"nbagent[collaboration]\" (pycrdt, jupyter-ydoc) where the kernel runs") from None
         link = DocumentLink(server, path, self._connection_info)
         await asyncio.wait_for(link.open(), CONNECT_TIMEOUT)
         self._link, self.path, self.why_not = link, path, ""
-
-
-class NoEngine(Exception):
-    """The server runs no collaboration engine (or not one this kernel can join)."""
 
 
 def _locate() -> tuple[ServerInfo, str]:
@@ -143,10 +138,6 @@ def _connection_info() -> dict[str, Any]:
 
     info = get_connection_info(unpack=True)
     return info if isinstance(info, dict) else json.loads(info)
-
-
-def room_path(path: str) -> str:
-    return "api/collaboration/session/" + quote(path)
 
 
 _docs_lock = threading.Lock()
