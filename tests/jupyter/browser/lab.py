@@ -161,13 +161,20 @@ def write_notebook(path: Path, cells: list[str | tuple[str, dict]]) -> Path:
 class LabPage:
     """A notebook open in JupyterLab, in chromium."""
 
-    def __init__(self, server: LabServer, notebook: str, *, width: int = 1280, height: int = 1000) -> None:
+    def __init__(self, server: LabServer, notebook: str, *, width: int = 1280, height: int = 1000,
+                 beside: LabPage | None = None) -> None:
+        """`beside`: another person, in a browser context of their own in the same chromium as that page."""
         from playwright.sync_api import sync_playwright
 
         self.server = server
-        self._pw = sync_playwright().start()
-        self.browser = self._pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        self.page = self.browser.new_page(viewport={"width": width, "height": height}, device_scale_factor=1)
+        self._beside = beside
+        if beside is None:
+            self._pw = sync_playwright().start()
+            self.browser = self._pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        else:
+            self.browser = beside.browser
+        self.context = self.browser.new_context(viewport={"width": width, "height": height}, device_scale_factor=1)
+        self.page = self.context.new_page()
         self.page.set_default_timeout(30_000)
         if server.app == "lab":
             self.page.goto(f"{server.url}/lab/tree/{notebook}?reset&token={server.token}")  # no restored tabs
@@ -280,6 +287,9 @@ class LabPage:
         return path
 
     def close(self) -> None:
+        if self._beside is not None:
+            self.context.close()
+            return
         try:
             self.browser.close()
         finally:
