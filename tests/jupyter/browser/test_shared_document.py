@@ -68,7 +68,7 @@ def test_two_people_and_the_agent_in_one_cell(server):
     watcher = LabPage(server, "nb.ipynb", width=1200, height=1100)
     typist = None
     try:
-        typist = LabPage(server, "nb.ipynb", width=1200, height=1100, beside=watcher)
+        typist = watcher.another_person("nb.ipynb", width=1200, height=1100)
         watcher.run_cell(1)
         row = approve_row(watcher)
         watcher.wait_text(row, "-y = 2", "+y = 3")
