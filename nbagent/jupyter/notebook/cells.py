@@ -31,8 +31,8 @@ from nbagent.tools.results import ToolResult, error_result
 from .comm import FrontendError, NoFrontend, NotebookFrontend, frontend_for
 from .shared import SharedDocument, shared_document_for
 
-__all__ = ["CANNOT_RUN", "MAX_OUTPUT", "RUN_REPORT_TIMEOUT", "RUN_START_TIMEOUT", "SAVED", "SHARED", "TAB", "CellChange", "CellRun", "NotebookCell",
-           "NotebookSnapshot", "NotebookState", "cells_idle", "cells_of", "cut_text", "notebook_state",
+__all__ = ["CANNOT_RUN", "MAX_OUTPUT", "RUN_REPORT_TIMEOUT", "RUN_START_TIMEOUT", "SAVED", "SHARED", "TAB",
+           "CellChange", "CellRun", "NotebookCell", "NotebookSnapshot", "NotebookState", "cells_idle", "cells_of", "cut_text", "notebook_state",
            "cell_name", "run_cell_in_notebook", "summarize_output", "summarize_outputs"]
 
 MAX_OUTPUT = 2500
