@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-__all__ = ["Conflict", "Hunk", "apply_hunks", "others_changes", "plan_edit", "rebase"]
+__all__ = ["Conflict", "Hunk", "apply_hunks", "lands_apart", "others_changes", "plan_edit", "rebase"]
 
 
 @dataclass(frozen=True)
@@ -131,3 +131,13 @@ def apply_hunks(text: str, hunks: list[Hunk]) -> str:
     for h in sorted(hunks, key=lambda h: (h.start, h.end), reverse=True):
         text = text[:h.start] + h.insert + text[h.end:]
     return text
+
+
+def lands_apart(base: str, live: str, old: object, new: object) -> bool:
+    """Whether replacing `old` with `new` in `base` still applies to `live` without touching what someone
+    changed meanwhile (False for an edit that cannot be planned)."""
+    try:
+        hunks, span = plan_edit(base, str(old), str(new))
+    except ValueError:
+        return False
+    return not isinstance(rebase(base, live, hunks, span), Conflict)

@@ -6,14 +6,11 @@
     delete_cell(cell_id)                                a file edit
     run_cell(cell_id)                                   runs code: asks, as `python` does
 
-They work on the live notebook. Where the Jupyter server runs a collaboration engine (jupyter-collaboration),
-through the server's shared document (shared.py), with no tab needed: everyone with the notebook open sees the
-change as it is made, an edit is the smallest hunks anchored to what the agent read (a collaborator's typing
-elsewhere in the cell is kept, and an edit of text someone changed meanwhile is refused), and `run_cell` runs
-the cell in this kernel with its outputs written into the document. Otherwise through nbagent's frontend part
-(`frontend/`, shipped in `nbagent/labextension/`), over the `nbagent.notebook` comm (comm.py): unsaved edits
-are seen, each edit is one undoable step (Ctrl+Z), and `run_cell` executes through the notebook, so the output
-lands in the cell. Each result says which way it went (`via`), and so does the run's header. Without a live frontend (nbclient, papermill, a terminal, a frontend without the extension)
+They work on the live notebook: through the server's shared document where a collaboration engine runs
+(shared.py: no tab needed, edits as hunks that keep a collaborator's typing elsewhere in the cell, `run_cell`
+in this kernel with its outputs written into the document), else through nbagent's frontend part over the
+`nbagent.notebook` comm (comm.py): unsaved edits are seen, each edit is one undoable step (Ctrl+Z), and
+`run_cell` executes through the notebook, so the output lands in the cell. Results and the header say which. Without a live frontend (nbclient, papermill, a terminal, a frontend without the extension)
 `read_notebook` reads the saved file (`NBAgent.notebook_path`, else `NBAGENT_NOTEBOOK`, else the path the
 Jupyter server gives the kernel in `JPY_SESSION_NAME`) and the other tools say why they cannot act.
 
@@ -51,7 +48,7 @@ from .cells import (
     cells_idle, cells_of, cut_text, notebook_state, run_cell_in_notebook, summarize_output, summarize_outputs,
 )
 from .comm import FrontendError, NoFrontend
-from .hunks import Conflict, plan_edit, rebase
+from .hunks import lands_apart
 
 __all__ = ["CellChange", "CellRun", "NotebookCell", "NotebookSnapshot", "cells_of", "notebook_tools",
            "stale_guard", "summarize_output", "TOOL_NAMES"]
@@ -400,22 +397,14 @@ def stale_guard(shell: Any) -> Callable[..., Any]:
             return None  # no live notebook: the tool itself says why it cannot act
         if now is None or now == expected:
             return None
-        if call.name == "edit_cell" and state.via == SHARED and _lands_apart(expected, now, args):
+        if call.name == "edit_cell" and state.via == SHARED and lands_apart(expected, now, args.get("old"),
+                                                                            args.get("new")):
             return None  # someone typed elsewhere in the cell: the shared document keeps it and applies the hunks
         return Block(f"{state.name(cell_id)} changed since you last read it (someone edited it meanwhile), so "
                      "nothing was asked or done. Read it again with read_notebook and base the change on what "
                      "it holds now")
 
     return refuse_stale
-
-
-def _lands_apart(base: str, now: str, args: dict[str, Any]) -> bool:
-    """Whether an edit of `base` still applies to `now` without touching what someone changed meanwhile."""
-    try:
-        hunks, span = plan_edit(base, str(args.get("old")), str(args.get("new")))
-    except ValueError:
-        return False
-    return not isinstance(rebase(base, now, hunks, span), Conflict)
 
 
 def _done_label(state: NotebookState, verb: str):
