@@ -15,7 +15,7 @@ import uuid
 from typing import Any, Callable
 from urllib.parse import quote
 
-from pycrdt import Assoc, Awareness, Doc, Map, Text, create_awareness_message, create_sync_message
+from pycrdt import Array, Assoc, Awareness, Doc, Map, Text, create_awareness_message, create_sync_message
 from pycrdt import create_update_message, handle_sync_message, read_message
 
 from .comm import FrontendError
@@ -159,7 +159,7 @@ class DocumentLink:
         if not self.alive:
             raise FrontendError("the shared document went away; nothing was done")
         handler = {"read": self._op_read, "insert": self._op_insert, "edit": self._op_edit,
-                   "delete": self._op_delete, "run": self._op_run}.get(op)
+                   "delete": self._op_delete, "run": self._op_run, "settle": self._op_settle}.get(op)
         if handler is None:
             raise FrontendError(f"unknown request {op!r}")
         return await handler(**fields)
@@ -256,6 +256,31 @@ class DocumentLink:
             ycell["execution_count"] = count
         index, ycell = self._find(cell_id)
         return {"cell": self._json(index, ycell), "status": status}
+
+
+    async def _op_settle(self, model_id: Any = None, bundle: Any = None, **_: Any) -> dict[str, Any]:
+        """Put a run's static rendering in place of each display of its widget still in the document."""
+        replaced = 0
+        with self.doc.transaction():
+            for ycell in self._cells():
+                outputs = ycell.get("outputs")
+                if not isinstance(outputs, Array):
+                    continue
+                for i in range(len(outputs)):
+                    if _widget_of(outputs[i]) == model_id:
+                        del outputs[i]
+                        outputs.insert(i, Map({"output_type": "display_data", "data": dict(bundle or {}),
+                                               "metadata": {}}))
+                        replaced += 1
+        return {"replaced": replaced}
+
+
+def _widget_of(output: Any) -> Any:
+    """The model id of the widget an output displays (None: not a widget)."""
+    data = output.get("data") if isinstance(output, Map) else None
+    data = data.to_py() if hasattr(data, "to_py") else data
+    view = data.get("application/vnd.jupyter.widget-view+json") if isinstance(data, dict) else None
+    return view.get("model_id") if isinstance(view, dict) else None
 
 
 def _check(cell_id: Any, source: str, expected: Any, why: str) -> None:

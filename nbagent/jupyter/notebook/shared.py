@@ -57,6 +57,11 @@ class SharedDocument:
         self._absent_until = 0.0
 
     # -- from the kernel's loop --------------------------------------------------------------------------------
+    @property
+    def joined(self) -> bool:
+        """Whether the kernel is in the document's room now (no attempt is made to join)."""
+        return self._link is not None and self._link.alive
+
     async def available(self) -> bool:
         """Whether the shared document answers (connects on first use; a failure is remembered a while)."""
         if self._link is not None and self._link.alive:
@@ -75,7 +80,7 @@ class SharedDocument:
         return False
 
     async def request(self, op: str, **fields: Any) -> Any:
-        """Do one of the notebook requests (read, insert, edit, delete, run) on the shared document."""
+        """Do one of the notebook requests (read, insert, edit, delete, run, settle) on the shared document."""
         if not await self.available():
             raise NoFrontend(self.why_not)
         return await self._call(self._link.request(op, fields))

@@ -119,3 +119,36 @@ def test_an_approval_outlives_its_tab(server):
         raise
     finally:
         page.close()
+
+
+def test_a_run_that_ends_with_no_tab_open_leaves_its_rendering_in_the_document(server):
+    """The page that ran %agent is closed while the run goes on: nobody is left to replace the run's widget with
+    its static rendering, so the kernel does it in the shared document (and the server saves it)."""
+    slow = SETUP.replace("OLD", "'x = 1'").replace("NEW", "'x = 2'").replace("delay=0.02", "delay=2.0")
+    slow = slow.replace("%agent --model model", "%agent --model model --mode acceptEdits")
+    write_notebook(server.root / "gone.ipynb", ["x = 1", slow])
+    page = LabPage(server, "gone.ipynb")
+    try:
+        page.run_cell(1)
+        page.page.locator(".nba-view").first.wait_for(state="visible", timeout=30_000)
+    finally:
+        page.close()  # the run goes on without a page
+
+    def settled():
+        import json
+
+        cells = json.loads((server.root / "gone.ipynb").read_text())["cells"]
+        outputs = json.dumps(cells[1]["outputs"])
+        return cells if "widget-view" not in outputs and "nba-head" in outputs else None
+
+    deadline = time.monotonic() + 60
+    while not settled():
+        assert time.monotonic() < deadline, (server.root / "gone.ipynb").read_text()[-3000:]
+        time.sleep(0.5)
+    cells = settled()
+    assert "".join(cells[0]["source"]) == "x = 2"  # the agent's edit, made with no page open
+    assert "notebook: shared document" in json_text(cells[1]["outputs"])
+
+
+def json_text(outputs: list) -> str:
+    return "".join("".join(o.get("data", {}).get("text/plain", "")) for o in outputs)
