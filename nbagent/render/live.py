@@ -1,5 +1,6 @@
 """Pieces of a run's view for what happens beside the calls: a tool's presentation payloads, the run's
-background processes, a call still waiting for a decision, messages sent into the run.
+background processes, a call still waiting for a decision, messages sent into the run, the way its notebook
+tools reached the notebook.
 
 `nbagent.render` composes them into a call's row and a run's header (the live view and the static rendering
 alike). Everything shown is escaped: a presentation's markdown goes through `render_markdown.markdown_html`
@@ -16,7 +17,7 @@ from typing import Any, Callable
 
 from ..safety.secrets import redact
 
-__all__ = ["approval_notice_html", "presentation_html", "presentation_text", "processes_html", "processes_text",
+__all__ = ["NOTEBOOK_PATHS", "approval_notice_html", "notebook_chip_html", "notebook_path", "presentation_html", "presentation_text", "processes_html", "processes_text",
            "steered_html"]
 
 
@@ -116,3 +117,31 @@ def processes_html(run: Any) -> str:
 
 def processes_text(run: Any) -> list[str]:
     return [f"  process {p.summary()}" for p in _processes(run)]
+
+
+NOTEBOOK_PATHS = {
+    "shared document": "The notebook tools worked on the server's shared document (jupyter-collaboration): "
+                       "everyone with the notebook open sees the changes; no tab is needed.",
+    "this tab": "The notebook tools worked through the notebook page (nbagent's frontend part): they need it "
+                "open.",
+    "saved file": "No live notebook answered: the notebook tools read the saved file and could change nothing.",
+}
+"""How a run's notebook tools reached the notebook (the `via` of their results), as the header explains it."""
+
+
+def notebook_path(run: Any) -> str | None:
+    """How the run's latest notebook tool call reached the notebook ("shared document", "this tab", "saved
+    file"), from its result's details; None when the run used no notebook tool."""
+    for rec in reversed(list(run.calls)):
+        via = getattr(getattr(getattr(rec, "result", None), "details", None), "via", None)
+        if isinstance(via, str) and via in NOTEBOOK_PATHS:
+            return via
+    return None
+
+
+def notebook_chip_html(run: Any) -> str:
+    """The header's chip saying how the run's notebook tools reached the notebook (none: no such call)."""
+    via = notebook_path(run)
+    if via is None:
+        return ""
+    return f'<span class="nba-chip" title="{_esc(NOTEBOOK_PATHS[via])}">notebook: {_esc(via)}</span>'

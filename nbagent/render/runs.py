@@ -34,7 +34,8 @@ from .base import (
     frozen_status, hidden_warnings, one_line, plural, seconds, shown_status, status_word, time_words,
 )
 from .live import (
-    approval_notice_html, presentation_html, presentation_text, processes_html, processes_text, steered_html,
+    approval_notice_html, notebook_chip_html, presentation_html, presentation_text, processes_html, processes_text,
+    steered_html,
 )
 from .markdown import markdown_html
 from .results import diff_html, result_html, tool_result_html
@@ -430,7 +431,7 @@ def tools_summary(run: AgentRun) -> tuple[str, str]:
 
 def _tools_chip(run: AgentRun) -> str:
     short, full = tools_summary(run)
-    return f'<span class="nba-chip" title="{_esc(full)}">{_esc(short)}</span>'
+    return f'<span class="nba-chip" title="{_esc(full)}">{_esc(short)}</span>' + notebook_chip_html(run)
 
 
 def _sandbox_chip(run: AgentRun) -> str:

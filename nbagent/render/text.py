@@ -13,7 +13,7 @@ from .. import reprs
 from ..messages import UserMessage
 from ..safety import sanitize
 from .base import _ICONS, _clip, frozen_status, one_line, plural, seconds, shown_status, status_word, time_words
-from .live import presentation_text, processes_text
+from .live import notebook_path, presentation_text, processes_text
 from .runs import _answer, call_label, tools_summary, undelivered
 from .usage import context_text, cost_text, tokens_text
 
@@ -76,7 +76,7 @@ def run_text(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
     if run.prompt is not None:
         text = run.prompt.text if isinstance(run.prompt, UserMessage) else str(run.prompt)
         lines.append(f"  you: {one_line(text, 200)}")
-    lines.append(f"  {tools_summary(run)[0]}")
+    lines.append(f"  {tools_summary(run)[0]}" + (f"\n  notebook: {notebook_path(run)}" if notebook_path(run) else ""))
     for rec in run.calls:
         waited = (waits or {}).get(rec.id)
         lines.extend("  " + line for line in call_text(rec, frozen=frozen, waited=waited).splitlines())

@@ -39,11 +39,39 @@ class KernelError(AssertionError):
 
 class KernelSession:
     def __init__(self, workdir: Path, **env: str) -> None:
-        self.km = KernelManager(kernel_name="python3")
+        self.km: KernelManager | None = KernelManager(kernel_name="python3")
         self.km.start_kernel(cwd=str(workdir), env=kernel_env(workdir, **env))
-        self.kc = self.km.client()
-        self.kc.start_channels()
-        self.kc.wait_for_ready(timeout=60)
+        self._connect(self.km.client())
+
+    @classmethod
+    def attach(cls, connection_file: str) -> KernelSession:
+        """A client of a kernel someone else started (a Jupyter server, say): `shutdown` leaves it running."""
+        from jupyter_client import BlockingKernelClient
+
+        self = cls.__new__(cls)
+        self.km = None
+        client = BlockingKernelClient(connection_file=connection_file)
+        client.load_connection_file()
+        client.start_channels(hb=False)  # `wait_for_ready` would take a heartbeat not yet heard for a dead kernel
+        deadline = time.monotonic() + 60
+        while True:
+            client.kernel_info()
+            try:
+                if client.get_shell_msg(timeout=1)["msg_type"] == "kernel_info_reply":  # to this ask or an earlier
+                    client.get_iopub_msg(timeout=1)  # IOPub is connected too
+                    break
+            except queue.Empty:
+                pass
+            if time.monotonic() > deadline:
+                raise KernelError(f"the kernel of {connection_file} did not answer")
+        self._connect(client, started=True)
+        return self
+
+    def _connect(self, client: Any, started: bool = False) -> None:
+        self.kc = client
+        if not started:
+            self.kc.start_channels()
+            self.kc.wait_for_ready(timeout=60)
         self.iopub: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -192,4 +220,5 @@ class KernelSession:
         try:
             self.kc.stop_channels()
         finally:
-            self.km.shutdown_kernel(now=True)
+            if self.km is not None:
+                self.km.shutdown_kernel(now=True)

@@ -1,7 +1,9 @@
 """The notebook's cells as the notebook tools see them: what the tools return (`CellChange`, `CellRun`,
 `NotebookSnapshot`, `cells_of(run)`), the summaries of outputs the model reads, one kernel's
-`NotebookState` (the frontend connection, the sources the agent last saw), and running a cell through the
-notebook (`run_cell_in_notebook`), over the `nbagent.notebook` comm (comm.py).
+`NotebookState` (the way to the live notebook, the sources the agent last saw), and running a cell through the
+notebook (`run_cell_in_notebook`). The live notebook is reached through the server's shared document where a
+collaboration engine runs (shared.py), else over the `nbagent.notebook` comm with the page (comm.py); each
+request says which (`NotebookState.via`).
 
 Reads the saved notebook file and what the frontend sends about the live one; the person, a collaborator,
 or anything that can write the notebook could have written either. What stops harm: cells are read as
@@ -27,9 +29,10 @@ from nbagent.render.runs import diff_html
 from nbagent.tools.results import ToolResult, error_result
 
 from .comm import FrontendError, NoFrontend, NotebookFrontend, frontend_for
+from .shared import SharedDocument, shared_document_for
 
-__all__ = ["MAX_OUTPUT", "RUN_REPORT_TIMEOUT", "RUN_START_TIMEOUT", "CellChange", "CellRun", "NotebookCell",
-           "NotebookSnapshot", "NotebookState", "cells_idle", "cells_of", "cut_text", "notebook_state",
+__all__ = ["CANNOT_RUN", "MAX_OUTPUT", "RUN_REPORT_TIMEOUT", "RUN_START_TIMEOUT", "SAVED", "SHARED", "TAB",
+           "CellChange", "CellRun", "NotebookCell", "NotebookSnapshot", "NotebookState", "cells_idle", "cells_of", "cut_text", "notebook_state",
            "cell_name", "run_cell_in_notebook", "summarize_output", "summarize_outputs"]
 
 MAX_OUTPUT = 2500
@@ -38,6 +41,15 @@ RUN_START_TIMEOUT = 20.0
 """Seconds for the notebook to start a cell run_cell asked for (then the cell may run as long as it needs)."""
 RUN_REPORT_TIMEOUT = 20.0
 """Seconds for the notebook to report a cell's output once the kernel has finished running it."""
+SHARED = "shared document"
+"""The path to the live notebook through the server's shared document (no page needed)."""
+TAB = "this tab"
+"""The path through the notebook page that has nbagent's frontend part (the comm)."""
+SAVED = "saved file"
+"""No live notebook: read from the saved file (nothing can be changed)."""
+CANNOT_RUN = ("Cells can only be run while the notebook is open in JupyterLab or Notebook 7 with nbagent's frontend "
+              "part, or, with no tab open, through the server's shared document where jupyter-collaboration runs; "
+              "the python tool runs code without either.")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _FRAME_SHAPE = re.compile(r"([\d,]+) rows\s*(?:×|x|&times;)\s*([\d,]+) columns")
 
@@ -67,6 +79,8 @@ class NotebookSnapshot:
     cells: list[NotebookCell]
     total: int
     note: str = ""
+    via: str = ""
+    """How the notebook was reached: "shared document", "this tab" or "saved file"."""
 
     def __repr__(self) -> str:
         return f"<NotebookSnapshot {self.path!r} {'live' if self.live else 'saved'} {len(self.cells)} of {self.total} cells>"
@@ -91,6 +105,8 @@ class CellChange:
     call: str | None = None
     name: str = ""
     """The cell as the person sees it (`[3] df.plot()`)."""
+    via: str = ""
+    """How the change reached the notebook: "shared document" or "this tab"."""
 
     def link_html(self) -> str:
         if self.action == "deleted":
@@ -116,6 +132,8 @@ class CellRun:
     inserted: bool = False
     name: str = ""
     """The cell as the person sees it (`[3] df.plot()`)."""
+    via: str = ""
+    """How the cell was run: "shared document" (in this kernel, outputs written into the document) or "this tab"."""
 
     @property
     def error(self) -> dict[str, Any] | None:
@@ -222,9 +240,14 @@ def summarize_outputs(outputs: list[dict[str, Any]], values: dict[int, Any] | No
 class NotebookState:
     """Per shell: the frontend connection, the sources the agent last saw, and the runs' ids."""
 
-    def __init__(self, shell: Any, frontend: NotebookFrontend | None = None) -> None:
+    def __init__(self, shell: Any, frontend: NotebookFrontend | None = None,
+                 shared: SharedDocument | None = None) -> None:
         self.shell = shell
         self.frontend = frontend or frontend_for(shell)
+        self.shared = shared if shared is not None else (shared_document_for(shell) if frontend is None else None)
+        """The server's shared document (None: not in a kernel a server started, or a test's frontend)."""
+        self.via = ""
+        """How the last request reached the notebook: SHARED or TAB."""
         self.seen: dict[str, str] = {}
         """cell id -> the source the agent last read or wrote: an edit applies only while the cell holds it."""
         self.saved_seen: dict[str, str] = {}
@@ -273,7 +296,8 @@ class NotebookState:
     # -- the saved file --------------------------------------------------------------------------------------------
     def saved_path(self) -> Path | None:
         candidates = [self.config("notebook_path"), os.environ.get("NBAGENT_NOTEBOOK"),
-                      os.environ.get("JPY_SESSION_NAME"), self.frontend.info.get("path")]
+                      os.environ.get("JPY_SESSION_NAME"), self.frontend.info.get("path"),
+                      self.shared.path if self.shared is not None else None]
         for raw in candidates:
             if not raw:
                 continue
@@ -303,8 +327,24 @@ class NotebookState:
         return str(path), cells
 
     # -- the live notebook ----------------------------------------------------------------------------------------
+    async def request(self, op: str, timeout: float | None = 20.0, **fields: Any) -> Any:
+        """One request to the live notebook: through the server's shared document where a collaboration engine
+        runs, else through the page (`timeout` bounds the page's answer only). Raises `NoFrontend` or
+        `FrontendError` as the comm does."""
+        if self.shared is not None and await self.shared.available():
+            self.via = SHARED
+            return await self.shared.request(op, **fields)
+        self.via = TAB
+        try:
+            return await self.frontend.request(op, timeout=timeout, **fields)
+        except NoFrontend as exc:
+            if self.shared is not None and self.shared.why_not:
+                raise NoFrontend(f"{exc}; and the server's shared document is not reachable: "
+                                 f"{self.shared.why_not}") from None
+            raise
+
     async def read_live(self) -> tuple[str, list[NotebookCell]]:
-        result = await self.frontend.request("read")
+        result = await self.request("read")
         cells = [self._cell(c) for c in result.get("cells") or []]
         for c in cells:
             self.seen[c.id] = c.source
@@ -317,7 +357,7 @@ class NotebookState:
 
     async def live_source(self, cell_id: str) -> str | None:
         """What the cell holds in the page now (None: no such cell), without changing what the agent saw."""
-        result = await self.frontend.request("read")
+        result = await self.request("read")
         for c in result.get("cells") or []:
             if str(c.get("id")) == cell_id:
                 cell = self._cell(c)
@@ -386,8 +426,7 @@ async def run_cell_in_notebook(state: NotebookState, cell_id: str, ctx: ToolCont
         result = await _await_run(state, cell_id, expected)
     except (NoFrontend, FrontendError) as exc:
         if isinstance(exc, NoFrontend):
-            return error_result(f'Cell "{cell_id}" was not run: {exc}. Cells can only be run through nbagent\'s '
-                                "frontend part in JupyterLab or Notebook 7; the python tool runs code without it.")
+            return error_result(f'Cell "{cell_id}" was not run: {exc}. {CANNOT_RUN}')
         return error_result(f'Cell "{cell_id}" was not run: {exc}')
     cell = NotebookState._cell(result.get("cell") or {})
     status = str(result.get("status", "ok"))
@@ -398,7 +437,7 @@ async def run_cell_in_notebook(state: NotebookState, cell_id: str, ctx: ToolCont
     summary = summarize_outputs(cell.outputs, values) or "(no output)"
     count = f"[{cell.execution_count}]" if cell.execution_count is not None else ""
     details = CellRun(cell.id, cell.number, cell.source, status, cell.execution_count, cell.outputs, value, inserted,
-                      state.names[cell.id])
+                      state.names[cell.id], via=state.via)
     head = f'Ran cell "{cell.id}" {count}'.rstrip() + f" · {status}"
     return ToolResult([TextBlock(f"{head}\n{summary}")], details=details, is_error=status == "error")
 
@@ -409,7 +448,7 @@ async def _await_run(state: NotebookState, cell_id: str, expected: str | None = 
     answer must come within RUN_REPORT_TIMEOUT of the kernel finishing it."""
     loop = asyncio.get_running_loop()
     started, finished = state.started, state.finished
-    task = asyncio.ensure_future(state.frontend.request("run", timeout=None, cell_id=cell_id, expected=expected))
+    task = asyncio.ensure_future(state.request("run", timeout=None, cell_id=cell_id, expected=expected))
     t0 = loop.time()
     idle_since: float | None = None
     try:

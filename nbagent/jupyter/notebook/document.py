@@ -8,6 +8,12 @@ wherever it is; nbclient (and so papermill and `jupyter execute`) only reads the
 is executing, so the update is sent on behalf of the cell executing at that moment (a later cell that
 awaits the run, say), and, when no cell was executing, sent again when the next one starts.
 
+Where the notebook is the server's shared document (shared.py), the page that ran `%agent` may have been
+closed before the run ended: nobody is left to write the update into the document, which would keep a
+widget whose model is gone. So a moment after the update, a display of the run's widget still in the shared
+document is replaced there by the same static rendering (`Displays.settle`); where a page did write the
+update, there is no widget left to replace and nothing is written twice.
+
 When the kernel shuts down (a restart, `shutdown`, the end of a headless run) while runs are still
 going, their views are drawn as stopped ("the kernel stopped while the run was going on") and their
 displays replaced by that static rendering, as far as the frontend still listens.
@@ -15,12 +21,16 @@ displays replaced by that static rendering, as far as the frontend still listens
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
-__all__ = ["Displays"]
+__all__ = ["SETTLE_AFTER", "Displays"]
 
 log = logging.getLogger("nbagent.jupyter")
+
+SETTLE_AFTER = 3.0
+"""Seconds a page gets to write a run's final display into the shared document before the kernel does."""
 
 
 class Displays:
@@ -34,6 +44,7 @@ class Displays:
         """The id of the cell being executed (or last executed), when the frontend sends one."""
         self.execution_count: int | None = None
         self._unheard: dict[str, dict[str, Any]] = {}
+        self._settling: set[asyncio.Task] = set()
         events = getattr(shell, "events", None)
         if events is not None:
             events.register("pre_run_cell", self._pre_run_cell)
@@ -75,6 +86,30 @@ class Displays:
                 publisher.reset_thread_parent(token)
         if self.executing is None:
             self._unheard[display_id] = bundle
+
+    def settle(self, model_id: str | None, bundle: dict[str, Any]) -> None:
+        """In a moment, put `bundle` in place of every display of the widget `model_id` still in the server's
+        shared document, where there is one (see the module docstring)."""
+        from .shared import shared_document_for
+
+        shared = shared_document_for(self.shell)
+        if not model_id or shared is None:
+            return
+
+        async def later() -> None:
+            await asyncio.sleep(SETTLE_AFTER)
+            try:
+                if await shared.available():
+                    await shared.request("settle", model_id=model_id, bundle=bundle)
+            except Exception:  # the document went away: the page's copy (snapshots.py) is what remains
+                log.debug("settling the display of %s failed", model_id, exc_info=True)
+
+        try:
+            task = asyncio.get_running_loop().create_task(later())
+        except RuntimeError:  # no loop: no kernel, no shared document
+            return
+        self._settling.add(task)
+        task.add_done_callback(self._settling.discard)
 
     def _send(self, display_id: str, bundle: dict[str, Any]) -> None:
         from IPython.display import update_display

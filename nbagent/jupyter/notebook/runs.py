@@ -117,7 +117,9 @@ class NotebookRuns:
     def _ended(self, view: Any) -> None:
         """A run ended: every display of its view becomes the static rendering, and the widgets go."""
         if view.shown:
-            self.displays.update(view.display_id, view.static_bundle(style=self._carries_style(view)))
+            bundle = view.static_bundle(style=self._carries_style(view))
+            self.displays.update(view.display_id, bundle)
+            self.displays.settle(getattr(getattr(view, "widget", None), "model_id", None), bundle)
         view.close()
 
     async def _find_styled(self, starting: str | None) -> None:

@@ -6,10 +6,11 @@
     delete_cell(cell_id)                                a file edit
     run_cell(cell_id)                                   runs code: asks, as `python` does
 
-They work on the live notebook through nbagent's frontend part (`frontend/`, shipped in
-`nbagent/labextension/`), over the `nbagent.notebook` comm (`notebook_comm`): unsaved edits are seen,
-each edit is one undoable step (Ctrl+Z), and `run_cell` executes through the notebook, so the output lands
-in the cell. Without a live frontend (nbclient, papermill, a terminal, a frontend without the extension)
+They work on the live notebook: through the server's shared document where a collaboration engine runs
+(shared.py: no tab needed, edits as hunks that keep a collaborator's typing elsewhere in the cell, `run_cell`
+in this kernel with its outputs written into the document), else through nbagent's frontend part over the
+`nbagent.notebook` comm (comm.py): unsaved edits are seen, each edit is one undoable step (Ctrl+Z), and
+`run_cell` executes through the notebook, so the output lands in the cell. Results and the header say which. Without a live frontend (nbclient, papermill, a terminal, a frontend without the extension)
 `read_notebook` reads the saved file (`NBAgent.notebook_path`, else `NBAGENT_NOTEBOOK`, else the path the
 Jupyter server gives the kernel in `JPY_SESSION_NAME`) and the other tools say why they cannot act.
 
@@ -44,10 +45,11 @@ from nbagent.tools.definition import Tool
 from nbagent.tools.results import ToolResult, error_result
 
 from .cells import (
-    CellChange, CellRun, NotebookCell, NotebookSnapshot, NotebookState, cell_name, cells_idle, cells_of, cut_text,
-    notebook_state, run_cell_in_notebook, summarize_output, summarize_outputs,
+    CANNOT_RUN, SAVED, SHARED, CellChange, CellRun, NotebookCell, NotebookSnapshot, NotebookState, cell_name,
+    cells_idle, cells_of, cut_text, notebook_state, run_cell_in_notebook, summarize_output, summarize_outputs,
 )
 from .comm import FrontendError, NoFrontend
+from .hunks import lands_apart
 
 __all__ = ["CellChange", "CellRun", "NotebookCell", "NotebookSnapshot", "cells_of", "notebook_tools",
            "stale_guard", "summarize_output", "TOOL_NAMES"]
@@ -81,8 +83,9 @@ def _diff(before: str, after: str, label: str) -> str:
     return "\n".join(lines)
 
 
-_CANNOT_EDIT = ("{what}: {why}. The notebook can only be changed through nbagent's frontend part in JupyterLab "
-                "or Notebook 7 while the notebook is open; nothing was changed.")
+_CANNOT_EDIT = ("{what}: {why}. The notebook can only be changed while it is open in JupyterLab or Notebook 7 with "
+                "nbagent's frontend part, or, with no tab open, through the server's shared document where "
+                "jupyter-collaboration runs; nothing was changed.")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -126,7 +129,8 @@ def notebook_tools(shell: Any) -> list[Tool]:
             hi = min(total, end or total)
             picked = [c for c in cells if lo <= c.number <= hi]
         values = state.out_values() if live else {}
-        where = "live, unsaved edits included" if live else "saved file"
+        where = ("live shared document" if state.via == SHARED else "live, unsaved edits included") if live \
+            else "saved file"
         header = f"Notebook {path or '(unsaved)'} ({where}) · {total} cell{'s' if total != 1 else ''}"
         if len(picked) != total:
             header += f" · showing {len(picked)}"
@@ -142,7 +146,8 @@ def notebook_tools(shell: Any) -> list[Tool]:
             size += len(text)
             shown += 1
         text = header + note + "\n" + "\n".join(body)
-        return ToolResult([TextBlock(text)], details=NotebookSnapshot(path, live, picked, total, note.strip()))
+        return ToolResult([TextBlock(text)], details=NotebookSnapshot(path, live, picked, total, note.strip(),
+                                                                      via=state.via if live else SAVED))
 
     def _refusal(what: str, exc: Exception) -> ToolResult:
         if isinstance(exc, NoFrontend):
@@ -159,8 +164,8 @@ def notebook_tools(shell: Any) -> list[Tool]:
             after: the id of the cell to insert after; none: at the end of the notebook.
         """
         try:
-            result = await state.frontend.request("insert", source=source, cell_type=cell_type, after=after,
-                                                  mark=state.mark(ctx, "inserted"))
+            result = await state.request("insert", source=source, cell_type=cell_type, after=after,
+                                         mark=state.mark(ctx, "inserted"))
         except (NoFrontend, FrontendError) as exc:
             return _refusal("The cell was not inserted", exc)
         new_id = str(result.get("cell_id"))
@@ -175,7 +180,7 @@ def notebook_tools(shell: Any) -> list[Tool]:
         return ToolResult([TextBlock(f'Inserted a {cell_type} cell with id "{new_id}" {place} (cell {number} of '
                                      f'{result.get("count", "?")}). It has not been run.')],
                           details=CellChange("inserted", new_id, number, cell_type, source, diff, rid,
-                                             getattr(ctx, "call_id", None), state.name(new_id)))
+                                             getattr(ctx, "call_id", None), state.name(new_id), via=state.via))
 
     async def edit_cell(cell_id: str, old: str, new: str, ctx: ToolContext = None) -> ToolResult:  # type: ignore[assignment]
         """Replace an exact piece of text in one cell. `old` must occur exactly once in the cell (include
@@ -195,17 +200,20 @@ def notebook_tools(shell: Any) -> list[Tool]:
         if view.tokens:  # a cell holding a secret: `old` was found in its screened text; the page gets it whole
             old, new = before, view.replace(old, new, 1)
         try:
-            result = await state.frontend.request("edit", cell_id=cell_id, old=old, new=new, expected=before,
-                                                  mark=state.mark(ctx, "edited"))
+            result = await state.request("edit", cell_id=cell_id, old=old, new=new, expected=before,
+                                         mark=state.mark(ctx, "edited"))
         except (NoFrontend, FrontendError) as exc:
             return _refusal("The cell was not edited", exc)
         after = str(result.get("source", before.replace(old, new, 1)))
         state.seen[cell_id] = after
         number = int(result.get("index", 0)) + 1
-        diff = _diff(before, after, state.name(cell_id))
-        return ToolResult([TextBlock(f'Edited cell "{cell_id}" (cell {number}); it has not been run again.\n{diff}')],
+        diff = _diff(before, before.replace(old, new, 1), state.name(cell_id))  # this edit's change, and only it
+        kept = ("\nSomeone else changed other parts of the cell meanwhile; their text was kept. The cell now "
+                f"holds:\n{cut_text(after, 3000)}") if result.get("kept_others") else ""
+        return ToolResult([TextBlock(f'Edited cell "{cell_id}" (cell {number}); it has not been run again.\n{diff}'
+                                     + kept)],
                           details=CellChange("edited", cell_id, number, "", after, diff, state.run_id(ctx),
-                                             getattr(ctx, "call_id", None), state.name(cell_id)))
+                                             getattr(ctx, "call_id", None), state.name(cell_id), via=state.via))
 
     async def delete_cell(cell_id: str, ctx: ToolContext = None) -> ToolResult:  # type: ignore[assignment]
         """Delete one cell from the notebook (the user can undo it with Ctrl+Z / z). Read it first: a cell
@@ -219,7 +227,7 @@ def notebook_tools(shell: Any) -> list[Tool]:
             return error_result(problem)
         before = state.seen[cell_id]
         try:
-            result = await state.frontend.request("delete", cell_id=cell_id, expected=before)
+            result = await state.request("delete", cell_id=cell_id, expected=before)
         except (NoFrontend, FrontendError) as exc:
             return _refusal("The cell was not deleted", exc)
         state.seen.pop(cell_id, None)
@@ -227,7 +235,7 @@ def notebook_tools(shell: Any) -> list[Tool]:
         diff = _diff(before, "", state.name(cell_id))
         return ToolResult([TextBlock(f'Deleted cell "{cell_id}" (it was cell {number}).')],
                           details=CellChange("deleted", cell_id, number, "", before, diff, state.run_id(ctx),
-                                             getattr(ctx, "call_id", None), state.name(cell_id)))
+                                             getattr(ctx, "call_id", None), state.name(cell_id), via=state.via))
 
     async def run_cell(cell_id: str, code: str | None = None,
                        ctx: ToolContext = None) -> ToolResult:  # type: ignore[assignment]
@@ -347,8 +355,7 @@ async def _unread_cell(state: NotebookState, cell_id: str) -> ToolResult:
     try:
         _, cells = await state.read_live()
     except (NoFrontend, FrontendError) as exc:
-        return error_result(f'Cell "{cell_id}" was not run: {exc}. Cells can only be run through nbagent\'s '
-                            "frontend part in JupyterLab or Notebook 7; the python tool runs code without it.")
+        return error_result(f'Cell "{cell_id}" was not run: {exc}. {CANNOT_RUN}')
     cell = next((c for c in cells if c.id == cell_id), None)
     if cell is None:
         return error_result(f'There is no cell with id "{cell_id}" in the notebook. Nothing was run.')
@@ -360,7 +367,8 @@ async def _unread_cell(state: NotebookState, cell_id: str) -> ToolResult:
 def stale_guard(shell: Any) -> Callable[..., Any]:
     """A `before_tool_call` hook: an edit, deletion or run of a cell that changed since the agent read it
     (the person typed in it meanwhile) is refused before anyone is asked to approve it, not after the
-    click (the page still checks again as it applies the change)."""
+    click (the page, or the shared document, still checks again as it applies the change). Through the shared
+    document an edit goes on when what changed lies apart from the text it replaces."""
     state = notebook_state(shell)
 
     async def refuse_stale(call: Any, ctx: Any) -> Block | None:
@@ -394,6 +402,9 @@ def stale_guard(shell: Any) -> Callable[..., Any]:
             return None  # no live notebook: the tool itself says why it cannot act
         if now is None or now == expected:
             return None
+        if call.name == "edit_cell" and state.via == SHARED and lands_apart(expected, now, args.get("old"),
+                                                                            args.get("new")):
+            return None  # someone typed elsewhere in the cell: the shared document keeps it and applies the hunks
         return Block(f"{state.name(cell_id)} changed since you last read it (someone edited it meanwhile), so "
                      "nothing was asked or done. Read it again with read_notebook and base the change on what "
                      "it holds now")
@@ -453,13 +464,13 @@ def cell_python(shell: Any, original: Tool) -> Tool:
         rid = state.run_id(ctx)
         after = state.last_written.get(rid) if rid else None
         try:
-            result = await state.frontend.request("insert", source=code, cell_type="code", after=after,
-                                                  mark=state.mark(ctx, "python"))
+            result = await state.request("insert", source=code, cell_type="code", after=after,
+                                         mark=state.mark(ctx, "python"))
         except FrontendError as exc:
             if after:  # the cell it followed is gone: put it at the end
                 try:
-                    result = await state.frontend.request("insert", source=code, cell_type="code", after=None,
-                                                          mark=state.mark(ctx, "python"))
+                    result = await state.request("insert", source=code, cell_type="code", after=None,
+                                                 mark=state.mark(ctx, "python"))
                 except (NoFrontend, FrontendError) as exc2:
                     return _fallback(code, ctx, str(exc2))
             else:

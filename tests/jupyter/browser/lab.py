@@ -34,10 +34,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class LabServer:
-    """`jupyter lab` (or `jupyter notebook`, Notebook 7) serving `root`, stopped by PID."""
+COLLABORATION = ("jupyter_server_ydoc", "jupyter_collaboration")
+"""The collaboration engine's server extensions (jupyter-collaboration)."""
+COLLABORATION_PAGES = ("@jupyter/docprovider-extension", "@jupyter/collaboration-extension")
+"""Its parts in the page."""
 
-    def __init__(self, root: Path, *, app: str = "lab", theme: str | None = None, **env: str) -> None:
+
+def collaboration_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("jupyter_server_ydoc") is not None
+
+
+class LabServer:
+    """`jupyter lab` (or `jupyter notebook`, Notebook 7) serving `root`, stopped by PID.
+
+    `collaboration=True` runs it with the collaboration engine (jupyter-collaboration, as installed: the test is
+    skipped where it is not); by default the engine is switched off where it is installed, so a test sees the
+    page-only setup whatever the environment holds.
+    """
+
+    def __init__(self, root: Path, *, app: str = "lab", theme: str | None = None, collaboration: bool = False,
+                 **env: str) -> None:
         self.root = root
         self.app = app
         self.port = free_port()
@@ -50,14 +68,26 @@ class LabServer:
             (settings / "@jupyterlab" / "apputils-extension" / "themes.jupyterlab-settings").write_text(
                 json.dumps({"theme": theme}))
         (root / ".lab-workspaces").mkdir(exist_ok=True)
-        env.setdefault("JUPYTER_PATH", str(extension_path(root)))  # this checkout's frontend part
+        # this checkout's frontend part first, then whatever the environment adds
+        env.setdefault("JUPYTER_PATH", os.pathsep.join([str(extension_path(root)), os.environ.get("JUPYTER_PATH", "")]))
+        options = []
+        if collaboration:
+            import pytest
+
+            if not collaboration_installed():
+                pytest.skip("jupyter-collaboration is not installed (it is in nbagent's test extra)")
+            options.append(f"--BaseFileIdManager.db_path={root / '.file-ids.db'}")  # not the user's own
+        else:
+            env.setdefault("JUPYTER_CONFIG_PATH", os.pathsep.join(
+                [str(_without_collaboration(root)), os.environ.get("JUPYTER_CONFIG_PATH", "")]))
+        self.collaboration = collaboration
         full_env = kernel_env(root, JUPYTERLAB_SETTINGS_DIR=str(settings),
                               JUPYTERLAB_WORKSPACES_DIR=str(root / ".lab-workspaces"), **env)
         self.log = (root / "lab.log").open("w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "jupyter", app, "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
              f"--ServerApp.token={self.token}", "--allow-root", f"--ServerApp.root_dir={root}",
-             "--ServerApp.port_retries=0"],
+             "--ServerApp.port_retries=0", *options],
             cwd=root, env=full_env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         self._wait_up(timeout=60)
@@ -87,6 +117,18 @@ class LabServer:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=5)
         self.log.close()
+
+
+def _without_collaboration(root: Path) -> Path:
+    """A Jupyter configuration folder that switches the collaboration engine off (server and page), ahead of the
+    environment's, which switches it on where it is installed."""
+    folder = root / ".jupyter-config-solo"
+    (folder / "labconfig").mkdir(parents=True, exist_ok=True)
+    (folder / "jupyter_server_config.json").write_text(json.dumps(
+        {"ServerApp": {"jpserver_extensions": {name: False for name in COLLABORATION}}}))
+    (folder / "labconfig" / "page_config.json").write_text(json.dumps(
+        {"disabledExtensions": {name: True for name in COLLABORATION_PAGES}}))
+    return folder
 
 
 def extension_path(root: Path) -> Path:
@@ -157,6 +199,14 @@ class LabPage:
             second.goto(f"{self.server.url}/lab/tree/{notebook}?reset&token={self.server.token}")
         else:
             second.goto(f"{self.server.url}/notebooks/{notebook}?token={self.server.token}")
+        return LabPage(self.server, page=second, owner=self)
+
+    def another_person(self, notebook: str, *, width: int = 1280, height: int = 1000) -> LabPage:
+        """The notebook opened by someone else: a browser context of their own in this page's browser (their own
+        cookies, so the server sees another user)."""
+        browser = self.browser if self.browser is not None else self.owner.browser  # type: ignore[union-attr]
+        second = browser.new_context(viewport={"width": width, "height": height}, device_scale_factor=1).new_page()
+        second.goto(f"{self.server.url}/lab/tree/{notebook}?reset&token={self.server.token}")
         return LabPage(self.server, page=second, owner=self)
 
     def check_build(self) -> None:

@@ -159,7 +159,8 @@ def test_the_agent_works_in_the_notebook(server):
         press(row, "approve")
         # the run ended: its live view was replaced by the run's static rendering (a div.nba)
         p.wait_for_selector(".nba-head .nba-pill.nba-s-done", timeout=30_000)
-        view = page.wait_text(p.locator(":is(.nba-view, div.nba)"), "changed since you last read it", "denied by you")
+        view = page.wait_text(p.locator(":is(.nba-view, div.nba)"), "changed since you last read it", "denied by you",
+                              "notebook: this tab")  # no collaboration engine here: the header says the page's path
         wait_sources(page, lambda s: s[4] == TYPED + " + 1", "the person's edit is not in the cell")
         assert "denied by you" in view
         assert f"The cell you typed holds: {TYPED}" in view  # read_notebook saw the unsaved, never-run cell
