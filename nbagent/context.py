@@ -213,6 +213,7 @@ class ToolContext:
         "agent_name",
         "session_id",
         "scope",
+        "state_change",
         "_extensions",
         "_on_progress",
         "_loop",
@@ -256,6 +257,9 @@ class ToolContext:
         reach themselves (a grep that walks a tree skips files behind `deny: read_file(...)`)."""
         self.decision: Any = None
         """The permission decision that allowed the call (set before it runs; `source` says what decided)."""
+        self.state_change: Any = None
+        """What the call did to the namespace it ran code in (`nbagent.lineage.StateChange`), set by tools that
+        run code (`python`, `run_cell`); the call's record keeps it."""
         self._extensions = extensions or {}
         self._on_progress = on_progress
         self._loop = loop
