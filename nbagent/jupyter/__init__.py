@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["get_session", "load_ipython_extension", "runs", "unload_ipython_extension", "view"]
+__all__ = ["check_reproducible", "get_session", "load_ipython_extension", "runs", "unload_ipython_extension", "view"]
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -53,6 +53,18 @@ def view(run: Any) -> Any:
     again while the run goes on (Approve, Deny and Stop work there too), its static rendering once it ended.
     Its `pending` rows can be approved or denied from code."""
     return get_session().view(run)
+
+
+def check_reproducible(path: Any, timeout: int = 600, **options: Any) -> Any:
+    """In the live kernel: run the saved notebook at `path` top to bottom in a fresh kernel (nbclient) and
+    compare it with this kernel's names (those the agent's work made; `names=[...]` to choose). Returns a
+    report with `reproducible`, `missing`, `different` and `failed_cells` (indexes), shown as a table.
+    `timeout`: seconds one cell may take. Every `%agent` in the rerun answers from its stored conversation
+    and runs no tool: the check asks whether the cells alone make the state (`%agent --check` does the same
+    for this notebook)."""
+    from .notebook.rerun import check_reproducible as check
+
+    return check(path, timeout, **options)
 
 
 def runs(all: bool = False) -> Any:  # noqa: A002 - the natural name here

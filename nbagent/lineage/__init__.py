@@ -18,7 +18,9 @@ The rule: this wing imports only the vocabulary at the top of nbagent.
 
 from __future__ import annotations
 
-from ._cells import CellPlan, CellSource, Step, defined_names, kernel_only, plan_cells, steps_of, to_cells
+from ._cells import (
+    CellPlan, CellSource, Step, defined_names, kernel_only, plan_cells, provenance, steps_of, to_cells,
+)
 from ._fingerprint import WHOLE_BYTES, Print, fingerprint, same, signature
 from ._names import CodeNames, code_names
 from ._report import NameCheck, Reproducibility, compare
@@ -26,4 +28,4 @@ from ._watch import NamespaceWatch, StateChange
 
 __all__ = ["CellPlan", "CellSource", "CodeNames", "NameCheck", "NamespaceWatch", "Print", "Reproducibility",
            "StateChange", "Step", "WHOLE_BYTES", "code_names", "compare", "defined_names", "fingerprint",
-           "kernel_only", "plan_cells", "same", "signature", "steps_of", "to_cells"]
+           "kernel_only", "plan_cells", "provenance", "same", "signature", "steps_of", "to_cells"]

@@ -29,7 +29,8 @@ from typing import Any, Iterable
 from ._names import code_names
 from ._watch import StateChange
 
-__all__ = ["CellPlan", "CellSource", "Step", "defined_names", "kernel_only", "plan_cells", "steps_of", "to_cells"]
+__all__ = ["CellPlan", "CellSource", "Step", "defined_names", "kernel_only", "plan_cells", "provenance", "steps_of",
+           "to_cells"]
 
 _ID = re.compile(r"[^A-Za-z0-9_.:-]")
 

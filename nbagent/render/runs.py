@@ -33,6 +33,7 @@ from .base import (
     _ICONS, _LIVE_STATUSES, MAX_RICH, MAX_TEXT, _clip, _esc, _esc_output, _icon, _pill, _style, css, describe_object,
     frozen_status, hidden_warnings, one_line, plural, seconds, status_word,
 )
+from .lineage import kernel_only_html, kernel_only_text
 from .live import (
     approval_notice_html, presentation_html, presentation_text, processes_html, processes_text, steered_html,
 )
@@ -375,7 +376,7 @@ def header_html(run: AgentRun, *, waiting: int = 0, live: bool = False, stopped:
             f'<span class="nba-model">{_esc(run.model.spec)}</span>'
             f'<span class="nba-chip">{_esc(run.agent.mode)} mode</span>{_tools_chip(run)}{_sandbox_chip(run)}'
             f'<span class="nba-stats">{_esc(" · ".join(stats))}</span>{gauge_html(run)}{cost_html}{stale}</div>'
-            + processes_html(run))
+            + processes_html(run) + kernel_only_html(run))
 
 
 def _is_builtin(tool: Any) -> bool:
@@ -631,7 +632,7 @@ def run_text(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
     for rec in run.calls:
         waited = (waits or {}).get(rec.id)
         lines.extend("  " + line for line in call_text(rec, frozen=frozen, waited=waited).splitlines())
-    lines.extend(processes_text(run))
+    lines.extend(processes_text(run) + kernel_only_text(run))
     for event in getattr(run, "events", ()):
         if getattr(event, "kind", "") == "steered":
             lines.append(f"  you, while it ran: {one_line(event.text, 200)}")
