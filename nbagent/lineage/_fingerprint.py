@@ -73,11 +73,13 @@ def is_immutable(value: Any) -> bool:
     return False
 
 
-def fingerprint(value: Any, budget: int = WHOLE_BYTES) -> Print | None:
-    """A bounded digest of `value`'s content, to tell whether it changed in place (None: it cannot)."""
+def fingerprint(value: Any, budget: int | None = None) -> Print | None:
+    """A bounded digest of `value`'s content, to tell whether it changed in place (None: it cannot). `budget`:
+    bytes looked at whole (default `WHOLE_BYTES`)."""
     if is_immutable(value) or isinstance(value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
                                                  type, types.MethodType)):
         return None
+    budget = WHOLE_BYTES if budget is None else budget
     h = _Hasher(budget)
     try:
         _feed(h, value, depth=0)

@@ -431,9 +431,8 @@ async def _watch(state: NotebookState, code: str, cell_id: str, tool: str) -> Na
     shell = state.shell
     if getattr(shell, "user_ns", None) is None:
         return None
-    from .kernel_tools import kernel_runner
-
-    hidden = kernel_runner(shell).hidden_names()
+    runner = getattr(shell, "_nbagent_runner", None)  # the kernel's runner (kernel_tools): it knows IPython's names
+    hidden = runner.hidden_names() if runner is not None else {"In", "Out", "get_ipython", "exit", "quit"}
     try:
         return await asyncio.to_thread(NamespaceWatch, shell.user_ns, code, hidden=hidden,
                                        transform=shell.transform_cell, tool=tool, cell_id=cell_id)
