@@ -1,20 +1,28 @@
 """The time the OS sandbox adds to one shell command.
 
-    python bench/sandbox.py [--rounds 5] [--n 40]
+    python bench/sandbox.py [--rounds 5] [--n 40] [--ballast-mb 0]
 
 For `true` and `ls`, in a workspace of a few hundred files:
 - the process alone: `bash -c CMD` started with subprocess (the floor);
 - the same under bubblewrap with the `read-only` and `workspace-write` policies (`sandbox_command`), and
-  under Landlock (the fallback where bubblewrap cannot run);
+  under Landlock (the fallback where bubblewrap cannot run), alone and, where this process may make one,
+  with a mount namespace per command (protected paths as read-only mounts);
 - end to end through the `shell` tool of an Agent (ScriptedModel): `danger-full-access` (no sandbox)
-  against `workspace-write` (also with a read deny rule, which makes the sandbox hide files).
+  against `workspace-write` (also with a read deny rule, which makes the sandbox hide files), with this
+  machine's backend and with Landlock forced (`NBAGENT_SANDBOX=landlock`, `landlock-nomount`).
 Rounds alternate the variants so a noisy neighbour hits them alike; the median of each round's
-per-command mean is reported, with the sandbox's added milliseconds. Goal: under 10 ms added.
+per-command mean is reported (wall time, and CPU time of this process and its children, which a noisy
+neighbour moves less), with the sandbox's added milliseconds. Goal: under 10 ms added.
+`--ballast-mb N` makes this process hold N MB first, as a kernel holding data does: Landlock starts a
+command with `fork` (its rules are set between fork and exec), whose cost grows with that; the
+variant "no subreaper" leaves out the second fork that keeps what a command leaves running in check.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -26,41 +34,67 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, toolbox  # noqa: E402
 from nbagent.safety.sandbox import SandboxBackend, landlock_abi, prepare, sandbox_backend, sandbox_command  # noqa: E402
+from nbagent.safety.sandbox_linux import mount_namespace  # noqa: E402
 
 
-def per_command(argv: list[str], n: int, cwd: Path) -> float:
-    t0 = time.perf_counter()
+def cpu() -> float:
+    """CPU seconds of this process and the children it waited for."""
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+
+
+def per_command(argv: list[str], n: int, cwd: Path) -> tuple[float, float]:
+    t0, c0 = time.perf_counter(), cpu()
     for _ in range(n):
         subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    return (time.perf_counter() - t0) / n
+    return (time.perf_counter() - t0) / n, (cpu() - c0) / n
 
 
-def per_command_landlock(argv: list[str], n: int, cwd: Path, policy: str, backend: SandboxBackend) -> float:
-    t0 = time.perf_counter()
-    for _ in range(n):
-        prepared = prepare(argv, workspace=cwd, policy=policy, backend=backend)
-        subprocess.run(prepared.argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
-                       preexec_fn=prepared.preexec_fn, env={**__import__("os").environ, **prepared.env})
-        prepared.cleanup()
-    return (time.perf_counter() - t0) / n
+def per_command_landlock(argv: list[str], n: int, cwd: Path, policy: str, backend: SandboxBackend,
+                         subreaper: bool = True) -> tuple[float, float]:
+    from nbagent.safety import sandbox_landlock
+
+    kept = sandbox_landlock.supervise_command
+    if not subreaper:
+        sandbox_landlock.supervise_command = lambda: None
+    try:
+        t0, c0 = time.perf_counter(), cpu()
+        for _ in range(n):
+            prepared = prepare(argv, workspace=cwd, policy=policy, backend=backend)
+            subprocess.run(prepared.argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+                           preexec_fn=prepared.preexec_fn, env={**os.environ, **prepared.env})
+            prepared.cleanup()
+        return (time.perf_counter() - t0) / n, (cpu() - c0) / n
+    finally:
+        sandbox_landlock.supervise_command = kept
 
 
-def through_tool(ws: Path, command: str, n: int, sandbox: str, rules: list[str]) -> float:
+def through_tool(ws: Path, command: str, n: int, sandbox: str, rules: list[str], forced: str = "") -> tuple[float, float]:
     calls = [AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={"command": command})]) for _ in range(n)]
     agent = Agent(model=ScriptedModel(calls + ["done"]), tools=toolbox.all(workspace=ws), mode="bypassPermissions",
                   sandbox=sandbox, rules=rules, max_turns=n + 1)
-    t0 = time.perf_counter()
-    run = agent.run_sync("go")
-    elapsed = time.perf_counter() - t0
+    os.environ["NBAGENT_SANDBOX"] = forced
+    sandbox_backend.cache_clear()
+    try:
+        t0, c0 = time.perf_counter(), cpu()
+        run = agent.run_sync("go")
+        elapsed, spent = time.perf_counter() - t0, cpu() - c0
+    finally:
+        os.environ.pop("NBAGENT_SANDBOX")
+        sandbox_backend.cache_clear()
     assert all(c.status == "ok" for c in run.calls), [c.result.text for c in run.calls if c.status != "ok"]
-    return elapsed / n
+    return elapsed / n, spent / n
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--n", type=int, default=40)
+    parser.add_argument("--ballast-mb", type=int, default=0)
     opts = parser.parse_args()
+    ballast = bytearray(opts.ballast_mb << 20)
+    for i in range(0, len(ballast), 4096):
+        ballast[i] = 1  # touched, so that it is really held
     backend = sandbox_backend()
     print(f"backend: {backend.name}" + (f" ({backend.reason})" if backend.reason else ""))
     if not backend.available:
@@ -79,25 +113,38 @@ def main() -> None:
                 wrapped = sandbox_command(bare, workspace=ws, policy=policy)
                 variants[f"{cmd}: bubblewrap {policy}"] = lambda w=wrapped: per_command(w, opts.n, ws)
                 if landlock_abi():
-                    landlock = SandboxBackend("landlock", runtime_paths=backend.runtime_paths)
-                    variants[f"{cmd}: landlock {policy}"] = (
-                        lambda p=policy, b=bare, ll=landlock: per_command_landlock(b, opts.n, ws, p, ll))
+                    for mounts in (False, True) if mount_namespace() else (False,):
+                        landlock = SandboxBackend("landlock", runtime_paths=backend.runtime_paths, mounts=mounts)
+                        name = f"{cmd}: landlock{' + mounts' if mounts else ''} {policy}"
+                        variants[name] = lambda p=policy, b=bare, ll=landlock: per_command_landlock(b, opts.n, ws, p, ll)
+                    if policy == "workspace-write":
+                        landlock = SandboxBackend("landlock", runtime_paths=backend.runtime_paths)
+                        variants[f"{cmd}: landlock {policy}, no subreaper"] = (
+                            lambda p=policy, b=bare, ll=landlock: per_command_landlock(b, opts.n, ws, p, ll, False))
             variants[f"{cmd}: shell tool, no sandbox"] = lambda c=cmd: through_tool(ws, c, opts.n, "danger-full-access", [])
             variants[f"{cmd}: shell tool, workspace-write"] = lambda c=cmd: through_tool(ws, c, opts.n, "workspace-write", [])
             variants[f"{cmd}: shell tool, workspace-write + deny rule"] = (
                 lambda c=cmd: through_tool(ws, c, opts.n, "workspace-write", ["deny: read_file(.env)"]))
+            if landlock_abi():
+                for forced in ("landlock", "landlock-nomount") if mount_namespace() else ("landlock-nomount",):
+                    variants[f"{cmd}: shell tool, workspace-write, {forced}"] = (
+                        lambda c=cmd, f=forced: through_tool(ws, c, opts.n, "workspace-write", [], f))
         results: dict[str, list[float]] = {k: [] for k in variants}
         for _ in range(opts.rounds):
             for name, fn in variants.items():
                 results[name].append(fn())  # type: ignore[operator]
-    med = {k: statistics.median(v) * 1000 for k, v in results.items()}
-    print(f"{'variant':52} {'ms/command':>10} {'added ms':>9}")
+    wall = {k: statistics.median(w for w, _ in v) * 1000 for k, v in results.items()}
+    spent = {k: statistics.median(c for _, c in v) * 1000 for k, v in results.items()}
+    print(f"ballast: {opts.ballast_mb} MB held by this process")
+    print(f"{'variant':56} {'ms/command':>10} {'added ms':>9} {'CPU ms':>7} {'added':>7}")
     for cmd in ("true", "ls"):
-        for name in [k for k in med if k.startswith(cmd + ":")]:
-            floor = med[f"{cmd}: bash alone"] if "tool" not in name else med[f"{cmd}: shell tool, no sandbox"]
-            added = "" if name.endswith(("bash alone", "no sandbox")) else f"{med[name] - floor:+9.2f}"
-            print(f"{name:52} {med[name]:10.2f} {added:>9}")
-    worst = max(med[k] - med[f"{k.split(':')[0]}: shell tool, no sandbox"] for k in med if "shell tool, workspace" in k)
+        for name in [k for k in wall if k.startswith(cmd + ":")]:
+            base = f"{cmd}: bash alone" if "tool" not in name else f"{cmd}: shell tool, no sandbox"
+            plain = name.endswith(("bash alone", "no sandbox"))
+            added = "" if plain else f"{wall[name] - wall[base]:+9.2f}"
+            added_cpu = "" if plain else f"{spent[name] - spent[base]:+7.2f}"
+            print(f"{name:56} {wall[name]:10.2f} {added:>9} {spent[name]:7.2f} {added_cpu:>7}")
+    worst = max(wall[k] - wall[f"{k.split(':')[0]}: shell tool, no sandbox"] for k in wall if "shell tool, workspace" in k)
     print(f"most added through the shell tool: {worst:.2f} ms (goal: under 10 ms)")
 
 

@@ -69,3 +69,32 @@ def kernels_only_where_marked(request, monkeypatch):
         raise RuntimeError(f"{request.node.nodeid} starts a Jupyter kernel: mark it @pytest.mark.kernel")
 
     monkeypatch.setattr(LocalProvisioner, "launch_kernel", refuse)
+
+
+SANDBOX_LANES = ("bubblewrap", "landlock", "landlock-nomount")
+"""The sandboxes a host can give shell commands (`NBAGENT_SANDBOX`): bubblewrap; Landlock with a mount
+namespace per command (root in a VM or a privileged container, without bubblewrap); Landlock alone (a
+container without user namespaces or privileges: the usual Docker or Kubernetes JupyterHub)."""
+
+
+@pytest.fixture(params=SANDBOX_LANES)
+def sandbox_lane(request, monkeypatch):
+    """Runs a test once per sandbox lane this machine can run (the `SandboxBackend` in force). `landlock` is
+    skipped where it would be the same as `landlock-nomount` (no mount namespace here)."""
+    from nbagent.safety.sandbox import sandbox_backend
+    from nbagent.safety.sandbox_linux import landlock_abi
+
+    monkeypatch.setenv("NBAGENT_SANDBOX", request.param)
+    sandbox_backend.cache_clear()
+    chosen = sandbox_backend()
+    if chosen.name != request.param.split("-")[0]:
+        sandbox_backend.cache_clear()
+        if request.param.startswith("landlock") and landlock_abi() >= 1:  # the kernel has it: never a silent skip
+            pytest.fail(f"NBAGENT_SANDBOX={request.param} did not give Landlock: {chosen.reason}")
+        pytest.skip(f"{request.param} is not available here: {chosen.reason}")
+    if request.param == "landlock" and not chosen.mounts:
+        sandbox_backend.cache_clear()
+        pytest.skip("this process cannot make a mount namespace: the landlock-nomount lane is this one")
+    yield chosen
+    monkeypatch.delenv("NBAGENT_SANDBOX", raising=False)
+    sandbox_backend.cache_clear()

@@ -26,18 +26,24 @@ Backends, chosen once per process by `sandbox_backend()`:
   mount point). Files hidden by read deny rules look empty.
 - **Linux, Landlock** (kernel 5.13+; where bubblewrap is missing or cannot make namespaces, as in many
   containers): the same reads and writes, enforced by the kernel on every open (`nbagent.safety.sandbox_linux`);
-  hidden files and secret places are left out of its rules (refused, not empty); TCP off by Landlock and
-  every other protocol by a seccomp filter; no capabilities (root's CAP_SYS_PTRACE would read other
-  processes' `/proc/<pid>/environ` past Landlock's ptrace scoping); no privileges needed. A right on a
-  directory holds for all beneath it, so protected paths stay read-only by leaving them and every directory
-  above them (the workspace's top level) out of the writable trees: below the top level is writable, a new
-  entry at the top is not. It has no PID namespace: processes left running are found by a marker in their
-  environment and stopped, and other processes' `/proc` entries stay readable.
+  TCP off by Landlock and every other protocol by a seccomp filter; no capabilities (root's CAP_SYS_PTRACE
+  would read other processes' `/proc/<pid>/environ` past Landlock's ptrace scoping); no privileges needed.
+  A right on a directory holds for all beneath it, so protected paths are kept in one of two ways
+  (`nbagent.safety.sandbox_landlock`): where the process may make a mount namespace, each command gets one
+  with protected paths as read-only mounts and hidden files masked, as under bubblewrap, and the whole
+  workspace is writable; where it may not, protected paths and every directory above them (the top level)
+  are left out of the writable trees: everything below the top level is writable, and a new entry at the
+  top is refused while a protected path, a hidden file or a secret place is there (hidden files are then
+  refused, not empty). It has no PID namespace: what an approved command leaves running is adopted by the
+  process it was started as, which stays outside the sandbox and stops it all when the command ends
+  (`supervise_command`); a marker in the environment is the second net (and the only one for read-only
+  commands, which cannot write); other processes' `/proc` entries stay readable.
 - **No sandbox** (neither can run, macOS, Windows, or `danger-full-access`): commands
   run as plain processes in their own process group. The view's header says so, and shell auto-allow
   shrinks to `STRICT_READ_ONLY_COMMANDS`, whose options are fully known.
 
-A scan that cannot finish fails closed (`hidden_paths`); a protected path a command made is removed.
+A scan that cannot finish fails closed (`hidden_paths`); a protected path a command made is removed, and
+one that is a symbolic link (a mount follows it) is put back if the command replaced it.
 
 macOS (`sandbox-exec`) is planned, not built. The `python` tool runs in the kernel: no sandbox applies.
 
@@ -55,11 +61,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from .sandbox_linux import _DEVICES, MARKER_VARIABLE, LandlockRuleset, bubblewrap_seccomp, landlock_abi, stop_marked
+from .sandbox_landlock import (Prepared, landlock_prepared, make_own_folder, missing_protected, protected_links,
+                               protected_mounts, remove_created)
+from .sandbox_linux import MARKER_VARIABLE, bubblewrap_seccomp, landlock_abi, mount_namespace
 
 __all__ = ["CREDENTIAL_STORES", "HIDDEN_SCAN_LIMIT", "HiddenScanError", "MARKER_VARIABLE", "PROTECTED_PATHS",
-           "Prepared", "SandboxBackend", "hidden_paths", "jupyter_runtime_dirs", "landlock_abi", "prepare",
-           "SandboxPolicy", "sandbox_backend", "sandbox_command", "sandbox_policy", "secret_places"]
+           "Prepared", "SandboxBackend", "SandboxPolicy", "hidden_paths", "jupyter_runtime_dirs", "landlock_abi",
+           "prepare", "remove_created", "sandbox_backend", "sandbox_command", "sandbox_policy", "secret_places"]
 
 from .protected import PROTECTED_PATHS  # noqa: E402 - the one list: configuration that can run programs
 """Paths inside the workspace that `workspace-write` keeps read-only: configuration that can run programs
@@ -110,6 +118,10 @@ class SandboxBackend:
     """Why there is none, when there is none."""
     runtime_paths: tuple[str, ...] = field(default=())
     """Directories outside the system paths that commands need (the Python runtime, PATH entries)."""
+    mounts: bool = False
+    """Landlock: commands get a mount namespace of their own (protected paths as read-only mounts, so the
+    whole workspace can be writable); without one, new entries at the workspace's top level are refused
+    while a protected path is there (`nbagent.safety.sandbox_landlock`)."""
 
     @property
     def available(self) -> bool:
@@ -122,23 +134,32 @@ class SandboxBackend:
             return "no sandbox (danger-full-access): shell auto-allow limited to a fixed list"
         if not self.available:
             return f"no sandbox ({self.reason}): shell auto-allow limited to a fixed list"
+        if self.name == "landlock" and not self.mounts and policy.name == "workspace-write":
+            return (f"sandbox: landlock, {policy} (no mount namespace: no new entries at the workspace's top level "
+                    "while protected paths are there)")
         return f"sandbox: {self.name}, {policy}"
 
 
 @functools.lru_cache(maxsize=1)
 def sandbox_backend() -> SandboxBackend:
-    """The sandbox this machine offers, probed once (set `NBAGENT_SANDBOX=none` to turn it off)."""
+    """The sandbox this machine offers, probed once. `NBAGENT_SANDBOX` chooses: `none` turns it off,
+    `bubblewrap` or `landlock` forces that backend even where the other works, and `landlock-nomount`
+    forces Landlock without a mount namespace (what a container without user namespaces or privileges
+    gets: the test lane that sees what those hosts see)."""
     wanted = os.environ.get("NBAGENT_SANDBOX", "").strip().lower()
     if wanted in ("none", "off", "0", "false"):
         return SandboxBackend("none", reason="NBAGENT_SANDBOX=none")
     if not sys.platform.startswith("linux"):
         return SandboxBackend("none", reason=f"no sandbox is built for {sys.platform} yet")
-    bubblewrap = _bubblewrap() if wanted != "landlock" else SandboxBackend("none", reason="NBAGENT_SANDBOX=landlock")
+    forced = wanted in ("landlock", "landlock-nomount")
+    bubblewrap = _bubblewrap() if not forced else SandboxBackend("none", reason=f"NBAGENT_SANDBOX={wanted}")
     if bubblewrap.available or wanted == "bubblewrap":
         return bubblewrap
     if landlock_abi() >= 1:
-        return SandboxBackend("landlock", runtime_paths=_runtime_paths(),
-                              reason=f"{bubblewrap.reason}; Landlock ABI {landlock_abi()} instead")
+        mounts = wanted != "landlock-nomount" and mount_namespace()
+        how = "with a mount namespace per command" if mounts else "no mount namespace"
+        return SandboxBackend("landlock", runtime_paths=_runtime_paths(), mounts=mounts,
+                              reason=f"{bubblewrap.reason}; Landlock ABI {landlock_abi()} instead ({how})")
     return bubblewrap
 
 
@@ -311,60 +332,12 @@ def _masked(path: str) -> list[str]:
 
 
 def protected_binds(ws: Path) -> list[str]:
-    """bubblewrap arguments that keep `PROTECTED_PATHS` read-only as a whole: each one that exists is
-    bound read-only over itself (a mount point, so it cannot be written, removed, renamed away or replaced),
-    and each directory between it and the workspace (`.git`) is bound over itself, writable, so that it
-    cannot be renamed away either (rename of a mount point fails with EBUSY). One that does not exist yet
-    is removed after the call if the command made it (`created_protected`)."""
-    _make_own_folder(ws)
-    args: list[str] = []
-    parents: list[str] = []
-    for rel in PROTECTED_PATHS:
-        target = ws / rel
-        for parent in reversed(Path(rel).parents[:-1]):  # .git for .git/hooks
-            where = ws / parent
-            if str(where) not in parents and where.is_dir() and not where.is_symlink():
-                parents.append(str(where))
-                args += ["--bind", str(where), str(where)]
-    for rel in PROTECTED_PATHS:
-        target = ws / rel
-        if target.is_symlink():
-            real = os.path.realpath(target)
-            if real.startswith(str(ws) + "/") and os.path.exists(real):
-                args += ["--ro-bind", real, real]  # where the link leads, inside the workspace
-        elif target.exists():
-            args += ["--ro-bind", str(target), str(target)]
-    return args
-
-
-def _make_own_folder(ws: Path) -> None:
-    try:  # nbagent's own folder is protected even before nbagent first writes into it
-        (ws / ".nbagent").mkdir(exist_ok=True)
-    except OSError:
-        pass
-
-
-def missing_protected(ws: Path) -> list[Path]:
-    """The `PROTECTED_PATHS` of `ws` that do not exist now (what `remove_created` looks at after a call)."""
-    _make_own_folder(ws)
-    return [ws / rel for rel in PROTECTED_PATHS if not os.path.lexists(ws / rel)]
-
-
-def remove_created(paths: Iterable[Path]) -> list[str]:
-    """Remove what a command created at protected paths that did not exist before it ran (`missing_protected`);
-    the paths removed."""
-    removed = []
-    for path in paths:
-        if os.path.lexists(path):
-            try:
-                if path.is_dir() and not path.is_symlink():
-                    shutil.rmtree(path)
-                else:
-                    path.unlink()
-                removed.append(str(path))
-            except OSError:
-                removed.append(f"{path} (could not be removed)")
-    return removed
+    """bubblewrap arguments that keep `PROTECTED_PATHS` read-only as a whole (`protected_mounts`): each one
+    that exists bound read-only over itself, each directory between one and the workspace bound over
+    itself. One that does not exist yet is removed after the call if the command made it."""
+    make_own_folder(ws)
+    pinned, read_only = protected_mounts(ws)
+    return [a for p in pinned for a in ("--bind", p, p)] + [a for p in read_only for a in ("--ro-bind", p, p)]
 
 
 HIDDEN_SCAN_LIMIT = 50_000
@@ -417,58 +390,6 @@ def hidden_paths(root: Path, denied: Any) -> tuple[Path, ...]:
     return tuple(found)
 
 
-# -- Landlock: the fallback where bubblewrap cannot run (nbagent.safety.sandbox_linux) --------------------
-# Landlock (Linux 5.13+) restricts what a process and its children may open, with no namespaces and no
-# privileges. It cannot keep `.git/hooks` read-only inside a writable workspace, and it has no PID
-# namespace: processes that outlive the command are found by a marker in their environment and stopped
-# (a program that wipes its environment escapes that sweep).
-
-@dataclass(slots=True)
-class Prepared:
-    """A command ready to start under a sandbox: what to run, with what, and what to do after."""
-
-    argv: list[str]
-    env: dict[str, str] = field(default_factory=dict)
-    """Variables to add to the command's environment."""
-    preexec_fn: Any = None
-    ruleset: LandlockRuleset | None = None
-    marker: str | None = None
-    tmpdir: str | None = None
-    watched: list[Path] = field(default_factory=list)
-    """Protected paths that did not exist before the call: removed after it if the command made them."""
-    removed: list[str] = field(default_factory=list)
-    """What `cleanup()` removed of them."""
-    pass_fds: tuple[int, ...] = ()
-    """File descriptors the sandbox program reads (bubblewrap's seccomp filter): passed, then closed."""
-
-    def started(self) -> None:
-        """Once the process started: close what was passed to it."""
-        for fd in self.pass_fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self.pass_fds = ()
-
-    def stop_leftovers(self) -> None:
-        """Once the command exited: stop what it left running (Landlock; bubblewrap's PID namespace
-        already did)."""
-        if self.marker is not None:
-            stop_marked(self.marker)
-
-    def cleanup(self) -> None:
-        """After the command: stop what it left running, free what was made for it."""
-        self.stop_leftovers()
-        self.started()
-        if self.watched:
-            self.removed = remove_created(self.watched)
-            self.watched = []
-        if self.ruleset is not None:
-            self.ruleset.close()
-        if self.tmpdir is not None:
-            shutil.rmtree(self.tmpdir, ignore_errors=True)
-
-
 def prepare(
     argv: list[str],
     *,
@@ -484,37 +405,21 @@ def prepare(
     if policy.name == "danger-full-access" or not backend.available:
         return Prepared(list(argv))
     ws = os.path.realpath(workspace)
-    watched = missing_protected(Path(ws)) if policy.name == "workspace-write" else []
-    network = policy.network and policy.name == "workspace-write"
+    writes = policy.name == "workspace-write"
+    network = policy.network and writes
     if backend.name == "bubblewrap":
+        if writes:
+            make_own_folder(Path(ws))  # bound read-only like the others, before nbagent first writes in it
+        watched = missing_protected(Path(ws)) if writes else []
+        links = protected_links(Path(ws)) if writes else {}
         wrapped = sandbox_command(argv, workspace=workspace, cwd=cwd, policy=policy, hidden=hidden, backend=backend)
         fds = bubblewrap_seccomp(wrapped) if not network else ()  # a unix socket of the workspace is a way out
-        return Prepared(wrapped, watched=watched, pass_fds=fds)
-    import tempfile
-    import uuid
-
+        return Prepared(wrapped, watched=watched, links=links, pass_fds=fds)
     if any(ws == p or ws.startswith(p + "/") for p in secret_places()):
         raise OSError("the workspace is inside a credential store or Jupyter's runtime folder")
-    tmpdir = tempfile.mkdtemp(prefix="nbagent-sandbox-")
-    writable = [tmpdir]
-    if policy.name == "workspace-write":
-        writable += [ws] + [os.path.realpath(p) for p in policy.writable]
     home = os.path.realpath(os.path.expanduser("~"))
     readable = [p for p in _SYSTEM_PATHS if os.path.exists(p)] + list(backend.runtime_paths) + [ws, "/proc"]
     readable += [os.path.join(home, name) for name in _HOME_FILES_SHOWN]
-    excluded = list(secret_places()) + [os.path.realpath(h) for h in hidden]
-    # Landlock's rights on a directory hold for everything beneath it, so a protected path stays read-only
-    # only if no directory above it is writable: the workspace's own top level is then not writable either
-    # (its other entries are), and `.git` cannot be renamed away or written into.
-    protected = [os.path.join(ws, rel) for rel in PROTECTED_PATHS] if policy.name == "workspace-write" else []
-    read_only = [p for p in protected if os.path.lexists(p)]
-    try:
-        ruleset = LandlockRuleset(readable=readable, writable=writable, devices=_DEVICES, excluded=excluded,
-                                  network=network, read_only=read_only)
-    except BaseException:
-        shutil.rmtree(tmpdir, ignore_errors=True)
-        raise
-    marker = uuid.uuid4().hex
-    env = {MARKER_VARIABLE: marker, "TMPDIR": tmpdir, "TMP": tmpdir, "TEMP": tmpdir}
-    return Prepared(list(argv), env=env, preexec_fn=ruleset.restrict, ruleset=ruleset, marker=marker, tmpdir=tmpdir,
-                    watched=watched)
+    writable = [ws] + [os.path.realpath(p) for p in policy.writable] if writes else []
+    return landlock_prepared(list(argv), ws=ws, writes=writes, network=network, readable=readable,
+                             writable=writable, secret=secret_places(), hidden=hidden, mounts=backend.mounts)

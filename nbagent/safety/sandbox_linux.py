@@ -17,7 +17,18 @@ root kernel reads only its own processes' `/proc` entries (measured here: Linux 
 as root the environ of the kernel is readable without the drop and refused with it; as another user it
 is refused either way).
 
-It reads nothing anyone else wrote: it only builds and installs filters.
+Where the process may make a mount namespace of its own (CAP_SYS_ADMIN: root in a VM or a privileged
+container, without bubblewrap), `MountPlan` gives the child one before the ruleset: protected paths bound
+read-only over themselves and hidden files masked, as bubblewrap does, so the workspace itself can be
+writable. Its mounts stay private to the command (`/` is made private first) and it cannot undo them:
+Landlock refuses every mount call of a sandboxed process, and it has no capabilities left.
+
+Without a PID namespace, `supervise_command` keeps what a command leaves running in check: the process
+the caller started forks once more, stays outside the sandbox as a subreaper (orphans come to it, not to
+init), and stops them all when the command exits. `stop_marked` is the second net: it finds processes by
+a marker in their environment, which a process can clear.
+
+It reads nothing anyone else wrote: it only builds and installs filters and mounts.
 """
 
 from __future__ import annotations
@@ -30,8 +41,8 @@ import struct
 import sys
 from typing import Iterable
 
-__all__ = ["MARKER_VARIABLE", "LandlockRuleset", "NetworkFilter", "bubblewrap_seccomp", "drop_capabilities", "landlock_abi",
-           "stop_marked"]
+__all__ = ["MARKER_VARIABLE", "LandlockRuleset", "MountPlan", "NetworkFilter", "bubblewrap_seccomp", "drop_capabilities",
+           "landlock_abi", "mount_namespace", "stop_marked", "supervise_command"]
 
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
@@ -283,3 +294,176 @@ def stop_marked(marker: str) -> int:
         if not found:
             break
     return stopped
+
+
+# -- a mount namespace of the command's own (where the process may make one) -------------------------------
+_CLONE_NEWNS = 0x00020000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
+_KEPT_FLAGS = ((os.ST_NOSUID, _MS_NOSUID), (os.ST_NODEV, _MS_NODEV), (os.ST_NOEXEC, _MS_NOEXEC),
+               (1024, 1024), (2048, 2048), (4096, 1 << 21))  # noatime, nodiratime, relatime
+
+
+class MountPlan:
+    """Mounts made in the child before the Landlock ruleset: `read_only` paths bound read-only over
+    themselves (a mount point cannot be renamed, removed or replaced: EBUSY), `pinned` directories bound
+    over themselves, writable (so the directory above a protected path cannot be renamed away either),
+    `masked` paths made empty and read-only (a directory: an empty tmpfs; a file: `/dev/null`).
+
+    Everything is computed in the parent; the child only calls mount(2). A failure stops the child
+    before the command runs (exit 126, with the reason on stderr): it never runs unprotected."""
+
+    def __init__(self, *, read_only: Iterable[str] = (), pinned: Iterable[str] = (), masked: Iterable[str] = ()) -> None:
+        self._steps: list[tuple[bytes | None, bytes, bytes | None, int, bytes | None]] = []
+        for path in pinned:
+            self._steps.append((path.encode(), path.encode(), None, _MS_BIND | _MS_REC, None))
+        for path in read_only:
+            self._bind_read_only(path, path)
+        for path in masked:
+            if os.path.isdir(path) and not os.path.islink(path):
+                self._steps.append((b"tmpfs", path.encode(), b"tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV,
+                                    b"mode=0755,size=4k"))
+            else:
+                self._bind_read_only("/dev/null", path)
+        self.paths = [step[1].decode() for step in self._steps]
+        """Every mount point, in order (for a message)."""
+
+    def _bind_read_only(self, source: str, target: str) -> None:
+        try:
+            now = os.statvfs(target).f_flag
+        except OSError:
+            now = 0
+        kept = 0
+        for st_flag, ms_flag in _KEPT_FLAGS:
+            if now & st_flag:
+                kept |= ms_flag  # flags a user namespace may have locked must be kept on a remount
+        self._steps.append((source.encode(), target.encode(), None, _MS_BIND | _MS_REC, None))
+        self._steps.append((None, target.encode(), None,
+                            _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV | kept, None))
+
+    def apply(self) -> None:
+        """In the child, before the ruleset: a namespace of its own, `/` private, then the mounts."""
+        if _LIBC is None:
+            _fail(b"no C library")
+        if _LIBC.unshare(_CLONE_NEWNS) != 0:
+            _fail(b"unshare(CLONE_NEWNS) failed")
+        if _LIBC.mount(None, b"/", None, ctypes.c_ulong(_MS_REC | _MS_PRIVATE), None) != 0:
+            _fail(b"making / private failed")
+        for source, target, fstype, flags, data in self._steps:
+            if _LIBC.mount(source, target, fstype, ctypes.c_ulong(flags), data) != 0:
+                _fail(b"mounting over " + target + b" failed")
+
+
+def _fail(why: bytes) -> None:
+    os.write(2, b"nbagent: the sandbox's mount namespace could not be set up (" + why + b"); the command did not run\n")
+    os._exit(126)
+
+
+@functools.lru_cache(maxsize=1)
+def mount_namespace() -> bool:
+    """Whether this process can give a command a mount namespace of its own (probed once: a child makes
+    one, binds a folder read-only and mounts an empty tmpfs, as `MountPlan` would)."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    true = shutil.which("true")
+    if not sys.platform.startswith("linux") or _LIBC is None or true is None:
+        return False
+    probe_dir = tempfile.mkdtemp(prefix="nbagent-mount-probe-")
+    try:
+        os.mkdir(os.path.join(probe_dir, "empty"))
+        plan = MountPlan(read_only=[probe_dir], masked=[os.path.join(probe_dir, "empty")])
+        done = subprocess.run([true], preexec_fn=plan.apply, capture_output=True, timeout=10,
+                              stdin=subprocess.DEVNULL, check=False)
+        return done.returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+    finally:
+        shutil.rmtree(probe_dir, ignore_errors=True)
+
+
+# -- what a command leaves behind, without a PID namespace --------------------------------------------------
+_PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
+
+
+def supervise_command() -> None:
+    """In the child, before the ruleset: fork once more. The command goes on in the new process (the
+    function returns there); the process the caller started stays outside the sandbox as a subreaper and
+    never returns: every process the command leaves behind (`setsid`, a double fork, a cleared
+    environment, which the marker sweep cannot see) is adopted by it instead of by init, and once the
+    command exits it stops them all, then exits as the command did. The command cannot signal it
+    (Landlock's signal scoping, ABI 6) and dies with it (PR_SET_PDEATHSIG)."""
+    if _LIBC is None or _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        return  # no subreaper: the marker sweep alone stops what is left
+    command = os.fork()
+    if command == 0:
+        _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+        _LIBC.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0)
+        return
+    _supervise(command)
+
+
+def _supervise(command: int) -> None:
+    import signal
+
+    try:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
+            signal.signal(sig, signal.SIG_IGN)  # stopping a call signals the command's whole family: it acts
+        null = os.open("/dev/null", os.O_RDWR)   # on it, and this process outlives it only to clean up
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)  # the command's pipes close when the command's own processes close them
+        os.closerange(3, 1 << 20)
+        status = 0
+        while True:
+            pid, got = os.waitpid(-1, 0)
+            if pid == command:
+                status = got
+                break
+        _stop_adopted(os.getpid())
+    except BaseException:
+        os._exit(126)
+    if os.WIFSIGNALED(status):
+        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+
+
+def _stop_adopted(me: int) -> None:
+    """SIGKILL every child of `me` (what it adopted), until none is left (the children of one it stops
+    become its children in turn)."""
+    for _ in range(10_000):
+        children = _children(me)
+        if not children:
+            break
+        for pid in children:
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        for _ in children:
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+
+
+def _children(parent: int) -> list[int]:
+    try:  # the kernel's own list (CONFIG_PROC_CHILDREN; the process is single-threaded, so its thread is itself)
+        with open(f"/proc/{parent}/task/{parent}/children", "rb") as f:
+            return [int(pid) for pid in f.read().split()]
+    except OSError:
+        pass
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 1 and int(fields[1]) == parent:
+            found.append(int(entry))
+    return found

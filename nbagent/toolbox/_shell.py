@@ -44,6 +44,7 @@ from ._binding import Binding, read_denied_check
 from ._gitsafety import git_safety_env
 from ._readdeny import reveals_denied
 from ._readonly import read_only_problem
+from ._refusals import sandbox_refusal
 from ._shellrules import pattern_matches, suggest_pattern
 from ._values import cut
 from ._workspace import WorkspaceError
@@ -79,6 +80,9 @@ class ShellResult:
     """Output not kept because it was over `MAX_KEPT_BYTES`."""
     sandbox: str = "none"
     """The sandbox policy it ran under ("read-only", "workspace-write", or "none")."""
+    refused: str = ""
+    """What the sandbox refused it, in words, worked out from its errors as it ended ("" when nothing, or
+    when it was made without the workspace at hand: `sandbox_stopped` then says what the walls are)."""
 
     @property
     def ok(self) -> bool:
@@ -90,22 +94,15 @@ class ShellResult:
     @property
     def sandbox_stopped(self) -> str | None:
         """What the sandbox stopped, in words, when the command's errors say it hit the sandbox's walls (a
-        write outside what the policy allows, the network): a view shows it apart from ordinary failures."""
+        write where the policy allows none, the network): a view shows it apart from ordinary failures."""
         if self.sandbox == "none":
             return None
         text = self.stderr or self.output
         if any(sign in text for sign in _NETWORK_SIGNS):
             return f"stopped by the sandbox ({self.sandbox}): the network is off there"
-        if any(sign in text for sign in _WRITE_SIGNS):
-            if self.sandbox == "read-only":
-                return ("stopped by the read-only sandbox (it ran as a command that only reads): writing needs a "
-                        "command that is not auto-allowed, so that the person can approve it")
-            return (f"stopped by the sandbox ({self.sandbox}): it writes only in the workspace, and protected "
-                    "paths (.git, .nbagent, configuration that runs code) stay read-only")
-        return None
+        return self.refused or sandbox_refusal(text, sandbox=self.sandbox, workspace=None)
 
 
-_WRITE_SIGNS = ("Read-only file system", "Permission denied", "Operation not permitted")
 _NETWORK_SIGNS = ("Network is unreachable", "Could not resolve host", "Temporary failure in name resolution",
                   "Name or service not known", "Address family not supported")
 
@@ -270,7 +267,8 @@ def make_shell_tool(binding: Binding) -> Tool:
         env = _environment(keep_secrets=not auto and (not sandboxed or policy.network))
         env.update(prepared.env)
         if background or yield_ms:  # the background mode: nbagent.toolbox._background
-            return await _start_background(ctx, command, prepared, env, ws, policy, sandboxed, timeout, yield_ms)
+            return await _start_background(ctx, command, prepared, env, ws, policy, sandboxed, timeout, yield_ms,
+                                           hidden)
         started = time.monotonic()
         starting = asyncio.ensure_future(asyncio.create_subprocess_exec(
             *prepared.argv, cwd=str(ws.root), stdin=asyncio.subprocess.DEVNULL,
@@ -330,7 +328,8 @@ def make_shell_tool(binding: Binding) -> Tool:
             duration=time.monotonic() - started, dropped_bytes=collector.dropped,
             sandbox=str(policy) if sandboxed else "none",
         )
-        return _result(details, timeout, left_running, prepared.removed)
+        details.refused = _refused(details, ws.root, prepared, hidden)
+        return _result(details, timeout, left_running, prepared)
 
     tool_ = Tool(
         shell,
@@ -347,7 +346,7 @@ def make_shell_tool(binding: Binding) -> Tool:
 
 
 async def _start_background(ctx: Any, command: str, prepared: Any, env: dict[str, str], ws: Any, policy: Any,
-                            sandboxed: bool, timeout: float, yield_ms: int | None) -> ToolResult:
+                            sandboxed: bool, timeout: float, yield_ms: int | None, hidden: Any = ()) -> ToolResult:
     from ._background import start_background
 
     sandbox = str(policy) if sandboxed else "none"
@@ -355,7 +354,8 @@ async def _start_background(ctx: Any, command: str, prepared: Any, env: dict[str
     def finished(output: str, exit_code: int | None, duration: float) -> ToolResult:
         details = ShellResult(command=command, exit_code=exit_code, stdout=output, stderr="", output=output,
                               duration=duration, sandbox=sandbox)
-        return _result(details, timeout, False)
+        details.refused = _refused(details, ws.root, prepared, hidden)
+        return _result(details, timeout, False, prepared)
 
     try:
         return await start_background(ctx, command=command, argv=prepared.argv, cwd=str(ws.root), env=env,
@@ -404,7 +404,16 @@ def _completed(args: Any, result: Any) -> str:
     return f"Ran `{_short(args.command)}`"
 
 
-def _result(details: ShellResult, timeout: float, left_running: bool, removed: list[str] = ()) -> ToolResult:
+def _refused(details: ShellResult, root: Any, prepared: Any, hidden: Any) -> str:
+    """What the sandbox refused the command, in words ("" when nothing, or no sandbox)."""
+    if details.sandbox == "none":
+        return ""
+    return sandbox_refusal(details.stderr or details.output, sandbox=details.sandbox, workspace=str(root),
+                           top_level=getattr(prepared, "top_level", ""),
+                           hidden=[os.path.realpath(h) for h in hidden]) or ""
+
+
+def _result(details: ShellResult, timeout: float, left_running: bool, prepared: Any = None) -> ToolResult:
     output = details.output
     body = cut(output, MAX_MODEL_CHARS, what="characters of output") if output else "(no output)"
     notes = []
@@ -418,9 +427,12 @@ def _result(details: ShellResult, timeout: float, left_running: bool, removed: l
         notes.append("programs it started in the background kept its output open; their later output is not shown")
     if details.sandbox_stopped:
         notes.append(details.sandbox_stopped)
+    removed, restored = getattr(prepared, "removed", ()), getattr(prepared, "restored", ())
     if removed:
         notes.append("it created protected paths, removed after it: " + ", ".join(removed)
                      + " (they configure programs or hold nbagent's records: write them with an approved edit)")
+    if restored:
+        notes.append("it replaced protected links, put back after it: " + ", ".join(restored))
     if details.dropped_bytes:
         notes.append(f"{details.dropped_bytes:,} characters of output were not kept")
     text = body.rstrip("\n") + "\n[" + "; ".join(notes) + "]"

@@ -25,17 +25,11 @@ pytestmark = pytest.mark.skipif(not sandbox_backend().available,
                                 reason=f"no sandbox here: {sandbox_backend().reason}")
 
 
-@pytest.fixture(autouse=True, params=["bubblewrap", "landlock"])
-def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
-    """Every test runs with each backend this machine has (Landlock: the fallback without bubblewrap)."""
-    monkeypatch.setenv("NBAGENT_SANDBOX", request.param)
-    sandbox_backend.cache_clear()
-    chosen = sandbox_backend()
-    if chosen.name != request.param:
-        pytest.skip(f"{request.param} is not available here: {chosen.reason}")
-    yield chosen
-    monkeypatch.delenv("NBAGENT_SANDBOX", raising=False)
-    sandbox_backend.cache_clear()
+@pytest.fixture(autouse=True)
+def backend(sandbox_lane):
+    """Every test runs in each sandbox lane this machine has (tests/conftest.py: bubblewrap, Landlock with a
+    mount namespace, Landlock alone as in a container without privileges)."""
+    return sandbox_lane
 
 
 def bubblewrap_only(backend) -> None:
@@ -165,8 +159,8 @@ def test_control_without_a_sandbox_the_background_process_survives(ws: Path) -> 
 def test_an_approved_command_writes_in_the_workspace_only(ws: Path, outside: Path, backend) -> None:
     asked: list = []
     escape = Path(f"/tmp/nbagent-escape-{os.getpid()}-{time.time_ns()}.txt")
-    # Landlock keeps protected paths read-only by leaving the workspace's top level unwritable (README)
-    made = "made.txt" if backend == "bubblewrap" else "out/made.txt"
+    # Landlock alone keeps protected paths read-only by leaving the workspace's top level unwritable (README)
+    made = "made.txt" if backend.name == "bubblewrap" or backend.mounts else "out/made.txt"
     (ws / "out").mkdir(exist_ok=True)
     rec = shell(ws, f"echo made > {made}; echo x > ../outside/secret.txt; echo y > {escape}; cat {made}",
                 asked=asked)
@@ -177,19 +171,19 @@ def test_an_approved_command_writes_in_the_workspace_only(ws: Path, outside: Pat
 
 
 def test_protected_paths_stay_read_only(ws: Path, backend) -> None:
-    bubblewrap_only(backend)
+    made = "made.txt" if backend.name == "bubblewrap" or backend.mounts else "data/made.txt"
     git = ws / ".git"
     (git / "hooks").mkdir(parents=True)
     (git / "config").write_text("[core]\n")
     (ws / ".nbagent").mkdir()
     rec = shell(ws, "echo '[core] fsmonitor = touch pwned' >> .git/config; echo x > .git/hooks/pre-commit; "
                     "echo x > .nbagent/session.jsonl; echo x > .git/HEAD_NOTE; "
-                    "echo ok > made.txt", mode="bypassPermissions")
+                    f"echo ok > {made}", mode="bypassPermissions")
     assert (git / "config").read_text() == "[core]\n"
     assert not (git / "hooks" / "pre-commit").exists()
     assert not (ws / ".nbagent" / "session.jsonl").exists()
     assert not (git / "HEAD_NOTE").exists()  # .git is protected whole (nbagent.safety.protected.PROTECTED_PATHS)
-    assert (ws / "made.txt").read_text() == "ok\n"  # control: the rest of the workspace is writable
+    assert (ws / made).read_text() == "ok\n"  # control: the rest of the workspace is writable
 
 
 def _listener() -> tuple[int, list[bytes], threading.Event]:

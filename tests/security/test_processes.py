@@ -17,7 +17,7 @@ from tests.toolbox.test_shell_tool import _running
 
 from .conftest import Recorder, run_agent, script, sh, text_of
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("sandbox_lane")]  # every sandbox lane
 
 LATE = "sleep 1.5; echo late > late.txt"
 

@@ -24,19 +24,11 @@ from .recorders import UDPRecorder, UnixRecorder, turns
 PY = shutil.which("python3") or "python3"
 
 
-@pytest.fixture(autouse=True, params=["bubblewrap", "landlock"])
-def backend(request, monkeypatch):
-    """Every attack against each backend this machine has (Landlock is what containers without user
-    namespaces get)."""
-    monkeypatch.setenv("NBAGENT_SANDBOX", request.param)
-    sandbox_backend.cache_clear()
-    found = sandbox_backend()
-    if found.name != request.param:
-        sandbox_backend.cache_clear()
-        pytest.skip(f"{request.param} is not available here ({found.reason})")
-    yield request.param
-    monkeypatch.delenv("NBAGENT_SANDBOX")
-    sandbox_backend.cache_clear()
+@pytest.fixture(autouse=True)
+def backend(sandbox_lane):
+    """Every test runs in each sandbox lane this machine has (tests/conftest.py: bubblewrap, Landlock with a
+    mount namespace, Landlock alone as in a container without privileges)."""
+    return sandbox_lane
 
 
 def _approved(ws: Path, command: str, **kw):
@@ -176,8 +168,8 @@ def test_workspace_write_keeps_nbagent_folder_read_only(ws):
 
 
 def test_control_workspace_write_writes_the_workspace(ws, backend):
-    if backend == "landlock":  # Landlock cannot keep .git read-only under a writable top level (README): the
-        (ws / "sub").mkdir()   # top level is not writable there, what is below it is
+    if not (backend.name == "bubblewrap" or backend.mounts):  # Landlock alone cannot keep .git read-only under a
+        (ws / "sub").mkdir()  # writable top level: the top level is not writable there, what is below it is
         (ws / "made.txt").write_text("")
         run, _ = _approved(ws, "echo made > made.txt; echo made > sub/new.txt")
         assert (ws / "sub" / "new.txt").read_text() == "made\n"
@@ -191,6 +183,22 @@ def test_no_process_outlives_the_call(ws):
     _approved(ws, "setsid env -i /bin/sh -c 'sleep 2; echo late > late.txt' > /dev/null 2>&1 & sleep 0.5")
     time.sleep(3.5)
     assert not (ws / "late.txt").exists(), "a process the command started went on after the call ended"
+
+
+def test_defence_off_without_the_subreaper_a_cleared_environment_escapes(ws, backend, monkeypatch):
+    """Landlock has no PID namespace: what stops such a process is the process the command was started as,
+    which adopts what the command leaves (a subreaper). Turned off, the marker sweep alone misses it."""
+    if backend.name != "landlock":
+        pytest.skip("bubblewrap's PID namespace is the defence there")
+    from nbagent.safety import sandbox_landlock
+
+    monkeypatch.setattr(sandbox_landlock, "supervise_command", lambda: None)
+    _approved(ws, "setsid env -i /bin/sh -c 'sleep 1; echo late > late.txt' > /dev/null 2>&1 & sleep 0.2")
+    for _ in range(60):
+        if (ws / "late.txt").exists():
+            break
+        time.sleep(0.1)
+    assert (ws / "late.txt").exists()
 
 
 def test_read_deny_holds_in_skipped_folders(ws):
@@ -220,7 +228,7 @@ def _sibling(*argv: str):
 
 def test_other_processes_command_lines_are_not_readable(ws, backend):
     """A Jupyter server started with --IdentityProvider.token=...: its command line in /proc."""
-    if backend == "landlock":
+    if backend.name == "landlock":
         pytest.skip("Landlock has no PID namespace: other processes' /proc entries stay readable (README: what "
                     "the sandbox guarantees per backend); bubblewrap hides them")
     proc = _sibling("--IdentityProvider.token=rt3-jupyter-token-83c1")
@@ -279,8 +287,8 @@ def test_read_deny_fails_closed_past_the_scan_limit(ws):
 def test_control_read_deny_hides_a_top_level_file_from_make(ws, backend):
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
-    if backend == "landlock":
-        pytest.skip("Landlock cannot hide single files (README); the classifier must refuse instead")
+    if not (backend.name == "bubblewrap" or backend.mounts):
+        pytest.skip("Landlock alone cannot show a hidden file empty (README); the classifier must refuse instead")
     text = _deny_env_make(ws, "config")
     assert "rt3-deny-hidden" not in text and "cat config/.env" in text  # make ran; the file looked empty
 

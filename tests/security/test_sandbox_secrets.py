@@ -34,16 +34,11 @@ KEY = "sk-piece-Zq8vN2xPmL4kR7tY1wB9cE3hJ6uA0sD5"
 SECRET = "kernel-hmac-7f3a9c2e5b8d1f4a"
 
 
-@pytest.fixture(autouse=True, params=["bubblewrap", "landlock"])
-def backend(request, monkeypatch):
-    monkeypatch.setenv("NBAGENT_SANDBOX", request.param)
-    sandbox_backend.cache_clear()
-    chosen = sandbox_backend()
-    if chosen.name != request.param:
-        pytest.skip(f"{request.param} is not available here")
-    yield chosen
-    monkeypatch.delenv("NBAGENT_SANDBOX", raising=False)
-    sandbox_backend.cache_clear()
+@pytest.fixture(autouse=True)
+def backend(sandbox_lane):
+    """Every test runs in each sandbox lane this machine has (tests/conftest.py: bubblewrap, Landlock with a
+    mount namespace, Landlock alone as in a container without privileges)."""
+    return sandbox_lane
 
 
 @pytest.fixture
@@ -229,9 +224,9 @@ REPLACE_GIT = {
 }
 
 
-def _bubblewrap(backend):
-    if backend.name != "bubblewrap":
-        pytest.skip("about bubblewrap's mounts; Landlock keeps the top level unwritable instead (README)")
+def _mounted(backend):
+    if not (backend.name == "bubblewrap" or backend.mounts):
+        pytest.skip("about mounts; Landlock alone keeps the top level unwritable instead (README)")
 
 
 @pytest.mark.parametrize("name", sorted(REPLACE_GIT))
@@ -239,8 +234,8 @@ def test_protected_paths_cannot_be_renamed_away_or_replaced(ws, backend, name):
     _repo(ws)
     (ws / ".nbagent").mkdir(exist_ok=True)
     config = (ws / ".git" / "config").read_text()
-    # Landlock keeps them read-only by leaving the workspace's top level unwritable: its control writes below
-    made = "made.txt" if backend.name == "bubblewrap" else "sub/made.txt"
+    # Landlock alone keeps them read-only by leaving the workspace's top level unwritable: its control writes below
+    made = "made.txt" if backend.name == "bubblewrap" or backend.mounts else "sub/made.txt"
     (ws / "sub").mkdir(exist_ok=True)
     run = run_agent(ws, [sh(REPLACE_GIT[name]), sh(f"echo ok > {made}")], mode="bypassPermissions")
     assert run.calls[1].status == "ok" and (ws / made).exists()  # control: the workspace is writable
@@ -252,7 +247,7 @@ def test_protected_paths_cannot_be_renamed_away_or_replaced(ws, backend, name):
 
 
 def test_a_protected_path_made_by_a_command_is_removed_after_it(ws, backend):
-    _bubblewrap(backend)
+    _mounted(backend)
     _repo(ws)
     import shutil as _shutil
 
@@ -264,10 +259,12 @@ def test_a_protected_path_made_by_a_command_is_removed_after_it(ws, backend):
 
 
 def test_defence_off_git_renamed_away_is_replaced(ws, backend, monkeypatch):
-    _bubblewrap(backend)
+    _mounted(backend)
     _repo(ws)
+    from nbagent.safety import sandbox_landlock
 
     monkeypatch.setattr(_sandbox, "protected_binds", lambda ws_: [])  # nothing bound over the protected paths
+    monkeypatch.setattr(sandbox_landlock, "protected_mounts", lambda ws_: ([], []))
     run_agent(ws, [sh(REPLACE_GIT["rename_git_away"])], mode="bypassPermissions")
     assert (ws / ".git" / "hooks" / "pre-commit").exists()
 

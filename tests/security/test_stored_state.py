@@ -155,6 +155,7 @@ def test_replay_of_a_forged_session_approves_nothing_by_itself(ws, monkeypatch):
 
 @pytest.mark.skipif(shutil.which("jupyter") is None and not (Path(sys.executable).parent / "jupyter").exists(),
                     reason="jupyter is not installed")
+@pytest.mark.kernel
 def test_headless_runner_without_a_policy_denies(ws, monkeypatch):
     """`python -m nbagent.jupyter.headless NOTEBOOK` with NBAGENT_APPROVAL unset: the model's python call must
     not run (SECURITY.md: headless with no explicit policy denies)."""

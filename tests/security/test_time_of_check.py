@@ -12,7 +12,7 @@ import pytest
 
 from .conftest import SECRET, Recorder, call, everything_model_saw, run_agent, sh, text_of
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("sandbox_lane")]  # every sandbox lane
 
 SEQ = call("python", code="1")
 

@@ -10,7 +10,6 @@ import textwrap
 from pathlib import Path
 
 from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall
-from nbagent.safety.sandbox import sandbox_backend
 from tests.helpers import assert_valid
 from tests.toolbox.test_shell_tool import _gone, _marker, _running
 
@@ -102,11 +101,7 @@ def test_yield_ms_moves_a_long_command_to_the_background(tools, ws: Path) -> Non
     assert _gone(marker)
 
 
-def test_background_commands_run_in_the_sandbox(tools, ws: Path, outside: Path) -> None:
-    if not sandbox_backend().available:
-        import pytest
-
-        pytest.skip(f"no OS sandbox here: {sandbox_backend().reason}")
+def test_background_commands_run_in_the_sandbox(tools, ws: Path, outside: Path, sandbox_lane) -> None:
     target = outside / "escaped.txt"
     model = script(("shell", {"command": f"echo x > {target}; echo inside > mine.txt", "yield_ms": 20_000}))
     run = Agent(model=model, tools=tools, mode="bypassPermissions", workspace=ws).run_sync("go")

@@ -141,12 +141,9 @@ def test_the_timeout_is_bounded(runner: Runner) -> None:
     assert runner.call("shell", command="true", timeout=10_000).status == "invalid_arguments"
 
 
-def test_a_write_the_sandbox_stops_is_said_apart_from_an_ordinary_failure(tmp_path):
+def test_a_write_the_sandbox_stops_is_said_apart_from_an_ordinary_failure(tmp_path, sandbox_lane):
     from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, render, toolbox
-    from nbagent.safety.sandbox import sandbox_backend
 
-    if not sandbox_backend().available:
-        pytest.skip("no OS sandbox here")
     (tmp_path / ".git").mkdir()
     (tmp_path / ".git" / "config").write_text("[core]\n")
     calls = [ToolCall(name="shell", arguments={"command": "echo x >> .git/config; true"}),
@@ -156,7 +153,7 @@ def test_a_write_the_sandbox_stops_is_said_apart_from_an_ordinary_failure(tmp_pa
                 workspace=tmp_path).run_sync("go")
     stopped, ordinary = run.calls
     assert (tmp_path / ".git" / "config").read_text() == "[core]\n"
-    assert "stopped by the sandbox (workspace-write)" in stopped.result.text
+    assert "stopped by the sandbox (workspace-write): .git/config is in protected paths" in stopped.result.text
     assert "nba-sandboxed" in render.call_inner_html(stopped)  # the row says so, even though the command "passed"
     assert "stopped by the sandbox" not in ordinary.result.text
     assert "nba-sandboxed" not in render.call_inner_html(ordinary)

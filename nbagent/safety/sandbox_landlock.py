@@ -1,0 +1,263 @@
+"""A command made ready to start (`Prepared`), what both backends keep of protected paths around it, and the
+Landlock backend's way of keeping them (`landlock_prepared`).
+
+Landlock gives a folder's rights to everything beneath it and cannot take them back for one child. A
+workspace whose top level is writable would therefore leave `.git` writable too, and one whose `.git` is
+read-only cannot have a new file made next to it. Two ways, chosen by what the process may do:
+
+| the process | protected paths at the top level | new entries at the top level |
+|---|---|---|
+| may make a mount namespace (CAP_SYS_ADMIN: root in a VM or a privileged container) | read-only mounts over themselves, as under bubblewrap: not written, renamed away or replaced (EBUSY) | made, renamed and removed freely |
+| may not (a container without user namespaces or privileges) | outside every writable tree: not written, renamed away or replaced | refused while a protected path (or a file a deny rule hides) is there; the result says so and why |
+
+Files a read deny rule hides and secret places inside the workspace are masked by mounts in the first
+case (empty and read-only, as under bubblewrap) and left out of the rules in the second (refused).
+
+Considered and not taken, measured in docs/notes/sandbox-landlock.md: copying protected paths before the
+command and putting them back after it (a program outside the sandbox, such as a git prompt or JupyterLab's
+git panel, runs what the command wrote while it runs, and a change the person or nbagent itself made
+meanwhile would be undone), and moving them out of the workspace behind symbolic links (a link at the top
+level can be replaced as soon as the top level is writable).
+
+It reads the workspace's top-level names (which anyone could have written) only to compare them with
+`PROTECTED_PATHS`; nothing found there is run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from .protected import PROTECTED_PATHS
+from .sandbox_linux import _DEVICES, MARKER_VARIABLE, LandlockRuleset, MountPlan, stop_marked, supervise_command
+
+__all__ = ["Prepared", "landlock_prepared", "missing_protected", "protected_links", "protected_mounts",
+           "remove_created", "restore_links"]
+
+
+@dataclass(slots=True)
+class Prepared:
+    """A command ready to start under a sandbox: what to run, with what, and what to do after."""
+
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    """Variables to add to the command's environment."""
+    preexec_fn: Any = None
+    ruleset: LandlockRuleset | None = None
+    marker: str | None = None
+    tmpdir: str | None = None
+    watched: list[Path] = field(default_factory=list)
+    """Protected paths that did not exist before the call: removed after it if the command made them."""
+    removed: list[str] = field(default_factory=list)
+    """What `cleanup()` removed of them."""
+    links: dict[str, str] = field(default_factory=dict)
+    """Protected paths that are symbolic links (path: where it leads): put back after the call if replaced."""
+    restored: list[str] = field(default_factory=list)
+    """What `cleanup()` put back of them."""
+    pass_fds: tuple[int, ...] = ()
+    """File descriptors the sandbox program reads (bubblewrap's seccomp filter): passed, then closed."""
+    mounts: MountPlan | None = None
+    """Landlock: the mount namespace the command gets, where the process may make one."""
+    top_level: str = ""
+    """Why the command may not add, rename or remove entries at the workspace's top level ("" when it may)."""
+
+    def started(self) -> None:
+        """Once the process started: close what was passed to it."""
+        for fd in self.pass_fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.pass_fds = ()
+
+    def stop_leftovers(self) -> None:
+        """Once the command exited: stop what it left running (Landlock; bubblewrap's PID namespace
+        already did)."""
+        if self.marker is not None:
+            stop_marked(self.marker)
+
+    def cleanup(self) -> None:
+        """After the command: stop what it left running, undo what it made at protected paths, free what
+        was made for it."""
+        self.stop_leftovers()
+        self.started()
+        if self.watched:
+            self.removed = remove_created(self.watched)
+            self.watched = []
+        if self.links:
+            self.restored = restore_links(self.links)
+            self.links = {}
+        if self.ruleset is not None:
+            self.ruleset.close()
+        if self.tmpdir is not None:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+# -- protected paths, for both backends ------------------------------------------------------------------
+
+def make_own_folder(ws: Path) -> None:
+    """nbagent's own folder, made so that a mount can keep it read-only before nbagent first writes in it."""
+    try:
+        (ws / ".nbagent").mkdir(exist_ok=True)
+    except OSError:
+        pass
+
+
+def missing_protected(ws: Path) -> list[Path]:
+    """The `PROTECTED_PATHS` of `ws` that do not exist now (what `remove_created` looks at after a call)."""
+    return [ws / rel for rel in PROTECTED_PATHS if not os.path.lexists(ws / rel)]
+
+
+def remove_created(paths: Iterable[Path]) -> list[str]:
+    """Remove what a command created at protected paths that did not exist before it ran (`missing_protected`);
+    the paths removed."""
+    removed = []
+    for path in paths:
+        if os.path.lexists(path):
+            try:
+                _remove(path)
+                removed.append(str(path))
+            except OSError:
+                removed.append(f"{path} (could not be removed)")
+    return removed
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+def protected_links(ws: Path) -> dict[str, str]:
+    """The `PROTECTED_PATHS` of `ws` that are symbolic links, with where each leads. A mount follows a
+    link, so what keeps the link itself in place is `restore_links` after the call."""
+    found = {}
+    for rel in PROTECTED_PATHS:
+        path = ws / rel
+        if path.is_symlink():
+            try:
+                found[str(path)] = os.readlink(path)
+            except OSError:
+                continue
+    return found
+
+
+def restore_links(links: dict[str, str]) -> list[str]:
+    """Put back each link of `protected_links` that is no longer there as it was; the paths put back."""
+    restored = []
+    for path, target in links.items():
+        try:
+            if os.path.islink(path) and os.readlink(path) == target:
+                continue
+            if os.path.lexists(path):
+                _remove(Path(path))
+            os.symlink(target, path)
+            restored.append(path)
+        except OSError:
+            restored.append(f"{path} (could not be put back)")
+    return restored
+
+
+def protected_mounts(ws: Path) -> tuple[list[str], list[str]]:
+    """What keeps `PROTECTED_PATHS` read-only as a whole under a mount namespace: `(pinned, read_only)`.
+    Each protected path that exists is bound read-only over itself (a mount point: it cannot be written,
+    removed, renamed away or replaced); each directory between one and the workspace is bound over itself,
+    writable (`pinned`), so that it cannot be renamed away either. A link is followed to where it leads,
+    when that is inside the workspace."""
+    pinned: list[str] = []
+    read_only: list[str] = []
+    for rel in PROTECTED_PATHS:
+        for parent in reversed(Path(rel).parents[:-1]):  # .git for .git/hooks
+            where = ws / parent
+            if str(where) not in pinned and where.is_dir() and not where.is_symlink():
+                pinned.append(str(where))
+    for rel in PROTECTED_PATHS:
+        target = ws / rel
+        if target.is_symlink():
+            real = os.path.realpath(target)
+            if real.startswith(str(ws) + "/") and os.path.exists(real):
+                read_only.append(real)
+        elif target.exists():
+            read_only.append(str(target))
+    return pinned, read_only
+
+
+# -- Landlock -------------------------------------------------------------------------------------------
+
+def landlock_prepared(argv: list[str], *, ws: str, writes: bool, network: bool, readable: list[str],
+                      writable: list[str], secret: Iterable[str], hidden: Iterable[str], mounts: bool) -> Prepared:
+    """`argv` ready to start under Landlock. `ws`: the workspace's real path; `writes`: workspace-write
+    (else read-only); `writable`: more directories it may write; `secret`: places never shown; `hidden`:
+    real paths of what read deny rules protect; `mounts`: the process may make a mount namespace."""
+    ws_path = Path(ws)
+    secret = [os.path.realpath(p) for p in secret]
+    hidden = [os.path.realpath(p) for p in hidden]
+    plan = None
+    watched: list[Path] = []
+    links: dict[str, str] = {}
+    read_only: list[str] = []
+    if writes:
+        if mounts:
+            make_own_folder(ws_path)
+        watched, links = missing_protected(ws_path), protected_links(ws_path)
+        if mounts:
+            pinned, bound = protected_mounts(ws_path)
+            masked = [p for p in secret + hidden if _inside(p, ws) and os.path.lexists(p)]
+            plan = MountPlan(read_only=bound, pinned=pinned, masked=masked)
+            secret = [p for p in secret if not _inside(p, ws)]
+            hidden = [p for p in hidden if not _inside(p, ws)]
+        else:
+            # a right on a directory holds for all beneath it: a protected path stays read-only only if no
+            # directory above it is writable, so the workspace's top level is then not writable either
+            read_only = [os.path.join(ws, rel) for rel in PROTECTED_PATHS if os.path.lexists(os.path.join(ws, rel))]
+    tmpdir = tempfile.mkdtemp(prefix="nbagent-sandbox-")
+    try:
+        ruleset = LandlockRuleset(readable=readable, writable=[tmpdir, *writable] if writes else [tmpdir],
+                                  devices=_DEVICES, excluded=secret + hidden, network=network, read_only=read_only)
+    except BaseException:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        raise
+
+    def child() -> None:
+        if plan is not None:
+            plan.apply()
+        if writes:
+            supervise_command()  # what it leaves behind is adopted and stopped, whatever its environment
+        ruleset.restrict()
+
+    import uuid
+
+    marker = uuid.uuid4().hex
+    env = {MARKER_VARIABLE: marker, "TMPDIR": tmpdir, "TMP": tmpdir, "TEMP": tmpdir}
+    top = _closed_top(ws, read_only, secret, hidden) if writes and plan is None else ""
+    return Prepared(list(argv), env=env, preexec_fn=child, ruleset=ruleset, marker=marker, tmpdir=tmpdir,
+                    watched=watched, links=links, mounts=plan, top_level=top)
+
+
+def _inside(path: str, ws: str) -> bool:
+    return path == ws or path.startswith(ws.rstrip("/") + "/")
+
+
+def _closed_top(ws: str, read_only: list[str], secret: list[str], hidden: list[str]) -> str:
+    """Why the top level is not writable, in words ("" when it is)."""
+
+    def tops(paths: Iterable[str]) -> list[str]:
+        return sorted({os.path.relpath(p, ws).split("/")[0] for p in paths if _inside(p, ws) and p != ws})
+
+    if any(p == ws for p in secret + hidden):
+        return "the workspace itself is hidden from commands"
+    parts = []
+    for names, what in ((tops(read_only), "protected paths, kept read-only"),
+                        (tops(hidden), "hidden by a read deny rule, or holding what one hides"),
+                        (tops(secret), "holding a credential store or Jupyter's runtime folder")):
+        if names:
+            parts.append(f"{', '.join(names)} ({what})")
+    if not parts:
+        return ""
+    return (f"the top level holds {' and '.join(parts)}, and Landlock, with no mount namespace here, gives a "
+            "folder's rights to everything in it")

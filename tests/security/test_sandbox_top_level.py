@@ -1,0 +1,242 @@
+"""The workspace's top level, in every sandbox lane (tests/conftest.py `sandbox_lane`: bubblewrap, Landlock
+with a mount namespace per command, Landlock alone as in a container without user namespaces or privileges).
+
+What a person approving `echo hi > notes.txt` or `mkdir out` meets: the command makes files and folders at
+the top level wherever the lane can allow it without opening protected paths, and where it cannot (Landlock
+alone, with `.git` there) the result says so and why, never "writes only in the workspace". In every lane
+an approved command cannot write, replace or rename `.git` or `.mcp.json`; a program outside the sandbox
+never sees them changed while the command runs; and a change made outside meanwhile (the person's commit,
+nbagent's own session store) is not undone after it. Each wall is shown failing when it is turned off.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from nbagent.safety import sandbox as _sandbox
+from nbagent.safety import sandbox_landlock
+
+from .conftest import Recorder, run_agent, sh, text_of
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.skipif(not _sandbox.sandbox_backend().available,
+                                                           reason="no sandbox on this machine")]
+
+EVIL_CONFIG = "[core]\n\tfsmonitor = touch pwned\n"
+EVIL_MCP = '{"mcpServers": {"x": {"command": "touch", "args": ["pwned"]}}}'
+GIT_ENV = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+@pytest.fixture(autouse=True)
+def backend(sandbox_lane):
+    return sandbox_lane
+
+
+def top_level_opens(backend) -> bool:
+    """Whether the lane lets a command add entries at the top level next to `.git` (bubblewrap, or Landlock
+    with a mount namespace)."""
+    return backend.name == "bubblewrap" or backend.mounts
+
+
+def _git(ws: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ws, env=GIT_ENV, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def repo(ws: Path) -> Path:
+    """A workspace that is a git repository with a commit, an `.mcp.json`, nbagent's folder and a sub-folder."""
+    _git(ws, "init", "-q")
+    _git(ws, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "init")
+    (ws / ".mcp.json").write_text('{"mcpServers": {}}\n')
+    (ws / ".nbagent" / "sessions").mkdir(parents=True)
+    (ws / "sub").mkdir()
+    return ws
+
+
+def _approved(ws: Path, *commands: str, **kw):
+    return run_agent(ws, [sh(c, timeout=30) for c in commands], approver=Recorder(True), **kw)
+
+
+# -- ordinary work at the top level ------------------------------------------------------------------------
+
+TOP_LEVEL_WORK = ("echo hi > notes.txt && mkdir out && echo x > out/a.txt && mv notes.txt renamed.txt && "
+                  "sed -i s/hi/ho/ renamed.txt && rm out/a.txt && python3 -c \"open('made.csv', 'w').write('1')\" && "
+                  "ln -s renamed.txt link.txt && cat link.txt")
+
+
+def test_an_approved_command_makes_files_and_folders_at_the_top_level(repo: Path, backend) -> None:
+    run = _approved(repo, TOP_LEVEL_WORK, "echo below > sub/below.txt")
+    text = text_of(run.calls[0])
+    assert (repo / "sub" / "below.txt").read_text() == "below\n"  # every lane: below the top level is writable
+    assert "writes only in the workspace" not in text
+    if top_level_opens(backend):
+        assert run.calls[0].status == "ok", text
+        assert (repo / "renamed.txt").read_text() == "ho\n" and (repo / "out").is_dir()
+        assert not (repo / "out" / "a.txt").exists() and (repo / "made.csv").read_text() == "1"
+        assert os.readlink(repo / "link.txt") == "renamed.txt" and "stopped by the sandbox" not in text
+    else:  # Landlock alone: refused, and the result says which wall and why
+        assert not (repo / "notes.txt").exists() and run.calls[0].status == "error"
+        assert "notes.txt would be a new entry at the workspace's top level" in text
+        assert ".git" in text and "mount namespace" in text and "inside a folder that is already there" in text
+
+
+def test_without_protected_paths_the_top_level_is_open_in_every_lane(ws: Path) -> None:
+    """A folder that is not a repository and has no nbagent folder yet: even Landlock alone lets a command
+    make entries at the top (a protected path it makes there is removed after it)."""
+    run = _approved(ws, "echo hi > notes.txt && mkdir out && mkdir .vscode && echo '{}' > .vscode/tasks.json")
+    assert (ws / "notes.txt").read_text() == "hi\n" and (ws / "out").is_dir()
+    assert not (ws / ".vscode").exists() and "removed after it" in text_of(run.calls[0])
+
+
+# -- protected paths: not written, replaced or renamed ------------------------------------------------------
+
+ATTACKS = {
+    "write_git_config": f"printf '{EVIL_CONFIG}' >> .git/config",
+    "replace_git_config": f"printf '{EVIL_CONFIG}' > sub/cfg && mv -f sub/cfg .git/config",
+    "add_a_hook": "printf '#!/bin/sh\\ntouch pwned\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit",
+    "rename_git_away": f"mv .git sub/old-git && mkdir -p .git && printf '{EVIL_CONFIG}' > .git/config",
+    "replace_git_with_a_folder": f"mkdir sub/evil && printf '{EVIL_CONFIG}' > sub/evil/config && rm -rf .git; "
+                                 "mv -T sub/evil .git",
+    "exchange_git": (f"mkdir sub/evil && printf '{EVIL_CONFIG}' > sub/evil/config && python3 -c \"import ctypes, os; "
+                     "libc = ctypes.CDLL(None, use_errno=True); r = libc.renameat2(-100, b'sub/evil', -100, b'.git', 2); "
+                     "print('exchanged' if r == 0 else os.strerror(ctypes.get_errno()))\""),
+    "hard_link_to_git_config": f"ln .git/config sub/c && printf '{EVIL_CONFIG}' >> sub/c",
+    "symbolic_link_to_git_config": f"ln -s ../.git/config sub/c && printf '{EVIL_CONFIG}' >> sub/c",
+    "write_mcp_json": f"printf '{EVIL_MCP}' > .mcp.json",
+    "replace_mcp_json": f"printf '{EVIL_MCP}' > sub/m.json && mv -f sub/m.json .mcp.json",
+    "rename_mcp_json_away": f"mv .mcp.json sub/old.json; printf '{EVIL_MCP}' > .mcp.json",
+    "remove_mcp_json": f"rm -f .mcp.json; printf '{EVIL_MCP}' > .mcp.json",
+    "rename_nbagent_away": "mv .nbagent sub/nb && mkdir .nbagent && echo '{}' > .nbagent/mcp.json",
+}
+
+
+def _state(ws: Path) -> dict:
+    git = ws / ".git"
+    return {"git_inode": git.stat().st_ino, "git_is_dir": git.is_dir() and not git.is_symlink(),
+            "config": (git / "config").read_text(), "hooks": sorted(p.name for p in (git / "hooks").iterdir()),
+            "mcp": (ws / ".mcp.json").read_text(), "mcp_inode": (ws / ".mcp.json").stat().st_ino,
+            "nbagent": sorted(p.name for p in (ws / ".nbagent").iterdir())}
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_git_and_mcp_json_cannot_be_written_replaced_or_renamed(repo: Path, backend, name: str) -> None:
+    before = _state(repo)
+    control = "echo ok > made.txt" if top_level_opens(backend) else "echo ok > sub/made.txt"
+    run = _approved(repo, ATTACKS[name], control)
+    assert run.calls[1].status == "ok", text_of(run.calls[1])  # control: the approved command could write
+    assert _state(repo) == before, text_of(run.calls[0])
+    assert "pwned" not in _git(repo, "config", "--list", "--local")
+
+
+def test_defence_off_the_same_attacks_get_through(repo: Path, backend, monkeypatch) -> None:
+    """With no protected path kept (no mount over them, nothing left out of Landlock's writable trees), the
+    attacks above change `.git/config` and `.mcp.json`: the check above can fail."""
+    monkeypatch.setattr(_sandbox, "protected_binds", lambda ws_: [])
+    monkeypatch.setattr(sandbox_landlock, "PROTECTED_PATHS", ())
+    before = _state(repo)
+    _approved(repo, ATTACKS["write_git_config"], ATTACKS["replace_mcp_json"])
+    after = _state(repo)
+    assert "fsmonitor" in after["config"] and after["mcp"] == EVIL_MCP and after != before
+
+
+def test_a_refusal_names_the_protected_path_and_why(repo: Path) -> None:
+    run = _approved(repo, ATTACKS["write_git_config"] + "; " + ATTACKS["rename_mcp_json_away"])
+    text = text_of(run.calls[0])
+    assert "stopped by the sandbox (workspace-write)" in text and "protected paths (.git, .mcp.json" in text
+    assert "cannot be renamed away or replaced" in text and "writes only in the workspace" not in text
+
+
+def test_a_protected_link_a_command_replaced_is_put_back(repo: Path, backend) -> None:
+    """`.mcp.json` as a link to a file in the workspace: a mount follows the link, so the link itself is put
+    back after the command if it replaced it (Landlock alone cannot remove it at all)."""
+    (repo / ".mcp.json").unlink()
+    (repo / "conf").mkdir()
+    (repo / "conf" / "mcp.json").write_text('{"mcpServers": {}}\n')
+    os.symlink("conf/mcp.json", repo / ".mcp.json")
+    run = _approved(repo, f"rm .mcp.json; printf '{EVIL_MCP}' > .mcp.json; printf x >> conf/mcp.json")
+    assert os.readlink(repo / ".mcp.json") == "conf/mcp.json"
+    assert (repo / "conf" / "mcp.json").read_text() == '{"mcpServers": {}}\n'  # where it leads is read-only too
+    if top_level_opens(backend):
+        assert "put back after it" in text_of(run.calls[0])
+
+
+def test_defence_off_a_replaced_protected_link_stays_replaced(repo: Path, backend, monkeypatch) -> None:
+    if not top_level_opens(backend):
+        pytest.skip("Landlock alone cannot remove the link at all")
+    monkeypatch.setattr(sandbox_landlock, "restore_links", lambda links: [])
+    (repo / ".mcp.json").unlink()
+    os.symlink("sub/mcp.json", repo / ".mcp.json")
+    (repo / "sub" / "mcp.json").write_text("{}")
+    _approved(repo, f"rm .mcp.json; printf '{EVIL_MCP}' > .mcp.json")
+    assert not (repo / ".mcp.json").is_symlink() and (repo / ".mcp.json").read_text() == EVIL_MCP
+
+
+# -- while the command runs: what programs outside see, and what they change ---------------------------------
+
+def _watch(path: Path, stop: threading.Event, seen: list[bytes]) -> None:
+    while not stop.is_set():
+        try:
+            seen.append((path / ".git" / "config").read_bytes())
+        except OSError:
+            seen.append(b"<missing>")
+        time.sleep(0.005)
+
+
+def _watched_attack(repo: Path) -> tuple[bytes, list[bytes]]:
+    """A git prompt or JupyterLab's git panel reads `.git/config` again and again while an approved command
+    tries to plant `core.fsmonitor` in it (in place, then by swapping `.git`) and waits."""
+    before = (repo / ".git" / "config").read_bytes()
+    stop, seen = threading.Event(), []
+    watcher = threading.Thread(target=_watch, args=(repo, stop, seen), daemon=True)
+    watcher.start()
+    try:
+        _approved(repo, f"printf '{EVIL_CONFIG}' >> .git/config; {ATTACKS['rename_git_away']}; sleep 1")
+    finally:
+        stop.set()
+        watcher.join()
+    return before, seen
+
+
+def test_a_program_outside_never_sees_git_config_changed_while_the_command_runs(repo: Path) -> None:
+    before, seen = _watched_attack(repo)
+    assert len(seen) > 10  # control: it looked all along
+    assert all(s == before for s in seen), "an outside program read .git/config while the command had changed it"
+
+
+def test_defence_off_a_program_outside_sees_the_planted_config(repo: Path, monkeypatch) -> None:
+    monkeypatch.setattr(_sandbox, "protected_binds", lambda ws_: [])
+    monkeypatch.setattr(sandbox_landlock, "PROTECTED_PATHS", ())
+    _, seen = _watched_attack(repo)
+    assert any(b"fsmonitor" in s for s in seen)
+
+
+def test_a_change_made_outside_while_the_command_runs_is_kept(repo: Path) -> None:
+    """The person commits, and nbagent's session store writes, while a long approved command runs: nothing
+    after the command undoes them (as putting protected paths back from a copy would)."""
+    started = threading.Event()
+
+    def meanwhile() -> None:
+        started.wait(10)
+        _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "meanwhile")
+        (repo / ".nbagent" / "sessions" / "s.jsonl").write_text('{"kept": true}\n')
+
+    outside = threading.Thread(target=meanwhile, daemon=True)
+    outside.start()
+    marker = repo / "sub" / "running"
+    runner = threading.Thread(target=_approved, args=(repo, f"touch {marker}; sleep 1.5"), daemon=True)
+    runner.start()
+    for _ in range(400):
+        if marker.exists():
+            break
+        time.sleep(0.01)
+    started.set()
+    outside.join(20)
+    runner.join(60)
+    assert marker.exists()  # control: the command ran
+    assert "meanwhile" in _git(repo, "log", "--format=%s")
+    assert (repo / ".nbagent" / "sessions" / "s.jsonl").read_text() == '{"kept": true}\n'
