@@ -49,7 +49,7 @@ class _Hasher:
     __slots__ = ("h", "exact", "budget")
 
     def __init__(self, budget: int) -> None:
-        self.h = hashlib.blake2b(digest_size=16)
+        self.h = hashlib.sha256()
         self.exact = True
         self.budget = budget
 
@@ -112,6 +112,12 @@ def _feed(h: _Hasher, value: Any, depth: int) -> None:  # noqa: C901 - one branc
         h.add(str(id(value)))  # deep enough: who it is, not what it holds
         h.exact = False
         return
+    if type(value) in (list, tuple, dict, set, frozenset) and _plain_items(value):
+        text = repr(value)  # plain values only: the builtin repr, no code of anyone's, at C speed
+        if len(text) <= h.budget:
+            h.budget -= len(text)
+            h.add(text)
+            return
     if isinstance(value, dict):
         items = list(value.items())
         h.add(str(len(items)))
@@ -136,6 +142,18 @@ def _feed(h: _Hasher, value: Any, depth: int) -> None:  # noqa: C901 - one branc
                 _feed(h, v, depth + 1)
             else:
                 h.add(f"{type(v).__qualname__}:{id(v)}")
+
+
+_PLAIN = frozenset({type(None), bool, int, float, complex, str, bytes})
+
+
+def _plain_items(value: Any) -> bool:
+    """A small container of plain values only (numbers, strings, None)."""
+    if len(value) > WHOLE_ITEMS:
+        return False
+    if type(value) is dict:
+        return set(map(type, value)) <= _PLAIN and set(map(type, value.values())) <= _PLAIN
+    return set(map(type, value)) <= _PLAIN
 
 
 def _sample(h: _Hasher, items: list[Any]) -> list[Any]:
@@ -166,29 +184,67 @@ def _feed_array(h: _Hasher, a: Any) -> None:
 
 
 def _feed_pandas(h: _Hasher, obj: Any) -> None:
+    """A frame, series or index: its columns, dtypes and shape, then each column's data (numeric columns as
+    their bytes, others through pandas' own hashing), every `step`-th row when it is over the budget."""
     import pandas as pd
 
     if isinstance(obj, pd.DataFrame):
         h.add(repr(list(obj.columns)) + repr([str(t) for t in obj.dtypes]) + str(obj.shape))
-    elif isinstance(obj, (pd.Series, pd.Index)):
+        columns = [column for _, column in obj.items()]
+    elif isinstance(obj, pd.Series):
         h.add(f"{obj.dtype}{obj.shape}{obj.name!r}")
+        columns = [obj]
+    elif isinstance(obj, pd.Index):
+        h.add(f"{obj.dtype}{obj.shape}{obj.name!r}")
+        columns = []
     else:
         h.add(f"{id(obj)}")
         h.exact = False
         return
-    size = int(obj.memory_usage(deep=False).sum()) if hasattr(obj, "memory_usage") else 0
+    index = obj if isinstance(obj, pd.Index) else obj.index
+    size = sum(_column_bytes(c) for c in columns) + (0 if isinstance(index, pd.RangeIndex) else _column_bytes(index))
+    step = 1
     if size > h.budget and len(obj) > 1:
         h.exact = False
         step = max(1, int(math.ceil(size / max(1, h.budget))))
-        obj = obj.iloc[::step] if not isinstance(obj, pd.Index) else obj[::step]
-    h.budget -= size
+    h.budget -= size // step
+    if isinstance(index, pd.RangeIndex):
+        h.add(f"range({index.start}, {index.stop}, {index.step})")
+    else:
+        _feed_column(h, index, step)
+    for column in columns:
+        _feed_column(h, column, step)
+
+
+def _column_bytes(column: Any) -> int:
     try:
-        hashed = pd.util.hash_pandas_object(obj, index=not isinstance(obj, pd.Index))
+        return int(column.memory_usage(deep=False)) if hasattr(column, "memory_usage") else int(column.nbytes)
+    except Exception:
+        return 8 * len(column)
+
+
+def _feed_column(h: _Hasher, column: Any, step: int) -> None:
+    import numpy as np
+    import pandas as pd
+
+    dtype = column.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in "biufcmM":
+        data = column.to_numpy(copy=False)
+        if step > 1:
+            data = data[::step]
+        h.add(np.ascontiguousarray(data).view(np.uint8).data)
+        return
+    part = column[::step] if step > 1 else column
+    try:
+        if isinstance(part, pd.Index):
+            hashed = pd.util.hash_pandas_object(part)
+        else:
+            hashed = pd.util.hash_pandas_object(part, index=False)
     except TypeError:  # unhashable cells (lists in a column): their text, bounded
-        h.add(obj.head(200).to_string() if not isinstance(obj, pd.Index) else repr(list(obj[:200])))
+        h.add(repr(list(part[:200])))
         h.exact = False
         return
-    h.add(hashed.to_numpy().tobytes())
+    h.add(np.asarray(hashed).tobytes())
 
 
 # --------------------------------------------------------------------------------------------------
@@ -238,7 +294,7 @@ class _UsePickle(Exception):
 def _hex(data: str | bytes) -> str:
     if isinstance(data, str):
         data = data.encode("utf-8", "surrogatepass")
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
+    return hashlib.sha256(data).hexdigest()
 
 
 def _shape(value: Any) -> list[int] | None:
@@ -279,7 +335,7 @@ def _plain(value: Any, depth: int = 0) -> str | None:
 def _code_hash(obj: Any) -> str:
     """A hash of what a function or class does: bytecode, constants, names and defaults (not where it was
     defined: a function made by the agent and the same code in a cell hash alike)."""
-    h = hashlib.blake2b(digest_size=16)
+    h = hashlib.sha256()
 
     def code(c: types.CodeType) -> None:
         h.update(c.co_code)
