@@ -26,6 +26,7 @@ import asyncio
 import json
 import os
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -215,7 +216,7 @@ async def _rerun(path: Path, names: list[str], timeout: int) -> dict[str, Any]:
     from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
     from jupyter_client.manager import AsyncKernelManager
     from nbclient import NotebookClient
-    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+    from nbclient.exceptions import DeadKernelError
 
     class ThisPython(KernelSpecManager):
         """The kernel this one is: the same Python, nbagent imported from the same place."""
@@ -229,7 +230,29 @@ async def _rerun(path: Path, names: list[str], timeout: int) -> dict[str, Any]:
     client = NotebookClient(nb, km=km, timeout=timeout, allow_errors=True, kernel_name="nbagent-check",
                             resources={"metadata": {"path": str(path.parent)}})
     out: dict[str, Any] = {"failed": [], "errors": {}, "cells": 0, "stopped": "", "signatures": {}}
-    async with client.async_setup_kernel(env=_environment(path), cleanup_kc=True):  # shut down at the end
+    with tempfile.TemporaryFile("w+") as log:  # the fresh kernel's own stderr: not this cell's, said if it dies
+        try:
+            await _run_cells(client, nb, path, names, timeout, out, log)
+        except DeadKernelError:
+            out["stopped"] = f"the fresh kernel died: {_tail(log)}"
+        except RuntimeError as exc:  # it did not start
+            out["stopped"] = f"the fresh kernel did not start ({exc}): {_tail(log)}"
+    return out
+
+
+def _tail(log: Any, limit: int = 600) -> str:
+    log.seek(0)
+    text = log.read().strip()
+    return ("…" + text[-limit:]) if len(text) > limit else (text or "it said nothing")
+
+
+async def _run_cells(client: Any, nb: Any, path: Path, names: list[str], timeout: int, out: dict[str, Any],
+                     log: Any) -> None:
+    """Every code cell in order (going on past one that raises), then the probe of the names' signatures."""
+    import nbformat
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+    async with client.async_setup_kernel(env=_environment(path), stderr=log, cleanup_kc=True):  # shut down after
         for index, cell in enumerate(nb.cells):
             if cell.get("cell_type") != "code":
                 continue
@@ -238,10 +261,10 @@ async def _rerun(path: Path, names: list[str], timeout: int) -> dict[str, Any]:
                 await client.async_execute_cell(cell, index)
             except CellTimeoutError:
                 out["stopped"] = f"cell {index + 1} did not finish within {timeout} s"
-                return out
+                return
             except DeadKernelError:
-                out["stopped"] = f"the kernel died in cell {index + 1}"
-                return out
+                out["stopped"] = f"the kernel died in cell {index + 1}: {_tail(log)}"
+                return
             error = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), None)
             if error is not None:
                 out["failed"].append(index)
@@ -252,13 +275,13 @@ async def _rerun(path: Path, names: list[str], timeout: int) -> dict[str, Any]:
             await client.async_execute_cell(probe, len(nb.cells) - 1, store_history=False)
         finally:
             nb.cells.pop()
-    out["signatures"] = _signatures(probe, names)
-    if out["signatures"] is None:
+    signatures = _signatures(probe, names)
+    if signatures is None:
         error = next((o for o in probe.get("outputs", []) if o.get("output_type") == "error"), None)
         why = f"{error.get('ename')}: {error.get('evalue')}" if error else "it printed nothing"
         out["stopped"] = f"the fresh kernel could not describe its names ({why})"
-        out["signatures"] = {}
-    return out
+        signatures = {}
+    out["signatures"] = signatures
 
 
 def _signatures(probe: Any, names: list[str]) -> dict[str, dict[str, Any] | None] | None:
