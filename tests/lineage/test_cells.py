@@ -155,3 +155,17 @@ def test_a_function_defined_elsewhere_with_the_same_code_has_the_same_signature(
 def test_values_that_cannot_be_hashed_compare_by_type(value):
     sig = signature(value)
     assert sig["type"] and (sig["how"] in ("type", "pickle"))
+
+
+def test_the_stored_session_keeps_the_names(tmp_path):
+    from nbagent.sessions import load_session
+
+    model = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(id="c0", name="python",
+                                                                 arguments={"code": "rows = [1]\nrows.append(2)"})]),
+                           "done"])
+    agent = Agent(model=model, tools=toolbox.all(runner=PythonRunner()), approver="allow", workspace=tmp_path,
+                  session=True)
+    agent.run_sync("go")
+    stored = load_session(tmp_path, agent.session_id)
+    assert stored.calls[0]["state"] == {"assigned": ["rows"], "rebound": [], "mutated": [], "deleted": [], "read": [],
+                                        "ok": True, "exact": True, "tool": "python", "cell_id": None}

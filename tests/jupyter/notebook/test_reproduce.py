@@ -185,3 +185,12 @@ def test_check_magic_uses_the_notebook_file(session):
     assert "Rerunning" in out["stdout"]
     html = "".join(d.get("text/html", "") for d in out["data"])
     assert "reproducible" in html and "df_clean" in html, (html, time.monotonic() - started)
+
+
+def test_a_rerun_that_times_out_stops_and_says_so(session):
+    k, _, workdir = session
+    path = workdir / "slow.ipynb"
+    save(path, [cell("a", "import time\nx = 1"), cell("b", "time.sleep(30)"), cell("c", "y = 2")])
+    k.execute(f"slow = nbagent.jupyter.check_reproducible({str(path)!r}, timeout=2, names=['x'])", timeout=120)
+    assert k.value("[slow.reproducible, slow.stopped, slow.checks]") == [False, "cell 2 did not finish within 2 s", []]
+    assert "the rerun stopped" in k.value("str(slow)")
