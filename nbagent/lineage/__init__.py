@@ -26,6 +26,6 @@ from ._names import CodeNames, code_names
 from ._report import NameCheck, Reproducibility, compare
 from ._watch import NamespaceWatch, StateChange
 
-__all__ = ["CellPlan", "CellSource", "CodeNames", "NameCheck", "NamespaceWatch", "Print", "Reproducibility",
-           "StateChange", "Step", "WHOLE_BYTES", "code_names", "compare", "defined_names", "fingerprint",
+__all__ = ["WHOLE_BYTES", "CellPlan", "CellSource", "CodeNames", "NameCheck", "NamespaceWatch", "Print",
+           "Reproducibility", "StateChange", "Step", "code_names", "compare", "defined_names", "fingerprint",
            "kernel_only", "plan_cells", "provenance", "same", "signature", "steps_of", "to_cells"]

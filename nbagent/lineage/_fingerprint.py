@@ -25,7 +25,7 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Print", "WHOLE_BYTES", "fingerprint", "same", "signature"]
+__all__ = ["WHOLE_BYTES", "Print", "fingerprint", "same", "signature"]
 
 WHOLE_BYTES = 16 * 1024 * 1024
 """Bytes of a frame or array hashed whole when watching for changes; larger ones are sampled."""
@@ -90,7 +90,7 @@ def fingerprint(value: Any, budget: int | None = None) -> Print | None:
     return Print(h.h.digest(), h.exact)
 
 
-def _feed(h: _Hasher, value: Any, depth: int) -> None:  # noqa: C901 - one branch per kind of value
+def _feed(h: _Hasher, value: Any, depth: int) -> None:
     module = _module(value)
     if isinstance(value, _IMMUTABLE):
         text = value if isinstance(value, (str, bytes)) else repr(value)

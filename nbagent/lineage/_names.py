@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-__all__ = ["CodeNames", "MUTATING_METHODS", "code_names"]
+__all__ = ["MUTATING_METHODS", "CodeNames", "code_names"]
 
 MUTATING_METHODS = frozenset({
     # list, dict, set, bytearray, deque
@@ -82,7 +82,7 @@ class _Walk:
         for statement in statements:
             self.stmt(statement)
 
-    def stmt(self, s: ast.stmt) -> None:  # noqa: C901 - one branch per kind of statement
+    def stmt(self, s: ast.stmt) -> None:
         if isinstance(s, ast.Assign):
             self.expr(s.value)
             for target in s.targets:
@@ -104,11 +104,7 @@ class _Walk:
             self.target(s.target)
             self.body(s.body)
             self.body(s.orelse)
-        elif isinstance(s, ast.While):
-            self.expr(s.test)
-            self.body(s.body)
-            self.body(s.orelse)
-        elif isinstance(s, ast.If):
+        elif isinstance(s, (ast.While, ast.If)):
             self.expr(s.test)
             self.body(s.body)
             self.body(s.orelse)

@@ -6,8 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nbagent.lineage import NamespaceWatch, StateChange, fingerprint
-from nbagent.lineage import _fingerprint
+from nbagent.lineage import NamespaceWatch, StateChange, _fingerprint, fingerprint
 
 
 def run(ns: dict, code: str, **options) -> StateChange:

@@ -170,7 +170,7 @@ def _in_thread(coro: Any) -> dict[str, Any]:
             box["task"] = task = loop.create_task(coro)
             ready.set()
             box["value"] = loop.run_until_complete(task)
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+        except BaseException as exc:
             box["error"] = exc
         finally:
             ready.set()

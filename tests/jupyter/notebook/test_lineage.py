@@ -11,7 +11,7 @@ from IPython.core.error import UsageError
 from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, render
 from nbagent.jupyter import get_session, view
 from nbagent.jupyter.notebook.comm import NotebookFrontend
-from nbagent.jupyter.notebook.kernel_tools import kernel_toolbox, kernel_runner
+from nbagent.jupyter.notebook.kernel_tools import kernel_runner, kernel_toolbox
 from nbagent.toolbox import PythonRunner
 
 from ..conftest import finish, run_cell, settle
