@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from IPython.core.error import UsageError
 
@@ -66,8 +66,10 @@ def find_run(session: NotebookSession, which: str = "") -> AgentRun:
     raise UsageError("--to-cells: no %agent run of this kernel has run code yet (nothing to make cells of)")
 
 
-def start_to_cells(session: NotebookSession, run: AgentRun, mode: str | None = None) -> AgentRun | None:
-    """Start the run that inserts `run`'s cells (see the module docstring); None when it needs none."""
+def start_to_cells(session: NotebookSession, run: AgentRun, mode: str | None = None, *,
+                   say: Callable[[str], Any] = print) -> AgentRun | None:
+    """Start the run that inserts `run`'s cells (see the module docstring); None when it needs none. `say`
+    gets what the cells make and what is left out, and why."""
     if not run.done:
         raise UsageError("--to-cells: the run is still going; make cells of it once it has ended")
     try:
@@ -75,7 +77,7 @@ def start_to_cells(session: NotebookSession, run: AgentRun, mode: str | None = N
     except RuntimeError:
         raise UsageError("--to-cells inserts cells from the kernel's event loop: run it in a notebook cell") from None
     plan = plan_cells(run)
-    print(plan.summary())
+    say(plan.summary())
     if not plan.steps:
         return None
     cells = plan.cells()

@@ -128,6 +128,25 @@ def test_the_cells_appended_make_the_frame_and_the_helper_again_in_a_fresh_kerne
     assert checks["helper"]["live"]["how"] == "code" and checks["helper"]["rerun"]["hash"] == checks["helper"]["live"]["hash"]
 
 
+def test_the_panel_is_told_and_can_ask_for_the_cells(session):
+    from ..panel.test_comm import Page
+
+    k, notebook, _ = session
+    page = Page(k)
+    state = page.ask("state")["result"]
+    mine = next(r for r in state["runs"] if r["id"] == k.value("run.id"))
+    assert mine["kernel_only"] == ["df", "df_clean", "helper"]
+    reply = page.ask("to_cells", run=mine["id"])
+    assert reply["ok"], reply
+    assert "3 cells make df, df_clean, helper" in reply["result"]["summary"]
+    made = reply["result"]["run"]["id"]
+    page.pushed(lambda r: r["id"] == made and r["reviews"] and r["reviews"][0]["tool"] == "insert_cell")
+    assert page.ask("stop", run=made)["result"] == {"stopped": True}  # the page stops it: nothing is inserted
+    k.wait_for(f"[r for r in get_ipython()._nbagent_session.runs if r.id == {made!r}][0].done")
+    assert len(notebook.cells) == 3
+    assert page.ask("to_cells", run="nope")["error"].startswith("there is no run")
+
+
 def test_check_before_and_after_to_cells(session):
     k, notebook, workdir = session
     path = workdir / "analysis.ipynb"
