@@ -202,8 +202,8 @@ def plan_cells(run: Any, source: CellSource | None = None) -> CellPlan:
                     needs.add(name)
                 continue
             if not writer.ok:
-                plan.not_recreated.setdefault(
-                    name, f"call {_safe(step.call_id)} read it after call {_safe(writer.call_id)} changed it and failed")
+                why = f"call {_safe(step.call_id)} read it after call {_safe(writer.call_id)} changed it and failed"
+                plan.not_recreated.setdefault(name, why)
                 continue
             if writer.index not in needed:
                 needed.add(writer.index)

@@ -90,10 +90,40 @@ def fingerprint(value: Any, budget: int | None = None) -> Print | None:
     return Print(h.h.digest(), h.exact)
 
 
+def _text(value: Any) -> str | bytes:
+    """A plain value's text by its builtin type's own method (a subclass's overrides are not called)."""
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, bytes):
+        return bytes.__bytes__(value)
+    for base in (bool, int, float, complex):
+        if isinstance(value, base):
+            return base.__repr__(value)
+    return repr(value)  # None, Ellipsis, a range: builtin types, which cannot be subclassed
+
+
+_READERS: tuple[tuple[type, Any], ...] = (
+    (dict, lambda v: list(dict.items(v))), (list, list.copy), (tuple, lambda v: list(tuple.__iter__(v))),
+    (set, lambda v: list(set.__iter__(v))), (frozenset, lambda v: list(frozenset.__iter__(v))),
+    (bytearray, lambda v: [bytes(bytearray.copy(v))]),
+)
+
+
+def _items(value: Any) -> list[Any] | None:
+    """The items of a builtin container (of a subclass too), read by the builtin type's own methods; None for
+    anything else. A dict gives its (key, value) pairs."""
+    for base, read in _READERS:
+        if isinstance(value, base):
+            return read(value)
+    if type(value).__module__ == "collections" and type(value).__name__ == "deque":
+        return list(value)
+    return None
+
+
 def _feed(h: _Hasher, value: Any, depth: int) -> None:
     module = _module(value)
     if isinstance(value, _IMMUTABLE):
-        text = value if isinstance(value, (str, bytes)) else repr(value)
+        text = _text(value)
         if len(text) > 4096:
             h.budget -= len(text)
             if h.budget < 0:
@@ -118,21 +148,22 @@ def _feed(h: _Hasher, value: Any, depth: int) -> None:
             h.budget -= len(text)
             h.add(text)
             return
-    if isinstance(value, dict):
-        items = list(value.items())
+    items = _items(value)
+    if items is not None:
         h.add(str(len(items)))
-        for k, v in _sample(h, items):
-            _feed(h, k, depth + 1)
-            _feed(h, v, depth + 1)
+        pairs = isinstance(value, dict)
+        for item in _sample(h, items):
+            if pairs:
+                _feed(h, item[0], depth + 1)
+                _feed(h, item[1], depth + 1)
+            else:
+                _feed(h, item, depth + 1)
         return
-    if isinstance(value, (list, tuple, set, frozenset, bytearray)) or type(value).__name__ == "deque":
-        items = list(value)
-        h.add(str(len(items)))
-        for v in _sample(h, items):
-            _feed(h, v, depth + 1)
-        return
-    attributes = getattr(value, "__dict__", None)
-    h.exact = False  # an object of any other kind: what its attributes hold, shallowly
+    try:  # an object of any other kind: what its attributes hold, shallowly (its own __getattr__ is not called)
+        attributes = object.__getattribute__(value, "__dict__")
+    except Exception:
+        attributes = None
+    h.exact = False
     h.add(str(id(value)))
     if isinstance(attributes, dict):
         for k in sorted(attributes)[:200]:

@@ -77,8 +77,9 @@ def _value_text(sig: dict[str, Any] | None) -> str:
 
 def _verdict(report: Any) -> str:
     if report.reproducible:
+        them = "them" if len(report.checks) != 1 else "it"
         return (f"reproducible: the saved notebook, run top to bottom in a fresh kernel, makes "
-                f"{plural(len(report.checks), 'name')} as the live kernel has {'them' if len(report.checks) != 1 else 'it'}")
+                f"{plural(len(report.checks), 'name')} as the live kernel has {them}")
     parts = []
     if report.stopped:
         parts.append(f"the rerun stopped ({report.stopped})")
