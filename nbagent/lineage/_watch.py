@@ -12,8 +12,10 @@ far as they call each other. Code that reaches names in ways its syntax does not
 `rebound`, names gone `deleted`, and names holding the same object whose fingerprint moved `mutated` (or,
 for a value only sampled, that the code's own statements change in place).
 
-The watch reads the namespace (values anyone could have put there); it runs none of them, and a value that
-fails while being looked at is compared by identity only.
+The watch reads the namespace (values the person's cells and the agent's approved code put there): builtin
+containers and plain values through their builtin types' own methods (a subclass's overrides are not
+called), frames and arrays through pandas and NumPy, other objects' attributes without their `__getattr__`;
+a value that fails while being looked at is compared by identity only. Nothing of it is run.
 """
 
 from __future__ import annotations
