@@ -26,6 +26,7 @@ from IPython.core.error import UsageError
 from nbagent.lineage import plan_cells, provenance
 from nbagent.messages import AssistantMessage, ToolCall
 from nbagent.providers import ScriptedModel
+from nbagent.safety.sanitize import visible
 
 from ..notebook.cells import notebook_state
 
@@ -77,7 +78,7 @@ def start_to_cells(session: NotebookSession, run: AgentRun, mode: str | None = N
     except RuntimeError:
         raise UsageError("--to-cells inserts cells from the kernel's event loop: run it in a notebook cell") from None
     plan = plan_cells(run)
-    say(plan.summary())
+    say(visible(plan.summary())[0])  # names are the model's code's: hidden characters shown
     if not plan.steps:
         return None
     cells = plan.cells()
