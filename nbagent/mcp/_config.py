@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import ConfigurationError
+from ..safety.protected import note_loaded_configuration
 from ..safety.secrets import SECRET_VARIABLE_PATTERN
 from ..safety.trust import is_trusted
 
@@ -213,12 +214,15 @@ def _seconds(value: Any, where: str) -> float:
 
 def load_config_file(path: str | os.PathLike) -> dict[str, ServerConfig]:
     """The servers a JSON file configures (`{"mcpServers": {...}}`), trusted as written: for a file the
-    person named. Workspace files go through `nbagent.mcp.workspace_servers`, which asks for trust."""
+    person named. Workspace files go through `nbagent.mcp.workspace_servers`, which asks for trust. The
+    file is noted as configuration (`nbagent.safety.protected.note_loaded_configuration`): a write to it by
+    any tool asks first, whatever its name."""
     path = Path(path)
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise ConfigurationError(f"{path}: cannot be read ({exc})") from None
+    note_loaded_configuration(path)  # from now on a write to it asks first, whatever its name
     return parse_document(data, str(path))
 
 

@@ -3,7 +3,8 @@
     secrets        credential values known to the process; `redact` finds them whole, in pieces, reversed, encoded
     sanitize       what reaches the page (an allowlist HTML sanitizer) and the terminal (no control sequences)
     sandbox        the OS wall around shell commands (bubblewrap, or Landlock in `sandbox_linux`)
-    protected      configuration in a workspace that starts programs (`.git`, `.mcp.json`, `.nbagent/`...)
+    protected      which writes ask first, by what a path does (hidden, environments, executables, configuration)
+    reach          places no tool reaches (the sandbox's secret places; home's hidden entries from a home workspace)
     trust          the person's trust store and session key, kept outside the workspace
     signing        signed, chained lines for what nbagent stores and reads back
 
@@ -13,7 +14,7 @@ and its own modules only), so everything above can use it, and no change above c
 
 from __future__ import annotations
 
-from .protected import PROTECTED_PATHS, protected_reason
+from .protected import PROTECTED_PATHS, protected_reason, write_reason
 from .sandbox import SandboxPolicy, sandbox_backend, sandbox_command, sandbox_policy
 from .sanitize import sanitize_html, terminal_safe, visible
 from .secrets import add_secret, redact, redact_exception, redact_value, secret_values
@@ -41,4 +42,5 @@ __all__ = [
     "terminal_safe",
     "unseal",
     "visible",
+    "write_reason",
 ]

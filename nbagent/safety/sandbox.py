@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from . import trust as _trust
 from .sandbox_landlock import (Prepared, landlock_prepared, make_own_folder, missing_protected, protected_links,
                                protected_mounts, remove_created)
 from .sandbox_linux import MARKER_VARIABLE, bubblewrap_seccomp, landlock_abi, mount_namespace
@@ -207,18 +208,18 @@ def jupyter_runtime_dirs() -> tuple[str, ...]:
 
 
 def secret_places() -> tuple[str, ...]:
-    """Real paths no sandboxed command may see: `CREDENTIAL_STORES` under home and the Jupyter runtime
-    folders (whether they exist or not)."""
+    """Real paths no sandboxed command (and no file tool: `nbagent.safety.reach`) may see: `CREDENTIAL_STORES`
+    under home, the Jupyter runtime folders and nbagent's trust store and key (whether they exist or not)."""
     env = os.environ
-    return _secret_places(env.get("HOME", ""), env.get("JUPYTER_RUNTIME_DIR", ""), env.get("JUPYTER_DATA_DIR", ""),
-                          env.get("XDG_DATA_HOME", ""))
+    return _secret_places(*(env.get(v, "") for v in ("HOME", "JUPYTER_RUNTIME_DIR", "JUPYTER_DATA_DIR",
+                                                      "XDG_DATA_HOME", "XDG_CONFIG_HOME", "NBAGENT_CONFIG_DIR")))
 
 
 @functools.lru_cache(maxsize=8)
 def _secret_places(*_environment: str) -> tuple[str, ...]:
-    home = os.path.realpath(os.path.expanduser("~"))
+    home, nbagent = os.path.realpath(os.path.expanduser("~")), os.path.realpath(_trust.config_dir())
     return tuple(dict.fromkeys([os.path.realpath(os.path.join(home, p)) for p in CREDENTIAL_STORES]
-                               + list(jupyter_runtime_dirs())))
+                               + list(jupyter_runtime_dirs()) + [nbagent]))
 
 
 def _holds(path: str, places: Iterable[str]) -> bool:

@@ -39,8 +39,9 @@ Read-only commands (`read_only_problem`): every option must be one the classifie
 getopt_long reads it (`sort --out=x` is `--output`); recursion that follows links only while no link
 leads out of the workspace; git only with a plain `.git/` directory and no diff or filter programs
 configured. Without an OS sandbox (`sandboxed=False`), only `STRICT_READ_ONLY_COMMANDS` are auto-allowed.
-Writes inside `.git/`, and of `HEAD`, `config`, `commondir` or `packed-refs` files (which make a bare
-repository), are never auto-allowed by acceptEdits.
+A write of a file of a kind that runs or configures programs (hidden, inside an environment or package
+tree, executable, loaded as configuration: `nbagent.safety.protected.write_reason`) is never auto-allowed by
+acceptEdits or a grant. With a deny rule in force, only programs known to run no others pass (`_leaves`).
 
 Two ways to get them:
 

@@ -1,11 +1,14 @@
 """The tools that change files: write_file (a whole file) and edit_file (exact text replaced, a diff back).
 
-They count as file edits for the `acceptEdits` mode, except for configuration that can run programs
-(`nbagent.safety.protected`: `.mcp.json`, `.nbagent/`, `.git` and the files that make a bare repository, editor,
-Jupyter and other agents' settings), matched in any case and spelling, as given and as resolved: a write
-there always asks, whatever the mode or grant; only an allow rule the person wrote allows it. An "always
-allow" covers the one file approved. A file a deny rule protects from reading is never shown: edit_file
-refuses it (its diff and messages would show what it holds), write_file replaces it without a diff.
+They count as file edits for the `acceptEdits` mode. Each says what it writes (`writes`: the path as given
+and as it resolves), and the permission pipeline judges that by kind (`nbagent.safety.protected.write_reason`:
+hidden files and folders, environment and package trees, executables, configuration a program loads, the
+trust store), in any case and spelling: such a write always asks, whatever the mode or grant; only an
+allow rule the person wrote allows it. The kind is looked at again when the write happens: a call that a
+mode or grant allowed is refused if its target became such a file in the meantime (made executable, say,
+by an earlier call of the same batch). An "always allow" covers the one file approved. A file a deny rule
+protects from reading is never shown: edit_file refuses it (its diff and messages would show what it
+holds), write_file replaces it without a diff.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 
 from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
-from ..safety.protected import protected_reason
+from ..safety import protected
 from ..tools.definition import Tool
 from ..tools.results import error_result
 from ._binding import Binding, read_denied_check
@@ -64,6 +67,7 @@ def make_edit_tools(binding: Binding, path_matcher: Any) -> list[Tool]:
         try:
             ws = binding.workspace_for(ctx)
             resolved = ws.resolve(path)
+            _check_kind_again(ws, path, resolved, ctx)
             denied = read_denied_check(ctx)
             hidden = denied is not None and _read_denied(denied, ws, path, resolved)
             before = None if hidden else _old_text(ws, resolved)
@@ -87,7 +91,7 @@ def make_edit_tools(binding: Binding, path_matcher: Any) -> list[Tool]:
 
     write_tool = Tool(
         write_file, edits_files=_edit_call(binding), capability="write", rule_matcher=path_matcher,
-        suggest_grant=_grant_scope(binding), protected_write=_protected_write(binding),
+        suggest_grant=_grant_scope(binding), writes=_writes(binding),
         describe_activity=lambda a: f"Writing {short(a.path)}",
         describe_completed_activity=lambda a, r: (
             f"{'Created' if r.created else 'Wrote'} {short(a.path)}" if isinstance(r, FileChange) else f"Wrote {short(a.path)}"),
@@ -112,6 +116,7 @@ def make_edit_tools(binding: Binding, path_matcher: Any) -> list[Tool]:
         try:
             ws = binding.workspace_for(ctx)
             resolved = ws.resolve(path)
+            _check_kind_again(ws, path, resolved, ctx)
             denied = read_denied_check(ctx)
             if denied is not None and _read_denied(denied, ws, path, resolved):
                 return error_result(
@@ -157,7 +162,7 @@ def make_edit_tools(binding: Binding, path_matcher: Any) -> list[Tool]:
 
     edit_tool = Tool(
         edit_file, edits_files=_edit_call(binding), capability="write", rule_matcher=path_matcher,
-        suggest_grant=_grant_scope(binding), protected_write=_protected_write(binding),
+        suggest_grant=_grant_scope(binding), writes=_writes(binding),
         describe_activity=lambda a: f"Editing {short(a.path)}",
         describe_completed_activity=lambda a, r: f"Edited {short(a.path)}",
     )
@@ -172,32 +177,49 @@ def _unified_diff(before: str, after: str, rel: str, limit: int = 8000) -> str:
     return cut("".join(out), limit, what="characters of the diff")
 
 
-def _protected_write(binding: Binding):
-    """Why a write/edit call writes configuration that can run programs (`nbagent.safety.protected`), or None."""
+def _writes(binding: Binding):
+    """What a write/edit call writes: the path as given and as it resolves, in the binding's workspace (so
+    the permission pipeline judges it by kind, `nbagent.safety.protected.write_reason`)."""
 
-    def reason(args: Any, ctx: Any = None) -> str | None:
-        given = args.get("path")
+    def writes(args: Any, ctx: Any = None) -> list[protected.Target]:
+        ws = binding.workspace_for(ctx)
+        given = str(args.get("path"))
         try:
-            resolved = binding.workspace_for(ctx).resolve(given)
+            real = str(ws.resolve(given).path)
         except WorkspaceError:
-            return None  # refused by the tool itself, whatever is decided
-        return protected_reason([str(given), resolved.rel], real_path=str(resolved.path))
+            # refused by the tool itself, whatever is decided (its message says why); a path inside that no
+            # tool may reach (nbagent's trust store in a home workspace) is still judged, so it is asked about
+            lexical = os.path.normpath(os.path.join(str(ws.root), given.replace("\\", "/")))
+            return [protected.Target(given, str(ws.root))] if ws.relative(lexical) not in (None, ".") else []
+        return [protected.Target(given, str(ws.root)), protected.Target(real, str(ws.root))]
 
-    return reason
+    return writes
 
 
 def _edit_call(binding: Binding):
-    """Whether a write/edit call is a plain file edit inside the workspace (what acceptEdits allows)."""
-    protected = _protected_write(binding)
+    """Whether a write/edit call is a plain file edit inside the workspace (what acceptEdits allows, once
+    the pipeline found that it writes no file of a kind that asks)."""
 
     def edits(args: Any, ctx: Any = None) -> bool:
         try:
             binding.workspace_for(ctx).resolve(args.get("path"))
         except WorkspaceError:
             return False
-        return protected(args, ctx) is None
+        return True
 
     return edits
+
+
+def _check_kind_again(ws: Workspace, given: str, resolved: ResolvedPath, ctx: Any) -> None:
+    """A call a mode or grant allowed, whose target became a file of a kind that asks since it was decided
+    (an earlier call of the batch made it executable, or put it inside an environment): refused."""
+    source = getattr(getattr(ctx, "decision", None), "source", None)
+    if source not in ("mode", "grant"):
+        return  # asked (and approved with the kind shown), allowed by a rule the person wrote, or no pipeline
+    reason = protected.write_reason([protected.Target(given, str(ws.root)),
+                                     protected.Target(str(resolved.path), str(ws.root))])
+    if reason:
+        raise WorkspaceError(f"not written: {reason}; it changed since the call was allowed, so ask again")
 
 
 def _grant_scope(binding: Binding):

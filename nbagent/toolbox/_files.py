@@ -12,8 +12,10 @@ with a clear message whatever the mode, rules or approvals. Rule patterns for th
 relative to the workspace (`write_file(notebooks/**)`, `deny: read_file(.env)`; see
 `nbagent.calls.permissions.path_rule_matcher`); `grep` also skips files that a deny rule of `read_file` or
 `grep` protects, and `list_files` hides what a deny rule of `list_files` covers. `write_file` and
-`edit_file` count as file edits for the `acceptEdits` mode, except for configuration that can run programs
-(`nbagent.safety.protected`; see `_edits`): a write there always asks, whatever the mode or grant.
+`edit_file` count as file edits for the `acceptEdits` mode, except for files of a kind that runs or
+configures programs (`nbagent.safety.protected.write_reason`; see `_edits`): a write there always asks,
+whatever the mode or grant. No tool here reaches the places the sandbox hides (`nbagent.safety.reach`), and
+names that are not plain are shown quoted with escapes (`_filetext.shown_path`), one entry a line.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from ._binding import Binding
 from ._edits import make_edit_tools
 from ._filetext import (
     MAX_LINE_CHARS, MAX_LIST_SCAN, SNIFF_BYTES, binary_lines, count_lines, human_size, looks_binary, short,
+    shown_path,
 )
 from ._grep import make_grep_tool
 from ._workspace import Workspace, WorkspaceError
@@ -194,7 +197,7 @@ def make_file_tools(binding: Binding) -> dict[str, Tool]:
             lines: list[str] = []
             scanned = 0
             complete = True
-            for rel, entry in ws.walk(base, max_depth=depth, skip_dirs=skip):
+            for rel, entry in ws.walk(base, max_depth=depth, skip_dirs=skip, sizes=True):
                 scanned += 1
                 if scanned > MAX_LIST_SCAN:
                     complete = False
@@ -265,14 +268,16 @@ def _list_denied(ctx: Any):
     return lambda rel: any(match_path(r.pattern, rel, ignore_case=True) for r in rules)
 
 
-def _describe_entry(ws: Workspace, rel: str, entry: os.DirEntry[str]) -> str:
-    try:
-        if entry.is_symlink():
-            target = os.path.realpath(entry.path)
-            inside = ws.relative(target)
-            return f"{rel} -> {inside if inside is not None else '(outside the workspace)'}"
-        if entry.is_dir(follow_symlinks=False):
-            return f"{rel}/"
-        return f"{rel}  ({human_size(entry.stat(follow_symlinks=False).st_size)})"
-    except OSError:
-        return rel
+def _describe_entry(ws: Workspace, rel: str, entry: Any) -> str:
+    """One line of list_files: the name (quoted with escapes when it is not plain: `shown_path`), then `/`
+    for a folder, `-> where` for a link, or the size."""
+    name = shown_path(rel)
+    if entry.is_symlink():
+        target = os.path.realpath(entry.path)
+        inside = ws.relative(target)
+        if inside is not None and ws.out_of_reach(target):
+            inside = None
+        return f"{name} -> {shown_path(inside) if inside is not None else '(outside the workspace)'}"
+    if entry.is_dir():
+        return f"{name}/"
+    return f"{name}  ({human_size(entry.size or 0)})"

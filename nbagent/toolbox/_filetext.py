@@ -6,10 +6,11 @@ Shared by `read_file` (`_files`) and `grep` (`_grep`), with the sizes and short 
 from __future__ import annotations
 
 import codecs
+import unicodedata
 from typing import Any
 
 __all__ = ["MAX_LINE_CHARS", "MAX_LIST_SCAN", "SNIFF_BYTES", "binary_lines", "count_lines", "human_size",
-           "looks_binary", "short"]
+           "looks_binary", "shown_path", "short"]
 
 MAX_LINE_CHARS = 2_000
 """Longer lines are cut in read_file and grep output."""
@@ -26,6 +27,30 @@ def human_size(n: int) -> str:
             return f"{int(size)} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{n} bytes"  # pragma: no cover
+
+
+def shown_path(rel: str) -> str:
+    """A path as one entry of a tool's answer: as it is when plain; else in double quotes, with line
+    breaks, control, invisible and separator characters, undecodable bytes, quotes and backslashes written
+    as escapes (`"a\\nb.txt"`), so a name cannot pass for several entries, for a line of its own, or for
+    another entry's decoration (`list_files`, `grep`). A name that starts with a double quote or ends with a
+    space, or holds `  (` or ` -> ` (the forms sizes and links are shown in), is quoted too."""
+    if rel and not rel.startswith('"') and not rel.endswith(" ") and "  (" not in rel and " -> " not in rel \
+            and all(c == " " or unicodedata.category(c)[0] not in "CZ" for c in rel):
+        return rel
+    out = []
+    for c in rel:
+        if c in '"\\':
+            out.append("\\" + c)
+        elif c == "\n":
+            out.append("\\n")
+        elif c == "\t":
+            out.append("\\t")
+        elif c != " " and unicodedata.category(c)[0] in "CZ":
+            out.append(f"\\u{ord(c):04x}")
+        else:
+            out.append(c)
+    return '"' + "".join(out) + '"'
 
 
 def looks_binary(head: bytes) -> bool:

@@ -39,9 +39,10 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import time
 from typing import Mapping
 
-__all__ = ["GIT_FORCED_SETTINGS", "configured_programs", "git_safety_env"]
+__all__ = ["GIT_FORCED_SETTINGS", "configured_programs", "git_safety_env", "repository_programs"]
 
 GIT_FORCED_SETTINGS: tuple[tuple[str, str], ...] = (
     ("core.fsmonitor", "false"),
@@ -80,7 +81,8 @@ def git_safety_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
 _PROGRAM_KEYS = r"^(diff\.external|diff\..+\.(command|textconv)|filter\..+\.(clean|smudge|process))$"
 
 
-def configured_programs(cwd: str | os.PathLike[str], timeout: float = 5.0) -> dict[str, str] | None:
+def configured_programs(cwd: str | os.PathLike[str], timeout: float = 5.0, *, keys: str | None = None,
+                        files: tuple[str, ...] = ()) -> dict[str, str] | None:
     """The git settings in effect in `cwd` that name a program the forced settings cannot switch off
     (`diff.external`, `diff.<driver>.command/textconv`, `filter.<driver>.clean/smudge/process`), as
     {key: value}; Git LFS's own filter (`git-lfs clean -- %f`...) is left out. None when git cannot tell
@@ -88,21 +90,94 @@ def configured_programs(cwd: str | os.PathLike[str], timeout: float = 5.0) -> di
     """
     env = dict(os.environ)
     env.update(git_safety_env(env))
-    try:
-        proc = subprocess.run(["git", "config", "--null", "--get-regexp", _PROGRAM_KEYS], cwd=os.fspath(cwd),
-                              env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if proc.returncode not in (0, 1):  # 1: nothing matched
-        return None
     found: dict[str, str] = {}
-    for entry in proc.stdout.decode("utf-8", "replace").split("\0"):
-        if entry:
-            key, _, value = entry.partition("\n")
-            if not _KNOWN_PROGRAM.match(value):
-                found[key] = value
+    for scope in ([["--file", f] for f in files] if files else [[]]):
+        try:
+            proc = subprocess.run(["git", "config", *scope, "--null", "--get-regexp", keys or _PROGRAM_KEYS],
+                                  cwd=os.fspath(cwd), env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                                  timeout=timeout)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if proc.returncode not in (0, 1):  # 1: nothing matched
+            return None
+        for entry in proc.stdout.decode("utf-8", "replace").split("\0"):
+            if entry:
+                key, _, value = entry.partition("\n")
+                if not _KNOWN_PROGRAM.match(value):
+                    found[key] = value
     return found
 
 
 _KNOWN_PROGRAM = re.compile(r"^git-lfs (clean|smudge|filter-process)( -- %f)?$")
 """Driver commands left out of `configured_programs`: Git LFS, as `git lfs install` configures it."""
+
+
+_DENY_KEYS = (r"^(diff\.external|diff\..+\.(command|textconv)|filter\..+\.(clean|smudge|process)|merge\..+\.driver"
+              r"|core\.(editor|gitproxy|alternaterefscommand)|sequence\.editor|gpg\.program|gpg\..+\.program"
+              r"|remote\..+\.(uploadpack|receivepack|vcs)|submodule\..+\.update|include\.path|includeif\..+\.path"
+              r"|credential\..+\.helper|alias\..+|sendemail\..+|web\.browser|browser\..+|help\.format"
+              r"|mergetool\..+|difftool\..+|man\..+)$")
+"""Every setting that names a program git may run, or a file that may name one (`include.path`), which the
+forced settings (`GIT_FORCED_SETTINGS`) do not switch off: what deny rules look for (`repository_programs`)."""
+_cache: dict[tuple, dict[str, str] | None] = {}
+
+
+def repository_programs(workspace: str | os.PathLike[str]) -> dict[str, str] | None:
+    """The programs the repository's own configuration (`.git/config`, `.git/config.worktree`; an include
+    is counted, not followed) names in this workspace, {key: value}, for deny rules (`_leaves.git_problem`);
+    the person's own and the system's configuration are theirs to trust (and read-only in the sandbox).
+    None when nbagent cannot tell: no plain `.git/` directory at the top, a
+    repository around the workspace or inside it (submodules and nested repositories have configurations
+    of their own), `GIT_DIR` and the like set, or git failing. Remembered for a moment while the
+    configuration files and the index are unchanged."""
+    root = os.path.realpath(os.fspath(workspace))
+    dot_git = os.path.join(root, ".git")
+    if not os.path.isdir(dot_git) or os.path.islink(dot_git) or any(os.environ.get(k) for k in _GIT_ENV):
+        return None
+    key = (root, int(time.monotonic() / 2), *(_stamp(p) for p in (
+        os.path.join(dot_git, "config"), os.path.join(dot_git, "config.worktree"), os.path.join(dot_git, "index"),
+        os.path.join(dot_git, "commondir"), os.path.join(root, ".gitmodules"))))
+    if key in _cache:
+        return _cache[key]
+    files = tuple(f for f in (os.path.join(dot_git, "config"), os.path.join(dot_git, "config.worktree"))
+                  if os.path.isfile(f))
+    found = None if _other_repositories(root) or os.path.lexists(os.path.join(dot_git, "commondir")) else \
+        configured_programs(root, keys=_DENY_KEYS, files=files) if files else {}
+    if len(_cache) > 64:
+        _cache.clear()
+    _cache[key] = found
+    return found
+
+
+_GIT_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_CONFIG", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
+            "GIT_EXEC_PATH", "GIT_CONFIG_PARAMETERS", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_EXTERNAL_DIFF",
+            "GIT_SSH", "GIT_SSH_COMMAND", "GIT_PROXY_COMMAND", "GIT_ASKPASS")
+
+
+def _stamp(path: str) -> tuple:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ()
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _other_repositories(root: str, limit: int = 20_000) -> bool:
+    """Whether a repository lies around `root` or below it (or the tree is too big to tell)."""
+    parent = os.path.dirname(root)
+    while parent != os.path.dirname(parent):
+        if os.path.lexists(os.path.join(parent, ".git")):
+            return True
+        parent = os.path.dirname(parent)
+    if os.path.lexists(os.path.join(root, ".gitmodules")):
+        return True
+    seen = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        if dirpath == root:
+            dirnames[:] = [d for d in dirnames if d != ".git"]
+        elif ".git" in dirnames or ".git" in filenames:
+            return True
+        seen += len(dirnames) + len(filenames)
+        if seen > limit:
+            return True
+    return False

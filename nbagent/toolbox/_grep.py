@@ -33,7 +33,7 @@ from ..tools.definition import Tool
 from ..tools.paths import match_path
 from ..tools.results import error_result
 from ._binding import Binding, read_denied_check
-from ._filetext import MAX_LINE_CHARS, MAX_LIST_SCAN, SNIFF_BYTES, binary_lines, looks_binary, short
+from ._filetext import MAX_LINE_CHARS, MAX_LIST_SCAN, SNIFF_BYTES, binary_lines, looks_binary, short, shown_path
 from ._workspace import ResolvedPath, Workspace, WorkspaceError
 
 __all__ = ["GREP_TIMEOUT", "GrepMatch", "GrepResult", "make_grep_tool"]
@@ -140,7 +140,7 @@ def make_grep_tool(binding: Binding, path_matcher: Any) -> Tool:
         if skipped_outside:
             notes.append(f"{skipped_outside} symbolic link(s) leading outside the workspace skipped")
         if not result.matches:
-            text = f"No matches for {pattern!r} in {start.rel} ({result.files_searched} files searched)."
+            text = f"No matches for {pattern!r} in {shown_path(start.rel)} ({result.files_searched} files searched)."
         else:
             text = "\n".join(lines)
         if notes:
@@ -296,5 +296,5 @@ def _grep_batch(rel: str, batch: list[tuple[int, str]], searcher: _Searcher, res
         shown = body.strip()
         if len(shown) > 300:
             shown = shown[:300] + " [...]"
-        lines.append(f"{rel}:{n}: {shown}")
+        lines.append(f"{shown_path(rel)}:{n}: {shown}")
     return True

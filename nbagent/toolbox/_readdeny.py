@@ -11,6 +11,7 @@ import fnmatch
 import os
 import re
 
+from ._leaves import Where
 from ._readpaths import DeniedCheck
 from ._shellwords import parse
 from ._subcommands import RUNS_OTHER_COMMANDS, subcommands
@@ -97,9 +98,10 @@ def reveals_denied(command: str, workspace: Workspace, read_denied: DeniedCheck 
     parsed = parse(command)
     if parsed.error is not None:
         return f"it cannot be read whole ({parsed.error}), and deny rules protect some files"
-    cmds, ok = subcommands(command)
+    cmds, ok = subcommands(command, where=Where(str(workspace.root), sandboxed=hidden_by_sandbox))
     if not ok:
-        return "part of it is only known when it runs, and deny rules protect some files"
+        return ("part of it is only known when it runs, or it runs a program not known to run no others, and "
+                "deny rules protect some files")
     dynamic = [w for words in parsed.commands for w in words if w.dynamic]
     if dynamic:
         return f"{dynamic[0].raw!r} is only known when it runs, and deny rules protect some files"

@@ -42,6 +42,7 @@ from ..tools.definition import Tool
 from ._background import signal_family
 from ._binding import Binding, read_denied_check
 from ._gitsafety import git_safety_env
+from ._leaves import Where
 from ._readdeny import reveals_denied
 from ._readonly import read_only_problem
 from ._refusals import sandbox_refusal
@@ -255,6 +256,10 @@ def make_shell_tool(binding: Binding) -> Tool:
         revealing = reveals_denied(command, ws, denied, hidden_by_sandbox=sandboxed)
         if revealing:  # a deny rule on reading holds here too, whatever was approved
             return ToolResult([TextBlock(f"not run: {revealing}")], is_error=True)
+        rule = _denied_now(binding, command, ctx)
+        if rule:  # looked at again as it starts: an earlier call may have changed what the line runs
+            return ToolResult([TextBlock(f"not run: denied by rule '{rule}' (checked again as it started)")],
+                              is_error=True)
         try:
             hidden = hidden_paths(ws.root, denied) if sandboxed and denied is not None else ()
             prepared = prepare([_bash(), "-c", command], workspace=ws.root, policy=policy, hidden=hidden)
@@ -335,7 +340,7 @@ def make_shell_tool(binding: Binding) -> Tool:
         shell,
         destructive=True,
         capability="execute",
-        rule_matcher=_rule_matcher,
+        rule_matcher=_rule_matcher(binding),
         read_only_call=_read_only_call(binding),
         suggest_grant=lambda args: suggest_pattern(args.get("command", "")),
         describe_activity=lambda a: f"Running `{_short(a.command)}`",
@@ -366,11 +371,33 @@ async def _start_background(ctx: Any, command: str, prepared: Any, env: dict[str
         return ToolResult([TextBlock(f"the command could not be started ({exc})")], is_error=True)
 
 
-def _rule_matcher(pattern: str, args: Any, action: str = "allow") -> bool:
-    command = args.get("command")
-    if not isinstance(command, str):
-        return action == "deny"
-    return pattern_matches(pattern, command, action)
+def _rule_matcher(binding: Binding):
+    def matcher(pattern: str, args: Any, ctx: Any = None, action: str = "allow") -> bool:
+        command = args.get("command")
+        if not isinstance(command, str):
+            return action == "deny"
+        return pattern_matches(pattern, command, action, _where(binding, ctx) if action == "deny" else None)
+
+    return matcher
+
+
+def _where(binding: Binding, ctx: Any) -> Where | None:
+    """Where a command runs, for deny rules: the workspace, and whether the OS sandbox keeps `.git` read-only."""
+    try:
+        root = str(binding.workspace_for(ctx).root)
+    except WorkspaceError:
+        return None
+    return Where(root, sandboxed=_sandboxed(call_policy(ctx)))
+
+
+def _denied_now(binding: Binding, command: str, ctx: Any) -> str | None:
+    """The shell deny rule a command is under when it starts, or None: deny rules were decided before the
+    batch ran, and what they depend on (git's configuration, the programs on PATH) may have changed since."""
+    for rule in getattr(ctx, "rules", None) or ():
+        if rule.action == "deny" and rule.names("shell") and (
+                rule.pattern is None or pattern_matches(rule.pattern, command, "deny", _where(binding, ctx))):
+            return str(rule)
+    return None
 
 
 def _read_only_call(binding: Binding):

@@ -12,6 +12,7 @@ import fnmatch
 import os
 
 from ..tools.paths import literal_glob
+from ._leaves import Where
 from ._shellwords import parse
 from ._subcommands import subcommands
 
@@ -32,7 +33,7 @@ def _norm_pattern(pattern: str) -> str:
     return " ".join(pattern.split())
 
 
-def pattern_matches(pattern: str, command: str, action: str = "allow") -> bool:
+def pattern_matches(pattern: str, command: str, action: str = "allow", where: Where | None = None) -> bool:
     """Whether a `shell(pattern)` rule covers this command line.
 
     - allow, ask and grants: the pattern is a glob over the command's words as written, joined by single
@@ -43,10 +44,12 @@ def pattern_matches(pattern: str, command: str, action: str = "allow") -> bool:
     - deny: matches when the pattern covers any command the line may run (each part of a compound line,
       substitutions, commands behind `sudo`/`env`/`xargs`/`bash -c`/`eval`/`find -exec`), by its words'
       values (quotes removed) or with the program's directory dropped (`/bin/rm` as `rm`), ignoring case;
-      or the whole line; and always when the line cannot be read.
+      or the whole line; and always when the line cannot be read or runs a program not known to run no
+      others (`_leaves`). `where` (the workspace and sandbox the line runs in) lets git count as known
+      while its repository configures no program.
     """
     if action == "deny":
-        return _deny_matches(_norm_pattern(pattern), command)
+        return _deny_matches(_norm_pattern(pattern), command, where)
     literal = _unescape(pattern.strip())
     if literal is not None:
         # exactly that line, or the same words with other spacing between them (never inside quotes)
@@ -73,14 +76,14 @@ def pattern_matches(pattern: str, command: str, action: str = "allow") -> bool:
     return pattern.endswith(" *") and canonical == pattern[:-2]
 
 
-def _deny_matches(pattern: str, command: str) -> bool:
+def _deny_matches(pattern: str, command: str, where: Where | None = None) -> bool:
     if not isinstance(command, str):
         return True
     pat = pattern[:-2] + " *" if pattern.endswith(":*") else pattern
     pat_l = pat.lower()
     if fnmatch.fnmatchcase(" ".join(command.split()).lower(), pat_l):
         return True
-    cmds, ok = subcommands(command)
+    cmds, ok = subcommands(command, where=where)
     if not ok:
         return True
     for values in cmds:

@@ -3,13 +3,19 @@
 A path given by the model is resolved against the workspace root with every symbolic link followed
 (`os.path.realpath`), and refused unless the result lies inside the root: `..` that climbs out, absolute
 paths elsewhere, `~`, symbolic links that lead out, NUL bytes and Windows-style paths (`C:\\`, `\\\\server`)
-all end in a `WorkspaceError` whose message is written for the model. No mode, rule or approval changes
-this: the check is inside the tools, after the permission pipeline.
+all end in a `WorkspaceError` whose message is written for the model. So is a path no tool may reach
+(`nbagent.safety.reach`: credential stores, Jupyter's runtime folder, nbagent's keys, and with the workspace
+at or above home, home's hidden files and folders), as written or as it resolves; `walk` passes such
+places by without looking in. No mode, rule or approval changes this: the check is inside the tools,
+after the permission pipeline.
 
-Opening is then done component by component from the root's directory descriptor with `O_NOFOLLOW`
-(where the platform has `dir_fd`), so a symbolic link swapped in between the check and the open is
-refused instead of followed. Writes go to a temporary file in the same directory and are renamed over
-the target, so a reader never sees half a file and a hard-linked target outside is never written through.
+Opening is then one step from the root's directory descriptor (`_beneath.open_beneath`: `openat2` with
+`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` where the kernel has it, else `openat` with `O_NOFOLLOW` component
+by component), so a folder or file swapped for a symbolic link between the check and the open is refused
+instead of followed. Everything goes through it: reading, writing, `stat`, and `walk`, which lists each
+folder through a descriptor opened that way (never by its path), so `list_files` and `grep` cannot be
+led out either. Writes go to a temporary file in the same directory and are renamed over the target, so
+a reader never sees half a file and a hard-linked target outside is never written through.
 """
 
 from __future__ import annotations
@@ -23,15 +29,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..safety.reach import out_of_reach, reach_check
 from ..tools.paths import relative_inside
+from ._beneath import O_CLOEXEC as _O_CLOEXEC
+from ._beneath import O_DIRECTORY as _O_DIRECTORY
+from ._beneath import O_NOFOLLOW as _O_NOFOLLOW
+from ._beneath import O_NONBLOCK as _O_NONBLOCK
+from ._beneath import open_beneath
 
-__all__ = ["ResolvedPath", "Workspace", "WorkspaceError", "workspace_of"]
+__all__ = ["Entry", "ResolvedPath", "Workspace", "WorkspaceError", "workspace_of"]
 
 _DIR_FD = os.open in os.supports_dir_fd and os.mkdir in os.supports_dir_fd
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _WINDOWS_ABS = re.compile(r"^(?:[A-Za-z]:|\\\\)")  # C:\x, C:x, \\server\share, \\?\C:\x
 
 
@@ -108,7 +116,14 @@ class Workspace:
                 f"{given!r} leads outside the workspace ({self._root_str}) with '..'; "
                 "only files inside the workspace can be used"
             )
+        why = out_of_reach(real, self._root_str) or out_of_reach(lexical, self._root_str)
+        if why:
+            raise WorkspaceError(f"{given!r} is out of reach: {why}")
         return ResolvedPath(given, Path(real), rel)
+
+    def out_of_reach(self, path: str | os.PathLike[str]) -> str | None:
+        """Why no tool may touch `path` (absolute, inside the workspace), or None (`nbagent.safety.reach`)."""
+        return out_of_reach(os.fspath(path), self._root_str)
 
     def relative(self, path: str | os.PathLike[str]) -> str | None:
         """`path` (absolute) relative to the root, `/`-separated; None when it is not inside."""
@@ -119,28 +134,55 @@ class Workspace:
         return self.relative(os.path.realpath(os.fspath(path))) is not None
 
     # -- opening ---------------------------------------------------------------------------------------
-    def _open_dir(self, parts: tuple[str, ...], *, create: bool = False) -> int:
-        """A descriptor of the directory `parts` below the root, every component opened with O_NOFOLLOW."""
-        fd = os.open(self._root_str, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+    def _root_fd(self) -> int:
+        return os.open(self._root_str, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+
+    def _open(self, parts: tuple[str, ...], flags: int) -> int:
+        """`parts` below the root, opened in one step (`_beneath.open_beneath`): never through a link."""
+        root = self._root_fd()
         try:
-            for part in parts:
-                if create:
+            for _ in range(3):  # EAGAIN: a rename raced the kernel's lookup; look again
+                try:
+                    return open_beneath(root, parts, flags)
+                except BlockingIOError:
+                    continue
+            raise OSError(errno.EAGAIN, "the path kept changing while it was opened")
+        finally:
+            os.close(root)
+
+    def _open_dir(self, parts: tuple[str, ...], *, create: bool = False) -> int:
+        """A descriptor of the directory `parts` below the root, opened in one step without following any
+        link; with `create`, missing directories are made on the way (each in a parent opened that way)."""
+        flags = os.O_RDONLY | _O_DIRECTORY
+        try:
+            if not create:
+                return self._open(parts, flags)
+            for i in range(len(parts) + 1):
+                try:
+                    fd = self._open(parts[: i + 1], flags)
+                except FileNotFoundError:
+                    parent = self._open(parts[:i], flags)
                     try:
-                        os.mkdir(part, 0o777, dir_fd=fd)
+                        os.mkdir(parts[i], 0o777, dir_fd=parent)
                     except FileExistsError:
                         pass
-                try:
-                    nxt = os.open(part, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=fd)
-                except OSError as exc:
-                    if exc.errno == errno.ENOTDIR and _is_link(part, fd):
-                        exc = OSError(errno.ELOOP, "a symbolic link appeared")
-                    raise _changed(exc, part) from None
+                    finally:
+                        os.close(parent)
+                    fd = self._open(parts[: i + 1], flags)
+                if i + 1 >= len(parts):
+                    return fd
                 os.close(fd)
-                fd = nxt
-            return fd
-        except BaseException:
-            os.close(fd)
-            raise
+            return self._open(parts, flags)  # pragma: no cover - the loop returns
+        except OSError as exc:
+            if exc.errno == errno.ENOTDIR and self._link_among(parts):
+                exc = OSError(errno.ELOOP, "a symbolic link appeared")
+            elif exc.errno == errno.ENOTDIR and create:
+                raise
+            raise _changed(exc, "/".join(parts)) from None
+
+    def _link_among(self, parts: tuple[str, ...]) -> bool:
+        """Whether a component of `parts` is a symbolic link now (to say so in a message; never to open)."""
+        return any(os.path.islink(os.path.join(self._root_str, *parts[: i + 1])) for i in range(len(parts)))
 
     def open_read(self, resolved: ResolvedPath) -> Any:
         """Open a regular file for reading (binary); refuse anything else with a clear message."""
@@ -149,11 +191,7 @@ class Workspace:
         flags = os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC | _O_NONBLOCK
         try:
             if _DIR_FD:
-                dfd = self._open_dir(resolved.parts[:-1])
-                try:
-                    fd = os.open(resolved.parts[-1], flags, dir_fd=dfd)
-                finally:
-                    os.close(dfd)
+                fd = self._open(resolved.parts, flags)
             else:  # pragma: no cover - platforms without dir_fd
                 fd = os.open(resolved.path, flags)
         except FileNotFoundError:
@@ -180,10 +218,23 @@ class Workspace:
             return f.read() if limit is None else f.read(limit)
 
     def stat(self, resolved: ResolvedPath) -> os.stat_result | None:
+        """What the path is (a link is not followed), looked at through its folder's descriptor; None when
+        it does not exist or cannot be reached that way."""
+        if not _DIR_FD:  # pragma: no cover - platforms without dir_fd
+            try:
+                return os.stat(resolved.path, follow_symlinks=False)
+            except OSError:
+                return None
         try:
-            return os.stat(resolved.path, follow_symlinks=False)
+            dfd = self._open(resolved.parts[:-1], os.O_RDONLY | _O_DIRECTORY)
         except OSError:
             return None
+        try:
+            return os.stat(resolved.parts[-1] if resolved.parts else ".", dir_fd=dfd, follow_symlinks=False)
+        except OSError:
+            return None
+        finally:
+            os.close(dfd)
 
     def write_bytes(self, resolved: ResolvedPath, data: bytes) -> bool:
         """Write `data` to the file (creating parent directories inside the workspace); return whether it
@@ -243,36 +294,67 @@ class Workspace:
 
     # -- walking -----------------------------------------------------------------------------------------
     def walk(self, start: ResolvedPath, *, max_depth: int | None = None,
-             skip_dirs: frozenset[str] = frozenset({".git"})) -> Iterator[tuple[str, os.DirEntry[str]]]:
-        """(relative path, entry) for everything below `start`, never following symbolic links."""
-        stack: list[tuple[str, int]] = [(str(start.path), 0)]
+             skip_dirs: frozenset[str] = frozenset({".git"}), sizes: bool = False) -> Iterator[tuple[str, "Entry"]]:
+        """(relative path, entry) for everything below `start`, never following symbolic links: each folder
+        is listed through a descriptor opened in one step from the root (a folder swapped for a link
+        meanwhile is not listed), what each entry is is read through that descriptor too, and places out
+        of reach (`nbagent.safety.reach`) are passed by. `sizes`: read the size of each regular file."""
+        stack: list[tuple[str, int]] = [(start.rel, 0)]
+        unreachable = reach_check(self._root_str)
         while stack:
-            directory, depth = stack.pop()
+            rel_dir, depth = stack.pop()
+            parts = () if rel_dir == "." else tuple(rel_dir.split("/"))
             try:
-                with os.scandir(directory) as it:
-                    entries = sorted(it, key=lambda e: e.name)
+                dfd = self._open(parts, os.O_RDONLY | _O_DIRECTORY)
             except OSError:
                 continue
+            entries: list[Entry] = []
+            try:
+                with os.scandir(dfd) as it:
+                    for found in it:  # kinds from the listing (or an lstat through the descriptor)
+                        try:
+                            kind = ("link" if found.is_symlink() else "dir" if found.is_dir(follow_symlinks=False)
+                                    else "file" if found.is_file(follow_symlinks=False) else "other")
+                            size = found.stat(follow_symlinks=False).st_size if sizes and kind == "file" else None
+                        except OSError:
+                            continue
+                        rel = found.name if rel_dir == "." else f"{rel_dir}/{found.name}"
+                        entries.append(Entry(found.name, rel, f"{self._root_str}/{rel}", kind, size))
+            finally:
+                os.close(dfd)
+            entries.sort(key=lambda e: e.name)
             subdirs = []
             for entry in entries:
-                rel = self.relative(entry.path)
-                if rel is None:  # pragma: no cover - scandir below a real path stays inside
+                if unreachable is not None and unreachable(entry.path):
                     continue
-                yield rel, entry
-                try:
-                    is_dir = entry.is_dir(follow_symlinks=False)
-                except OSError:
-                    is_dir = False
-                if is_dir and entry.name not in skip_dirs and (max_depth is None or depth + 1 < max_depth):
-                    subdirs.append((entry.path, depth + 1))
+                yield entry.rel, entry
+                if entry.kind == "dir" and entry.name not in skip_dirs and (max_depth is None or depth + 1 < max_depth):
+                    subdirs.append((entry.rel, depth + 1))
             stack.extend(reversed(subdirs))
 
 
-def _is_link(name: str, dir_fd: int) -> bool:
-    try:
-        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
-    except OSError:
-        return False
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One thing `Workspace.walk` found: what it is was read through its folder's descriptor, never by path."""
+
+    name: str
+    rel: str
+    """Relative to the workspace root, `/`-separated."""
+    path: str
+    """The absolute path it was found at (for messages and for where a link leads; never opened)."""
+    kind: str
+    """"dir", "file", "link" (a symbolic link, not followed) or "other" (a device, pipe or socket)."""
+    size: int | None = None
+    """A regular file's size, when the walk was asked for sizes."""
+
+    def is_dir(self, follow_symlinks: bool = False) -> bool:
+        return self.kind == "dir"
+
+    def is_file(self, follow_symlinks: bool = False) -> bool:
+        return self.kind == "file"
+
+    def is_symlink(self) -> bool:
+        return self.kind == "link"
 
 
 def _changed(exc: OSError, what: str) -> WorkspaceError:

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import fnmatch
 import inspect
+import os
 import re
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from ..context import ToolContext
+from ..safety import protected
 from .docstrings import parse_docstring
 from .schemas import (
     Arguments, ArgumentsError, ToolDefinitionError, _check_raw_schema, _format_jsonschema_errors,
@@ -59,7 +61,7 @@ class Tool:
         destructive: may destroy data (shown in the view, and a hint for approvals).
         capability: `read`, `write`, `execute` or `other`, for capability modes (derived by default).
         edits_files: edits files in the workspace (allowed by the `acceptEdits` mode); or `f(args) -> bool`
-            deciding per call.
+            deciding per call. `acceptEdits` allows a call only when it is known what it writes (`writes`).
         describe_activity: `f(args) -> str`, a short label while running ("Reading data.csv").
         describe_completed_activity: `f(args, result) -> str`, the label once done.
         prepare_arguments: `f(arguments) -> arguments`, run on the parsed arguments (after the repair
@@ -74,9 +76,14 @@ class Tool:
         read_only_call: `f(args) -> bool` (or `f(args, ctx)`), whether one call only reads (auto-allowed).
         suggest_grant: `f(args) -> pattern` (or `f(args, ctx)`), the scope of an "always allow" for a call
             like this one.
-        protected_write: `f(args) -> str | None` (or `f(args, ctx)`): why this call writes configuration that
-            can run programs (`nbagent.safety.protected`), or None. Such a call always asks: no mode or grant
-            allows it, only an allow rule the person wrote.
+        writes: `f(args) -> paths` (or `f(args, ctx)`): the files this call writes (relative to the
+            workspace, absolute, or `nbagent.safety.protected.Target`), or None when it cannot tell. Each is
+            judged by kind (`nbagent.safety.protected.write_reason`: hidden, inside an environment or
+            package tree, executable, loaded as configuration): such a write always asks, whatever the mode
+            or grant; only an allow rule the person wrote allows it. Default, for a tool that `edits_files`:
+            its permission subject (the path it is about).
+        protected_write: `f(args) -> str | None` (or `f(args, ctx)`): more reasons of the tool's own why a
+            call writes configuration that can run programs (asked after `writes`).
     """
 
     def __init__(
@@ -104,6 +111,7 @@ class Tool:
         rule_matcher: Callable[..., bool] | None = None,
         read_only_call: Callable[..., bool] | None = None,
         suggest_grant: Callable[..., str | None] | None = None,
+        writes: Callable[..., Any] | None = None,
         protected_write: Callable[..., str | None] | None = None,
         _localns: dict[str, Any] | None = None,
     ) -> None:
@@ -155,6 +163,8 @@ class Tool:
         self._edits_files = _flexible(edits_files, 1) if callable(edits_files) else None
         self.protected_write = protected_write
         self._protected_write = _flexible(protected_write, 1) if protected_write is not None else None
+        self.writes = writes
+        self._writes = _flexible(writes, 1) if writes is not None else None
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
 
         self._model: type[pydantic.BaseModel] | None = None
@@ -286,24 +296,52 @@ class Tool:
         return False
 
     def is_edit_call(self, args: Arguments, ctx: ToolContext | None = None) -> bool:
-        """Whether this call edits files in the workspace (what the `acceptEdits` mode allows)."""
+        """Whether this call edits files in the workspace (what the `acceptEdits` mode allows): it says so,
+        and it is known what it writes (`written_paths`), so that `protected_write_reason` judged it."""
         if self._edits_files is not None:
             try:
-                return bool(self._edits_files(args, ctx=ctx))
+                edits = bool(self._edits_files(args, ctx=ctx))
             except Exception:
                 return False
-        return bool(self.edits_files)
+        else:
+            edits = bool(self.edits_files)
+        return edits and self.written_paths(args, ctx) is not None
 
-    def protected_write_reason(self, args: Arguments, ctx: ToolContext | None = None) -> str | None:
-        """Why this call writes configuration that can run programs (it then always asks), or None. A hook
-        that fails counts as a yes (fails closed)."""
-        if self._protected_write is None:
+    def written_paths(self, args: Arguments, ctx: ToolContext | None = None) -> list[Any] | None:
+        """The files this call writes (`writes`; for a tool that edits files, by default its permission
+        subject), or None when that cannot be told (or the tool writes no files it knows of)."""
+        if self._writes is not None:
+            try:
+                found = self._writes(args, ctx=ctx)
+            except Exception:
+                return None
+            return None if found is None else [p for p in found if p is not None]
+        if not self.edits_files or self.permission_subject is None:
             return None
         try:
-            reason = self._protected_write(args, ctx=ctx)
+            subject = self.permission_subject(args)
+        except Exception:
+            return None
+        return [subject] if isinstance(subject, str) and subject else None
+
+    def protected_write_reason(self, args: Arguments, ctx: ToolContext | None = None) -> str | None:
+        """Why this call writes something that can run programs, told by kind (`nbagent.safety.protected.
+        write_reason` over `written_paths`), then by the tool's own `protected_write`; None when it does not.
+        Such a call always asks. A check that fails counts as a yes (fails closed)."""
+        try:
+            paths = self.written_paths(args, ctx)
+            if paths:
+                root = getattr(getattr(ctx, "constraints", None), "workspace", None)
+                reason = protected.write_reason(paths, os.fspath(root) if root is not None else None)
+                if reason:
+                    return reason
+            if self._protected_write is not None:
+                reason = self._protected_write(args, ctx=ctx)
+                if reason:
+                    return str(reason)
         except Exception as exc:
             return f"it could not be checked whether this writes configuration that can run programs ({exc})"
-        return str(reason) if reason else None
+        return None
 
     def suggested_scope(self, args: Arguments, ctx: ToolContext | None = None) -> str | None:
         """The argument pattern an "always allow" of this call would cover (None: the whole tool)."""

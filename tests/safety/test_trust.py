@@ -54,10 +54,15 @@ def test_names_are_seen_as_file_systems_see_them(name, expected):
     assert protected.normalize_name(name) == expected
 
 
-@pytest.mark.parametrize("path", ["notes.md", "src/git.py", ".gitignore", "docs/vscode.md", "my.mcp.json.bak",
+@pytest.mark.parametrize("path", ["notes.md", "src/git.py", "docs/vscode.md", "my.mcp.json.bak",
                                   "jupyter_notes.py", "sub/envrc.txt"])
 def test_ordinary_files_are_not_protected(path):
     assert protected.protected_reason([path]) is None
+
+
+def test_a_hidden_file_asks_whatever_its_name():
+    """Decided by kind: a dot-file is where programs keep the settings they load (`.gitignore` included)."""
+    assert "hidden" in protected.protected_reason([".gitignore"])
 
 
 def test_signed_lines_verify_in_order_only():

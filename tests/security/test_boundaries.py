@@ -483,11 +483,13 @@ def test_edit_file_shows_nothing_of_a_read_denied_file(ws: Path, old: str) -> No
 
 
 def test_write_file_shows_no_diff_of_a_read_denied_file(ws: Path) -> None:
-    rec = one(ws, "write_file", {"path": ".env", "content": "NEW=1\n"}, rules=DENY_ENV, mode="bypassPermissions")
+    # a hidden file asks first whatever the mode (protected kinds): the person's allow rule lets it be written
+    allowed = DENY_ENV + ["allow: write_file(.env)"]
+    rec = one(ws, "write_file", {"path": ".env", "content": "NEW=1\n"}, rules=allowed, mode="bypassPermissions")
     assert not rec.result.is_error and no_secret(rec) and "sk-live" not in rec.result.details.diff
     assert (ws / ".env").read_text() == "NEW=1\n"
     (ws / ".env").write_text("API_KEY=sk-live-123\n")
-    same = one(ws, "write_file", {"path": ".env", "content": "API_KEY=sk-live-123\n"}, rules=DENY_ENV,
+    same = one(ws, "write_file", {"path": ".env", "content": "API_KEY=sk-live-123\n"}, rules=allowed,
                mode="bypassPermissions")
     assert "already exactly" not in same.result.text  # no oracle either
     control = one(ws, "write_file", {"path": "notes.txt", "content": "bye\n"}, rules=DENY_ENV, mode="bypassPermissions")

@@ -72,9 +72,9 @@ def test_control_accept_edits_writes_ordinary_files_without_asking(ws):
 
 
 def test_the_check_is_what_stops_it(ws, monkeypatch):
-    from nbagent.toolbox import _edits
+    from nbagent.safety import protected
 
-    monkeypatch.setattr(_edits, "protected_reason", lambda *a, **k: None)  # the defence off
+    monkeypatch.setattr(protected, "write_reason", lambda *a, **k: None)  # the defence off
     run = run_agent(ws, call("write_file", path=".mcp.json", content="{}"), mode="acceptEdits", approver=Recorder(False))
     assert run.calls[0].status == "ok" and (ws / ".mcp.json").exists()  # the attack gets through
 

@@ -14,10 +14,12 @@ import shutil
 import pytest
 
 from nbagent.toolbox import _subcommands
+from nbagent.toolbox._leaves import Where
 from nbagent.toolbox._runsprograms import RUNNERS, unseen
 from nbagent.toolbox._shellrules import pattern_matches
 
 from .conftest import Recorder, run_agent, sh
+from .recorders import init_repo
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -98,9 +100,21 @@ def test_a_program_that_runs_another_is_denied(name):
     assert pattern_matches("rm*", WALKAROUNDS[name], "deny"), name
 
 
+@pytest.fixture
+def plain_repository(tmp_path):
+    """Where a line runs: a workspace holding a plain repository that configures no program for git."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    (tmp_path / "notes.md").write_text("hello\n")
+    init_repo(tmp_path)
+    return Where(str(tmp_path.resolve()), sandboxed=True)
+
+
 @pytest.mark.parametrize("name", sorted(KEEPS_THE_RULE))
-def test_control_the_same_programs_otherwise_keep_the_rule(name):
-    assert not pattern_matches("rm*", KEEPS_THE_RULE[name], "deny"), name
+def test_control_the_same_programs_otherwise_keep_the_rule(name, plain_repository):
+    # git commit runs what the repository configures (gpg.program, core.editor): known to keep the rule only
+    # once that repository was read, as the shell tool does
+    assert not pattern_matches("rm*", KEEPS_THE_RULE[name], "deny", plain_repository), name
 
 
 @pytest.mark.parametrize("name", sorted(n for n in WALKAROUNDS if n not in (
@@ -110,6 +124,9 @@ def test_control_the_same_programs_otherwise_keep_the_rule(name):
 def test_defence_off_the_walkarounds_pass_the_rule(name, monkeypatch):
     monkeypatch.setattr(_subcommands, "unseen", lambda words: None)
     monkeypatch.setattr(_subcommands, "unseen_assignment", lambda text, program=None: None)
+    # and the second wall: only programs known to run no others pass (`_leaves`)
+    monkeypatch.setattr(_subcommands, "program_problem", lambda words, where, known=(): None)
+    monkeypatch.setattr(_subcommands, "git_problem", lambda words, where: None)
     assert not pattern_matches("rm*", WALKAROUNDS[name], "deny"), name
 
 
@@ -134,6 +151,7 @@ def test_end_to_end_the_rule_keeps_the_file(ws, name, defence, monkeypatch):
         pytest.skip(f"{REAL[name].split()[0]} is not installed")
     if not defence:
         monkeypatch.setattr(_subcommands, "unseen", lambda words: None)
+        monkeypatch.setattr(_subcommands, "program_problem", lambda words, where, known=(): None)
     run = run_agent(ws, [sh(REAL[name]), sh("cat data.txt")], mode="bypassPermissions",
                     rules=["deny: shell(rm*)"], approver=Recorder(True))
     assert run.calls[1].status == "ok"  # control: other commands run

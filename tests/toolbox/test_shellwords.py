@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from nbagent.toolbox import Workspace, read_only_problem
+from nbagent.toolbox._leaves import Where
 from nbagent.toolbox._shellrules import pattern_matches, suggest_pattern
 from nbagent.toolbox._shellwords import parse
 from nbagent.toolbox._subcommands import subcommands
@@ -209,8 +211,18 @@ def test_deny_pattern_matches_anything_that_may_run_it(command: str) -> None:
                                      "time -p ls", "nice -n 5 ls", "bash --version", "bash -c 'ls -la'",
                                      "timeout 5 grep -q x f", "env A=1 wc x.py", "git commit -m 'rm x'",
                                      "A=1 ls", "sed -n 's/rm/x/p' f", "tar -czf a.tgz src"])
-def test_deny_pattern_leaves_other_commands_alone(command: str) -> None:
-    assert not pattern_matches("rm *", command, "deny")
+def test_deny_pattern_leaves_other_commands_alone(command: str, tmp_path) -> None:
+    where = None
+    if command.startswith("git"):  # git keeps the rule once its repository was read: it configures no program
+        subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+        where = Where(str(tmp_path.resolve()), sandboxed=True)
+    assert not pattern_matches("rm *", command, "deny", where)
+
+
+@pytest.mark.parametrize("command", ["git status", "git commit -m 'rm x'"])
+def test_git_without_its_repository_read_may_run_anything(command: str) -> None:
+    """Control: git status may run a filter, git commit an editor or gpg, that the repository names."""
+    assert pattern_matches("rm *", command, "deny")
 
 
 # --------------------------------------------------------------------------------------------------

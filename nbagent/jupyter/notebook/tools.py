@@ -31,11 +31,13 @@ from __future__ import annotations
 import asyncio
 import copy
 import difflib
+import os
 from typing import Any, Callable, Literal
 
 from nbagent.calls.hooks import Block
 from nbagent.context import ToolContext
 from nbagent.messages import TextBlock
+from nbagent.safety.protected import Target
 from nbagent.toolbox import python_pattern_matches as code_matcher
 from nbagent.tools.definition import Tool
 from nbagent.tools.results import ToolResult, error_result
@@ -237,6 +239,19 @@ def notebook_tools(shell: Any) -> list[Tool]:
             return await _unread_cell(state, cell_id)
         return await run_cell_in_notebook(state, cell_id, ctx, expected=code)
 
+    def notebook_written(args: Any, ctx: Any = None) -> list[Target]:
+        """What an edit of cells writes: the notebook's saved file (when known), judged by kind like any
+        file (a notebook inside a hidden folder or an environment asks), below the workspace when it is in
+        it; the cells themselves change in the open document the person sees, which the page saves."""
+        path = state.saved_path()
+        if path is None:
+            return []
+        real = os.path.realpath(path)
+        root = getattr(getattr(ctx, "constraints", None), "workspace", None) or os.getcwd()
+        root = os.path.realpath(root)
+        inside = real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+        return [Target(real, root if inside else os.path.dirname(real))]
+
     tools = [
         Tool(read_notebook, read_only=True,
              describe_activity=lambda a: f"Reading {state.name(a.get('cell_id'))}" if a.get("cell_id")
@@ -244,13 +259,16 @@ def notebook_tools(shell: Any) -> list[Tool]:
              describe_completed_activity=lambda a, r: "Read the notebook" if a.get("cell_id") is None
              else f"Read {state.name(a.get('cell_id'))}"),
         Tool(insert_cell, edits_files=True, capability="write", execution_mode="sequential",
+             writes=notebook_written,
              describe_activity=lambda a: f"Inserting a {a.get('cell_type', 'code')} cell" + (
                  f" after {state.name(a.get('after'))}" if a.get("after") else " at the end"),
              describe_completed_activity=_done_label(state, "insert")),
         Tool(edit_cell, edits_files=True, capability="write", execution_mode="sequential",
+             writes=notebook_written,
              describe_activity=lambda a: f"Editing {state.name(a.get('cell_id'))}",
              describe_completed_activity=_done_label(state, "edit")),
         Tool(delete_cell, edits_files=True, capability="write", execution_mode="sequential",
+             writes=notebook_written,
              describe_activity=lambda a: f"Deleting {state.name(a.get('cell_id'))}",
              describe_completed_activity=_done_label(state, "delete")),
         Tool(run_cell, destructive=True, capability="execute", execution_mode="sequential",
