@@ -1,7 +1,7 @@
 /**
  * Copy and Insert as cell on the code blocks the model wrote, in notebook outputs and in the panel.
  *
- * nbagent/render_markdown.py marks a fenced block of the model's text as `<pre class="nba-code-block
+ * nbagent/render/markdown.py marks a fenced block of the model's text as `<pre class="nba-code-block
  * nba-lang-LANG"><code>…</code></pre>` inside the model-text container (`.nba-md`). A MutationObserver on
  * the notebook (and one on the panel) finds those blocks as they are drawn (a live view's HTML is replaced on
  * every update, a static output or a reopened notebook is drawn once), batched to one look per animation
@@ -10,7 +10,7 @@
  *
  * Reads HTML someone else may have written: a tool's result sits in the same view, and a notebook's other
  * outputs are on the page too. The sanitizer never lets a result keep the marker classes or `.nba-md`
- * (see nbagent/sanitize.py); here, on top of that, a block gets buttons only when it is inside an nbagent
+ * (see nbagent/safety/sanitize.py); here, on top of that, a block gets buttons only when it is inside an nbagent
  * view (`.nba`, `.nba-view`), inside a `.nba-md` that is not part of a tool call's row, a result, a tool's
  * presentation or a sanitized fragment (`.nba-call`, `.nba-result`, `.nba-presentation`, `.nba-safe`), and
  * only when it has exactly the shape render_markdown writes (one `code`, in it text and class-only `span`s):
@@ -29,7 +29,7 @@ const SHELL = new Set(['bash', 'sh', 'shell', 'console']);
 const MARKDOWN = new Set(['markdown', 'md']);
 /**
  * What the kernel never leaves raw in a block: every control, bidi and invisible character is shown there as
- * `⟨U+XXXX NAME⟩` (nbagent/sanitize.py `visible`). A block that holds one raw was not written by nbagent
+ * `⟨U+XXXX NAME⟩` (nbagent/safety/sanitize.py `visible`). A block that holds one raw was not written by nbagent
  * (a notebook's saved output can hold any markup): it gets no buttons, since it would insert what it hides.
  */
 const HIDDEN = new RegExp(
@@ -141,10 +141,11 @@ export function insertBelow(place: InsertPlace, cell: { cell_type: 'code' | 'mar
   const panel = place.notebook;
   const shared = panel.model!.sharedModel;
   const at = Math.max(0, Math.min(place.index + 1, panel.content.widgets.length));
-  const undo = (shared as any).undoManager;
+  // the notebook's undo manager (YNotebook has one; the ISharedNotebook interface does not say so)
+  const undo = (shared as { undoManager?: { stopCapturing(): void } }).undoManager;
   undo?.stopCapturing?.(); // its own step: not merged with an output that changed just before
   shared.transact(() => {
-    shared.insertCell(at, { cell_type: cell.cell_type, source: cell.source, metadata: {} } as any);
+    shared.insertCell(at, { cell_type: cell.cell_type, source: cell.source, metadata: {} });
   });
   undo?.stopCapturing?.();
   const notebook = panel.content;

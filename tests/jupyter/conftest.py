@@ -11,7 +11,9 @@ import comm
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
+from .fake_frontend import FakeNotebook
 from .kernelclient import KernelSession
+from .protocols import notebook_problems
 
 
 class RecordingComm(comm.base_comm.BaseComm):
@@ -21,6 +23,15 @@ class RecordingComm(comm.base_comm.BaseComm):
 
     def publish_msg(self, msg_type: str, data: Any = None, metadata: Any = None, buffers: Any = None, **keys: Any) -> None:
         RecordingComm.log.append((msg_type, data or {}))
+
+
+@pytest.fixture(autouse=True)
+def _notebook_protocol(monkeypatch):
+    """Whatever the kernel asks a fake page, and whatever the fake answers, is in the notebook protocol."""
+    problems: list[str] = []
+    monkeypatch.setattr(FakeNotebook, "problems", problems)
+    yield
+    assert not problems, "\n".join(problems)
 
 
 @pytest.fixture
@@ -80,5 +91,7 @@ def kernel(tmp_path_factory):
     k = KernelSession(workdir)
     k.execute("%load_ext nbagent")
     yield k
+    problems = notebook_problems(k)
     k.shutdown()
+    assert not problems, "\n".join(problems)
     shutil.rmtree(workdir, ignore_errors=True)

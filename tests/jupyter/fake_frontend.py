@@ -1,7 +1,9 @@
 """A stand-in for nbagent's frontend part: a notebook kept in Python that answers the `nbagent.notebook`
-protocol the way frontend/src/index.ts does (the same checks, the same answers).
+protocol the way frontend/src/notebook/comm.ts does (the same checks, the same answers).
 
-`FakeNotebook` holds the cells and answers one request (`answer(data) -> reply`). `InProcessComm` plugs it
+`FakeNotebook` holds the cells and answers one request (`answer(data) -> reply`). It checks every request
+against the protocol (nbagent/jupyter/notebook/protocol.json) and every answer it gives too: what does not fit
+is refused and kept in `FakeNotebook.problems`, which the tests' conftest checks after each test. `InProcessComm` plugs it
 into `NotebookFrontend(opener=...)` in the test process, answering from another thread as JupyterLab's
 subshells do; `KernelFrontend` plays it against a real kernel over jupyter_client (it watches IOPub for
 the comm, answers on the shell channel, and can close the comm instead of answering).
@@ -14,8 +16,15 @@ import time
 import uuid
 from typing import Any, Callable
 
+from nbagent.jupyter.protocol import problem
+
+from .protocols import reply_problem
+
 
 class FakeNotebook:
+    problems: list[str] = []
+    """Requests and answers of any fake notebook that were not in the protocol (emptied before each test)."""
+
     def __init__(self, cells: list[dict[str, Any]] | None = None, path: str = "analysis.ipynb") -> None:
         self.path = path
         self.cells = [dict(c) for c in (cells or [])]
@@ -55,18 +64,26 @@ class FakeNotebook:
 
     def answer(self, data: dict[str, Any]) -> dict[str, Any]:
         self.requests.append(data)
+        why = problem("notebook", "KernelRequest", data)
+        if why is not None:
+            FakeNotebook.problems.append(f"the kernel asked outside the protocol ({why}): {str(data)[:300]}")
+            return {"id": data.get("id"), "ok": False, "error": f"not in the protocol: {why}"}
         try:
-            return {"id": data["id"], "ok": True, "result": self._handle(data)}
+            reply = {"id": data["id"], "ok": True, "result": self._handle(data)}
         except LookupError as exc:
-            return {"id": data["id"], "ok": False, "error": str(exc)}
+            reply = {"id": data["id"], "ok": False, "error": str(exc)}
+        why = reply_problem("notebook", data["op"], reply)
+        if why is not None:
+            FakeNotebook.problems.append(f"the fake page answered outside the protocol ({why}): {str(reply)[:300]}")
+        return reply
 
     def _handle(self, data: dict[str, Any]) -> Any:
         op = data["op"]
-        if op == "hello":  # the notebook's id is made the first time (frontend/src/index.ts, notebookId)
+        if op == "hello":  # the notebook's id is made the first time (frontend/src/notebook/comm.ts, notebookId)
             self.metadata.setdefault("nbagent", {}).setdefault("id", uuid.uuid4().hex)
             return {"client": self.client, "path": self.path, "app": "fake",
                     "notebook_id": self.metadata["nbagent"]["id"]}
-        if op == "snapshot":  # kept by widget model id (frontend/src/runs.ts keeps them in the cell's metadata)
+        if op == "snapshot":  # kept by widget model id (frontend/src/notebook/snapshots.ts keeps them in the cell's metadata)
             if data.get("html") is None:
                 self.snapshots.pop(data["model_id"], None)
             else:

@@ -32,7 +32,9 @@ pwned = False
 def kernel(tmp_path):
     k = KernelSession(tmp_path)
     yield k
+    problems = Page.problems(k)
     k.shutdown()
+    assert not problems, "\n".join(problems)
 
 
 def test_a_stale_accept_does_not_approve_a_reused_call_id(kernel):

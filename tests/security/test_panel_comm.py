@@ -1,6 +1,6 @@
 """Outside attacks on the nbagent panel's comm (`nbagent.panel`), driven through a real kernel.
 
-The test plays the page: it opens the comm the way frontend/src/client.ts does (`comm.open({protocol: 1})`)
+The test plays the page: it opens the comm the way frontend/src/panel/hub.ts does (`comm.open({protocol: 1})`)
 and sends `{id, op, ...fields}` messages; replies and pushed summaries come back on IOPub. Each attack
 asserts the secure effect; beside each is a control that shows the legitimate path still works.
 """
@@ -17,18 +17,20 @@ import pytest
 
 from nbagent.jupyter.panel.model import before_edit, digest
 from tests.jupyter.kernelclient import KernelSession
+from tests.jupyter.protocols import panel_problems
 
 SECRET = "sk-proj-REDTEAMpanelSECRET0123456789abcdef"
 MARK = "INJECTED-ORDER-7f3a"
 
 
 class Panel:
-    """The page's end of the comm."""
+    """The page's end of the comm (what the kernel sends it is checked against the protocol at the end)."""
 
     def __init__(self, ks: KernelSession) -> None:
         self.ks = ks
         self.comm_id = uuid.uuid4().hex
         self.n = 0
+        self.asked: dict[int, str] = {}
         self.opened_at = len(ks.iopub)
         msg = ks.kc.session.msg("comm_open", {"comm_id": self.comm_id, "target_name": "nbagent.panel",
                                               "data": {"protocol": 1}})
@@ -38,6 +40,8 @@ class Panel:
         start = len(self.ks.iopub)
         self.ks.comm_msg(self.comm_id, data)
         want = data.get("id") if isinstance(data, dict) else None
+        if not isinstance(want, int) or isinstance(want, bool):
+            want = None  # what is not an id comes back as null (the protocol's Reply)
 
         def mine(m: dict[str, Any]) -> bool:
             c = m["content"]
@@ -48,6 +52,7 @@ class Panel:
 
     def req(self, op: str, **fields: Any) -> dict[str, Any]:
         self.n += 1
+        self.asked[self.n] = op
         return self.raw({"id": self.n, "op": op, **fields})
 
     def ok(self, op: str, **fields: Any) -> Any:
@@ -92,10 +97,12 @@ def ks(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(scope="module")
-def panel(ks: KernelSession) -> Panel:
+def panel(ks: KernelSession):
     p = Panel(ks)
     p.ok("state")
-    return p
+    yield p
+    problems = panel_problems(ks, p.comm_id, p.asked)
+    assert not problems, "\n".join(problems)
 
 
 def start_script(ks: KernelSession, panel: Panel, name: str, turns: str, text: str = "done", **fields: Any) -> str:

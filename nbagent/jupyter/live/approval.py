@@ -8,6 +8,12 @@ The buttons are awaited, never polled: the run's task awaits an `asyncio.Future`
 and a click resolves it through `loop.call_soon_threadsafe`. A click handler may run on a kernel subshell's
 thread, which has its own event loop, so it never looks for "the running loop": it uses the run's.
 
+A question is bound to exactly what it shows: `digest` names the call and every byte of the arguments asked
+about. The view draws it into the question it shows, and the page sends it back with a decision that comes
+through nbagent's own comm (panel/hub.py `decide`); a decision with another digest is refused. However many
+paths a decision may come by (the buttons, the page's comm, the cell's review, code), `PendingApproval.decide`
+takes the first and only the first.
+
 The approver does not know who keeps the views: it is handed two functions, one that reads the configured
 setting and one that finds the view showing a call's run (the session's), so nothing here imports the session.
 """
@@ -16,8 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import importlib
 import inspect
+import json
 import threading
 from typing import Any, Callable
 
@@ -25,7 +33,13 @@ from nbagent.calls.permissions import env_approval
 from nbagent.decisions import Decision
 from nbagent.records import ApprovalRequest
 
-__all__ = ["NotebookApprover", "PendingApproval", "resolve_approver"]
+__all__ = ["NotebookApprover", "PendingApproval", "digest", "resolve_approver"]
+
+
+def digest(call_id: str, arguments: Any) -> str:
+    """What a decision is bound to: this call, with exactly these arguments."""
+    text = json.dumps([call_id, arguments], sort_keys=True, default=repr, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def resolve_approver(value: Any) -> Callable[[ApprovalRequest], Any] | str | None:
@@ -69,6 +83,11 @@ class PendingApproval:
     def _resolve(self, decision: Decision) -> None:
         if not self.future.done():
             self.future.set_result(decision)
+
+    @property
+    def digest(self) -> str:
+        """The digest of the call asked about and the exact arguments shown (`digest`)."""
+        return digest(self.request.call.id, dict(self.request.arguments or {}))
 
     @property
     def decided(self) -> bool:

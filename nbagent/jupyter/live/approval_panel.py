@@ -6,6 +6,12 @@ Always-allow buttons with a reason box.
 
 The panel only draws the question and hands clicks to the row (`CallRow.approve`, `.deny`, `.always_allow`),
 which hands the decision to the run's loop; it knows nothing of runs or sessions.
+
+The question names what it asks about for the page: `data-nba-run`, `data-nba-call` and `data-nba-digest` (the
+digest of the call and its exact arguments, `approval.digest`). With nbagent's extension the page sends a click
+on these buttons as a decision through its own `nbagent.panel` comm, bound to that digest (panel/hub.py), so the
+decision still arrives when another page closed these widgets (Notebook 7's file-browser tab does); without the
+extension the buttons' own messages carry it.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import ipywidgets as W
 
 from nbagent.records import ApprovalRequest
 
+from .approval import PendingApproval
 from .widget_kit import html_part, make_button, set_traits, shared
 
 __all__ = ["ApprovalPanel", "grant_label"]
@@ -38,15 +45,19 @@ class ApprovalPanel:
         self.buttons: dict[str, W.Widget] = {}
         """The question's widgets once it was asked: approve, deny, always (buttons) and reason (text)."""
 
-    def render(self, row_box: W.VBox, request: ApprovalRequest | None) -> int:
-        """Show the question for `request` under the row (None: hide it); return the widget messages sent."""
+    def render(self, row_box: W.VBox, pending: PendingApproval | None, run_id: str = "") -> int:
+        """Show the question `pending` asks under the row (None: hide it), naming the run, the call and the digest
+        a decision binds to; return the widget messages sent."""
         s = shared()
-        if request is None:
+        if pending is None:
             return 0 if self.box is None else set_traits(self.box, layout=s.hidden)
+        request: ApprovalRequest = pending.request
         grant = grant_label(request)
         scope = grant.short if grant is not None else ""
         always_layout = s.plain if grant is not None else s.hidden  # nothing to always allow (run_cell)
-        question = (f'<div class="nba-ask-q"><b>Needs your approval</b> · {html.escape(request.reason)}. '
+        binding = " ".join(f'data-nba-{name}="{html.escape(str(value), quote=True)}"'
+                           for name, value in (("run", run_id), ("call", request.call.id), ("digest", pending.digest)))
+        question = (f'<div class="nba-ask-q" {binding}><b>Needs your approval</b> · {html.escape(request.reason)}. '
                     "The arguments above are exactly what will run.</div>")
         if self.box is None:
             approve = make_button("Approve", "check", "Run this call once", "nba-approve")

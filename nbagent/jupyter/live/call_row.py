@@ -119,7 +119,7 @@ class CallRow:
             sent += set_traits(self._body, value=body)
             sent += set_traits(self.box, _dom_classes=classes)
         sent += self._render_tail()
-        sent += self.approval.render(self.box, self.pending.request if waiting else None)
+        sent += self.approval.render(self.box, self.pending if waiting else None, view.run.id)
         return sent
 
     def _render_tail(self) -> int:

@@ -17,11 +17,19 @@ decision over with `call_soon_threadsafe`, or call the thread-safe `run.cancel()
 
 A row is a `CallRow` (call_row.py), its question an `ApprovalPanel` (approval_panel.py); the parts they are
 made of are in widget_kit.py.
+
+Another page on the same kernel may close the view's widgets: a page without a widget manager answers every
+widget's `comm_open` with `comm_close` (Notebook 7's file-browser tab, which keeps a connection to the
+notebook it created). The kernel then forgets them: their updates still reach every page, but their buttons'
+messages are dropped. The view notices (`closed_elsewhere`) and says so in one line, offering `view(run)`;
+with nbagent's extension the buttons keep working, since the page sends their decisions (and Stop) through
+its own `nbagent.panel` comm, found by the run's id in the view's classes (`nba-run-<id>`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -45,6 +53,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from nbagent.records import CallRecord
 
 __all__ = ["CallRow", "RunView"]
+
+CLOSED_ELSEWHERE = ("⚠ Another page closed this view's widgets (Notebook 7's file browser does). "
+                    "If a button does nothing, use <code>view(run)</code> in a cell.")
+"""The line a view shows once another page closed its widgets."""
 
 
 class _Segment:
@@ -121,6 +133,8 @@ class RunView:
         """Why the run can no longer go on although it did not end (the kernel is shutting down)."""
         self.ended = False
         """True once the run ended and the displays hold the static rendering: the widgets are closed."""
+        self.closed_elsewhere = False
+        """True once another page closed the view's widgets (see the module's docstring)."""
         s = shared()
         self._head_info = html_part(render.header_html(run, live=not run.done))
         self.stop_button = make_button("Stop", "stop", "Stop this run (the same as run.cancel())", "nba-stop")
@@ -135,8 +149,12 @@ class RunView:
         self.steer = SteerBox(run)  # steering: a message into the running run (nbagent.jupyter.live.steering)
         if run.done:
             self.steer.close()
-        self.widget = W.VBox([style, self._head, self._body, self.steer.widget, self._foot], layout=s.plain,
-                             _dom_classes=("nba-view",))
+        self._notice = html_part("", "nba-notice")
+        self._notice.layout = s.hidden
+        classes = ("nba-view", f"nba-run-{run.id}") if re.fullmatch(r"[A-Za-z0-9_-]{1,64}", run.id) else ("nba-view",)
+        self.widget = W.VBox([style, self._head, self._notice, self._body, self.steer.widget, self._foot],
+                             layout=s.plain, _dom_classes=classes)
+        self._watch_close(self.widget)
         self.throttle = Throttle(self.loop, self._flush, rate)
         self._replay()
         self._unsubscribe = run.subscribe(self._on_event)
@@ -285,6 +303,25 @@ class RunView:
     def _on_stop(self, _button: W.Button) -> None:
         self.run.cancel("stopped from the notebook")
 
+    # -- another page closed the widgets -----------------------------------------------------------------------
+    def _watch_close(self, widget: W.Widget) -> None:
+        comm = getattr(widget, "comm", None)
+        if comm is not None and hasattr(comm, "on_close"):
+            comm.on_close(self._on_comm_close)  # a page's comm_close (our own close() does not call it)
+
+    def _on_comm_close(self, _msg: Any = None) -> None:
+        """A page closed the view's widget (on whatever thread the kernel handles it): tell the run's loop."""
+        try:
+            self.loop.call_soon_threadsafe(self._closed_by_a_page)
+        except RuntimeError:  # the loop is gone: nothing left to say
+            pass
+
+    def _closed_by_a_page(self) -> None:
+        if self._closed or self.ended or self.closed_elsewhere:
+            return
+        self.closed_elsewhere = True
+        self._mark("notice")
+
     # -- rendering (on the run's loop, throttled) ---------------------------------------------------------
     def _add(self, widget: W.Widget) -> None:
         self._new_children.append(widget)
@@ -300,6 +337,9 @@ class RunView:
             self._body.children = self._body.children + tuple(self._new_children)
             self._new_children.clear()
             sent += 1
+        if "notice" in dirty and not end:
+            sent += set_traits(self._notice, value=f'<div class="nba-closed-elsewhere">{CLOSED_ELSEWHERE}</div>',
+                               layout=shared().plain)
         if "head" in dirty or end:
             waiting = len(self.pending)
             sent += set_traits(self._head_info, value=render.header_html(self.run, waiting=waiting, live=not end,

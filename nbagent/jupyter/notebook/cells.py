@@ -1,7 +1,7 @@
 """The notebook's cells as the notebook tools see them: what the tools return (`CellChange`, `CellRun`,
 `NotebookSnapshot`, `cells_of(run)`), the summaries of outputs the model reads, one kernel's
 `NotebookState` (the frontend connection, the sources the agent last saw), and running a cell through the
-notebook (`run_cell_in_notebook`), over the `nbagent.notebook` comm (notebook_comm.py).
+notebook (`run_cell_in_notebook`), over the `nbagent.notebook` comm (comm.py).
 
 Reads the saved notebook file and what the frontend sends about the live one; the person, a collaborator,
 or anything that can write the notebook could have written either. What stops harm: cells are read as

@@ -1,11 +1,12 @@
 """The kernel's end of the `nbagent.notebook` comm: it asks the frontend part (JupyterLab 4 / Notebook 7
 extension in `frontend/`) for the live notebook and has it apply edits and run cells.
 
-Protocol (JSON over one comm, target `nbagent.notebook`, opened by the kernel on first use):
+Protocol (JSON over one comm, target `nbagent.notebook`, opened by the kernel on first use; every message
+and what each answer holds is in protocol.json beside this file, from which the page's types are generated):
 
-    kernel -> frontend   comm_open {"protocol": 1}, then {"id": N, "op": "hello"}
-    frontend -> kernel   {"id": N, "ok": true, "result": {"client": "...", "path": "dir/nb.ipynb", "app": "lab"}}
-    kernel -> frontend   {"id": N, "op": "read" | "insert" | "edit" | "delete" | "run", "client": "...", ...}
+    kernel -> frontend   comm_open {"protocol": 1}, then {"id": N, "op": "hello", "protocol": 1}
+    frontend -> kernel   {"id": N, "ok": true, "result": {"client": "...", "path": "dir/nb.ipynb", "app": "lab", ...}}
+    kernel -> frontend   {"id": N, "op": "read" | "insert" | "edit" | "delete" | "run" | "snapshot", "client": "...", ...}
     frontend -> kernel   {"id": N, "ok": true, "result": {...}}   or   {"id": N, "ok": false, "error": "why"}
 
 Every open notebook attached to this kernel answers the hello; the first one is chosen and every later

@@ -1,19 +1,11 @@
 """The kernel's end of the nbagent panel: the side panel, the buttons on errors and cells, the reviews in cells.
 
 The page opens a comm with target `nbagent.panel` (registered by `%load_ext nbagent`; a kernel without it
-closes the comm at once, and the page says to load nbagent) and asks:
-
-    page -> kernel   {"id": N, "op": "state"}
-                     {"id": N, "op": "start", "prompt": "...", "kind": "prompt"|"ask"|"fix"|"explain",
-                      "cell": {"id", "source", "outputs"} | null, "model": "..." | null, "new": bool,
-                      "resume": "<stored session id>" | null}
-                     {"id": N, "op": "decide", "run": ID, "call": ID, "digest": "...", "choice": "approve"|"deny"|"always",
-                      "reason": "..."}
-                     {"id": N, "op": "stop", "run": ID}
-                     {"id": N, "op": "undone", "run": ID, "call": ID}
-                     {"id": N, "op": "to_cells", "run": ID}   a finished run's cells, proposed (%agent --to-cells)
-    kernel -> page   {"id": N, "ok": true, "result": {...}}  or  {"id": N, "ok": false, "error": "why"}
-                     {"event": "run", "run": <summary, see panel_model>}   whenever a run moved on
+closes the comm at once, and the page says to load nbagent) and asks: `{"id": N, "op": "state" | "start" |
+"decide" | "stop" | "undone" | "to_cells", ...}`; the kernel answers `{"id": N, "ok": true, "result": {...}}` or
+`{"id": N, "ok": false, "error": "why"}`, and pushes `{"event": "run", "run": <summary, see model.py>}`
+whenever a run moved on. Every message, its fields and what each answer holds are in protocol.json beside
+this file (the page's types are generated from it; `check` takes a request only in a shape it names).
 
 A run the panel starts goes through `NotebookSession.start`, the path `%agent` takes: it is the same
 `AgentRun` (`nbagent.jupyter.runs()` lists it, the store keeps it, `--resume` finds it), with the same
@@ -22,10 +14,12 @@ followed too (after each cell), so the panel shows the whole conversation.
 
 What it reads, who could have written it: the page's messages. The page is the person's (the comm is
 only reachable through the Jupyter server, with its token), but what it relays is not: a cell's source
-and error, which anyone may have written (see panel_prompts). What stops harm: a message is accepted only
+and error, which anyone may have written (see prompts.py). What stops harm: a message is accepted only
 in one of the shapes above (anything else is refused, with why); a prompt is the person's, typed or chosen
 by a click; cell contents go to the model as data only; a decision applies only to the call waiting for it
-and only with the digest of the exact arguments the page showed (one decision, whichever button is first);
+and only with the digest of the exact arguments the page showed (one decision, whichever button is first:
+the live view's buttons send theirs here too, so they still arrive when another page closed the view's
+widgets; see live/widgets.py);
 nothing here runs code itself. What it sends back is JSON: the page sanitizes the HTML and writes the rest
 as text.
 
@@ -43,8 +37,9 @@ from IPython.core.error import UsageError
 
 from nbagent import render
 
-from .model import EDIT_TOOLS, digest, run_summary, stored_summary
-from .prompts import KINDS, cell_prompt
+from ..protocol import problem, request_ops
+from .model import EDIT_TOOLS, run_summary, stored_summary
+from .prompts import cell_prompt
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..session.state import NotebookSession
@@ -55,9 +50,6 @@ log = logging.getLogger("nbagent.jupyter")
 
 TARGET = "nbagent.panel"
 PROTOCOL = 1
-MAX_PROMPT = 100_000
-MAX_SOURCE = 200_000
-MAX_ID = 200
 PUSHED = frozenset({"run_started", "turn_started", "approval_requested", "approval_decided", "tool_call_started",
                     "tool_call_finished", "model_response", "compacted", "run_finished"})
 """The events after which the page is told (never the text deltas: the live view streams those itself)."""
@@ -66,60 +58,20 @@ HEAD_CHANGES = frozenset({"run_started", "model_response", "compacted", "run_fin
 PUSH_DELAY = 0.1
 """Seconds the page's news waits, so that however many events come meanwhile it is told once."""
 
-_S, _B, _D, _L = (str,), (bool,), (dict,), (list,)
-SHAPES: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
-    # field: (types, required)
-    "state": {},
-    "start": {"prompt": (_S, True), "kind": (_S, False), "cell": (_D + (type(None),), False),
-              "model": (_S + (type(None),), False), "new": (_B, False), "resume": (_S + (type(None),), False)},
-    "decide": {"run": (_S, True), "call": (_S, True), "digest": (_S, True), "choice": (_S, True),
-               "reason": (_S, False)},
-    "stop": {"run": (_S, True)},
-    "undone": {"run": (_S, True), "call": (_S, True)},
-    "to_cells": {"run": (_S, True)},
-}
 
 
 def check(data: Any) -> str | None:
-    """Why a message from the page is refused (None: it has one of the known shapes)."""
+    """Why a message from the page is refused (None: it has one of the shapes protocol.json names)."""
     if not isinstance(data, dict):
         return "a request is a JSON object"
     if not isinstance(data.get("id"), int) or isinstance(data.get("id"), bool):
         return "a request has an integer id"
     op = data.get("op")
-    shape = SHAPES.get(op) if isinstance(op, str) else None
-    if shape is None:
+    name = request_ops("panel", "PageRequest").get(op) if isinstance(op, str) else None
+    if name is None:
         return f"unknown request {op!r}"
-    extra = set(data) - set(shape) - {"id", "op"}
-    if extra:
-        return f"{op}: unknown fields {sorted(extra)}"
-    for name, (types, required) in shape.items():
-        if name not in data:
-            if required:
-                return f"{op}: {name} is missing"
-            continue
-        value = data[name]
-        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-            return f"{op}: {name} has the wrong type"
-        if isinstance(value, str) and len(value) > (MAX_PROMPT if name == "prompt" else MAX_ID):
-            return f"{op}: {name} is too long"
-    if op == "start":
-        if data.get("kind", "prompt") not in KINDS + ("prompt",):
-            return f"start: kind must be one of {', '.join(KINDS + ('prompt',))}"
-        cell = data.get("cell")
-        if cell is not None:
-            if not isinstance(cell.get("id"), str) or len(cell["id"]) > MAX_ID:
-                return "start: cell.id must be a short string"
-            if not isinstance(cell.get("source", ""), str) or len(cell.get("source", "")) > MAX_SOURCE:
-                return "start: cell.source must be a string"
-            outputs = cell.get("outputs", [])
-            if not isinstance(outputs, list) or not all(isinstance(o, dict) for o in outputs) or len(outputs) > 100:
-                return "start: cell.outputs must be a list of outputs"
-        elif data.get("kind", "prompt") != "prompt":
-            return "start: this kind needs a cell"
-    if op == "decide" and data["choice"] not in ("approve", "deny", "always"):
-        return "decide: choice must be approve, deny or always"
-    return None
+    why = problem("panel", name, data)
+    return None if why is None else f"{op}: {why}"
 
 
 class PanelHub:
@@ -168,6 +120,8 @@ class PanelHub:
     def _handle(self, comm: Any, data: Any) -> None:
         why = check(data)
         message_id = data.get("id") if isinstance(data, dict) else None
+        if not isinstance(message_id, int) or isinstance(message_id, bool):
+            message_id = None  # the reply says null rather than echo what is not an id
         if why is not None:
             self._reply(comm, message_id, False, f"refused: {why}")
             return
@@ -246,9 +200,11 @@ class PanelHub:
         view = self.session.view(run)
         rows = [r for r in (getattr(view, "pending", None) or []) if r.record is not None and r.record.id == data["call"]]
         if not rows:
-            return {"taken": False, "why": "this call is not waiting for a decision any more (it was decided)"}
+            why = ("the run is over: nothing waits for a decision" if run.done else
+                   "this call is not waiting for a decision any more (it was decided)")
+            return {"taken": False, "why": why}
         row = rows[0]
-        if digest(row.record.id, dict(row.pending.request.arguments or {})) != data["digest"]:
+        if row.pending.digest != data["digest"]:
             raise UsageError("refused: the call waiting differs from the one shown (its arguments changed); "
                              "nothing was decided")
         choice = data["choice"]
@@ -257,12 +213,12 @@ class PanelHub:
         elif choice == "always":
             taken = row.always_allow()
         else:
-            taken = row.deny(data.get("reason") or "rejected in the notebook")
+            taken = row.deny(data.get("reason") or "")  # the Deny button's own words when none was typed
         return {"taken": bool(taken)}
 
     def _op_stop(self, data: dict[str, Any]) -> dict[str, Any]:
         run = self._run(data["run"])
-        return {"stopped": bool(run.cancel("stopped from the nbagent panel"))}
+        return {"stopped": bool(run.cancel("stopped from the notebook"))}
 
     def _op_undone(self, data: dict[str, Any]) -> dict[str, Any]:
         run = self._run(data["run"])

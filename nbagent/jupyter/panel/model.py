@@ -16,24 +16,18 @@ only puts them into JSON strings; the page sanitizes HTML and writes everything 
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
 from nbagent import render
 from nbagent.render import usage as render_usage
+
+from ..live.approval import digest
 
 __all__ = ["before_edit", "changes", "digest", "head", "reviews", "run_summary", "stored_summary", "EDIT_TOOLS"]
 
 EDIT_TOOLS = ("edit_cell", "insert_cell", "delete_cell")
 MAX_STORED = 40
 """Messages of a stored conversation shown in the panel (the latest)."""
-
-
-def digest(call_id: str, arguments: Any) -> str:
-    """What a decision is bound to: this call, with exactly these arguments."""
-    text = json.dumps([call_id, arguments], sort_keys=True, default=repr, ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def head(run: Any) -> dict[str, Any]:
@@ -55,7 +49,7 @@ def reviews(view: Any) -> list[dict[str, Any]]:
         if pending is None or rec is None:
             continue
         arguments = dict(pending.request.arguments or {})
-        item: dict[str, Any] = {"call": rec.id, "tool": pending.request.name, "digest": digest(rec.id, arguments)}
+        item: dict[str, Any] = {"call": rec.id, "tool": pending.request.name, "digest": pending.digest}
         if pending.request.name in EDIT_TOOLS:
             item["arguments"] = {k: v for k, v in arguments.items() if isinstance(v, (str, type(None)))}
         out.append(item)

@@ -117,21 +117,57 @@ def write_notebook(path: Path, cells: list[str | tuple[str, dict]]) -> Path:
 
 
 class LabPage:
-    """A notebook open in JupyterLab, in chromium."""
+    """A notebook open in JupyterLab (or Notebook 7), in chromium.
 
-    def __init__(self, server: LabServer, notebook: str, *, width: int = 1280, height: int = 1000) -> None:
-        from playwright.sync_api import sync_playwright
+    `notebook=None` opens Notebook 7's file browser (`/tree`) instead; `LabPage(server, page=p, owner=o)` adopts
+    a page another one opened in the same browser (Notebook 7's New opens the notebook in a new tab).
+    """
 
+    def __init__(self, server: LabServer, notebook: str | None = None, *, width: int = 1280, height: int = 1000,
+                 page: Any = None, owner: LabPage | None = None) -> None:
         self.server = server
-        self._pw = sync_playwright().start()
-        self.browser = self._pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        self.page = self.browser.new_page(viewport={"width": width, "height": height}, device_scale_factor=1)
-        self.page.set_default_timeout(30_000)
-        if server.app == "lab":
-            self.page.goto(f"{server.url}/lab/tree/{notebook}?reset&token={server.token}")  # no restored tabs
+        self.owner = owner
+        if page is not None:  # opened by another page: same browser, which that page closes
+            self._pw = self.browser = None
+            self.page = page
         else:
+            from playwright.sync_api import sync_playwright
+
+            self._pw = sync_playwright().start()
+            self.browser = self._pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            self.page = self.browser.new_page(viewport={"width": width, "height": height}, device_scale_factor=1)
+        self.page.set_default_timeout(30_000)
+        if page is None and notebook is None:
+            self.page.goto(f"{server.url}/tree?token={server.token}")
+            self.page.wait_for_selector(".jp-DirListing-content", timeout=90_000)
+            self.check_build()
+            return
+        if page is None and server.app == "lab":
+            self.page.goto(f"{server.url}/lab/tree/{notebook}?reset&token={server.token}")  # no restored tabs
+        elif page is None:
             self.page.goto(f"{server.url}/notebooks/{notebook}?token={server.token}")
         self.wait_kernel_idle(timeout=90)
+        self.check_build()
+
+    def open_page(self, notebook: str, *, width: int = 1280, height: int = 1000) -> LabPage:
+        """The same notebook (or another) in a second tab of this page's browser: another kernel connection."""
+        browser = self.browser if self.browser is not None else self.owner.browser  # type: ignore[union-attr]
+        second = browser.new_page(viewport={"width": width, "height": height}, device_scale_factor=1)
+        if self.server.app == "lab":
+            second.goto(f"{self.server.url}/lab/tree/{notebook}?reset&token={self.server.token}")
+        else:
+            second.goto(f"{self.server.url}/notebooks/{notebook}?token={self.server.token}")
+        return LabPage(self.server, page=second, owner=self)
+
+    def check_build(self) -> None:
+        """The page runs this checkout's build of the frontend part (nbagent/labextension), not another's: the
+        `remoteEntry` the page loaded for nbagent is the one this checkout's build names."""
+        built = json.loads((ROOT / "nbagent" / "labextension" / "package.json").read_text())["jupyterlab"]["_build"]
+        want = built["load"].rsplit("/", 1)[-1]
+        loaded = self.page.evaluate("""() => performance.getEntriesByType('resource').map(e => e.name)
+            .filter(n => n.includes('/extensions/nbagent/'))""")
+        entries = [n.rsplit("/", 1)[-1].split("?")[0] for n in loaded if "remoteEntry." in n]
+        assert entries == [want], f"the page loaded nbagent's {entries or 'nothing'}, this checkout built {want}"
 
     def wait_kernel_idle(self, timeout: float = 60) -> None:
         """The kernel exists, is named in the toolbar and is idle, and every cell is rendered."""
@@ -238,6 +274,9 @@ class LabPage:
         return path
 
     def close(self) -> None:
+        if self.browser is None:  # a page another one opened: only it
+            self.page.close()
+            return
         try:
             self.browser.close()
         finally:

@@ -241,3 +241,54 @@ def test_the_always_allow_label_names_exactly_what_is_granted():
     assert _grant_label(request(toolbox.python, "print(1)")).short == "python: exactly this code"
 
 
+
+
+async def test_the_question_names_the_run_the_call_and_the_digest_of_what_it_shows():
+    import html as html_lib
+    import re
+
+    from nbagent.jupyter.live.approval import digest
+
+    run, view = start(ScriptedModel([
+        AssistantMessage(tool_calls=[ToolCall(name="delete", arguments={"path": 'a".txt\u202e'}, id='call_<1>"')]),
+        "Done."]), [delete])
+    await settle(lambda: view.pending)
+    row = view.pending[0]
+    await settle(lambda: "data-nba-digest" in html_of(view))
+    found = re.search(r'<div class="nba-ask-q" data-nba-run="([^"]*)" data-nba-call="([^"]*)" '
+                      r'data-nba-digest="([^"]*)">', html_of(view))
+    assert found, html_of(view)
+    shown_run, shown_call, shown_digest = (html_lib.unescape(g) for g in found.groups())
+    assert (shown_run, shown_call) == (run.id, 'call_<1>"')  # escaped in the attribute, the same once read
+    assert shown_digest == row.pending.digest == digest('call_<1>"', {"path": 'a".txt\u202e'})
+    assert f"nba-run-{run.id}" in view.widget._dom_classes
+    assert row.approve()
+    await finish(run)
+
+
+async def test_a_page_that_closes_the_view_s_widgets_is_noticed_and_said_in_one_line():
+    from nbagent.jupyter.live.widgets import CLOSED_ELSEWHERE
+
+    run, view = start(delete_calls("a.txt"), [delete])
+    await settle(lambda: view.pending)
+    assert "closed this view" not in html_of(view) and not view.closed_elsewhere
+    # what ipykernel does when a page sends comm_close for the view's widget (on its own thread, here)
+    thread = threading.Thread(target=lambda: view.widget.comm.handle_close({"content": {"data": {}}}))
+    thread.start()
+    thread.join(5)
+    await settle(lambda: CLOSED_ELSEWHERE in html_of(view))
+    assert view.closed_elsewhere and "view(run)" in html_of(view)
+    assert view.pending[0].approve()  # deciding still works (here from code; in a page, through its comm)
+    await finish(run)
+    assert run.status == "done"
+
+
+async def test_the_view_closing_its_own_widgets_is_not_taken_for_another_page():
+    run, view = start(delete_calls("a.txt"), [delete])
+    await settle(lambda: view.pending)
+    view.pending[0].approve()
+    await finish(run)
+    await settle(lambda: view._closed)
+    view.close()
+    await asyncio.sleep(0.05)
+    assert not view.closed_elsewhere

@@ -16,6 +16,7 @@ import pytest
 
 from ..fake_frontend import FakeNotebook, KernelFrontend
 from ..kernelclient import KernelSession
+from ..protocols import panel_problems
 
 pytestmark = pytest.mark.kernel
 
@@ -36,12 +37,24 @@ total, count = 10, 0
 
 
 class Page:
-    """The page's end of the panel comm."""
+    """The page's end of the panel comm. Every message the kernel sends it is checked against the protocol when
+    the test ends (`Page.problems`, called by the `kernel` fixtures)."""
+
+    opened: list["Page"] = []
+
+    @classmethod
+    def problems(cls, kernel: KernelSession) -> list[str]:
+        """What the kernel sent the pages opened on `kernel` that is not in the protocol (they are forgotten)."""
+        mine = [page for page in cls.opened if page.kernel is kernel]
+        cls.opened = [page for page in cls.opened if page.kernel is not kernel]
+        return [p for page in mine for p in panel_problems(kernel, page.comm_id, page.asked)]
 
     def __init__(self, kernel: KernelSession) -> None:
         self.kernel = kernel
         self.comm_id = uuid.uuid4().hex
         self.ids = itertools.count(1)
+        self.asked: dict[int, str] = {}
+        Page.opened.append(self)
         self.start = len(kernel.iopub)
         msg = kernel.kc.session.msg("comm_open", {"comm_id": self.comm_id, "target_name": "nbagent.panel",
                                                   "data": {"protocol": 1}})
@@ -53,6 +66,7 @@ class Page:
 
     def ask(self, op: str, **fields):
         n = next(self.ids)
+        self.asked[n] = op
         self.kernel.comm_msg(self.comm_id, {"id": n, "op": op, **fields})
         reply = self.kernel.wait_iopub(lambda m: self._mine(m, lambda d: d.get("id") == n), start=self.start)
         return reply["content"]["data"]
@@ -71,7 +85,9 @@ class Page:
 def kernel(tmp_path):
     k = KernelSession(tmp_path)
     yield k
+    problems = Page.problems(k)
     k.shutdown()
+    assert not problems, "\n".join(problems)
 
 
 def test_a_kernel_without_nbagent_closes_the_comm(kernel):
@@ -88,7 +104,7 @@ def test_unknown_shapes_are_refused(kernel):
         ("start", {"prompt": "x", "code": "import os"}, "unknown fields"),
         ("start", {"prompt": 3}, "wrong type"),
         ("start", {"prompt": "x", "kind": "exec"}, "kind must be"),
-        ("start", {"prompt": "", "kind": "fix"}, "needs a cell"),
+        ("start", {"prompt": "", "kind": "fix"}, "cell is missing (this kind needs it)"),
         ("start", {"prompt": "", "kind": "fix", "cell": {"id": "c", "outputs": "no"}}, "outputs"),
         ("decide", {"run": "r", "call": "c", "digest": "d", "choice": "run it"}, "choice must be"),
         ("stop", {}, "run is missing"),
@@ -192,5 +208,6 @@ def test_nbagent_loaded_at_start_up_answers_after_the_first_cell(tmp_path):
         page = Page(k)
         reply = page.ask("state")
         assert reply["ok"] and reply["result"]["runs"] == []
+        assert not Page.problems(k)
     finally:
         k.shutdown()

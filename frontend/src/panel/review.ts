@@ -7,13 +7,20 @@
  *
  * Everything drawn here is text (textContent): cell sources, the model's arguments and ids never become HTML.
  */
-import { Cell } from '@jupyterlab/cells';
+import { Cell, CodeCell } from '@jupyterlab/cells';
 import { NotebookPanel } from '@jupyterlab/notebook';
 
-import { IChange, IReview, PanelClient, hasError } from './client';
+import { applyEdit } from '../notebook/cells';
+import type { CellMark } from '../notebook/protocol';
 import { diffNode } from './diff';
+import { PanelHub, hasError } from './hub';
+import type { Change, Review } from './protocol';
 
-type JSONDict = { [key: string]: any };
+/** A cell's `nbagent` metadata, when it is a mark the agent left (a saved notebook may hold anything there). */
+function markOf(cell: Cell): CellMark | null {
+  const mark: unknown = cell.model.getMetadata('nbagent');
+  return mark && typeof mark === 'object' && typeof (mark as CellMark).action === 'string' ? (mark as CellMark) : null;
+}
 
 export interface IActions {
   fix(cell: Cell): void;
@@ -42,15 +49,6 @@ function div(cls: string, text?: string): HTMLElement {
   return d;
 }
 
-/** The source `edit_cell(old, new)` would leave, or null if `old` does not occur exactly once. */
-export function applyEdit(source: string, old: string, replacement: string): string | null {
-  const at = source.indexOf(old);
-  if (!old || at < 0 || source.indexOf(old, at + 1) >= 0) {
-    return null;
-  }
-  return source.slice(0, at) + replacement + source.slice(at + old.length);
-}
-
 export class CellDecorator {
   private frame = 0;
   private hooked = new WeakSet<object>();
@@ -58,17 +56,17 @@ export class CellDecorator {
 
   constructor(
     private readonly nb: NotebookPanel,
-    private readonly client: PanelClient,
+    private readonly hub: PanelHub,
     private readonly actions: IActions
   ) {
-    client.changed.connect(this.schedule, this);
+    hub.changed.connect(this.schedule, this);
     nb.content.modelContentChanged.connect(this.schedule, this);
     nb.content.model?.cells.changed.connect(this.schedule, this);
     this.schedule();
   }
 
   dispose(): void {
-    this.client.changed.disconnect(this.schedule, this);
+    this.hub.changed.disconnect(this.schedule, this);
     window.cancelAnimationFrame(this.frame);
   }
 
@@ -109,19 +107,21 @@ export class CellDecorator {
   }
 
   private hook(cell: Cell): void {
-    const model = cell.model as any;
+    const model = cell.model;
     if (this.hooked.has(model)) {
       return;
     }
     this.hooked.add(model);
-    model.metadataChanged?.connect(() => this.schedule());
-    model.outputs?.changed?.connect(() => this.schedule());
+    model.metadataChanged.connect(() => this.schedule());
+    if (cell instanceof CodeCell) {
+      cell.model.outputs.changed.connect(() => this.schedule());
+    }
   }
 
   /** The notebook edits waiting for a decision, by call: the run, the review, the cell it is shown on. */
-  private pendingEdits(): Map<string, { run: string; review: IReview; target: string | null }> {
-    const out = new Map<string, { run: string; review: IReview; target: string | null }>();
-    for (const run of this.client.runs.values()) {
+  private pendingEdits(): Map<string, { run: string; review: Review; target: string | null }> {
+    const out = new Map<string, { run: string; review: Review; target: string | null }>();
+    for (const run of this.hub.runs.values()) {
       if (run.before_restart) {
         continue;
       }
@@ -138,12 +138,11 @@ export class CellDecorator {
   }
 
   private mark(cell: Cell): void {
-    const mark = cell.model.getMetadata('nbagent') as JSONDict | undefined;
+    const mark = markOf(cell);
     const host = (cell.node.querySelector('.jp-Cell-inputWrapper') as HTMLElement | null) ?? cell.node;
     let badge = host.querySelector(':scope > .nba-cell-badge') as HTMLElement | null;
-    const valid = mark && typeof mark === 'object' && typeof mark.action === 'string';
-    cell.node.classList.toggle('nba-agent-cell', !!valid);
-    if (!valid) {
+    cell.node.classList.toggle('nba-agent-cell', mark !== null);
+    if (mark === null) {
       badge?.remove();
       return;
     }
@@ -155,7 +154,7 @@ export class CellDecorator {
       host.append(badge);
       badge.addEventListener('click', event => {
         event.stopPropagation();
-        const m = cell.model.getMetadata('nbagent') as JSONDict | undefined;
+        const m = markOf(cell);
         if (m && typeof m.run === 'string') {
           this.actions.showRun(m.run);
         }
@@ -186,7 +185,7 @@ export class CellDecorator {
     cell.node.append(bar);
   }
 
-  private reviewBox(cell: Cell, key: string, run: string, review: IReview): void {
+  private reviewBox(cell: Cell, key: string, run: string, review: Review): void {
     const args = review.arguments ?? {};
     const source = cell.model.sharedModel.getSource();
     const stamp = `${key}:${review.digest}:${review.tool === 'insert_cell' ? '' : source}`;
@@ -224,7 +223,7 @@ export class CellDecorator {
     const decide = (choice: 'approve' | 'deny') => {
       box.querySelectorAll('button').forEach(b => ((b as HTMLButtonElement).disabled = true));
       note.textContent = choice === 'approve' ? 'Accepting…' : 'Rejecting…';
-      this.client.decide(run, review, choice, choice === 'deny' ? 'rejected on the cell' : '').then(result => {
+      this.hub.decide(run, review, choice, choice === 'deny' ? 'rejected on the cell' : '').then(result => {
         note.textContent = result && result.taken ? '' : String(result?.why ?? 'already decided');
       }, err => {
         note.textContent = err instanceof Error ? err.message : String(err);
@@ -243,7 +242,7 @@ export class CellDecorator {
 }
 
 /** Undo one change of a run in the notebook, only while the cell still holds what nbagent left there. */
-export function undoChange(nb: NotebookPanel, change: IChange): void {
+export function undoChange(nb: NotebookPanel, change: Change): void {
   const notebook = nb.content;
   const shared = nb.model!.sharedModel;
   const index = notebook.widgets.findIndex(w => w.model.id === change.cell_id);
@@ -253,8 +252,8 @@ export function undoChange(nb: NotebookPanel, change: IChange): void {
     }
     const at = Math.max(0, Math.min(change.index, notebook.widgets.length));
     shared.transact(() => {
-      shared.insertCell(at, { cell_type: change.cell_type === 'markdown' ? 'markdown' : change.cell_type === 'raw' ? 'raw' : 'code',
-        source: change.before ?? '', id: change.cell_id } as any);
+      const cellType = change.cell_type === 'markdown' ? 'markdown' : change.cell_type === 'raw' ? 'raw' : 'code';
+      shared.insertCell(at, { cell_type: cellType, source: change.before ?? '', id: change.cell_id });
     });
     return;
   }

@@ -12,7 +12,8 @@ import { NotebookPanel } from '@jupyterlab/notebook';
 import { IRenderMime, MimeModel } from '@jupyterlab/rendermime';
 import { Widget } from '@lumino/widgets';
 
-import { IChange, IRunSummary, PanelClient } from './client';
+import { PanelHub, ShownRun } from './hub';
+import type { Change, RunHead, StartKind, StoredConversation } from './protocol';
 import { undoChange } from './review';
 
 export const WIDGET_MIME = 'application/vnd.jupyter.widget-view+json';
@@ -37,8 +38,8 @@ function el(tag: string, cls: string, text?: string): HTMLElement {
 
 export class AgentPanel extends Widget {
   private notebook: NotebookPanel | null = null;
-  private client: PanelClient | null = null;
-  private cards = new WeakMap<PanelClient, Map<string, Card>>();
+  private hub: PanelHub | null = null;
+  private cards = new WeakMap<PanelHub, Map<string, Card>>();
   private about: Cell | null = null;
   private readonly statusEl = el('div', 'nba-panel-status');
   private readonly convEl = el('div', 'nba-panel-conv');
@@ -52,7 +53,7 @@ export class AgentPanel extends Widget {
   private readonly errorEl = el('div', 'nba-panel-error');
   private readonly pathEl = el('div', 'nba-panel-path');
 
-  constructor(private readonly clientOf: (nb: NotebookPanel) => PanelClient) {
+  constructor(private readonly hubOf: (nb: NotebookPanel) => PanelHub) {
     super();
     this.id = 'nbagent-panel';
     this.addClass('nba-panel');
@@ -92,14 +93,14 @@ export class AgentPanel extends Widget {
     if (nb === this.notebook) {
       return;
     }
-    if (this.client) {
-      this.client.changed.disconnect(this.render, this);
+    if (this.hub) {
+      this.hub.changed.disconnect(this.render, this);
     }
     this.notebook = nb;
     this.about = null;
-    this.client = nb ? this.clientOf(nb) : null;
-    if (this.client) {
-      this.client.changed.connect(this.render, this);
+    this.hub = nb ? this.hubOf(nb) : null;
+    if (this.hub) {
+      this.hub.changed.connect(this.render, this);
     }
     this.runsEl.textContent = '';
     this.render();
@@ -114,7 +115,7 @@ export class AgentPanel extends Widget {
 
   /** Scroll to a run's card (and flash it), e.g. from a cell's badge. */
   showRun(runId: string): void {
-    const card = this.client ? this.cards.get(this.client)?.get(runId) : undefined;
+    const card = this.hub ? this.cards.get(this.hub)?.get(runId) : undefined;
     if (card) {
       card.el.scrollIntoView({ block: 'nearest' });
       card.el.classList.add('nba-flash');
@@ -140,16 +141,16 @@ export class AgentPanel extends Widget {
     }
   }
 
-  private async run(prompt: string, kind: string, cell: Cell | null): Promise<boolean> {
-    const client = this.client;
-    if (!client) {
+  private async run(prompt: string, kind: StartKind, cell: Cell | null): Promise<boolean> {
+    const hub = this.hub;
+    if (!hub) {
       this.showError('Open a notebook first: the panel works on the current notebook.');
       return false;
     }
     this.showError('');
     this.send.disabled = true;
     try {
-      await client.start(prompt, kind, cell, this.model.value, this.fresh.checked);
+      await hub.start(prompt, kind, cell, this.model.value, this.fresh.checked);
       this.fresh.checked = false;
       return true;
     } catch (err) {
@@ -170,7 +171,7 @@ export class AgentPanel extends Widget {
 
   /** A hidden panel draws no live views (each is a second view of the run's widgets): they come back on show. */
   protected onAfterHide(): void {
-    const cards = this.client ? this.cards.get(this.client) : undefined;
+    const cards = this.hub ? this.cards.get(this.hub) : undefined;
     for (const card of cards?.values() ?? []) {
       if (card.shown.startsWith('w:')) {
         this.dropRenderer(card);
@@ -181,43 +182,43 @@ export class AgentPanel extends Widget {
   }
 
   private render(): void {
-    const client = this.client;
+    const hub = this.hub;
     const nb = this.notebook;
     this.pathEl.textContent = nb ? nb.context.path : 'no notebook open';
     this.statusEl.textContent = '';
     this.convEl.textContent = '';
     this.storedEl.textContent = '';
     this.aboutEl.textContent = '';
-    if (!client || !nb) {
+    if (!hub || !nb) {
       this.statusEl.append(el('div', 'nba-panel-note', 'Open a notebook: the panel shows its conversation with nbagent.'));
       return;
     }
-    const storedShown = !!client.stored && ![...client.runs.values()].some(r => !r.before_restart);
-    if (client.restarted) {
-      this.statusEl.append(el('div', 'nba-panel-restarted', storedShown && client.runs.size === 0
+    const storedShown = !!hub.stored && ![...hub.runs.values()].some(r => !r.before_restart);
+    if (hub.restarted) {
+      this.statusEl.append(el('div', 'nba-panel-restarted', storedShown && hub.runs.size === 0
         ? 'The kernel restarted: its variables and the runs that were going are gone. Below is the stored ' +
           'conversation; the next prompt continues it.'
         : 'The kernel restarted: its variables and the runs that were going are gone. What the panel showed ' +
           'is kept below.'));
     }
-    if (client.state === 'connecting') {
+    if (hub.state === 'connecting') {
       this.statusEl.append(el('div', 'nba-panel-note', 'Connecting to the kernel…'));
-    } else if (client.state !== 'ready') {
-      const note = el('div', 'nba-panel-absent', client.absentText());
+    } else if (hub.state !== 'ready') {
+      const note = el('div', 'nba-panel-absent', hub.absentText());
       this.statusEl.append(note);
-      if (client.state === 'absent') {
+      if (hub.state === 'absent') {
         const load = el('button', 'jp-Button nba-panel-load', 'Load nbagent') as HTMLButtonElement;
         load.onclick = () => {
           load.disabled = true;
-          client.loadExtension().catch(err => this.showError(err instanceof Error ? err.message : String(err)));
+          hub.loadExtension().catch(err => this.showError(err instanceof Error ? err.message : String(err)));
         };
         this.statusEl.append(load);
       }
     }
-    this.renderConversation(client);
-    this.renderRuns(client, nb);
+    this.renderConversation(hub);
+    this.renderRuns(hub, nb);
     if (storedShown) {
-      this.renderStored(client.stored!);
+      this.renderStored(hub.stored!);
     }
     if (this.about && !this.about.isDisposed) {
       const chip = el('span', 'nba-panel-chip', `About cell ${this.about.model.id}`);
@@ -229,15 +230,15 @@ export class AgentPanel extends Widget {
       };
       this.aboutEl.append(chip, clear);
     }
-    this.send.disabled = client.state !== 'ready';
+    this.send.disabled = hub.state !== 'ready';
   }
 
-  private renderConversation(client: PanelClient): void {
-    const runs = [...client.runs.values()];
+  private renderConversation(hub: PanelHub): void {
+    const runs = [...hub.runs.values()];
     const last = runs.length ? runs[runs.length - 1] : null;
-    const head = last?.head ?? {};
-    const model = head.model ?? client.config.model ?? 'no model set';
-    const mode = head.mode ?? client.config.mode ?? '';
+    const head: Partial<RunHead> = last?.head ?? {};
+    const model = head.model ?? hub.config.model ?? 'no model set';
+    const mode = head.mode ?? hub.config.mode ?? '';
     const chips: [string, string, string][] = [
       ['nba-panel-m', `model: ${model}`, 'the model of the conversation (type another below to change it)'],
       ['nba-panel-mode', `mode: ${mode}`, '%config NBAgent.mode sets it']
@@ -268,26 +269,26 @@ export class AgentPanel extends Widget {
     }
   }
 
-  private renderStored(stored: { [key: string]: any }): void {
+  private renderStored(stored: StoredConversation): void {
     const title = stored.error
       ? String(stored.error)
       : `Stored conversation ${stored.id} (${stored.runs} runs): the next prompt continues it (as %agent --resume).`;
     this.storedEl.append(el('div', 'nba-panel-stored-title', title));
-    for (const m of (stored.messages ?? []) as { role: string; text: string }[]) {
+    for (const m of stored.messages ?? []) {
       const item = el('div', `nba-panel-msg nba-panel-msg-${m.role === 'you' ? 'you' : 'agent'}`);
       item.append(el('span', 'nba-panel-role', m.role === 'you' ? 'YOU' : 'nbagent'), el('span', 'nba-panel-text', m.text));
       this.storedEl.append(item);
     }
   }
 
-  private renderRuns(client: PanelClient, nb: NotebookPanel): void {
-    let cards = this.cards.get(client);
+  private renderRuns(hub: PanelHub, nb: NotebookPanel): void {
+    let cards = this.cards.get(hub);
     if (!cards) {
       cards = new Map();
-      this.cards.set(client, cards);
+      this.cards.set(hub, cards);
     }
     const order: HTMLElement[] = [];
-    for (const run of client.runs.values()) {
+    for (const run of hub.runs.values()) {
       let card = cards.get(run.id);
       if (!card) {
         const cardEl = el('div', 'nba-panel-run');
@@ -299,7 +300,7 @@ export class AgentPanel extends Widget {
         card = { el: cardEl, title, body, changes, shown: '', renderer: null };
         cards.set(run.id, card);
       }
-      this.updateCard(card, run, client, nb);
+      this.updateCard(card, run, hub, nb);
       order.push(card.el);
     }
     order.forEach((node, i) => {
@@ -312,7 +313,7 @@ export class AgentPanel extends Widget {
     }
   }
 
-  private updateCard(card: Card, run: IRunSummary, client: PanelClient, nb: NotebookPanel): void {
+  private updateCard(card: Card, run: ShownRun, hub: PanelHub, nb: NotebookPanel): void {
     card.el.dataset.status = run.status;
     card.title.textContent = '';
     const from = run.source === 'panel' ? 'from the panel' : 'from a cell';
@@ -344,7 +345,7 @@ export class AgentPanel extends Widget {
           : run.widget ? 'Going on (its live view shows while the panel is open).' : 'Starting…'));
       }
     }
-    this.renderChanges(card, run, client, nb);
+    this.renderChanges(card, run, hub, nb);
   }
 
   private renderWidget(card: Card, modelId: string, nb: NotebookPanel): void {
@@ -393,7 +394,7 @@ export class AgentPanel extends Widget {
     }
   }
 
-  private renderChanges(card: Card, run: IRunSummary, client: PanelClient, nb: NotebookPanel): void {
+  private renderChanges(card: Card, run: ShownRun, hub: PanelHub, nb: NotebookPanel): void {
     card.changes.textContent = '';
     if (!run.changes.length) {
       return;
@@ -411,14 +412,14 @@ export class AgentPanel extends Widget {
       } else {
         const undo = el('button', 'jp-Button nba-panel-undo', 'Undo') as HTMLButtonElement;
         undo.title = 'Put the cell back as it was before this change (only while it still holds what nbagent left)';
-        undo.onclick = () => this.undo(client, nb, run, change, undo);
+        undo.onclick = () => this.undo(hub, nb, run, change, undo);
         row.append(undo);
       }
       card.changes.append(row);
     }
   }
 
-  private undo(client: PanelClient, nb: NotebookPanel, run: IRunSummary, change: IChange, button: HTMLButtonElement): void {
+  private undo(hub: PanelHub, nb: NotebookPanel, run: ShownRun, change: Change, button: HTMLButtonElement): void {
     button.disabled = true;
     try {
       undoChange(nb, change);
@@ -429,6 +430,6 @@ export class AgentPanel extends Widget {
     }
     change.undone = true;
     this.render();
-    client.undone(run.id, change.call).catch(err => this.showError(String(err)));
+    hub.undone(run.id, change.call).catch(err => this.showError(String(err)));
   }
 }

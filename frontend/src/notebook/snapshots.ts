@@ -2,13 +2,14 @@
  * A run's live view outlives its kernel: what takes its place.
  *
  * While a run goes on, the kernel sends its static rendering as it would read if the kernel stopped now
- * (`snapshot` requests, see nbagent/jupyter/snapshots.py). It is kept in the metadata of the cell that shows
+ * (`snapshot` requests, see nbagent/jupyter/notebook/snapshots.py). It is kept in the metadata of the cell that shows
  * the run (`nbagent_live`, by widget model id), which redraws nothing. When the kernel restarts, dies or is
  * switched, or when a widget of a reopened notebook has no model any more ("Error displaying widget: model
  * not found"), the widget's output is replaced by the kept rendering, so the saved notebook holds the run as
  * far as it went. A run that ends normally has its display replaced by the kernel; the kept copy is dropped.
  */
 import { Cell, CodeCell } from '@jupyterlab/cells';
+import type * as nbformat from '@jupyterlab/nbformat';
 import { NotebookPanel } from '@jupyterlab/notebook';
 
 const WIDGET = 'application/vnd.jupyter.widget-view+json';
@@ -17,9 +18,11 @@ const DEAD = 'Error displaying widget: model not found';
 
 type Kept = { [modelId: string]: { html: string; text: string } };
 
-function widgetIdOf(output: any): string | null {
-  const view = output?.data?.[WIDGET];
-  return view && typeof view.model_id === 'string' && view.model_id ? view.model_id : null;
+function widgetIdOf(output: nbformat.IOutput): string | null {
+  const data = output.data;
+  const view = data && typeof data === 'object' && !Array.isArray(data) ? (data as nbformat.IMimeBundle)[WIDGET] : null;
+  const id = view && typeof view === 'object' && !Array.isArray(view) ? (view as { model_id?: unknown }).model_id : null;
+  return typeof id === 'string' && id ? id : null;
 }
 
 function codeCells(panel: NotebookPanel): CodeCell[] {
@@ -89,11 +92,12 @@ export function replaceDead(cell: CodeCell, index?: number): number {
     const id = widgetIdOf(outputs.get(i).toJSON());
     const rendering = id ? kept[id] : undefined;
     if (id && rendering) {
-      outputs.set(i, {
+      const shown: nbformat.IDisplayData = {
         output_type: 'display_data',
         data: { 'text/html': rendering.html, 'text/plain': rendering.text },
         metadata: {}
-      } as any);
+      };
+      outputs.set(i, shown);
       delete kept[id];
       replaced++;
     }

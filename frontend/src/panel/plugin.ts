@@ -1,7 +1,8 @@
 /**
- * The nbagent panel plugin: the side panel (right), a client per notebook, the decorations in its cells, the
- * "Ask nbagent" toolbar button, Copy and Insert as cell on the model's code blocks in the panel, and the
- * commands (palette and keyboard):
+ * The `nbagent:panel` plugin: the side panel (right, ./sidebar.ts), a hub per notebook (./hub.ts: the page's
+ * end of its `nbagent.panel` comm), the decorations in its cells (./review.ts), the live views' decisions sent
+ * through that comm (./decisions.ts), the "Ask nbagent" toolbar button, Copy and Insert as cell on the model's
+ * code blocks in the panel, and the commands (palette and keyboard):
  *
  *   nbagent:open-panel     show the panel
  *   nbagent:ask-cell       Accel+Alt+A: ask about the selected cell (the prompt box gets it as context)
@@ -14,10 +15,11 @@ import { Cell } from '@jupyterlab/cells';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { LabIcon } from '@jupyterlab/ui-components';
 
-import { PanelClient, hasError } from './client';
-import { watchCodeBlocks } from './codeblocks';
-import { AgentPanel } from './panel';
+import { watchCodeBlocks } from '../codeblocks';
+import { routeDecisions } from './decisions';
+import { PanelHub, hasError } from './hub';
 import { CellDecorator } from './review';
+import { AgentPanel } from './sidebar';
 
 const ICON = new LabIcon({
   name: 'nbagent:icon',
@@ -34,13 +36,13 @@ export const panelPlugin: JupyterFrontEndPlugin<void> = {
   requires: [INotebookTracker],
   optional: [ICommandPalette],
   activate: (app: JupyterFrontEnd, tracker: INotebookTracker, palette: ICommandPalette | null) => {
-    const clients = new WeakMap<NotebookPanel, PanelClient>();
-    const clientOf = (nb: NotebookPanel): PanelClient => {
-      let client = clients.get(nb);
-      if (!client) {
-        client = new PanelClient(nb);
-        clients.set(nb, client);
-        const decorator = new CellDecorator(nb, client, {
+    const hubs = new WeakMap<NotebookPanel, PanelHub>();
+    const hubOf = (nb: NotebookPanel): PanelHub => {
+      let hub = hubs.get(nb);
+      if (!hub) {
+        hub = new PanelHub(nb);
+        hubs.set(nb, hub);
+        const decorator = new CellDecorator(nb, hub, {
           fix: cell => void start(nb, cell, 'fix'),
           explain: cell => void start(nb, cell, 'explain'),
           showRun: run => {
@@ -50,18 +52,23 @@ export const panelPlugin: JupyterFrontEndPlugin<void> = {
         });
         nb.disposed.connect(() => {
           decorator.dispose();
-          client!.dispose();
+          hub!.dispose();
         });
       }
-      return client;
+      return hub;
     };
-    const panel = new AgentPanel(clientOf);
+    const panel = new AgentPanel(hubOf);
     panel.title.icon = ICON;
     app.shell.add(panel, 'right', { rank: 650 });
     // the model's code blocks in the panel: Insert puts the cell below the notebook's active cell
     watchCodeBlocks(panel.node, () => {
       const nb = panel.notebookPanel;
       return nb && !nb.isDisposed ? { notebook: nb, index: nb.content.activeCellIndex } : null;
+    });
+    // Approve, Deny, Always allow and Stop in a live view (a cell's or the panel's): through the notebook's hub
+    routeDecisions(view => {
+      const nb = panel.node.contains(view) ? panel.notebookPanel : tracker.find(p => p.node.contains(view));
+      return nb && !nb.isDisposed ? hubOf(nb) : null;
     });
     const openPanel = () => {
       app.shell.activateById(panel.id);
@@ -72,7 +79,7 @@ export const panelPlugin: JupyterFrontEndPlugin<void> = {
       await panel.startOn(cell, kind);
     };
     tracker.widgetAdded.connect((_t, nb) => {
-      clientOf(nb);
+      hubOf(nb);
       const ask = new ToolbarButton({
         icon: ICON,
         label: 'Ask nbagent',

@@ -1,8 +1,9 @@
 /**
- * The page's end of the `nbagent.panel` comm (kernel side: nbagent/jupyter/panel.py): one client per open
- * notebook. It opens the comm when the notebook has a kernel, asks for the conversation, keeps the runs'
- * summaries the kernel pushes, and says what is wrong when nobody answers: no kernel, nbagent not loaded in
- * it, the kernel restarted (the runs it showed are kept, marked as from before the restart).
+ * The page's end of the `nbagent.panel` comm (kernel side: nbagent/jupyter/panel/hub.py; the messages in
+ * nbagent/jupyter/panel/protocol.json, typed in ./protocol.ts): one per open notebook. It opens the comm when
+ * the notebook has a kernel, asks for the conversation, keeps the runs' summaries the kernel pushes, sends the
+ * person's decisions, and says what is wrong when nobody answers: no kernel, nbagent not loaded in it, the
+ * kernel restarted (the runs it showed are kept, marked as from before the restart).
  *
  * Everything the kernel sends is data: summaries are JSON; the HTML in them is sanitized where it is shown.
  */
@@ -11,54 +12,37 @@ import { NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 import { Signal } from '@lumino/signaling';
 
-export const PANEL_TARGET = 'nbagent.panel';
+import type {
+  CellPayload,
+  CellPayloadOutput,
+  Choice,
+  KernelMessage as Message,
+  PageRequest,
+  Results,
+  RunSummary,
+  Settings,
+  StartKind,
+  StoredConversation
+} from './protocol';
+
+export const TARGET = 'nbagent.panel';
 const TIMEOUT = 15000;
 
-type JSONDict = { [key: string]: any };
+/** A run as the panel shows it: the kernel's summary, and whether the kernel restarted after it. */
+export type ShownRun = RunSummary & { before_restart?: boolean };
 
-export interface IReview {
-  call: string;
-  tool: string;
-  digest: string;
-  arguments?: JSONDict;
-}
+/** A request's own fields (without the id and op the hub adds). */
+type Fields<O extends PageRequest['op']> = Omit<Extract<PageRequest, { op: O }>, 'id' | 'op'>;
 
-export interface IChange {
-  call: string;
-  action: 'inserted' | 'edited' | 'deleted';
-  cell_id: string;
-  index: number;
-  cell_type: string;
-  before: string | null;
-  after: string;
-  undone: boolean;
-}
+export type HubState = 'connecting' | 'ready' | 'absent' | 'nokernel';
 
-export interface IRunSummary {
-  id: string;
-  status: string;
-  label: string;
-  source: 'panel' | 'cell';
-  kind: string;
-  cell: string | null;
-  head: JSONDict;
-  widget: string | null;
-  html: string | null;
-  reviews: IReview[];
-  changes: IChange[];
-  /** set by the page: the kernel restarted after this summary */
-  before_restart?: boolean;
-}
-
-export type ClientState = 'connecting' | 'ready' | 'absent' | 'nokernel';
-
-export class PanelClient {
-  readonly changed = new Signal<PanelClient, void>(this);
+export class PanelHub {
+  readonly changed = new Signal<PanelHub, void>(this);
   readonly notebook: NotebookPanel;
-  state: ClientState = 'connecting';
-  runs = new Map<string, IRunSummary>();
-  stored: JSONDict | null = null;
-  config: JSONDict = {};
+  state: HubState = 'connecting';
+  runs = new Map<string, ShownRun>();
+  stored: StoredConversation | null = null;
+  config: Partial<Settings> = {};
   sessionId: string | null = null;
   kernelOrigin: string | null = null;
   restarted = false;
@@ -66,7 +50,7 @@ export class PanelClient {
   private comm: Kernel.IComm | null = null;
   private kernel: Kernel.IKernelConnection | null = null;
   private ids = 1;
-  private waiting = new Map<number, { resolve: (v: any) => void; reject: (e: Error) => void }>();
+  private waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   private retryTimer = 0;
 
   constructor(notebook: NotebookPanel) {
@@ -145,7 +129,7 @@ export class PanelClient {
     this.state = 'connecting';
     let comm: Kernel.IComm;
     try {
-      comm = kernel.createComm(PANEL_TARGET);
+      comm = kernel.createComm(TARGET);
     } catch (err) {
       this.state = 'absent';
       this.error = String(err);
@@ -181,14 +165,14 @@ export class PanelClient {
         this.restarted = true;
       }
       this.kernelOrigin = state.kernel ?? null;
-      const fresh = new Map<string, IRunSummary>();
+      const fresh = new Map<string, ShownRun>();
       if (this.restarted && !(state.stored && !state.runs.length)) {
         // until the kernel shows the stored conversation, keep what was shown before the restart
         for (const [id, run] of this.runs) {
           fresh.set(id, { ...run, before_restart: true, widget: null, reviews: [] });
         }
       }
-      for (const run of state.runs as IRunSummary[]) {
+      for (const run of state.runs) {
         fresh.set(run.id, run);
       }
       this.runs = fresh;
@@ -202,11 +186,14 @@ export class PanelClient {
   }
 
   private onMsg(msg: KernelMessage.ICommMsgMsg): void {
-    const data = msg.content.data as JSONDict;
+    const data = msg.content.data as unknown as Message;
     if (!data || typeof data !== 'object') {
       return;
     }
-    if (typeof data.id === 'number') {
+    if ('ok' in data) {
+      if (typeof data.id !== 'number') {
+        return;
+      }
       const w = this.waiting.get(data.id);
       if (w) {
         this.waiting.delete(data.id);
@@ -219,18 +206,18 @@ export class PanelClient {
       return;
     }
     if (data.event === 'run' && data.run && typeof data.run.id === 'string') {
-      this.runs.set(data.run.id, data.run as IRunSummary);
+      this.runs.set(data.run.id, data.run);
       this.emit();
     }
   }
 
-  request(op: string, fields: JSONDict): Promise<any> {
+  request<O extends PageRequest['op']>(op: O, fields: Fields<O>): Promise<Results[O]> {
     const comm = this.comm;
     if (!comm || comm.isDisposed) {
       return Promise.reject(new Error(this.absentText()));
     }
     const id = this.ids++;
-    return new Promise((resolve, reject) => {
+    return new Promise<Results[O]>((resolve, reject) => {
       const timer = window.setTimeout(() => {
         if (this.waiting.delete(id)) {
           reject(new Error(`the kernel did not answer within ${TIMEOUT / 1000} s (is it busy running a cell?)`));
@@ -239,7 +226,7 @@ export class PanelClient {
       this.waiting.set(id, {
         resolve: v => {
           window.clearTimeout(timer);
-          resolve(v);
+          resolve(v as Results[O]);
         },
         reject: e => {
           window.clearTimeout(timer);
@@ -271,51 +258,52 @@ export class PanelClient {
     this.reconnect();
   }
 
-  async start(prompt: string, kind: string, cell: Cell | null, model: string, fresh: boolean): Promise<IRunSummary> {
-    const fields: JSONDict = { prompt, kind, cell: cell ? cellPayload(cell) : null, new: fresh };
+  async start(prompt: string, kind: StartKind, cell: Cell | null, model: string, fresh: boolean): Promise<RunSummary> {
+    const fields: Fields<'start'> = { prompt, kind, cell: cell ? cellPayload(cell) : null, new: fresh };
     if (model.trim()) {
       fields.model = model.trim();
     }
     if (!fresh && this.runs.size === 0 && this.stored && typeof this.stored.id === 'string') {
       fields.resume = this.stored.id;
     }
-    const run = (await this.request('start', fields)) as IRunSummary;
+    const run = await this.request('start', fields);
     this.runs.set(run.id, run);
     this.emit();
     return run;
   }
 
-  decide(run: string, review: IReview, choice: 'approve' | 'deny' | 'always', reason = ''): Promise<any> {
-    return this.request('decide', { run, call: review.call, digest: review.digest, choice, reason });
+  /** Decide the call `call` of `run`, bound to `digest`: the digest of the exact arguments the person saw. */
+  decide(run: string, call: { call: string; digest: string }, choice: Choice, reason = ''): Promise<Results['decide']> {
+    return this.request('decide', { run, call: call.call, digest: call.digest, choice, reason });
   }
 
-  stop(run: string): Promise<any> {
+  stop(run: string): Promise<Results['stop']> {
     return this.request('stop', { run });
   }
 
-  undone(run: string, call: string): Promise<any> {
+  undone(run: string, call: string): Promise<Results['undone']> {
     return this.request('undone', { run, call });
   }
 }
 
 /** What the kernel is told of a cell for "Fix", "Explain" and "Ask": its id, source and error outputs. */
-export function cellPayload(cell: Cell): JSONDict {
-  const payload: JSONDict = { id: cell.model.id, source: cell.model.sharedModel.getSource(), outputs: [] };
+export function cellPayload(cell: Cell): CellPayload {
+  const outputs: CellPayloadOutput[] = [];
   if (cell instanceof CodeCell) {
-    const outputs = cell.model.outputs;
-    for (let i = 0; i < outputs.length && payload.outputs.length < 20; i++) {
-      const out = outputs.get(i).toJSON() as JSONDict;
+    const models = cell.model.outputs;
+    for (let i = 0; i < models.length && outputs.length < 20; i++) {
+      const out = models.get(i).toJSON();
       if (out.output_type === 'error') {
         const tb = Array.isArray(out.traceback) ? out.traceback.slice(-40) : [];
-        payload.outputs.push({ output_type: 'error', ename: String(out.ename ?? ''), evalue: String(out.evalue ?? ''),
-          traceback: tb.map((x: any) => String(x).slice(0, 4000)) });
+        outputs.push({ output_type: 'error', ename: String(out.ename ?? ''), evalue: String(out.evalue ?? ''),
+          traceback: tb.map(x => String(x).slice(0, 4000)) });
       } else if (out.output_type === 'stream') {
         const text = Array.isArray(out.text) ? out.text.join('') : String(out.text ?? '');
-        payload.outputs.push({ output_type: 'stream', name: String(out.name ?? ''), text: text.slice(-2000) });
+        outputs.push({ output_type: 'stream', name: String(out.name ?? ''), text: text.slice(-2000) });
       }
     }
   }
-  return payload;
+  return { id: cell.model.id, source: cell.model.sharedModel.getSource(), outputs };
 }
 
 export function hasError(cell: Cell): boolean {

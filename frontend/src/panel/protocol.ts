@@ -1,0 +1,341 @@
+/**
+ * The `nbagent.panel` comm's messages, generated from nbagent/jupyter/panel/protocol.json by
+ * `npm run protocol`: edit the schema, not this file (a test fails when they differ).
+ */
+
+/**
+ * What the page may ask (page -> kernel). Anything else is refused, with why.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "PageRequest".
+ */
+export type PageRequest = StateRequest | StartRequest | DecideRequest | StopRequest | UndoneRequest;
+/**
+ * Chosen by the page; the reply carries it back.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "RequestId".
+ */
+export type RequestId = number;
+/**
+ * A prompt typed in the panel, or one of the buttons on a cell: Ask, Fix with nbagent, Explain.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "StartKind".
+ */
+export type StartKind = 'prompt' | 'ask' | 'fix' | 'explain';
+/**
+ * An id, a model's name, a digest.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "ShortText".
+ */
+export type ShortText = string;
+/**
+ * Approve once, deny (the reason is told to the model), or approve and allow the like for the session.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "Choice".
+ */
+export type Choice = 'approve' | 'deny' | 'always';
+/**
+ * What the kernel sends (kernel -> page): the answer to one request, or news of a run.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "KernelMessage".
+ */
+export type KernelMessage = Reply | RunEvent;
+/**
+ * The answer to one request: its result, or why it was refused (`id` null: the request had no usable id).
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "Reply".
+ */
+export type Reply =
+  | {
+      id: RequestId | null;
+      ok: true;
+      result: Result;
+    }
+  | {
+      id: RequestId | null;
+      ok: false;
+      error: string;
+    };
+/**
+ * What a reply may hold (`Results` says which, by op).
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "Result".
+ */
+export type Result = StateResult | RunSummary | DecideResult | StopResult | UndoneResult;
+
+/**
+ * The `nbagent.panel` comm: the page opens it (comm_open data {"protocol": 1}) and asks; the kernel answers each request once and pushes a run's summary whenever the run moved on. The kernel validates every request against `PageRequest` (nbagent/jupyter/panel/hub.py); the page's types are generated from this file (frontend/src/panel/protocol.ts, `npm run protocol`).
+ */
+export interface PanelProtocol {
+  [k: string]: unknown;
+}
+/**
+ * The conversation: the runs of this kernel, the stored conversation when none ran yet, the settings.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "StateRequest".
+ */
+export interface StateRequest {
+  id: RequestId;
+  op: 'state';
+}
+/**
+ * Start a run in the notebook's kernel, as %agent does. `kind` other than "prompt" needs the cell it is about.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "StartRequest".
+ */
+export interface StartRequest {
+  id: RequestId;
+  op: 'start';
+  prompt: string;
+  kind?: StartKind;
+  cell?: CellPayload | null;
+  model?: ShortText | null;
+  new?: boolean;
+  resume?: ShortText | null;
+}
+/**
+ * What the kernel is told of a cell for Fix, Explain and Ask: its id, source and error outputs.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "CellPayload".
+ */
+export interface CellPayload {
+  id: ShortText;
+  source?: string;
+  /**
+   * @maxItems 100
+   */
+  outputs?: CellPayloadOutput[];
+}
+/**
+ * An error (its name, value and the end of its traceback) or a stream's last text.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "CellPayloadOutput".
+ */
+export interface CellPayloadOutput {
+  output_type: string;
+  ename?: string;
+  evalue?: string;
+  traceback?: string[];
+  name?: string;
+  text?: string;
+}
+/**
+ * Decide the call waiting for approval: taken only while that call waits and only with the digest of the exact arguments shown (one decision, whichever path is first).
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "DecideRequest".
+ */
+export interface DecideRequest {
+  id: RequestId;
+  op: 'decide';
+  run: ShortText;
+  call: ShortText;
+  digest: ShortText;
+  choice: Choice;
+  reason?: string;
+}
+/**
+ * Stop a run (as its Stop button, or run.cancel()).
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "StopRequest".
+ */
+export interface StopRequest {
+  id: RequestId;
+  op: 'stop';
+  run: ShortText;
+}
+/**
+ * The page undid a change of this call in the notebook.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "UndoneRequest".
+ */
+export interface UndoneRequest {
+  id: RequestId;
+  op: 'undone';
+  run: ShortText;
+  call: ShortText;
+}
+/**
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "StateResult".
+ */
+export interface StateResult {
+  runs: RunSummary[];
+  stored: StoredConversation | null;
+  session_id: string | null;
+  /**
+   * Who this kernel is: another value means it restarted.
+   */
+  kernel: string | null;
+  conversation: string | null;
+  config: Settings;
+}
+/**
+ * A run as the panel shows it (nbagent/jupyter/panel/model.py run_summary).
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "RunSummary".
+ */
+export interface RunSummary {
+  id: string;
+  status: string;
+  label: string;
+  source: 'panel' | 'cell';
+  kind: string;
+  /**
+   * The id of the cell a Fix, Explain or Ask was about.
+   */
+  cell: string | null;
+  head: RunHead;
+  /**
+   * The live view's widget model id while the run goes on.
+   */
+  widget: string | null;
+  /**
+   * The static rendering once the run ended (the page sanitizes it).
+   */
+  html: string | null;
+  reviews: Review[];
+  changes: Change[];
+}
+/**
+ * The run's model, mode and tools, its cost and how full its context window is (text, with a title each).
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "RunHead".
+ */
+export interface RunHead {
+  model: string;
+  mode: string;
+  tools: string;
+  tools_title: string;
+  cost: string;
+  cost_title: string;
+  context: string;
+  context_title: string;
+  fraction: number | null;
+}
+/**
+ * A call waiting for a decision: `digest` binds a decision to this call with exactly these arguments; notebook edits carry their whole proposal.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "Review".
+ */
+export interface Review {
+  call: string;
+  tool: string;
+  digest: string;
+  arguments?: {
+    [k: string]: string | null;
+  };
+}
+/**
+ * A cell the run inserted, edited or deleted: what it held before (null: cannot be told for sure) and after.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "Change".
+ */
+export interface Change {
+  call: string;
+  action: 'inserted' | 'edited' | 'deleted';
+  cell_id: string;
+  index: number;
+  cell_type: string;
+  before: string | null;
+  after: string;
+  undone: boolean;
+}
+/**
+ * The notebook's latest stored conversation (text only), or why it could not be read.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "StoredConversation".
+ */
+export interface StoredConversation {
+  id: string | null;
+  runs?: number;
+  turns?: number;
+  model?: string | null;
+  updated?: string | number | null;
+  error?: string;
+  messages: StoredMessage[];
+}
+/**
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "StoredMessage".
+ */
+export interface StoredMessage {
+  role: 'you' | 'nbagent';
+  text: string;
+}
+/**
+ * The kernel's settings the panel shows before a run says its own (%config NBAgent).
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "Settings".
+ */
+export interface Settings {
+  model: string | null;
+  mode: string;
+}
+/**
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "DecideResult".
+ */
+export interface DecideResult {
+  /**
+   * False: the call was decided already (by another path).
+   */
+  taken: boolean;
+  why?: string;
+}
+/**
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "StopResult".
+ */
+export interface StopResult {
+  stopped: boolean;
+}
+/**
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "UndoneResult".
+ */
+export interface UndoneResult {
+  ok: true;
+}
+/**
+ * A run moved on (pushed, at most a few times a second).
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "RunEvent".
+ */
+export interface RunEvent {
+  event: 'run';
+  run: RunSummary;
+}
+/**
+ * What the reply to each request holds, by op.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "Results".
+ */
+export interface Results {
+  state: StateResult;
+  start: RunSummary;
+  decide: DecideResult;
+  stop: StopResult;
+  undone: UndoneResult;
+}
