@@ -45,7 +45,8 @@ def kernel_only_html(run: Any) -> str:
     title = ("Made or changed by this run's code, and defined by no cell of the notebook: a rerun of the notebook "
              "would not have them. %agent --to-cells inserts the cells that make them (you review each); "
              "%agent --check reruns the saved notebook in a fresh kernel and compares.")
-    return (f'<div class="nba-kernel-only" title="{_esc(title)}">{plural(len(names), "name")} exist'
+    run_id = _esc(getattr(run, "id", ""))  # the frontend part puts a "Make cells" button here, for this run
+    return (f'<div class="nba-kernel-only" data-run="{run_id}" title="{_esc(title)}">{plural(len(names), "name")} exist'
             f'{"" if many else "s"} only in the kernel: <span class="nba-code">{_esc(_listed(names))}</span> · '
             f'<span class="nba-code">%agent --to-cells</span> makes cells of them</div>')
 
