@@ -1,6 +1,7 @@
 """Reproducible agent work in JupyterLab (chromium): a finished run's header names what exists only in the
 kernel; `%agent --to-cells` proposes each cell on the cell above it (Accept / Reject), the accepted cells carry
-their provenance into the saved file and show their badge, and the panel's Undo takes them back out."""
+their provenance into the saved file and show their badge, and the panel's Undo takes them back out; "Make cells"
+on the run's view (and on its card in the panel) does the same in one click."""
 
 from __future__ import annotations
 
@@ -50,15 +51,7 @@ def test_to_cells_in_the_notebook(server):
         page.wait_text(header, "3 names exist only in the kernel", "df, df_clean, total_of", timeout=60)
 
         page.run_cell(4, wait=False)
-        for step in range(3):  # each proposal is shown on the cell it goes below: Accept it there
-            review = p.locator(".nba-review:visible").first
-            review.wait_for(state="visible", timeout=60_000)
-            text = review.inner_text()
-            assert "proposes a new code cell after this one" in text and KEPT[step].splitlines()[0] in text, text
-            assert len([s for s in sources(page) if s.startswith("# nbagent: step")]) == step  # not before Accept
-            click_until_gone(page, review.locator("button.nba-accept"))
-            wait_sources(page, lambda s, n=step + 1: len([x for x in s if x.startswith("# nbagent: step")]) == n,
-                         f"step {step + 1} was not inserted", timeout=60)
+        accept_proposals(page)  # each proposal is shown on the cell it goes below: Accept it there
         cells = sources(page)
         assert cells[2] == PROMPT and cells[6] == USE
         assert [c.split("\n", 1)[1] for c in cells[3:6]] == KEPT
@@ -91,6 +84,58 @@ def test_to_cells_in_the_notebook(server):
         assert sources(page)[2:4] == [PROMPT, USE]
     except Exception:
         page.shot("reproduce-failure")
+        raise
+    finally:
+        page.close()
+
+
+def accept_proposals(page: LabPage) -> None:
+    """Accept, on the cell each goes below, the three cells proposed; none is inserted before its Accept."""
+    p = page.page
+    for step in range(3):
+        review = p.locator(".nba-review:visible").first
+        review.wait_for(state="visible", timeout=60_000)
+        text = review.inner_text()
+        assert "proposes a new code cell after this one" in text and KEPT[step].splitlines()[0] in text, text
+        assert len([s for s in sources(page) if s.startswith("# nbagent: step")]) == step
+        click_until_gone(page, review.locator("button.nba-accept"))
+        wait_sources(page, lambda s, n=step + 1: len([x for x in s if x.startswith("# nbagent: step")]) == n,
+                     f"step {step + 1} was not inserted", timeout=60)
+
+
+def test_make_cells_on_a_finished_run(server):
+    name = "sales_button.ipynb"
+    write_notebook(server.root / name, ["%load_ext nbagent", (SETUP, {"jupyter": {"source_hidden": True}}), PROMPT,
+                                        USE])
+    page = LabPage(server, name, width=1300, height=1000)
+    p = page.page
+    try:
+        page.hide_sidebar()
+        for i in range(3):
+            page.run_cell(i, timeout=90)
+        header = page.code_cells.nth(2).locator(".nba-kernel-only")
+        page.wait_text(header, "3 names exist only in the kernel", "df, df_clean, total_of", timeout=60)
+        button = header.locator("button.nba-to-cells")
+        button.wait_for(state="visible", timeout=15_000)
+        assert button.count() == 1 and button.inner_text() == "Make cells"
+
+        # the run's card in the panel says the same, with its own button
+        open_panel(page)
+        card = p.locator("#nbagent-panel .nba-panel-kernel-only")
+        page.wait_text(card, "3 names exist only in the kernel: df, df_clean, total_of", timeout=30)
+        assert card.locator("button.nba-to-cells").count() == 1
+
+        button.click()
+        page.wait_text(button, "Proposed below", timeout=60)
+        accept_proposals(page)
+        cells = sources(page)
+        assert cells[2] == PROMPT and cells[6] == USE
+        assert [c.split("\n", 1)[1] for c in cells[3:6]] == KEPT
+        badge = page.code_cells.nth(3).locator(".nba-cell-badge")
+        badge.wait_for(state="visible", timeout=15_000)
+        assert badge.inner_text() == "nbagent · recreated"
+    except Exception:
+        page.shot("make-cells-failure")
         raise
     finally:
         page.close()
