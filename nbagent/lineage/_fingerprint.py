@@ -46,7 +46,7 @@ class Print:
 
 
 class _Hasher:
-    __slots__ = ("h", "exact", "budget")
+    __slots__ = ("budget", "exact", "h")
 
     def __init__(self, budget: int) -> None:
         self.h = hashlib.sha256()

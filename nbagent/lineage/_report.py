@@ -10,8 +10,9 @@ values' text) is text someone else could have written; the renderers escape it a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from .. import reprs
 from ._fingerprint import same

@@ -21,8 +21,9 @@ a value that fails while being looked at is compared by identity only. Nothing o
 from __future__ import annotations
 
 import types
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from ._fingerprint import Print, fingerprint
 from ._names import CodeNames, code_names

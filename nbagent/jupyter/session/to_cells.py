@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 import weakref
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
