@@ -229,6 +229,7 @@ class ToolContext:
         "session_id",
         "scope",
         "derived",
+        "state_change",
         "_extensions",
         "_on_progress",
         "_loop",
@@ -275,6 +276,9 @@ class ToolContext:
         self.derived: list[str] = []
         """What the result was derived from that holds a secret, in a form redaction cannot follow
         (`derived_from`): the secret gate withholds such a result unless a person consented to the call."""
+        self.state_change: Any = None
+        """What the call did to the namespace it ran code in (`nbagent.lineage.StateChange`), set by tools that
+        run code (`python`, `run_cell`); the call's record keeps it."""
         self._extensions = extensions or {}
         self._on_progress = on_progress
         self._loop = loop

@@ -62,14 +62,14 @@ class CallRecord:
     `arguments` are the validated arguments (as a dict; hooks see the same), `raw_arguments` what the model
     sent, `result` the `ToolResult`, `status` how it ended, `decision` what allowed or denied it,
     `repairs` what the repair ladder changed in the arguments, `progress` the last progress reports,
-    `wire` the JSON the model received for the result.
+    `wire` the JSON the model received for the result, `state_change` what code it ran did to the namespace.
     """
 
     __slots__ = (
         "id", "name", "call", "turn", "index", "tool", "raw_arguments", "arguments", "partial_arguments",
         "repairs", "result", "message", "status", "decision", "activity", "completed_activity",
         "started_at", "finished_at", "_progress", "progress_count", "fraction", "_output_tail", "_errors",
-        "_hook_errors", "wire_format", "approval_waited", "queued", "decision_wait", "__weakref__",
+        "_hook_errors", "wire_format", "approval_waited", "queued", "decision_wait", "state_change", "__weakref__",
     )
 
     def __init__(self, call: ToolCall, turn: int = 0, index: int = 0,
@@ -110,6 +110,9 @@ class CallRecord:
         self._hook_errors: list[str] | None = None
         self.wire_format = wire_format
         """How the model receives a result (its provider's `wire_tool_result`); None: the neutral form."""
+        self.state_change: Any = None
+        """For a call that ran code in the namespace (`python`, `run_cell`): what it assigned, rebound, mutated,
+        deleted and read (`nbagent.lineage.StateChange`); None for other calls."""
 
     @property
     def progress(self) -> deque[ProgressUpdate]:

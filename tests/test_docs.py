@@ -30,8 +30,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 FACES = ("nbagent", "nbagent.toolbox", "nbagent.jupyter", "nbagent.mcp", "nbagent.sessions", "nbagent.safety",
-         "nbagent.tools", "nbagent.budget", "nbagent.calls", "nbagent.providers", "nbagent.render", "nbagent.batch",
-         "nbagent.agent")
+         "nbagent.tools", "nbagent.budget", "nbagent.lineage", "nbagent.calls", "nbagent.providers", "nbagent.render",
+         "nbagent.batch", "nbagent.agent")
 """The modules whose `__all__` is public API: the package and each wing's face."""
 
 pytestmark = pytest.mark.timeout(600)  # one build of the whole site, shared by the tests of this module

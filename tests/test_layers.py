@@ -5,7 +5,7 @@ Every import statement counts, wherever it is: at the top, inside a function, un
 (grimp reads them all from the source). The contracts:
 
 - `core`: the runtime's wings, from the top: jupyter, demo, agent, batch, then calls | providers | render |
-  toolbox | mcp (independent of each other), then tools | budget | sessions (independent), then the
+  toolbox | mcp (independent of each other), then tools | budget | sessions | lineage (independent), then the
   vocabulary at the top of the package (messages, errors, events...), then safety at the bottom. Exhaustive:
   a new wing or module at the top of `nbagent/` fails until it is given its place.
 - `front`: the notebook front's rooms in the order a run passes them: headless, magics, panel, session,

@@ -652,6 +652,23 @@ class AgentRun:
         return list(registry.processes.values()) if registry is not None else []
 
     @property
+    def kernel_only(self) -> list[str]:
+        """The top-level names this run's code (`python`, `run_cell`) made or changed that no cell of the
+        notebook defines, sorted: they exist only in the kernel, and a rerun of the notebook lacks them."""
+        from ..lineage import kernel_only
+
+        return kernel_only(self)
+
+    def to_cells(self) -> list[dict[str, Any]]:
+        """Code cells (nbformat 4 dicts, provenance in `metadata["nbagent"]`) that make this run's final state
+        again when run in order after the notebook's own cells: the code of the calls that state needs, as
+        it ran. Calls whose effects were replaced, that failed or that only looked are left out
+        (`nbagent.lineage.plan_cells(run).summary()` says which and why)."""
+        from ..lineage import to_cells
+
+        return to_cells(self)
+
+    @property
     def started_at(self) -> float:
         return self._state.started_at
 

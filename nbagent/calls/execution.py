@@ -267,6 +267,7 @@ async def _lifecycle(env: CallEnvironment, plan: ToolPlan, rec: CallRecord, outc
         result = error_result(_describe_exception(exc), details=exc)
     if result.is_error and status == "ok":
         status = "error"
+    rec.state_change = ctx.state_change  # what code the tool ran did to the namespace (python, run_cell)
 
     # 6. after_tool_call hooks
     result, status, stop = await run_after_tool_call(env.hooks, rec, result, status)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["get_session", "load_ipython_extension", "runs", "unload_ipython_extension", "view"]
+__all__ = ["check_reproducible", "get_session", "load_ipython_extension", "runs", "unload_ipython_extension", "view"]
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -54,6 +54,18 @@ def view(run: Any) -> Any:
     approved or denied from code. A run not started with %agent (`agent.run(...)` in a cell) gets a live view
     made then, which shows what the run did so far; once such a run ended, `view(run)` is the run itself."""
     return get_session().notebook_runs.view_of(run)
+
+
+def check_reproducible(path: Any, timeout: int = 600, **options: Any) -> Any:
+    """In the live kernel: run the saved notebook at `path` top to bottom in a fresh kernel (nbclient) and
+    compare it with this kernel's names (those the agent's work made; `names=[...]` to choose). Returns a
+    report with `reproducible`, `missing`, `different` and `failed_cells` (indexes), shown as a table.
+    `timeout`: seconds one cell may take. Every `%agent` in the rerun answers from its stored conversation
+    and runs no tool: the check asks whether the cells alone make the state (`%agent --check` does the same
+    for this notebook)."""
+    from .notebook.rerun import check_reproducible as check
+
+    return check(path, timeout, **options)
 
 
 def runs(all: bool = False) -> Any:  # noqa: A002 - the natural name here

@@ -150,6 +150,16 @@ class AgentMagics(Magics):
                    "one live batch view; with --resume [ID], only the items not done in that stored batch.")
     @argument("--concurrency", type=int, metavar="N", help="with --map: how many items run at once (default 8).")
     @argument("--output", metavar="TYPE", help="with --map: the name of a type each item's answer must be.")
+    @argument("--to-cells", action="store_true",
+              help="insert, below a finished run's cell, the cells that make again what its code left in the "
+                   "kernel: the code as it ran, cut to what the final state needs (calls replaced later, failed or "
+                   "only looking are left out), each a change you review; nothing runs. The run: the latest that "
+                   "ran code, or give its variable name or id after the option.")
+    @argument("--check", action="store_true",
+              help="run the saved notebook top to bottom in a fresh kernel and compare it with this one: the names "
+                   "the agent's work made that are missing or different after the rerun, and the cells that "
+                   "failed, in one table. Every %%agent in the rerun answers from its stored conversation and runs "
+                   "no tool. The notebook: this one, or give its path after the option.")
     @argument("--instructions", metavar="TEXT_OR_NAME",
               help="instructions replacing the default ones: quoted text, or the name of a string variable.")
     @line_cell_magic
@@ -185,6 +195,8 @@ class AgentMagics(Magics):
         args = parser.parse_args(argv)
         if cell is not None and cell.strip():
             prompt = f"{prompt}\n{cell.strip()}" if prompt else cell.strip()
+        if args.to_cells or args.check:
+            return self._reproduce(args, prompt)
         if args.map is not None:  # one agent over many inputs: nbagent/jupyter/batch_view.py
             from .live.batch_view import start_batch_here
 
@@ -258,6 +270,33 @@ class AgentMagics(Magics):
                              max_turns=args.max_turns, instructions=instructions,
                              only_tools=args.only_tools is not None, mcp=mcp)
         return self.session.start(prompt, options)
+
+    def _reproduce(self, args: Any, which: str) -> Any:
+        """`--to-cells [RUN]` and `--check [PATH]` (see nbagent/jupyter/notebook/rerun.py)."""
+        from .notebook.rerun import CHECKING_VARIABLE
+
+        if args.to_cells and args.check:
+            raise UsageError("--to-cells and --check are two steps: insert the cells first, save, then --check")
+        if os.environ.get(CHECKING_VARIABLE):
+            print(f"%agent {'--check' if args.check else '--to-cells'}: skipped (this kernel is a reproducibility "
+                  "check's rerun)")
+            return None
+        if args.to_cells:
+            from .session.to_cells import find_run, start_to_cells
+
+            return start_to_cells(self.session, find_run(self.session, which), args.mode)
+        from .notebook.cells import notebook_state
+        from .notebook.rerun import check_reproducible
+
+        path = which or notebook_state(self.shell).saved_path()
+        if not path:
+            raise UsageError("--check: this notebook's file is not known here; give its path (%agent --check "
+                             "analysis.ipynb), or set %config NBAgent.notebook_path")
+        print(f"Rerunning {path} (as saved) in a fresh kernel, and comparing…", flush=True)
+        try:
+            return check_reproducible(path)
+        except (FileNotFoundError, RuntimeError) as exc:
+            raise UsageError(f"--check: {exc}") from None
 
 
     def _model_missing(self, value: Any) -> str | None:

@@ -7,6 +7,7 @@
     results        a tool's result: text, images, rich reprs (sanitized), diffs
     usage          tokens, cost and the context gauge
     live           what happens beside the calls: steering, processes, approval notices
+    lineage        names that exist only in the kernel; the table of a reproducibility check
     batch          a batch's progress and items
 
 The rule: this wing imports only the vocabulary at the top of nbagent, `safety` (every piece of HTML that

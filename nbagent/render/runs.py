@@ -33,6 +33,7 @@ from .base import (
     _ICONS, _LIVE_STATUSES, MAX_RICH, MAX_TEXT, _clip, _esc, _esc_output, _icon, _pill, _style, css, describe_object,
     frozen_status, hidden_warnings, one_line, plural, seconds, shown_status, status_word, time_words,
 )
+from .lineage import kernel_only_html
 from .live import (
     approval_notice_html, notebook_chip_html, presentation_html, presentation_text, processes_html, processes_text,
     steered_html,
@@ -377,7 +378,7 @@ def header_html(run: AgentRun, *, waiting: int = 0, live: bool = False, stopped:
             f'<span class="nba-model">{_esc(run.model.spec)}</span>'
             f'<span class="nba-chip">{_esc(run.agent.mode)} mode</span>{_tools_chip(run)}{_sandbox_chip(run)}'
             f'<span class="nba-stats">{_esc(" · ".join(stats))}</span>{gauge_html(run)}{cost_html}{stale}</div>'
-            + processes_html(run))
+            + processes_html(run) + kernel_only_html(run))
 
 
 def _is_builtin(tool: Any) -> bool:

@@ -13,6 +13,7 @@ from .. import reprs
 from ..messages import UserMessage
 from ..safety import sanitize
 from .base import _ICONS, _clip, frozen_status, one_line, plural, seconds, shown_status, status_word, time_words
+from .lineage import kernel_only_text
 from .live import notebook_path, presentation_text, processes_text
 from .runs import _answer, call_label, tools_summary, undelivered
 from .usage import context_text, cost_text, tokens_text
@@ -80,7 +81,7 @@ def run_text(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
     for rec in run.calls:
         waited = (waits or {}).get(rec.id)
         lines.extend("  " + line for line in call_text(rec, frozen=frozen, waited=waited).splitlines())
-    lines.extend(processes_text(run))
+    lines.extend(processes_text(run) + kernel_only_text(run))
     for event in getattr(run, "events", ()):
         if getattr(event, "kind", "") == "steered":
             lines.append(f"  you, while it ran: {one_line(event.text, 200)}")

@@ -131,6 +131,7 @@ class SessionWriter:
                 "rule": getattr(decision, "rule", None)},
             "duration": getattr(record, "duration", None), "activity": getattr(record, "activity", None),
             "details_type": details,
+            "state": _state(record),
         })
 
     def request(self, body: Any) -> None:
@@ -408,6 +409,12 @@ def _resume_chain(path: Path) -> tuple[bytes | None, bytes, bool, int]:
     if key is None:  # its key is gone: what is written now would not verify either way
         return None, START, cut, size
     return key, mac, cut, size
+
+
+def _state(record: Any) -> Any:
+    """What a call that ran code did to the namespace's names (`StateChange.to_json`), else None."""
+    change = getattr(record, "state_change", None)
+    return change.to_json() if hasattr(change, "to_json") else None
 
 
 def _safe(name: Any) -> str:

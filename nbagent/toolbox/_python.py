@@ -124,6 +124,8 @@ def make_namespace_tools(binding: Binding, *, python_timeout: float | None = Non
                 root = Path.cwd()
         with guard_reads(root, denied) if root is not None else contextlib.nullcontext():
             execution = runner.run(code, ctx)
+        if ctx is not None:
+            ctx.state_change = execution.state_change  # the call's record keeps what the code did to the names
         return execution_result(execution)
 
     python_tool = Tool(

@@ -47,6 +47,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, ContextManager
 
+from ..lineage import NamespaceWatch
 from ._capture import StreamSink, route_thread
 from ._values import cut, text_form
 
@@ -81,6 +82,8 @@ class Execution:
     """The traceback, trimmed to the code's own frames."""
     duration: float = 0.0
     """Seconds the code ran."""
+    state_change: Any = None
+    """What the code did to the namespace's names (`nbagent.lineage.StateChange`; None when not watched)."""
 
     @property
     def ok(self) -> bool:
@@ -122,6 +125,9 @@ class PythonRunner:
 
     MAX_EXECUTIONS = 500
     """How many past executions are kept (for the history)."""
+    watch_state = True
+    """Watch what each run of code does to the namespace (`Execution.state_change`): what the python tool's
+    records say, and what `AgentRun.kernel_only` and `to_cells()` read. Off: nothing is recorded."""
 
     def __init__(self, namespace: dict[str, Any] | None = None, *, name: str = "agent") -> None:
         if namespace is None:
@@ -202,6 +208,7 @@ class PythonRunner:
 
         sink = StreamSink(on_output if progress is not None else None)
         before = _figure_numbers()
+        watch = self._watch(execution.code)
         started = time.monotonic()
         try:
             with route_thread(sink), self.display_capture(execution.outputs, on_display):
@@ -218,6 +225,18 @@ class PythonRunner:
             execution.stdout = sink.text("stdout")
             execution.stderr = sink.text("stderr")
             execution.figures = _new_figures(before)
+            if watch is not None:
+                execution.state_change = watch.finish(execution.error)
+
+    def _watch(self, code: str) -> NamespaceWatch | None:
+        """A watch over the namespace for this run of `code` (None: watching is off, or failed: the code still
+        runs, its record then says nothing of the names)."""
+        if not self.watch_state:
+            return None
+        try:
+            return NamespaceWatch(self.namespace, code, hidden=self.hidden_names(), transform=self.transform)
+        except Exception:  # pragma: no cover - a namespace that cannot be looked at
+            return None
 
     def _execute(self, source: str, filename: str) -> tuple[Any, bool]:
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)

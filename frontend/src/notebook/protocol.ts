@@ -119,7 +119,41 @@ export interface InsertRequest {
 export interface CellMark {
   run?: string | null;
   call?: string | null;
+  /**
+   * inserted, edited, python (python_in_cells), or recreated (%agent --to-cells: the code of a run's call).
+   */
   action: string;
+  /**
+   * The model of the run the cell came from.
+   */
+  model?: string | null;
+  /**
+   * recreated: the calls whose code the cell holds.
+   */
+  calls?: string[];
+  /**
+   * recreated: the tool that ran that code.
+   */
+  tool?: string;
+  /**
+   * recreated: which cell of the run's cells this is (1-based).
+   */
+  step?: number;
+  /**
+   * recreated: how many cells the run's final state needs.
+   */
+  steps?: number;
+  /**
+   * recreated: the names the code made or changed.
+   */
+  makes?: string[];
+  /**
+   * recreated: the run and call of `%agent --to-cells` that inserted it.
+   */
+  inserted_by?: {
+    run?: string | null;
+    call?: string | null;
+  };
 }
 /**
  * Replace the one occurrence of `old` in the cell with `new`, only while the cell holds `expected`.

@@ -284,6 +284,17 @@ export class PanelHub {
   undone(run: string, call: string): Promise<Results['undone']> {
     return this.request('undone', { run, call });
   }
+
+  /** Ask the kernel to propose a finished run's cells (what `%agent --to-cells` does); the run that proposes
+   * them is shown from now on. */
+  async toCells(run: string): Promise<Results['to_cells']> {
+    const result = await this.request('to_cells', { run });
+    if (result.run) {
+      this.runs.set(result.run.id, result.run);
+      this.emit();
+    }
+    return result;
+  }
 }
 
 /** What the kernel is told of a cell for "Fix", "Explain" and "Ask": its id, source and error outputs. */

@@ -2,7 +2,8 @@
  * The `nbagent:panel` plugin: the side panel (right, ./sidebar.ts), a hub per notebook (./hub.ts: the page's
  * end of its `nbagent.panel` comm), the decorations in its cells (./review.ts), the live views' decisions sent
  * through that comm (./decisions.ts), the "Ask nbagent" toolbar button, Copy and Insert as cell on the model's
- * code blocks in the panel, and the commands (palette and keyboard):
+ * code blocks in the panel, "Make cells" on a finished run's names that exist only in the kernel (./tocells.ts),
+ * and the commands (palette and keyboard):
  *
  *   nbagent:open-panel     show the panel
  *   nbagent:ask-cell       Accel+Alt+A: ask about the selected cell (the prompt box gets it as context)
@@ -19,6 +20,7 @@ import { watchCodeBlocks } from '../codeblocks';
 import { routeDecisions } from './decisions';
 import { PanelHub, hasError } from './hub';
 import { CellDecorator } from './review';
+import { watchKernelOnly } from './tocells';
 import { AgentPanel } from './sidebar';
 
 const ICON = new LabIcon({
@@ -79,7 +81,17 @@ export const panelPlugin: JupyterFrontEndPlugin<void> = {
       await panel.startOn(cell, kind);
     };
     tracker.widgetAdded.connect((_t, nb) => {
-      hubOf(nb);
+      const hub = hubOf(nb);
+      // "Make cells" on a finished run's line of names that exist only in the kernel, in its cell's view
+      const stop = watchKernelOnly(nb.content.node, run => hub.toCells(run).then(result => {
+        if (!result.run) {
+          return result.summary.split('\n')[0] || 'No cell is needed';
+        }
+        openPanel();
+        window.setTimeout(() => panel.showRun(result.run!.id), 100);
+        return 'Proposed below: review each cell';
+      }));
+      nb.disposed.connect(stop);
       const ask = new ToolbarButton({
         icon: ICON,
         label: 'Ask nbagent',

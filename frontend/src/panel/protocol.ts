@@ -17,7 +17,8 @@ export type PageRequest =
   | UndoneRequest
   | BatchDecideRequest
   | TrustRequest
-  | SteerRequest;
+  | SteerRequest
+  | ToCellsRequest;
 /**
  * Chosen by the page; the reply carries it back.
  *
@@ -76,7 +77,7 @@ export type Reply =
  * This interface was referenced by `PanelProtocol`'s JSON-Schema
  * via the `definition` "Result".
  */
-export type Result = StateResult | RunSummary | DecideResult | StopResult | UndoneResult | SteerResult;
+export type Result = StateResult | RunSummary | DecideResult | StopResult | UndoneResult | SteerResult | ToCellsResult;
 
 /**
  * The `nbagent.panel` comm: the page opens it (comm_open data {"protocol": 1}) and asks; the kernel answers each request once and pushes a run's summary whenever the run moved on. The kernel validates every request against `PageRequest` (nbagent/jupyter/panel/hub.py); the page's types are generated from this file (frontend/src/panel/protocol.ts, `npm run protocol`).
@@ -216,6 +217,17 @@ export interface SteerRequest {
   text: string;
 }
 /**
+ * Propose, below a finished run's cell, the cells that make again what its code left in the kernel (what %agent --to-cells does): a run of its own inserts each as a change to review; nothing runs.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "ToCellsRequest".
+ */
+export interface ToCellsRequest {
+  id: RequestId;
+  op: 'to_cells';
+  run: ShortText;
+}
+/**
  * This interface was referenced by `PanelProtocol`'s JSON-Schema
  * via the `definition` "StateResult".
  */
@@ -257,6 +269,10 @@ export interface RunSummary {
   html: string | null;
   reviews: Review[];
   changes: Change[];
+  /**
+   * Once the run ended: the names its code made or changed that no cell of the notebook defines (to_cells proposes the cells that make them).
+   */
+  kernel_only: string[];
 }
 /**
  * The run's model, mode and tools, its cost and how full its context window is (text, with a title each).
@@ -378,6 +394,16 @@ export interface SteerResult {
   note: string;
 }
 /**
+ * The run that proposes the cells (null when none is needed), and in words what they make and what is left out.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "ToCellsResult".
+ */
+export interface ToCellsResult {
+  run: RunSummary | null;
+  summary: string;
+}
+/**
  * A run moved on (pushed, at most a few times a second).
  *
  * This interface was referenced by `PanelProtocol`'s JSON-Schema
@@ -402,4 +428,5 @@ export interface Results {
   batch_decide: DecideResult;
   trust: DecideResult;
   steer: SteerResult;
+  to_cells: ToCellsResult;
 }

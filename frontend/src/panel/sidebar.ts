@@ -2,7 +2,8 @@
  * The nbagent side panel: the current notebook's conversation, a prompt box that starts a run in its kernel,
  * each run's live view (drawn with that notebook's own widget manager, so Approve / Deny / Always allow and
  * Stop work here as in the cell), the run's static rendering once it ended, its model, mode, tools, cost and
- * context gauge, and the cells it changed with Undo.
+ * context gauge, the cells it changed with Undo, and, once it ended, the names its code left only in the kernel
+ * with "Make cells" (./tocells.ts).
  *
  * What reaches the page is inert: the static rendering is HTML from the kernel and goes through JupyterLab's
  * sanitizer; everything else (labels, stored messages, errors) is written as text.
@@ -15,6 +16,7 @@ import { Widget } from '@lumino/widgets';
 import { PanelHub, ShownRun } from './hub';
 import type { Change, RunHead, StartKind, StoredConversation } from './protocol';
 import { undoChange } from './review';
+import { makeCellsButton } from './tocells';
 
 export const WIDGET_MIME = 'application/vnd.jupyter.widget-view+json';
 
@@ -23,6 +25,7 @@ type Card = {
   title: HTMLElement;
   body: HTMLElement;
   changes: HTMLElement;
+  kernelOnly: HTMLElement;
   shown: string; // what the body shows: "w:<model id>", "h:<html>", "n:<note>"
   renderer: (IRenderMime.IRenderer & Widget) | null;
 };
@@ -296,8 +299,9 @@ export class AgentPanel extends Widget {
         const title = el('div', 'nba-panel-run-title');
         const body = el('div', 'nba-panel-run-body');
         const changes = el('div', 'nba-panel-changes');
-        cardEl.append(title, body, changes);
-        card = { el: cardEl, title, body, changes, shown: '', renderer: null };
+        const kernelOnly = el('div', 'nba-panel-kernel-only');
+        cardEl.append(title, body, kernelOnly, changes);
+        card = { el: cardEl, title, body, changes, kernelOnly, shown: '', renderer: null };
         cards.set(run.id, card);
       }
       this.updateCard(card, run, hub, nb);
@@ -346,6 +350,31 @@ export class AgentPanel extends Widget {
       }
     }
     this.renderChanges(card, run, hub, nb);
+    this.renderKernelOnly(card, run, hub);
+  }
+
+  /** A finished run's names that exist only in the kernel, with "Make cells" (./tocells.ts). */
+  private renderKernelOnly(card: Card, run: ShownRun, hub: PanelHub): void {
+    const names = run.status === 'running' || run.before_restart ? [] : (run.kernel_only ?? []);
+    const key = names.join(',');
+    if (card.kernelOnly.dataset.names === key) {
+      return; // drawn already: keep its button as it is (it may be saying what it did)
+    }
+    card.kernelOnly.dataset.names = key;
+    card.kernelOnly.textContent = '';
+    if (!names.length) {
+      return;
+    }
+    const shown = names.length > 8 ? `${names.slice(0, 8).join(', ')} and ${names.length - 8} more` : names.join(', ');
+    card.kernelOnly.append(el('span', 'nba-panel-kernel-only-text',
+      `${names.length} name${names.length === 1 ? ' exists' : 's exist'} only in the kernel: ${shown} `),
+    makeCellsButton(run.id, id => hub.toCells(id).then(result => {
+      if (result.run) {
+        window.setTimeout(() => this.showRun(result.run!.id), 100);
+        return 'Proposed below the run\'s cell: review each';
+      }
+      return result.summary.split('\n')[0] || 'No cell is needed';
+    })));
   }
 
   private renderWidget(card: Card, modelId: string, nb: NotebookPanel): void {

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from nbagent.context import ToolContext
+from nbagent.lineage import NamespaceWatch
 from nbagent.messages import TextBlock
 from nbagent.render.runs import diff_html
 from nbagent.tools.results import ToolResult, error_result
@@ -260,6 +261,8 @@ class NotebookState:
         self.finished = 0
         self.last_written: dict[str, str] = {}
         """run id -> the id of the last cell that run inserted (python_in_cells puts the next one after it)."""
+        self.recreated: dict[str, dict[str, dict[str, Any]]] = {}
+        """`%agent --to-cells` run id -> cell source -> the provenance its cell keeps (where the code came from)."""
         self._hooked = False
         self._hook_events()
 
@@ -286,8 +289,23 @@ class NotebookState:
     def run_id(self, ctx: ToolContext | None) -> str | None:
         return getattr(ctx, "run_id", None)
 
-    def mark(self, ctx: ToolContext | None, action: str) -> dict[str, Any]:
-        return {"run": self.run_id(ctx), "call": getattr(ctx, "call_id", None), "action": action}
+    def mark(self, ctx: ToolContext | None, action: str, source: str | None = None) -> dict[str, Any]:
+        """What a cell the agent writes keeps in `metadata.nbagent`: the run, the call, the model, the action;
+        for a cell `%agent --to-cells` inserts (this exact source, in that run), where its code came from."""
+        run, call = self.run_id(ctx), getattr(ctx, "call_id", None)
+        recreated = self.recreated.get(run or "", {}).get(source) if source is not None else None
+        if recreated is not None:
+            return {**recreated, "inserted_by": {"run": run, "call": call}}
+        return {"run": run, "call": call, "action": action, "model": self.model_of(run)}
+
+    def model_of(self, run_id: str | None) -> str | None:
+        """The model spec of one of this kernel's runs (None when it is not known here)."""
+        session = getattr(self.shell, "_nbagent_session", None)
+        for run in reversed(list(getattr(session, "runs", None) or [])):
+            if getattr(run, "id", None) == run_id:
+                spec = getattr(getattr(run, "model", None), "spec", None)
+                return spec if isinstance(spec, str) else None
+        return None
 
     def config(self, name: str, default: Any = None) -> Any:
         session = getattr(self.shell, "_nbagent_session", None)
@@ -422,6 +440,8 @@ async def run_cell_in_notebook(state: NotebookState, cell_id: str, ctx: ToolCont
             f'Cell "{cell_id}" was not run: a cell of this notebook is running right now (probably the one that '
             "waits for this run, with --wait or `await run`), and the notebook runs one cell at a time. Use the "
             "python tool instead, or start the run without waiting for it.")
+    watch = await _watch(state, expected if expected is not None else state.seen.get(cell_id, ""), cell_id,
+                         "python" if inserted else "run_cell")
     try:
         result = await _await_run(state, cell_id, expected)
     except (NoFrontend, FrontendError) as exc:
@@ -439,7 +459,24 @@ async def run_cell_in_notebook(state: NotebookState, cell_id: str, ctx: ToolCont
     details = CellRun(cell.id, cell.number, cell.source, status, cell.execution_count, cell.outputs, value, inserted,
                       state.names[cell.id], via=state.via)
     head = f'Ran cell "{cell.id}" {count}'.rstrip() + f" · {status}"
+    if watch is not None and ctx is not None:  # the call's record keeps what the cell did to the names
+        failed = RuntimeError(status) if status == "error" else None
+        ctx.state_change = await asyncio.to_thread(watch.finish, failed)
     return ToolResult([TextBlock(f"{head}\n{summary}")], details=details, is_error=status == "error")
+
+
+async def _watch(state: NotebookState, code: str, cell_id: str, tool: str) -> NamespaceWatch | None:
+    """A watch over the kernel's namespace while a cell runs (see nbagent.lineage); None if it cannot be made."""
+    shell = state.shell
+    if getattr(shell, "user_ns", None) is None:
+        return None
+    runner = getattr(shell, "_nbagent_runner", None)  # the kernel's runner (kernel_tools): it knows IPython's names
+    hidden = runner.hidden_names() if runner is not None else {"In", "Out", "get_ipython", "exit", "quit"}
+    try:
+        return await asyncio.to_thread(NamespaceWatch, shell.user_ns, code, hidden=hidden,
+                                       transform=shell.transform_cell, tool=tool, cell_id=cell_id)
+    except Exception:  # pragma: no cover - a namespace that cannot be looked at: the cell still runs
+        return None
 
 
 async def _await_run(state: NotebookState, cell_id: str, expected: str | None = None) -> Any:

@@ -165,7 +165,7 @@ def notebook_tools(shell: Any) -> list[Tool]:
         """
         try:
             result = await state.request("insert", source=source, cell_type=cell_type, after=after,
-                                         mark=state.mark(ctx, "inserted"))
+                                         mark=state.mark(ctx, "inserted", source))
         except (NoFrontend, FrontendError) as exc:
             return _refusal("The cell was not inserted", exc)
         new_id = str(result.get("cell_id"))

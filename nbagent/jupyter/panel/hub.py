@@ -2,7 +2,8 @@
 
 The page opens a comm with target `nbagent.panel` (registered by `%load_ext nbagent`; a kernel without it
 closes the comm at once, and the page says to load nbagent) and asks: `{"id": N, "op": "state" | "start" |
-"decide" | "stop" | "undone" | "batch_decide" | "trust" | "steer", ...}`; the kernel answers
+"decide" | "stop" | "undone" | "batch_decide" | "trust" | "steer" | "to_cells",
+...}`; the kernel answers
 `{"id": N, "ok": true, "result": {...}}` or
 `{"id": N, "ok": false, "error": "why"}`, and pushes `{"event": "run", "run": <summary, see model.py>}`
 whenever a run moved on. Every message, its fields and what each answer holds are in protocol.json beside
@@ -255,6 +256,26 @@ class PanelHub:
         self.undone.setdefault(run.id, set()).add(data["call"])
         self.mark(run.id, "changes")
         return {"ok": True}
+
+    def _op_to_cells(self, data: dict[str, Any]) -> dict[str, Any]:
+        """What `%agent --to-cells` does, for a run the page shows: a run that proposes its cells, each one
+        reviewed (None when it needs none); `summary` says what is made and what is left out."""
+        from ..session.to_cells import start_to_cells
+
+        run = self._run(data["run"])
+        said: list[str] = []
+        displays = self.session.displays
+        before, displays.cell_id = displays.cell_id, None  # not started by a cell
+        try:
+            made = start_to_cells(self.session, run, None, say=said.append)
+        finally:
+            displays.cell_id = before
+        if made is None:
+            return {"run": None, "summary": "\n".join(said)}
+        self.meta[made.id] = {"source": "panel", "kind": "to_cells", "label": f"the cells of run {run.id}",
+                              "cell": None}
+        self.follow(made)
+        return {"run": self.summary(made), "summary": "\n".join(said)}
 
     # -- following runs ---------------------------------------------------------------------------------------
     def summary(self, run: Any, fresh: set[str] | frozenset[str] = frozenset({"head", "changes"})) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
     {"id", "status", "label", "source": "panel" | "cell", "kind", "head": {model, mode, tools, cost, context},
      "widget": the live view's widget model id (live runs) | None, "html": the static rendering (ended runs),
-     "reviews": the notebook edits waiting for a decision, "changes": the cells the run changed}
+     "reviews": the notebook edits waiting for a decision, "changes": the cells the run changed,
+     "kernel_only": the names a finished run made that no cell defines (its cells: op "to_cells")}
 
 A review carries the whole proposal (every byte of `old` and `new`) and a digest of the exact arguments
 the approval would allow; a decision sent back with another digest is refused (`digest`). A change carries
@@ -123,7 +124,16 @@ def run_summary(run: Any, view: Any, meta: dict[str, Any], undone: set[str], *, 
     return {"id": run.id, "status": run.status, "label": meta.get("label") or render.one_line(str(run.prompt or ""), 120),
             "source": meta.get("source", "cell"), "kind": meta.get("kind", "ask"), "cell": meta.get("cell"),
             "head": head_part, "widget": widget_id, "html": html,
-            "reviews": reviews(view) if live and view is not None else [], "changes": change_list}
+            "reviews": reviews(view) if live and view is not None else [], "changes": change_list,
+            "kernel_only": [] if live else _kernel_only(run)}
+
+
+def _kernel_only(run: Any) -> list[str]:
+    try:
+        names = run.kernel_only
+    except Exception:  # the notebook's cells could not be read: nothing to offer, rather than no summary
+        return []
+    return [str(n) for n in names] if isinstance(names, list) else []
 
 
 def stored_summary(stored: Any) -> dict[str, Any]:

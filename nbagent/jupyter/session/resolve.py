@@ -28,6 +28,7 @@ from nbagent.safety.secrets import redact
 from nbagent.tools.definition import Tool, ToolDefinitionError, as_tool, tool
 
 from ..config import KEY_VARIABLES, NBAgent, workspace_of
+from ..notebook.rerun import NotebookCells
 from ..notebook.tools import stale_guard
 from .instructions import notebook_instructions
 
@@ -99,6 +100,8 @@ class AgentFactory:
         self.replay_mode = replay_mode
         self.models: dict[str, Model] = {}
         """Models loaded from a spec, by spec: a conversation keeps talking to the same object."""
+        self.cells = NotebookCells(shell)
+        """The notebook's cells as this kernel knows them (`run.kernel_only` reads the names they define)."""
         self.consent_prompts: list[Any] = []
         """The MCP trust prompts shown (`consent.TrustPrompt`), oldest first."""
         self._consent_asked: set[tuple[str, str]] = set()
@@ -341,6 +344,7 @@ class AgentFactory:
                 context_window=cfg.context_window or None,
                 compaction=self.compaction(),
                 hooks=Hooks(before_tool_call=[stale_guard(self.shell)]),
+                extensions=[self.cells],  # what run.kernel_only knows of the notebook's cells
             )
         except ConfigurationError as exc:
             raise UsageError(str(exc)) from None

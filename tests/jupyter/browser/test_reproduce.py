@@ -1,0 +1,141 @@
+"""Reproducible agent work in JupyterLab (chromium): a finished run's header names what exists only in the
+kernel; `%agent --to-cells` proposes each cell on the cell above it (Accept / Reject), the accepted cells carry
+their provenance into the saved file and show their badge, and the panel's Undo takes them back out; "Make cells"
+on the run's view (and on its card in the panel) does the same in one click."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .lab import LabPage, LabServer, write_notebook
+from .test_notebook_tools import extension_path, sources, wait_sources
+from .test_panel import click_until_gone, open_panel
+
+pytestmark = pytest.mark.browser
+
+CSV = "item,price,qty\napple,1.5,4\npear,,2\nfig,3.25,1\n"
+CODES = ["df = pd.read_csv('sales.csv')", "df_clean = df.dropna()", "print(df.describe())",
+         "df_clean = df.dropna().reset_index(drop=True)", "def total_of(frame):\n    return float(frame.price.sum())"]
+SETUP = f'''import pandas as pd
+from nbagent import AssistantMessage, ScriptedModel, ToolCall
+model = ScriptedModel([AssistantMessage(tool_calls=[ToolCall(id=f"call{{i}}", name="python", arguments={{"code": c}})])
+                       for i, c in enumerate({CODES!r})] + ["Cleaned."])
+%config NBAgent.rules = ["allow: python"]'''
+PROMPT = "run = %agent --model model --wait Load sales.csv and clean it"
+USE = "total_of(df_clean)"
+KEPT = [CODES[0], CODES[3], CODES[4]]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("repro-lab")
+    (root / "sales.csv").write_text(CSV)
+    srv = LabServer(root, JUPYTER_PATH=str(extension_path(root)))
+    yield srv
+    srv.stop()
+
+
+def test_to_cells_in_the_notebook(server):
+    name = "sales.ipynb"
+    write_notebook(server.root / name, ["%load_ext nbagent", (SETUP, {"jupyter": {"source_hidden": True}}), PROMPT,
+                                        USE, "%agent --to-cells"])
+    page = LabPage(server, name, width=1300, height=1000)
+    p = page.page
+    try:
+        page.hide_sidebar()
+        for i in range(3):
+            page.run_cell(i, timeout=90)
+        header = page.code_cells.nth(2).locator(".nba-kernel-only")
+        page.wait_text(header, "3 names exist only in the kernel", "df, df_clean, total_of", timeout=60)
+
+        page.run_cell(4, wait=False)
+        accept_proposals(page)  # each proposal is shown on the cell it goes below: Accept it there
+        cells = sources(page)
+        assert cells[2] == PROMPT and cells[6] == USE
+        assert [c.split("\n", 1)[1] for c in cells[3:6]] == KEPT
+        badge = page.code_cells.nth(3).locator(".nba-cell-badge")
+        badge.wait_for(state="visible", timeout=15_000)
+        assert badge.inner_text() == "nbagent · recreated"
+
+        # the saved file keeps where each cell came from
+        page.code_cells.nth(3).locator(".jp-InputPrompt").click()
+        p.keyboard.press("Control+s")
+        marks: list = []
+        for _ in range(150):  # up to 15 s for the file to be written
+            marks = [c["metadata"].get("nbagent") for c in json.loads((server.root / name).read_text())["cells"]]
+            if len(marks) == 8:
+                break
+            p.wait_for_timeout(100)
+        assert len(marks) == 8, marks
+        assert [m["calls"] for m in marks[3:6]] == [["call0"], ["call3"], ["call4"]]
+        assert all(m["action"] == "recreated" and m["model"] == "scripted" for m in marks[3:6])
+
+        # the panel's changes list takes them back out
+        open_panel(page)
+        for _ in range(3):
+            undo = p.locator("#nbagent-panel .nba-panel-change:not(:has-text('undone')) button.nba-panel-undo").first
+            undo.wait_for(state="visible", timeout=15_000)
+            undo.scroll_into_view_if_needed()
+            undo.click()
+            p.wait_for_timeout(300)
+        wait_sources(page, lambda s: not any(x.startswith("# nbagent: step") for x in s), "Undo left cells behind")
+        assert sources(page)[2:4] == [PROMPT, USE]
+    except Exception:
+        page.shot("reproduce-failure")
+        raise
+    finally:
+        page.close()
+
+
+def accept_proposals(page: LabPage) -> None:
+    """Accept, on the cell each goes below, the three cells proposed; none is inserted before its Accept."""
+    p = page.page
+    for step in range(3):
+        review = p.locator(".nba-review:visible").first
+        review.wait_for(state="visible", timeout=60_000)
+        text = review.inner_text()
+        assert "proposes a new code cell after this one" in text and KEPT[step].splitlines()[0] in text, text
+        assert len([s for s in sources(page) if s.startswith("# nbagent: step")]) == step
+        click_until_gone(page, review.locator("button.nba-accept"))
+        wait_sources(page, lambda s, n=step + 1: len([x for x in s if x.startswith("# nbagent: step")]) == n,
+                     f"step {step + 1} was not inserted", timeout=60)
+
+
+def test_make_cells_on_a_finished_run(server):
+    name = "sales_button.ipynb"
+    write_notebook(server.root / name, ["%load_ext nbagent", (SETUP, {"jupyter": {"source_hidden": True}}), PROMPT,
+                                        USE])
+    page = LabPage(server, name, width=1300, height=1000)
+    p = page.page
+    try:
+        page.hide_sidebar()
+        for i in range(3):
+            page.run_cell(i, timeout=90)
+        header = page.code_cells.nth(2).locator(".nba-kernel-only")
+        page.wait_text(header, "3 names exist only in the kernel", "df, df_clean, total_of", timeout=60)
+        button = header.locator("button.nba-to-cells")
+        button.wait_for(state="visible", timeout=15_000)
+        assert button.count() == 1 and button.inner_text() == "Make cells"
+
+        # the run's card in the panel says the same, with its own button
+        open_panel(page)
+        card = p.locator("#nbagent-panel .nba-panel-kernel-only")
+        page.wait_text(card, "3 names exist only in the kernel: df, df_clean, total_of", timeout=30)
+        assert card.locator("button.nba-to-cells").count() == 1
+
+        button.click()
+        page.wait_text(button, "Proposed below", timeout=60)
+        accept_proposals(page)
+        cells = sources(page)
+        assert cells[2] == PROMPT and cells[6] == USE
+        assert [c.split("\n", 1)[1] for c in cells[3:6]] == KEPT
+        badge = page.code_cells.nth(3).locator(".nba-cell-badge")
+        badge.wait_for(state="visible", timeout=15_000)
+        assert badge.inner_text() == "nbagent · recreated"
+    except Exception:
+        page.shot("make-cells-failure")
+        raise
+    finally:
+        page.close()
