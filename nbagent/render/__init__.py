@@ -6,6 +6,7 @@
     results        a tool's result: text, images, rich reprs (sanitized), diffs
     usage          tokens, cost and the context gauge
     live           what happens beside the calls: steering, processes, approval notices
+    prompt         the person's words, with the context sent with them folded
     batch          a batch's progress and items
 
 The rule: this wing imports only the vocabulary at the top of nbagent, `safety` (every piece of HTML that
@@ -22,6 +23,7 @@ from .runs import (
     prompt_html, result_html, run_html, run_line_html, run_line_text, run_text, seconds, shown_items, status_word,
     tool_result_html, tools_summary,
 )
+from .prompt import prompt_words
 
 __all__ = [
     "args_html",
@@ -43,6 +45,7 @@ __all__ = [
     "plain_answer",
     "plural",
     "prompt_html",
+    "prompt_words",
     "result_html",
     "run_html",
     "run_line_html",

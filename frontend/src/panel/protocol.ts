@@ -103,7 +103,7 @@ export interface StartRequest {
   resume?: ShortText | null;
 }
 /**
- * What the kernel is told of a cell for Fix, Explain and Ask: its id, source and error outputs.
+ * What the kernel is told of a cell for Fix, Explain and Ask: its id, source and error outputs, and where the person sees it (its In [n], its place), which name it in the person's words.
  *
  * This interface was referenced by `PanelProtocol`'s JSON-Schema
  * via the `definition` "CellPayload".
@@ -115,6 +115,15 @@ export interface CellPayload {
    * @maxItems 100
    */
   outputs?: CellPayloadOutput[];
+  /**
+   * Its In [n] as the page shows it (null: not run).
+   */
+  execution_count?: number | null;
+  /**
+   * Its place in the notebook (0: the first cell).
+   */
+  index?: number;
+  cell_type?: 'code' | 'markdown' | 'raw';
 }
 /**
  * An error (its name, value and the end of its traceback) or a stream's last text.
@@ -241,6 +250,10 @@ export interface Review {
   arguments?: {
     [k: string]: string | null;
   };
+  /**
+   * An edit or deletion: what the agent last read of the cell, on which the change is based (the notebook applies it only while the cell holds exactly this; null: nothing read).
+   */
+  expected?: string | null;
 }
 /**
  * A cell the run inserted, edited or deleted: what it held before (null: cannot be told for sure) and after.
@@ -252,6 +265,10 @@ export interface Change {
   call: string;
   action: 'inserted' | 'edited' | 'deleted';
   cell_id: string;
+  /**
+   * The cell as the person saw it when it changed ([8] by_region = ...).
+   */
+  name: string;
   index: number;
   cell_type: string;
   before: string | null;
@@ -279,7 +296,14 @@ export interface StoredConversation {
  */
 export interface StoredMessage {
   role: 'you' | 'nbagent';
+  /**
+   * What was said: the person's own words, not the context a button added.
+   */
   text: string;
+  /**
+   * What the model was sent with the person's words (shown folded).
+   */
+  context?: string;
 }
 /**
  * The kernel's settings the panel shows before a run says its own (%config NBAgent).

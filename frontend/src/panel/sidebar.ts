@@ -12,7 +12,7 @@ import { NotebookPanel } from '@jupyterlab/notebook';
 import { IRenderMime, MimeModel } from '@jupyterlab/rendermime';
 import { Widget } from '@lumino/widgets';
 
-import { PanelHub, ShownRun } from './hub';
+import { PanelHub, ShownRun, nameOf, shownName } from './hub';
 import type { Change, RunHead, StartKind, StoredConversation } from './protocol';
 import { undoChange } from './review';
 
@@ -34,6 +34,23 @@ function el(tag: string, cls: string, text?: string): HTMLElement {
     node.textContent = text;
   }
   return node;
+}
+
+/** A run's status in words (the kernel sends its enum). */
+export function statusWord(status: string): string {
+  const words: { [status: string]: string } = {
+    running: 'running', waiting_for_approval: 'waiting for you', done: 'done', failed: 'failed', cancelled: 'stopped'
+  };
+  return words[status] ?? status.replace(/_/g, ' ');
+}
+
+/** What the model was sent with the person's words (a button's instructions, the cell, its error), folded. */
+export function contextFold(sent: string): HTMLElement {
+  const fold = el('details', 'nba-context');
+  const lines = sent.split('\n').length;
+  fold.append(el('summary', '', `what nbagent was sent with it (${lines} line${lines === 1 ? '' : 's'})`),
+    el('div', 'nba-pre', sent));
+  return fold;
 }
 
 export class AgentPanel extends Widget {
@@ -221,7 +238,8 @@ export class AgentPanel extends Widget {
       this.renderStored(hub.stored!);
     }
     if (this.about && !this.about.isDisposed) {
-      const chip = el('span', 'nba-panel-chip', `About cell ${this.about.model.id}`);
+      const index = nb.content.widgets.indexOf(this.about);
+      const chip = el('span', 'nba-panel-chip', `About ${index >= 0 ? shownName(this.about, index) : 'the selected cell'}`);
       const clear = el('button', 'nba-panel-chip-x', '✕');
       clear.title = 'Ask about the notebook instead';
       clear.onclick = () => {
@@ -276,7 +294,11 @@ export class AgentPanel extends Widget {
     this.storedEl.append(el('div', 'nba-panel-stored-title', title));
     for (const m of stored.messages ?? []) {
       const item = el('div', `nba-panel-msg nba-panel-msg-${m.role === 'you' ? 'you' : 'agent'}`);
-      item.append(el('span', 'nba-panel-role', m.role === 'you' ? 'YOU' : 'nbagent'), el('span', 'nba-panel-text', m.text));
+      const text = el('span', 'nba-panel-text', m.text);
+      if (typeof m.context === 'string') {
+        text.append(contextFold(m.context));
+      }
+      item.append(el('span', 'nba-panel-role', m.role === 'you' ? 'YOU' : 'nbagent'), text);
       this.storedEl.append(item);
     }
   }
@@ -317,7 +339,8 @@ export class AgentPanel extends Widget {
     card.el.dataset.status = run.status;
     card.title.textContent = '';
     const from = run.source === 'panel' ? 'from the panel' : 'from a cell';
-    card.title.append(el('span', 'nba-panel-run-label', run.label), el('span', 'nba-panel-run-meta', ` · ${run.status} · ${from}`));
+    card.title.append(el('span', 'nba-panel-run-label', run.label),
+      el('span', 'nba-panel-run-meta', ` · ${statusWord(run.status)} · ${from}`));
     let want: string;
     if (run.widget && !this.isVisible) {
       want = 'n:hidden';
@@ -403,7 +426,7 @@ export class AgentPanel extends Widget {
     for (const change of run.changes) {
       const row = el('div', 'nba-panel-change');
       row.dataset.call = change.call;
-      const what = `${change.action} cell ${change.cell_id}`;
+      const what = `${change.action} ${nameOf(nb, change.cell_id, change.name)}`;
       const link = el('a', 'nba-panel-change-link', what) as HTMLAnchorElement;
       link.href = `#nbagent-cell=${encodeURIComponent(change.cell_id)}`;
       row.append(link);

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 
 from nbagent import render
+from nbagent.messages import UserMessage
 
 from ..protocol import problem, request_ops
 from .model import EDIT_TOOLS, run_summary, stored_summary
@@ -165,12 +166,13 @@ class PanelHub:
 
         session = self.session
         kind = data.get("kind", "prompt")
-        prompt = data["prompt"]
+        prompt: Any = data["prompt"]
         label = render.one_line(prompt, 120)
         cell = data.get("cell")
         if kind != "prompt":
             hidden = getattr(session.shell, "user_ns_hidden", {})
-            prompt, label = cell_prompt(kind, cell, prompt, session.shell.user_ns, hidden)
+            text, said = cell_prompt(kind, cell, prompt, session.shell.user_ns, hidden)
+            prompt, label = UserMessage(text, said=said), render.one_line(said, 120)
         elif not prompt.strip():
             raise UsageError("type what nbagent should do first")
         resume = data.get("resume")
@@ -231,7 +233,13 @@ class PanelHub:
     # -- following runs ---------------------------------------------------------------------------------------
     def summary(self, run: Any, fresh: set[str] | frozenset[str] = frozenset({"head", "changes"})) -> dict[str, Any]:
         return run_summary(run, self.session.view(run), self.meta.get(run.id, {}), self.undone.get(run.id, set()),
-                           cached=self._parts.setdefault(run.id, {}), fresh=fresh)
+                           cached=self._parts.setdefault(run.id, {}), fresh=fresh, seen=self._seen)
+
+    def _seen(self, cell_id: str) -> str | None:
+        """What the agent last read (or wrote) of a cell: an edit of it applies only while the cell holds that."""
+        from ..notebook.cells import notebook_state
+
+        return notebook_state(self.session.shell).seen.get(cell_id)
 
     def follow(self, run: Any) -> None:
         if run.id in self._followed:

@@ -20,7 +20,9 @@ from typing import Any
 from nbagent.render.runs import describe_object
 from nbagent.safety.secrets import redact
 
-__all__ = ["cell_prompt", "relevant_variables", "KINDS"]
+from ..notebook.cells import NotebookCell, cell_name
+
+__all__ = ["cell_prompt", "relevant_variables", "shown_name", "KINDS"]
 
 KINDS = ("ask", "fix", "explain")
 MAX_SOURCE = 8000
@@ -106,36 +108,60 @@ def error_text(outputs: list[dict[str, Any]]) -> str:
     return ""
 
 
+def shown_name(cell: dict[str, Any]) -> str:
+    """The cell as the person sees it (`[8] by_region = ...`, `cell 5 (empty)`), from what the page sent: the
+    naming the call rows use (`cell_name`). Shown to the person only: never in the model's instructions."""
+    count = cell.get("execution_count")
+    count = count if isinstance(count, int) and not isinstance(count, bool) else None
+    index = cell.get("index")
+    number = index + 1 if isinstance(index, int) and not isinstance(index, bool) and index >= 0 else 0
+    kind = cell.get("cell_type") if cell.get("cell_type") in ("code", "markdown", "raw") else "code"
+    if not number and count is None:  # a page that did not say where the cell is
+        return "the selected cell"
+    return cell_name(NotebookCell(str(cell.get("id") or ""), number, kind, str(cell.get("source") or ""), count))
+
+
+def _where(cell: dict[str, Any]) -> str:
+    """How the model may call the cell besides its id: its In [n] (a number the page counted, never its text)."""
+    count = cell.get("execution_count")
+    return f" (shown as [{count}] in the notebook)" if isinstance(count, int) and not isinstance(count, bool) else ""
+
+
 def cell_prompt(kind: str, cell: dict[str, Any], question: str, namespace: dict[str, Any],
                 hidden: Any = ()) -> tuple[str, str]:
-    """(the prompt for the model, the short label the panel shows) for a button on `cell`.
+    """(the prompt for the model, the person's own words) for a button on `cell`.
 
-    `cell` is {"id", "source", "outputs"} as the page sent it; `question` what the person typed (may be empty).
+    `cell` is {"id", "source", "outputs", "execution_count", "index"} as the page sent it; `question` what the
+    person typed (may be empty). The person's words are what they did, naming the cell as they see it ("Fix
+    the error in [8] by_region = ..."): the views show them as their message, the prompt folded under them.
     """
     cell_id = str(cell.get("id") or "")
     if not _CELL_ID.fullmatch(cell_id):  # the id comes from the notebook file: it is not allowed to speak
         cell_id = "(the selected cell)"
+    name = redact(shown_name(cell))
+    where = _where(cell)
     source = _clip(str(cell.get("source") or ""), MAX_SOURCE)
     outputs = cell.get("outputs") if isinstance(cell.get("outputs"), list) else []
     error = error_text([o for o in outputs if isinstance(o, dict)])
     variables = relevant_variables(source, namespace, hidden)
     parts = []
     if kind == "fix":
-        label = f"Fix the error in cell {cell_id}"
+        said = f"Fix the error in {name}"
         parts.append(
-            f'Cell "{cell_id}" of this notebook failed. Find the cause and fix it: propose the fix as one '
+            f'Cell "{cell_id}"{where} of this notebook failed. Find the cause and fix it: propose the fix as one '
             f'edit_cell call on cell "{cell_id}" (read it first with read_notebook(cell_id="{cell_id}")). Do not '
             "run it; the person reviews the edit, then runs the cell.")
     elif kind == "explain":
-        label = f"Explain the error in cell {cell_id}"
+        said = f"Explain the error in {name}"
         parts.append(
-            f'Cell "{cell_id}" of this notebook failed. Explain, briefly and concretely, what went wrong and why, '
-            "and what would fix it. Do not change the notebook.")
+            f'Cell "{cell_id}"{where} of this notebook failed. Explain, briefly and concretely, what went wrong and '
+            "why, and what would fix it. Do not change the notebook.")
     else:
-        label = f"Ask about cell {cell_id}: {question.strip()[:80]}" if question.strip() else f"Ask about cell {cell_id}"
+        said = f"About {name}: {question.strip()}" if question.strip() else f"Tell me about {name}"
         parts.append(
-            f'This is about cell "{cell_id}" of this notebook. If the answer is a change to that cell, propose it '
-            f'as an edit_cell call on cell "{cell_id}" (read it first with read_notebook(cell_id="{cell_id}")).')
+            f'This is about cell "{cell_id}"{where} of this notebook. If the answer is a change to that cell, '
+            f'propose it as an edit_cell call on cell "{cell_id}" (read it first with '
+            f'read_notebook(cell_id="{cell_id}")).')
     if question.strip():
         parts.append("The person asks: " + question.strip())
     parts.append(
@@ -146,5 +172,5 @@ def cell_prompt(kind: str, cell: dict[str, Any], question: str, namespace: dict[
         parts.append(_block("Its error:", error))
     if variables:
         parts.append(_block("Values in the kernel of names the cell uses:",
-                            "\n".join(f"{name}: {text}" for name, text in variables)))
-    return redact("\n\n".join(parts)), redact(label)
+                            "\n".join(f"{var}: {text}" for var, text in variables)))
+    return redact("\n\n".join(parts)), redact(said)
