@@ -177,11 +177,13 @@ def test_fix_gives_the_cell_as_data_and_its_edit_can_be_undone(kernel):
         waiting = page.pushed(lambda r: r["id"] == fix["id"] and any(x["tool"] == "edit_cell" for x in r["reviews"]))
         edit = next(x for x in waiting["reviews"] if x["tool"] == "edit_cell")
         assert edit["arguments"] == {"cell_id": "c2", "old": "total / count", "new": "total / max(count, 1)"}
+        assert edit["expected"] == "rate = total / count"  # what the agent read: the page compares the cell with it
         page.ask("decide", run=fix["id"], call=edit["call"], digest=edit["digest"], choice="approve")
         done = page.pushed(lambda r: r["id"] == fix["id"] and r["status"] == "done")
         assert notebook.cell("c2")["source"] == "rate = total / max(count, 1)"
         [change] = done["changes"]
         assert change["action"] == "edited" and change["before"] == "rate = total / count"
+        assert change["name"] == "cell 2 rate = total / count", change["name"]  # as the person sees it, not "c2"
         assert change["after"] == "rate = total / max(count, 1)" and change["undone"] is False
         assert page.ask("undone", run=fix["id"], call=change["call"])["ok"]
         assert page.pushed(lambda r: r["id"] == fix["id"] and r["changes"] and r["changes"][0]["undone"])["changes"][0]["undone"]

@@ -93,3 +93,46 @@ def test_relevant_variables_reads_broken_code_and_survives_a_bad_repr():
 
     found = dict(relevant_variables("print(a, b) +* (", {"a": 1, "b": Bad()}))
     assert set(found) == {"a", "b"} and found["a"] == "int = 1"
+
+
+def test_changes_name_each_cell_as_the_person_saw_it():
+    from types import SimpleNamespace
+
+    from nbagent.jupyter.notebook.cells import CellChange
+    from nbagent.jupyter.panel.model import changes
+
+    edited = CellChange("edited", "4f2a9c1e-uuid", 3, "", "rate = total / max(count, 1)", "", "r1", "call_1",
+                        "[3] rate = total / count")
+    unnamed = CellChange("deleted", "77aa-uuid", 5, "", "x = 1", "", "r1", "call_2")
+    run = SimpleNamespace(calls=[
+        SimpleNamespace(id="call_1", status="ok", arguments={"old": "total / count", "new": "total / max(count, 1)"},
+                        result=SimpleNamespace(details=edited)),
+        SimpleNamespace(id="call_2", status="ok", arguments={}, result=SimpleNamespace(details=unnamed))])
+    listed = changes(run, set())
+    assert [c["name"] for c in listed] == ["[3] rate = total / count", "cell 5"]
+    assert listed[0]["before"] == "rate = total / count" and listed[0]["cell_id"] == "4f2a9c1e-uuid"
+
+
+def test_a_review_carries_what_the_agent_last_read_of_its_cell():
+    """The page compares it with the cell as it is now: a cell the person changed since is said at once,
+    before anyone clicks (frontend/src/panel/proposal.test.ts)."""
+    from types import SimpleNamespace
+
+    from nbagent.jupyter.panel.model import reviews
+
+    def row(call, tool, **arguments):
+        request = SimpleNamespace(name=tool, arguments=arguments)
+        return SimpleNamespace(pending=SimpleNamespace(request=request, digest="d-" + call),
+                               record=SimpleNamespace(id=call))
+
+    view = SimpleNamespace(pending=[
+        row("call_1", "edit_cell", cell_id="c2", old="total / count", new="total / max(count, 1)"),
+        row("call_2", "delete_cell", cell_id="c9"),
+        row("call_3", "insert_cell", source="y = 2", after="c2"),
+        row("call_4", "python", code="1 + 1")])
+    read = {"c2": "rate = total / count"}
+    got = {r["call"]: r for r in reviews(view, read.get)}
+    assert got["call_1"]["expected"] == "rate = total / count"
+    assert got["call_2"]["expected"] is None  # never read: the page then checks the text the edit replaces
+    assert "expected" not in got["call_3"] and "expected" not in got["call_4"]  # they depend on no cell's text
+    assert "arguments" not in got["call_4"]
