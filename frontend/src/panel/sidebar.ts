@@ -78,7 +78,7 @@ export class AgentPanel extends Widget {
     const top = el('div', 'nba-panel-top');
     top.append(el('div', 'nba-panel-name', 'nbagent'), this.pathEl);
     this.prompt.className = 'nba-panel-prompt';
-    this.prompt.placeholder = 'Ask nbagent to do something in this notebook (Ctrl+Enter sends)';
+    this.prompt.placeholder = 'Ask nbagent to do something in this notebook; @name sends what a variable holds (Ctrl+Enter sends)';
     this.prompt.rows = 3;
     this.model.className = 'nba-panel-model';
     this.model.placeholder = 'model (the conversation\'s)';

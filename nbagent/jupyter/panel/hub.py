@@ -40,7 +40,7 @@ from nbagent.messages import UserMessage
 
 from ..protocol import problem, request_ops
 from .model import EDIT_TOOLS, run_summary, stored_summary
-from .prompts import cell_prompt
+from .prompts import cell_prompt, mention_prompt
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..session.state import NotebookSession
@@ -175,6 +175,11 @@ class PanelHub:
             prompt, label = UserMessage(text, said=said), render.one_line(said, 120)
         elif not prompt.strip():
             raise UsageError("type what nbagent should do first")
+        else:  # @df, @total: what those names hold goes with the words, folded under them in the views
+            hidden = getattr(session.shell, "user_ns_hidden", {})
+            mentioned = mention_prompt(prompt, session.shell.user_ns, hidden)
+            if mentioned is not None:
+                prompt = UserMessage(mentioned, said=prompt)
         resume = data.get("resume")
         stored = session.stored
         if resume and stored.last is None and stored.resumed is None and not data.get("new"):

@@ -203,6 +203,20 @@ def test_a_stopped_run(kernel):
     assert page.pushed(lambda r: r["status"] == "cancelled")["html"]
 
 
+def test_an_at_mention_in_the_panel_sends_what_the_name_holds_beside_the_words(kernel):
+    kernel.execute(SETUP)
+    page = Page(kernel)
+    words = "Why is @rate undefined when @total is fine?"
+    run = page.ask("start", prompt=words, kind="prompt")["result"]
+    assert run["label"] == words
+    prompt = "__import__('nbagent.jupyter').jupyter.get_session().runs[-1].prompt"
+    assert kernel.value(prompt + ".said") == words
+    sent = kernel.value(prompt + ".text")
+    assert sent.startswith(words) and "@total: int = 10" in sent and "@rate: not defined in the kernel" in sent
+    page.pushed(lambda r: r["reviews"])
+    assert page.ask("stop", run=run["id"])["result"]["stopped"] is True
+
+
 def test_nbagent_loaded_at_start_up_answers_after_the_first_cell(tmp_path):
     profile = tmp_path / ".ipython" / "profile_default"
     profile.mkdir(parents=True)

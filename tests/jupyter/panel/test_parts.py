@@ -136,3 +136,22 @@ def test_a_review_carries_what_the_agent_last_read_of_its_cell():
     assert got["call_2"]["expected"] is None  # never read: the page then checks the text the edit replaces
     assert "expected" not in got["call_3"] and "expected" not in got["call_4"]  # they depend on no cell's text
     assert "arguments" not in got["call_4"]
+
+
+def test_an_at_mention_sends_what_the_name_holds_never_a_table_s_rows():
+    pd = pytest.importorskip("pandas")
+    from nbagent.jupyter.panel.prompts import mention_prompt, mentions
+
+    sales = pd.DataFrame({"region": ["north", "SECRET-ROW-VALUE"], "revenue": [3.5, 4.0]})
+    words = "Why is @sales empty for @region_x? mail me at a@b.org, @total"
+    assert mentions(words) == ["sales", "region_x", "total"]
+    prompt = mention_prompt(words, {"sales": sales, "total": 12, "_private": 1, "In": []}, hidden={"In"})
+    assert prompt.startswith(words + "\n\nWhat the names the person mentioned hold in the kernel")
+    data = prompt.split("\n", 2)[2]
+    region = sales.dtypes["region"]  # object, or str in newer pandas
+    assert f"@sales: DataFrame, 2 rows × 2 columns; columns: region ({region}), revenue (float64)" in data
+    assert "@total: int = 12" in data and "@region_x: not defined in the kernel" in data
+    assert "SECRET-ROW-VALUE" not in prompt  # a summary, not the rows
+    assert "@b" not in data  # an e-mail address is not a mention
+    assert mention_prompt("@_private and @In", {"_private": 1, "In": []}, hidden={"In"}).count("not defined") == 2
+    assert mention_prompt("plain words", {"sales": sales}) is None
