@@ -14,6 +14,7 @@ import { Widget } from '@lumino/widgets';
 
 import { PanelHub, ShownRun, nameOf, shownName } from './hub';
 import type { Change, RunHead, StartKind, StoredConversation } from './protocol';
+import { undoAll, undoSummary } from './changes';
 import { undoChange } from './review';
 
 export const WIDGET_MIME = 'application/vnd.jupyter.widget-view+json';
@@ -422,7 +423,14 @@ export class AgentPanel extends Widget {
     if (!run.changes.length) {
       return;
     }
-    card.changes.append(el('div', 'nba-panel-changes-title', `Changes (${run.changes.length})`));
+    const title = el('div', 'nba-panel-changes-title', `Changes (${run.changes.length})`);
+    if (run.changes.filter(c => !c.undone).length > 1) {
+      const all = el('button', 'jp-Button nba-panel-undo-all', 'Undo all') as HTMLButtonElement;
+      all.title = 'Put back every cell this run changed, the latest change first (each only while it still holds what nbagent left)';
+      all.onclick = () => this.undoEvery(hub, nb, run, all);
+      title.append(all);
+    }
+    card.changes.append(title);
     for (const change of run.changes) {
       const row = el('div', 'nba-panel-change');
       row.dataset.call = change.call;
@@ -439,6 +447,20 @@ export class AgentPanel extends Widget {
         row.append(undo);
       }
       card.changes.append(row);
+    }
+  }
+
+  private undoEvery(hub: PanelHub, nb: NotebookPanel, run: ShownRun, button: HTMLButtonElement): void {
+    button.disabled = true;
+    const outcome = undoAll(run.changes, change => undoChange(nb, change));
+    for (const change of outcome.undone) {
+      change.undone = true;
+      hub.undone(run.id, change.call).catch(err => this.showError(String(err)));
+    }
+    this.render();
+    const stopped = undoSummary(outcome);
+    if (stopped !== null) {
+      this.showError(stopped);
     }
   }
 
