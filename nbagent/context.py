@@ -12,8 +12,8 @@ from typing import Any, Callable, TypeVar
 
 from .safety.secrets import redact
 
-__all__ = ["SANDBOX_POLICIES", "CancellationToken", "Constraints", "ProgressUpdate", "RunScope", "ToolCancelled",
-           "ToolContext"]
+__all__ = ["SANDBOX_POLICIES", "CancellationToken", "Constraints", "ProgressUpdate", "RunScope", "SandboxState",
+           "ToolCancelled", "ToolContext"]
 
 T = TypeVar("T")
 _MISSING: Any = object()
@@ -158,6 +158,21 @@ class RunScope:
 
 SANDBOX_POLICIES = ("read-only", "workspace-write", "danger-full-access")
 """The OS sandbox policies for shell commands (see `nbagent.safety.sandbox`)."""
+
+
+@dataclass(slots=True, frozen=True)
+class SandboxState:
+    """What a run's shell commands run in (`AgentRun.sandbox`): data a view reads, so that drawing a run never
+    probes the machine."""
+
+    policy: str
+    """The policy approved commands get, as shown: "workspace-write", "read-only + network"..."""
+    backend: str
+    """The machine's sandbox: "bubblewrap", "landlock", or "none"."""
+    enforced: bool
+    """Whether approved commands run behind a wall (a backend is there and the policy is not danger-full-access)."""
+    description: str
+    """One line saying so, or why there is no sandbox ("sandbox: bubblewrap, workspace-write")."""
 
 
 @dataclass(slots=True, frozen=True)

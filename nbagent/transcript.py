@@ -106,31 +106,38 @@ def neutral_message(msg: Message, *, said: bool = True) -> dict[str, Any]:
     if isinstance(msg, AssistantMessage):
         out: dict[str, Any] = {"role": "assistant", "content": msg.text}
         if msg.tool_calls:
-            out["tool_calls"] = [
-                {"id": c.id, "name": c.name, "arguments": c.arguments if c.arguments is not None else c.raw_arguments}
-                | ({"incomplete": True} if c.incomplete else {})
-                | ({"provider_data": c.provider_data} if c.provider_data else {})
-                for c in msg.tool_calls
-            ]
+            out["tool_calls"] = [_neutral_call(c) for c in msg.tool_calls]
         if msg.reasoning:
             out["reasoning"] = [
                 {k: v for k, v in (("text", r.text), ("signature", r.signature), ("encrypted", r.encrypted),
                                    ("id", r.id), ("provider", r.provider)) if v}
                 for r in msg.reasoning
             ]
-        if msg.usage is not None:
-            u = msg.usage
+        u = msg.usage
+        if u is not None:
             out["usage"] = {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
                             "cache_read_tokens": u.cache_read_tokens, "cache_write_tokens": u.cache_write_tokens}
             if u.reasoning_tokens:
                 out["usage"]["reasoning_tokens"] = u.reasoning_tokens
-        for key in ("stop_reason", "model", "provider"):
-            if getattr(msg, key):
-                out[key] = getattr(msg, key)
+        if msg.stop_reason:
+            out["stop_reason"] = msg.stop_reason
+        if msg.model:
+            out["model"] = msg.model
+        if msg.provider:
+            out["provider"] = msg.provider
         if msg.provider_data:
             out["provider_data"] = msg.provider_data
         return out
     raise TypeError(f"not a message: {msg!r}")
+
+
+def _neutral_call(c: ToolCall) -> dict[str, Any]:
+    out = {"id": c.id, "name": c.name, "arguments": c.arguments if c.arguments is not None else c.raw_arguments}
+    if c.incomplete:
+        out["incomplete"] = True
+    if c.provider_data:
+        out["provider_data"] = c.provider_data
+    return out
 
 
 def _load_blocks(content: Any) -> Any:

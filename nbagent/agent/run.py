@@ -25,7 +25,7 @@ from ..budget.window import context_window
 from ..calls.execution import CallEnvironment
 from ..calls.hooks import Hooks
 from ..calls.permissions import MODES, Approver, Grants, PermissionPolicy, Rule
-from ..context import SANDBOX_POLICIES, Constraints, RunScope
+from ..context import SANDBOX_POLICIES, Constraints, RunScope, SandboxState
 from ..errors import ConfigurationError
 from ..events import Event
 from ..messages import AssistantMessage, ContentBlock, Message, Usage, UserMessage
@@ -497,6 +497,7 @@ class AgentRun:
         self.instructions = self._instructions()
         self.scope = RunScope(self._state.emit)
         """What lives as long as the run (its background processes): closed when the run ends."""
+        self._sandbox: SandboxState | None = None
         self._task: asyncio.Task | None = None
         self._deadline: asyncio.TimerHandle | None = None
 
@@ -523,6 +524,18 @@ class AgentRun:
             structured=self.output_tool is not None, handle=self, window=self.context_window,
             compaction=agent.compaction, max_cost=agent.max_cost, compact_only=self.compact_only,
         )
+
+    @property
+    def sandbox(self) -> SandboxState:
+        """What this run's shell commands run in: its policy and the machine's sandbox, as data for views
+        (the machine is probed once per process, when a run is first asked)."""
+        if self._sandbox is None:
+            from ..safety.sandbox import sandbox_backend, sandbox_policy
+
+            policy, backend = sandbox_policy(self.constraints.sandbox), sandbox_backend()
+            self._sandbox = SandboxState(str(policy), backend.name, backend.available and policy.name != "danger-full-access",
+                                         backend.describe(policy))
+        return self._sandbox
 
     # -- what the run changed (read from its state) ---------------------------------------------------
     @property

@@ -3,7 +3,9 @@
     run            `BatchRun`: items run with bounded concurrency, limits held for the whole batch, retries
     items          one item's result (`ItemResult`), prompts filled from items, what is worth retrying
     store          a stored batch (signed lines), so `resume=` does not ask again for items done
-    dask           the engine on a Dask cluster (`engine=client`): runner tasks, permits, the agent shipped
+    dask           the engine on a Dask cluster (`engine=client`): runner tasks, the agent shipped
+    dask_permits   the client's side of its permits: each carries the time its request may go
+    dask_keys      a key given in code, sealed to each runner (never in a pickle)
     dask_worker    the worker's side of it (imported on the cluster's workers)
 
 The rule: this wing imports the stages (`calls`), `budget`, `render`, `tools`, the vocabulary and `safety`;

@@ -12,11 +12,14 @@ A runner's queue is named after its life (a fresh id each time its task starts),
 next life can go to a dead one. All queues are `distributed.Queue`s, held by the scheduler.
 
 How the limits hold across the cluster: the batch's `Limiter` stays on this side. A feeder task takes a
-permit from it for each request (paced by requests and tokens per minute, paused after a 429) and puts it in
-the permit queue (at most `concurrency` of them waiting there or in a runner's small stock, taken ahead so
-a request does not wait on a round trip); a worker's item takes one before each request, and reports each
-response (status, rate-limit headers, retry-after) and each usage back, which this side reads into the
-same `Limiter`. So one pause holds for every worker, and the tokens per minute count every worker's usage.
+permit from it for each request (paced by requests and tokens per minute, cut and paused after a 429) up to
+`LEAD` seconds before the permit's time, and puts it in the permit queue with that time (a bounded number
+out, waiting there or in a runner's small stock: `dask_permits`); a worker's item takes one before each
+request and sends at the permit's time (by the worker's clock, corrected by the least delay its permits took
+to arrive), so the requests of all the workers keep the limiter's spacing whatever the queues' delays; a
+permit that comes late is used at once, spaced from the worker's previous request. The workers report each response (status, rate-limit headers) and each usage back, which this side reads
+into the same `Limiter`. So one limiter paces and learns for every worker, and the tokens per minute count
+every worker's usage (a worker that meets a 429 also holds its own requests for the wait the provider said).
 `max_cost` is checked on this side before each item is handed out (the first item runs alone), so it holds
 for the whole cluster; `max_retries` is applied by the runner, with the local batch's rule.
 
@@ -28,11 +31,14 @@ none left, the items not done fail with its error. Cancelling the batch sends "s
 cancels its items' runs), waits for the runners' tasks to end, and cancels any that did not.
 
 Keys: an API key never travels in a pickle or a task's arguments (Dask shows those in its logs and
-dashboard). The agent is shipped (cloudpickle, scattered once) with its model's key removed and its HTTP
-client dropped (each worker makes its own); each worker reads its key from its own environment
-(`OPENAI_API_KEY` and the like, set where the worker is started). A key passed as `api_key=` stays in this
-process. Calls that need a person follow the headless policy on the worker (`NBAGENT_APPROVAL` there, or
-the agent's approver if it can travel), since no one is at a worker to click.
+dashboard). The agent is shipped (cloudpickle, scattered once) with its model's key and credential headers
+removed and its HTTP client dropped (each worker makes its own), and its bytes are checked to hold no secret
+this process knows (`check_no_secret`: a tool that closed over a key refuses to travel). A key given in code
+reaches each runner once, sealed to it, in its own queue before any item (`dask_keys`); otherwise a worker
+reads its key from its own environment. No item is handed out until every runner has said hello, so a
+worker without a key fails the batch at its start with one message. Calls that need a person follow the
+headless policy on the worker (`NBAGENT_APPROVAL` there, or the agent's approver if it can travel), since no
+one is at a worker to click.
 
 Reads: what the workers send back on the report queue (pickles: reports and results). Who could have
 written them: the cluster's workers, or anyone who can reach its scheduler, both of which can already run
@@ -52,6 +58,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import ConfigurationError
+from .dask_keys import check_no_secret, missing_key_message, model_secrets, seal, strip_secrets
+from .dask_permits import Flow, call, count, feed
+
 __all__ = ["portable_agent", "run_on_cluster"]
 
 PREFETCH = 1.0
@@ -63,8 +73,6 @@ def _client_for(engine: Any) -> Any:
         return get_client()
     if hasattr(engine, "submit") and hasattr(engine, "scheduler"):
         return engine
-    from ..errors import ConfigurationError
-
     raise ConfigurationError(f"engine is 'dask' or a distributed.Client, not {engine!r}")
 
 
@@ -74,19 +82,15 @@ def portable_agent(agent: Any, original: Any) -> Any:
     import cloudpickle
 
     shipped = copy.copy(agent)
-    model = copy.copy(agent.model)
+    model = strip_secrets(agent.model)  # a key given in code travels sealed, apart (see dask_keys)
     if getattr(model, "http", None) is not None:
         if getattr(model.http, "_given_client", None) is not None:
-            from ..errors import ConfigurationError
-
             raise ConfigurationError("a model made with http_client=... cannot run on a cluster: each worker "
                                      "makes its own client")
         http = copy.copy(model.http)
         http._client, http._client_loop = None, None
         http._headers, http._secrets = model._request_headers, model._secret_values  # the copy's, keyless
         model.http = http
-    if hasattr(model, "_api_key"):
-        model._api_key = None  # the worker reads its own key from its environment
     shipped.model = model
     approver = original.approver
     try:
@@ -100,13 +104,6 @@ def portable_agent(agent: Any, original: Any) -> Any:
     return shipped
 
 
-async def _call(client: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """A client-side call, awaited on an asynchronous client, in a thread on a synchronous one."""
-    if getattr(client, "asynchronous", False):
-        return await fn(*args, **kwargs)
-    return await asyncio.to_thread(fn, *args, **kwargs)
-
-
 async def _queue(client: Any, name: str) -> Any:
     from distributed import Queue
 
@@ -115,41 +112,10 @@ async def _queue(client: Any, name: str) -> Any:
     return await asyncio.to_thread(Queue, name, client=client)  # made on a synchronous client, it blocks
 
 
-class _Flow:
-    """Permits put in the cluster's queue and not yet taken from it (each one taken is reported back)."""
-
-    def __init__(self) -> None:
-        self.ahead = 0
-        self.used = asyncio.Event()
-
-
-async def _feed(batch: Any, client: Any, permits: Any, flow: _Flow) -> None:
-    """Put permits in the cluster's queue at the limiter's pace, at most `concurrency` waiting there (so a
-    request seldom waits on a round trip); permits waiting count against the limiter's burst, so the
-    workers can never send more at once than the limiter would."""
-    limiter = batch.limiter
-    while True:
-        if flow.ahead >= batch.concurrency:
-            flow.used.clear()
-            try:
-                await asyncio.wait_for(flow.used.wait(), 1.0)
-            except asyncio.TimeoutError:  # a worker died holding permits, or is slow: count what is left
-                flow.ahead = await _call(client, permits.qsize)
-            continue
-        tokens = int(limiter.output_per_request) + 64  # the prompt is not known here: settled from the usage
-        bucket = limiter.requests
-        if bucket is not None:  # permits waiting in the queue are part of the burst: the bucket holds the rest
-            bucket.refill(time.monotonic())
-            bucket.level = min(bucket.level, bucket.capacity - flow.ahead)
-        await limiter.acquire(tokens)
-        await _call(client, permits.put, tokens)
-        flow.ahead += 1
-
-
 async def _listen(client: Any, reports: Any, inbox: asyncio.Queue) -> None:
     """The workers' reports, as they come (a message is a list of them), into this side's inbox."""
     while True:
-        message = await _call(client, reports.get)
+        message = await call(client, reports.get)
         if message == b"end":
             return
         inbox.put_nowait(pickle.loads(message))
@@ -189,7 +155,7 @@ class _Cluster:
         self.batch, self.client = batch, client
         self.loop = asyncio.get_running_loop()
         self.inbox: asyncio.Queue = asyncio.Queue()
-        self.flow = _Flow()
+        self.flow = Flow()
         self.todo: deque[int] = deque(batch._todo)
         self.lives: dict[int, _Life] = {}  # runner -> its current life
         self.where: dict[int, _Life] = {}  # item -> the life holding it
@@ -197,6 +163,13 @@ class _Cluster:
         self.error: str | None = None
         self.first = True
         self.shares: list[int] = []
+        self.names: tuple[str, str, str] = ("", "", "")
+        self.secrets = model_secrets(batch.item_agent.model)
+        """The key given in code (and credential headers): sealed to each runner on its hello, never pickled."""
+        self.greeted: set[int] = set()
+        self.failed = False
+        self.started = False
+        """True once every runner has said hello (no item is handed out before: a missing key fails at once)."""
 
     def wake(self) -> None:
         self.loop.call_soon_threadsafe(self.inbox.put_nowait, [{"kind": "wake"}])
@@ -204,6 +177,12 @@ class _Cluster:
     # -- handing items out -----------------------------------------------------------------------------
     async def dispatch(self) -> None:
         batch = self.batch
+        if not self.started:
+            if any(runner not in self.greeted for runner in self.runners):
+                return
+            self.started = True
+            self.flow.runners = max(1, len(self.runners))
+            self.flow.ready.set()
         sends: dict[_Life, list[tuple[int, Any]]] = {}
         while self.todo and not batch._cancelled and batch.stop_reason is None:
             life = max(self.lives.values(), key=lambda lf: lf.room, default=None)
@@ -231,7 +210,7 @@ class _Cluster:
         import cloudpickle
 
         for life, items in sends.items():  # one message per runner: a prompt may be any object
-            await _call(self.client, life.queue.put, cloudpickle.dumps({"items": items}))
+            await call(self.client, life.queue.put, cloudpickle.dumps({"items": items}))
 
     def retire(self, life: _Life) -> list[Any]:
         """A life that is over: its items go back to the front of the line; its queue gets "stop" (which ends
@@ -252,13 +231,23 @@ class _Cluster:
         if kind == "took":  # a permit left the queue: one more can wait there
             self.flow.ahead = max(0, self.flow.ahead - 1)
             self.flow.used.set()
+            if report.get("expired"):  # it came too late to be used: its slot passed unused
+                self.flow.sent(report.get("seq"))
+                batch.limiter.settle(count(report.get("reserved")), 0)
         elif kind == "settle":  # an answered request: its usage and its headers
+            seq = report.get("seq")
             batch.limiter.settle(int(report["reserved"]), int(report["used"]), report.get("output"))
-            batch.limiter.observe(200, report.get("headers") or {})
+            batch.limiter.observe(200, report.get("headers") or {}, seq=seq if isinstance(seq, int) else None,
+                                  sent=self.flow.sent(seq))
         elif kind == "after":
-            if report.get("reserved"):
-                batch.limiter.settle(report["reserved"], 0)
-            batch.limiter.observe(int(report["status"]), report.get("headers") or {}, report.get("retry_after"))
+            seq, reserved = report.get("seq"), count(report.get("reserved"))
+            if reserved:
+                batch.limiter.settle(reserved, 0)
+            retry_after = report.get("retry_after")
+            batch.limiter.observe(int(report["status"]), report.get("headers") or {},
+                                  retry_after if isinstance(retry_after, (int, float)) else None,
+                                  seq=seq if isinstance(seq, int) else None, sent=self.flow.sent(seq),
+                                  reserved=reserved)
         elif kind == "started":
             index = int(report["index"])
             life = self.where.get(index)
@@ -274,15 +263,21 @@ class _Cluster:
             life = _Life(runner, await _queue(self.client, str(report["queue"])), self.shares[runner],
                          str(report.get("worker")))
             old = self.lives.get(runner)
-            self.lives[runner] = life
             if old is not None:
                 await self._stop(self.retire(old))
+            start = self._start(report, life)
+            if start is None:
+                await self._stop([life.queue])
+                return
+            await call(self.client, life.queue.put, pickle.dumps(start))  # before any item: its keys
+            self.lives[runner] = life
+            self.greeted.add(runner)
         elif kind == "ended":
             runner = int(report["runner"])
             future = self.runners.pop(runner, None)
             if future is not None:
                 try:
-                    await _call(self.client, future.result)
+                    await call(self.client, future.result)
                 except BaseException as exc:  # noqa: BLE001 - its error (a cancellation too) is the items' error
                     current = asyncio.current_task()
                     if current is not None and current.cancelling():
@@ -291,6 +286,34 @@ class _Cluster:
             life = self.lives.get(runner)
             if life is not None:
                 await self._stop(self.retire(life))
+
+    def _start(self, hello: dict[str, Any], life: _Life) -> dict[str, Any] | None:
+        """The first message of a runner's life: the model's secrets sealed to it, when there are some; None
+        (and the batch fails, with one message) when its worker has no key for the model."""
+        model = self.batch.item_agent.model
+        if self.secrets:
+            try:
+                return {"start": True, "keys": seal(hello.get("public"), self.secrets, self.context(hello))}
+            except ValueError:
+                self.fail(f"worker {life.worker} gave no key to seal the model's key to (it needs the "
+                          "cryptography package: pip install 'nbagent[dask]' there); no item was run")
+                return None
+        if not hello.get("has_key", True):
+            problem = hello.get("problem")
+            self.fail(missing_key_message(model, life.worker, problem if isinstance(problem, str) else None))
+            return None
+        return {"start": True}
+
+    def context(self, hello: dict[str, Any]) -> bytes:
+        """What a runner's keys are sealed for: this batch, this runner, this life."""
+        return f"{self.names[2]}|{hello.get('runner')}|{hello.get('life')}".encode()
+
+    def fail(self, message: str) -> None:
+        """The batch stops at once, with one message; nothing more is handed out."""
+        if self.batch.stop_reason is None:
+            self.batch.stop_reason = message
+        self.failed = True
+        self.todo.clear()
 
     def take(self, index: int, blob: bytes) -> None:
         from ..messages import Usage
@@ -319,7 +342,7 @@ class _Cluster:
     async def _stop(self, queues: list[Any]) -> None:
         for queue in queues:
             try:
-                await _call(self.client, queue.put, pickle.dumps({"stop": True}))
+                await call(self.client, queue.put, pickle.dumps({"stop": True}))
                 queue.close()
             except Exception:
                 pass
@@ -329,7 +352,8 @@ class _Cluster:
         from .dask_worker import runner
 
         batch, client = self.batch, self.client
-        workers = sorted(await _call(client, client.nthreads))
+        self.names = names
+        workers = sorted(await call(client, client.nthreads))
         count = max(1, min(len(workers), batch.concurrency))
         self.shares = shares = [batch.concurrency // count + (1 if i < batch.concurrency % count else 0) for i in range(count)]
         for number, share in enumerate(shares):
@@ -342,7 +366,7 @@ class _Cluster:
                 self.inbox.put_nowait, [{"kind": "ended", "runner": n}]))
         while True:
             await self.dispatch()
-            if batch._cancelled or not (self.todo or self.where):
+            if batch._cancelled or self.failed or not (self.todo or self.where):
                 break
             if not self.runners:  # every runner failed for good: what is not done fails with its error
                 for index in [*self.todo, *self.where]:
@@ -369,7 +393,7 @@ class _Cluster:
                     elif report.get("kind") == "result":
                         self.take(int(report["index"]), report["outcome"])
             try:
-                await _call(self.client, self.client.cancel, pending, force=True)
+                await call(self.client, self.client.cancel, pending, force=True)
             except Exception:
                 pass
         for index in list(batch._runs):  # started and stopped before they ended
@@ -389,13 +413,14 @@ async def run_on_cluster(batch: Any) -> None:
     # the agent travels as bytes, scattered once; each worker unpickles it once and keeps its own copy (with
     # its own HTTP client): a used agent holds a client that cannot be pickled, so never ship the object
     blob = cloudpickle.dumps(portable_agent(batch.item_agent, batch.agent.policy))
+    check_no_secret(blob)
     # a key of its own (hash=False): the same bytes scattered by the batch before, and being released, would
     # lose the new batch its runners' dependency
-    shipped = await _call(client, client.scatter, blob, broadcast=True, hash=False)
+    shipped = await call(client, client.scatter, blob, broadcast=True, hash=False)
     cluster = _Cluster(batch, client)
     batch._wake = cluster.wake
     loop = asyncio.get_running_loop()
-    helpers = [loop.create_task(_feed(batch, client, permits, cluster.flow)),
+    helpers = [loop.create_task(feed(batch, client, permits, cluster.flow)),
                loop.create_task(_listen(client, reports, cluster.inbox))]
     try:
         await cluster.run(shipped, names, tag)
@@ -406,7 +431,7 @@ async def run_on_cluster(batch: Any) -> None:
         finally:
             helpers[0].cancel()
             try:
-                await _call(client, reports.put, b"end")
+                await call(client, reports.put, b"end")
                 await asyncio.wait_for(helpers[1], 5.0)
             except Exception:
                 helpers[1].cancel()

@@ -1,8 +1,11 @@
 """The worker's side of a batch on a Dask cluster: one long-lived runner task per worker (nbagent.batch.dask
 starts them), each running up to its share of the batch's concurrency on the worker's event loop.
 
-A runner starts a life of its own (a fresh id, and an item queue named after it on the scheduler), says
-hello on the batch's report queue, then takes the lists of items the client's side puts in its queue into a
+A runner starts a life of its own (a fresh id, a key pair, and an item queue named after it on the
+scheduler), says hello on the batch's report queue (with its public key, and whether this worker has a key
+for the model in its environment), and waits for the client's first message: "start", with the model's keys
+sealed to this life when the person gave them in code (`dask_keys`), or "stop" when the batch cannot run.
+It then takes the lists of items the client's side puts in its queue into a
 local queue, from which its slots (as many as its share) take items one at a time. Every request of an item
 takes a permit first (`_RemoteGate`), from the few the runner keeps taken from the batch's permit queue
 ahead of its requests (`_Permits`); each item's start, each response
@@ -18,7 +21,7 @@ Reads: the messages in its item queue (pickles: lists of items and their prompts
 them: anyone who can reach the cluster's scheduler, which can run any code on the workers anyway (Dask has
 no authority inside a cluster), so a pickle gives nothing more; the queue's name holds the runner's random
 life id, so no other batch writes there by mistake. The agent (unpickled from the bytes the client
-scattered) reads its key from this worker's environment.
+scattered) holds no key: it gets the one sealed to this life, or reads its own from this worker's environment.
 """
 
 from __future__ import annotations
@@ -26,15 +29,24 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import pickle
+import time
 import uuid
+from collections import deque
 from typing import Any
 
-from ..budget.ratelimit import request_gate
+from ..budget.ratelimit import MAX_PAUSE, request_gate
+from ..budget.ratelimit_headers import read_limits
 from ..calls.permissions import Grants, PermissionPolicy
+from ..errors import ConfigurationError
+from .dask_keys import KeyPair, give_keys, has_key
 
 __all__ = ["agent_on_worker", "runner"]
 
-_HEADERS = ("retry-after", "retry-after-ms")
+_HEADERS = ("retry-after", "retry-after-ms", "ratelimit-policy")
+STALE = 0.25
+"""Seconds after its time a permit is no longer used."""
+KEEP = 2
+"""Permits a runner takes ahead of its requests."""
 _POLL = 0.5
 """Every this many seconds a runner looks whether its task is still wanted."""
 
@@ -90,56 +102,95 @@ class _Permits:
     """This runner's permits: up to `keep` taken from the batch's permit queue ahead of its requests, so a
     request seldom waits on a round trip to the scheduler. The client's side counts a permit as waiting
     until a request uses it (the "took" report), so the permits waiting here and in the queue together are
-    never more than it allows."""
+    never more than it allows.
 
-    def __init__(self, queue: Any, keep: int) -> None:
-        self.queue = queue
+    A permit is `(number, time, put, tokens, spacing)`: the time its request may go and when the client put it,
+    by the client's wall clock. This runner reads them by its own clock plus an offset, the least of (arrival -
+    put) over the recent permits: the clocks' difference plus the quickest delivery (on one machine, a
+    millisecond or less). A permit that came in time is used at its time; one that came late (a busy cluster,
+    or slots that were all taken) is used at once, but never sooner than `spacing` (the limiter's interval times
+    the number of runners, when it paces smoothly) after this runner's previous request, so permits that waited
+    do not go out together, on this worker or across them; one more than `STALE` seconds late is not used (its
+    slot is long past) and is reported so. A runner keeps few permits (`KEEP`): one it holds while its slots
+    are all busy is one another runner could have used."""
+
+    def __init__(self, queue: Any, keep: int, out: _Outbox) -> None:
+        self.queue, self.out = queue, out
         self.ready: asyncio.Queue = asyncio.Queue()
         self.room = asyncio.Semaphore(max(1, keep))
+        self.delays: deque[float] = deque(maxlen=64)
+        self.last = 0.0
+        """By this runner's wall clock: when its latest request went."""
+        self.late = 0.0
+        """How late the latest permit came (0: in time)."""
+        self.hold_until = 0.0
+        """By this runner's wall clock: no request before it (a 429 this runner met said to wait)."""
         self.task = asyncio.get_running_loop().create_task(self._fill())
 
     async def _fill(self) -> None:
         while True:
             await self.room.acquire()
-            self.ready.put_nowait(int(await self.queue.get()))
+            permit = await self.queue.get()
+            self.delays.append(time.time() - float(permit[2]))
+            self.ready.put_nowait(permit)
 
-    async def get(self) -> int:
-        permit = await self.ready.get()
-        self.room.release()
-        return permit
+    async def get(self) -> tuple[int, int]:
+        """Wait for a permit and for its time; its number and the tokens it carries."""
+        while True:
+            seq, when, _put, tokens, spacing = await self.ready.get()
+            self.room.release()
+            due = float(when) + (min(self.delays) if self.delays else 0.0)
+            now = time.time()
+            if now - due > STALE:  # its slot is long past: using it would only add to a burst
+                self.out.add({"kind": "took", "seq": seq, "expired": True, "reserved": tokens})
+                continue
+            self.late = max(0.0, now - due)
+            if due < now or due < self.hold_until:  # late, or held: spaced from this runner's previous request
+                due = max(now, self.hold_until, self.last + min(max(float(spacing), 0.0), 5.0))
+            self.last = due
+            if due > now:
+                await asyncio.sleep(due - now)
+            return seq, int(tokens)
 
 
 class _RemoteGate:
     """The worker's side of the gate: a permit (from the client's queue, by `_Permits`) before each request,
     and reports back."""
 
-    __slots__ = ("permits", "out", "reserved", "headers")
+    __slots__ = ("permits", "out", "reserved", "headers", "seq")
 
     def __init__(self, permits: Any, out: _Outbox) -> None:
         self.permits, self.out = permits, out
         self.reserved = 0
         self.headers: dict[str, str] = {}
+        self.seq: int | None = None
 
     async def before(self, body_bytes: int) -> None:
-        self.reserved = await self.permits.get()  # a permit carries the tokens the client's side reserved
-        self.out.add({"kind": "took"})  # used: the client's side may put another in the queue
+        self.seq, self.reserved = await self.permits.get()  # a permit carries the tokens the client reserved
+        # used: the client's side may put another in the queue
+        self.out.add({"kind": "took", "seq": self.seq, "late": round(self.permits.late, 4)})
 
-    def after(self, status: int, headers: Any, retry_after: float | None) -> bool:
+    def after(self, status: int, headers: Any, retry_after: float | None) -> float | None:
         keep = {k: v for k, v in headers.items() if k.lower().startswith(("x-ratelimit", "anthropic-ratelimit"))
                 or k.lower() in _HEADERS}
-        if status >= 400:  # the client's side must know at once (a 429 pauses every worker)
+        if status >= 400:  # the client's side must know at once (a 429 cuts and pauses every worker)
             self.out.add({"kind": "after", "status": status, "headers": keep, "retry_after": retry_after,
-                          "reserved": self.reserved})
+                          "reserved": self.reserved, "seq": self.seq})
             self.reserved = 0
         else:  # an answer: its headers travel with its usage, in one report
             self.headers = keep
-        return status == 429
+        if status != 429:
+            return None
+        said = read_limits(headers)
+        wait = said.wait(said.exhausted()) or retry_after or 0.0
+        self.permits.hold_until = max(self.permits.hold_until, time.time() + min(wait, MAX_PAUSE))
+        return wait
 
     def settle(self, usage: Any) -> None:
         output = int(getattr(usage, "output_tokens", 0) or 0) if usage is not None else None
         used = (int(getattr(usage, "input_tokens", 0) or 0) + (output or 0)) if usage is not None else self.reserved
         self.out.add({"kind": "settle", "reserved": self.reserved, "used": used, "output": output,
-                      "headers": self.headers})
+                      "headers": self.headers, "seq": self.seq})
         self.reserved, self.headers = 0, {}
 
 
@@ -199,6 +250,13 @@ async def _slot(agent: Any, waiting: asyncio.Queue, permits: Any, out: _Outbox, 
         out.add({"kind": "result", "index": index, "outcome": blob})
 
 
+def _key_pair() -> KeyPair | None:
+    try:
+        return KeyPair()
+    except ConfigurationError:  # no `cryptography` here: the client's side says so if a key must come
+        return None
+
+
 def _wanted(worker: Any, key: Any) -> bool:
     state = getattr(worker, "state", None)
     tasks = getattr(state, "tasks", None)
@@ -221,11 +279,14 @@ async def runner(blob: bytes, names: tuple[str, str, str], number: int, share: i
     permits, reports, inbox = await asyncio.gather(Queue(names[0], client=client), Queue(names[1], client=client),
                                                    Queue(f"{names[2]}-{number}-{life}", client=client))
     out = _Outbox(reports)
-    out.add({"kind": "hello", "runner": number, "life": life, "queue": inbox.name, "worker": worker.address})
+    pair = _key_pair()
+    ready, problem = has_key(agent.model)  # a key of its own (its environment's), should none be sent
+    out.add({"kind": "hello", "runner": number, "life": life, "queue": inbox.name, "worker": worker.address,
+             "public": pair.public if pair is not None else None, "has_key": ready, "problem": problem})
     waiting: asyncio.Queue = asyncio.Queue()
     loop = asyncio.get_running_loop()
-    stock = _Permits(permits, share)
-    slots = [loop.create_task(_slot(agent, waiting, stock, out, max_retries, worth_retrying)) for _ in range(share)]
+    stock: _Permits | None = None
+    slots: list[asyncio.Task] = []
     taken = 0
 
     async def watch() -> None:  # Dask does not stop a running task: the runner looks at its own
@@ -243,12 +304,20 @@ async def runner(blob: bytes, names: tuple[str, str, str], number: int, share: i
             message = pickle.loads(getting.result())
             if message.get("stop"):
                 break
+            if message.get("start"):  # the first message: the model's keys sealed to this life, if any
+                if message.get("keys") is not None and pair is not None:
+                    agent = give_keys(agent, pair.open(message["keys"], f"{names[2]}|{number}|{life}".encode()))
+                stock = _Permits(permits, min(share, KEEP), out)
+                slots = [loop.create_task(_slot(agent, waiting, stock, out, max_retries, worth_retrying))
+                         for _ in range(share)]
+                continue
             for item in message["items"]:
                 waiting.put_nowait(tuple(item))
                 taken += 1
     finally:
         watcher.cancel()
-        stock.task.cancel()
+        if stock is not None:
+            stock.task.cancel()
         for slot in slots:
             slot.cancel()
         await asyncio.gather(*slots, return_exceptions=True)

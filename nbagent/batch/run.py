@@ -59,7 +59,8 @@ class BatchRun:
         if not isinstance(max_retries, int) or max_retries < 0:
             raise ConfigurationError(f"max_retries must be an integer >= 0, not {max_retries!r}")
         if rate_limit is not None and not isinstance(rate_limit, RateLimit):
-            raise ConfigurationError("rate_limit is a nbagent.RateLimit(requests_per_minute=..., tokens_per_minute=...)")
+            raise ConfigurationError("rate_limit is a nbagent.RateLimit(requests_per_minute=..., tokens_per_minute=..., "
+                                     "burst=None)")
         if agent.model is None:
             raise ConfigurationError("this agent has no model: pass Agent(model=...)")
         model = agent.model

@@ -1,40 +1,77 @@
-"""Rate limits shared by many runs: requests and tokens per minute, and one pause for all on a 429.
+"""Rate limits shared by many runs: requests and tokens per minute, paced smoothly, learned from every 429.
 
-    limit = RateLimit(requests_per_minute=500, tokens_per_minute=200_000)
-    limiter = Limiter(limit)                  # one per batch (a cluster's is behind a coordinator)
+    limit = RateLimit(requests_per_minute=500, tokens_per_minute=200_000)   # burst=None: paced smoothly
+    limiter = Limiter(limit)                  # one per batch (a cluster's stays on the client's side)
     token = request_gate.set(ItemGate(limiter))   # the requests of one item's run pass through it
     ...
     request_gate.reset(token)
 
 The providers' HTTP layer (`nbagent.providers._http`) looks up `request_gate` before each attempt: the gate
 waits for a request permit and for the estimated tokens (the body's size, plus the output the batch has
-seen so far per request), reads the rate-limit headers of the response, and on a 429 pauses the whole
-limiter for the `retry-after` instead of each item sleeping on its own. The run settles the estimate with
+seen so far per request), then tells the limiter what the response said. The run settles the estimate with
 the usage the provider reported (`ItemGate.settle`).
 
-Reads: the response headers a provider sends (`x-ratelimit-*`, `anthropic-ratelimit-*`, `retry-after`).
-Who could have written them: the provider, or anything on the path to the model's base URL. What stops
-harm: a header can only slow a batch down, never speed it up: a limit learned from headers only ever
-lowers the person's limit, a pause is capped at `MAX_PAUSE` seconds, and nothing in a header is run,
-shown as markup or stored.
+How it paces (one `_Pace` per kind, requests and tokens): a token bucket that holds one request's worth
+(`burst=None`: requests go one interval apart, never two at once; until the first 429 one may go up to half an
+interval early to make up for a wake-up that came late, `SLACK`), or `burst` seconds' worth when the person
+allows it (or up to a second's when the provider's `RateLimit-Policy` header says its window allows one,
+until the first 429). Providers enforce their per-minute limits over shorter windows (a second, a quarter
+second), so a paced batch meets no 429 where a bursting one would.
+
+How it learns (additive increase, multiplicative decrease, with a knee): a 429 cuts the rate of the kind that
+ran out by `DECREASE` (once per flight: 429s for requests sent before the cut do not cut again), and pauses
+that kind only, only as long as the provider says: `retry-after-ms`, else its reset header for that kind
+(`x-ratelimit-reset-requests: 20ms`, `anthropic-ratelimit-tokens-reset: <RFC 3339>`), else `retry-after`.
+Each answer then wins some rate back: quickly up to just under the rate the 429 came at (the knee), then
+slowly past it, faster the longer no 429 comes, never above the person's limit or the provider's. A limit the
+person did not give is learned: from the provider's limit headers, or at the first 429 from the rate it had
+been answering, then felt for (2% more each answer past the knee, until the next 429).
+
+Reads: the response headers a provider sends (read and bounded in `ratelimit_headers`). Who could have
+written them: the provider, or anything on the path to the model's base URL; on a cluster, the workers'
+reports of them. What stops harm: a header can only slow a batch down, and not forever: a limit learned from
+headers only ever lowers the person's, a burst never raises the rate, one pause is at most `MAX_PAUSE`
+seconds, and a 429 that says "retry at once" still cuts the rate (so a hostile answer cannot make a batch
+hammer); nothing in a header is run, shown as markup or stored.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
+import math
 import time
 from collections import deque
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-__all__ = ["ItemGate", "Limiter", "MAX_PAUSE", "RateLimit", "estimate_tokens", "request_gate"]
+from .ratelimit_headers import MAX_WAIT, Said, read_limits
 
-MAX_PAUSE = 120.0
+__all__ = ["DECREASE", "ItemGate", "Limiter", "MAX_PAUSE", "RateLimit", "estimate_tokens", "request_gate"]
+
+MAX_PAUSE = MAX_WAIT
 """The longest pause a provider's `retry-after` or reset header can impose on a batch at once."""
-BURST_SECONDS = 0.5
-"""A limiter lets this many seconds' worth of requests (or tokens) go at once; then it paces."""
+DECREASE = 0.85
+"""A 429 multiplies the rate of the kind that ran out by this."""
+SLACK = 0.5
+"""Until the first 429, a request may go this share of an interval early, to make up for a wake-up that came
+late (an event loop wakes up to a millisecond late, and a busy one later): never two at once, and the rate
+is kept rather than lost to lateness. A provider that allows no burst refuses such a request: the 429 ends
+the slack for the rest of the batch."""
+MIN_RATE = 1.0 / 60.0
+"""Per second: the slowest a run of 429s can make a kind (one request a minute)."""
+_NEAR_KNEE = 0.97
+_RECOVER_ANSWERS = 16
+"""Answers to win the rate back to just under the knee after a cut."""
+_PROBE = 0.00005
+"""Past the knee: each answer adds this share of the knee, times (1 + answers since / `_PROBE_SPEEDUP`): slow
+near it (where a provider that allows no burst refuses a request that jitter brought in early, the rate
+settles a little under the knee with few 429s), faster the longer none comes (a knee left by a passing event
+is outgrown: +17% in 1,000 answers, +60% in 2,000)."""
+_PROBE_SPEEDUP = 200.0
+_UNKNOWN_GROWTH = 1.02
+"""Past the knee of a limit nobody told (no `requests_per_minute`, no limit header): each answer multiplies the
+rate by this."""
 
 
 @dataclass(frozen=True)
@@ -42,16 +79,21 @@ class RateLimit:
     """What the provider allows this key: requests and tokens (prompt plus output) per minute.
 
     `RateLimit(requests_per_minute=500, tokens_per_minute=200_000)`; either may be None (not limited by
-    nbagent, though still learned from the provider's headers where it sends them)."""
+    nbagent, though still learned from the provider's headers and its 429s). `burst`: seconds' worth of
+    requests (and tokens) allowed at once; None paces them smoothly unless the provider's headers allow more."""
 
     requests_per_minute: float | None = None
     tokens_per_minute: float | None = None
+    burst: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("requests_per_minute", "tokens_per_minute"):
             value = getattr(self, name)
-            if value is not None and not (isinstance(value, (int, float)) and value > 0):
+            if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive number or None, not {value!r}")
+        burst = self.burst
+        if burst is not None and not (isinstance(burst, (int, float)) and math.isfinite(burst) and 0 <= burst <= 60):
+            raise ValueError(f"burst is seconds' worth of requests allowed at once (0 to 60) or None, not {burst!r}")
 
 
 def estimate_tokens(body_bytes: int) -> int:
@@ -59,36 +101,107 @@ def estimate_tokens(body_bytes: int) -> int:
     return body_bytes // 4 + 1
 
 
-class _Bucket:
-    """A token bucket: `rate` a second, up to `capacity` at once; `level` may go below 0 (a debt)."""
+class _Pace:
+    """One kind (requests or tokens): a token bucket filling at `rate` a second up to `capacity`, whose `level`
+    may go below 0 (a debt: a request larger than the bucket, or permits taken ahead of their time); nothing is
+    granted before `not_before` (a pause); the rate backs off on a 429 and recovers (see the module docstring)."""
 
-    __slots__ = ("rate", "capacity", "level", "stamp")
+    __slots__ = ("rate", "ceiling", "burst", "header_burst", "slack", "level", "stamp", "not_before", "knee",
+                 "cut_seq", "past_knee")
 
-    def __init__(self, per_minute: float) -> None:
-        self.rate = per_minute / 60.0
-        self.capacity = max(1.0, self.rate * BURST_SECONDS)
-        self.level = self.capacity
+    def __init__(self, rate: float, *, ceiling: float | None, burst: float | None, slack: float = 0.0) -> None:
+        self.rate = max(rate, MIN_RATE)
+        self.ceiling = ceiling
+        """The most it may go, a second: the person's limit, lowered by the provider's (None: not known)."""
+        self.burst = burst
+        self.header_burst: float | None = None
+        self.slack = slack
+        """Room above the bucket, until the first 429, for the time a late wake-up lost (see `SLACK`)."""
         self.stamp = time.monotonic()
+        self.level = self.bucket
+        self.not_before = 0.0
+        self.knee: float | None = None
+        """The rate the last 429 came at."""
+        self.cut_seq = 0
+        """Permits numbered up to this were granted before the last cut."""
+        self.past_knee = 0
+
+    @property
+    def bucket(self) -> float:
+        """What may go at once: one (paced smoothly), or the burst's worth."""
+        seconds = self.burst if self.burst is not None else (self.header_burst or 0.0)
+        return max(1.0, self.rate * seconds)
+
+    @property
+    def capacity(self) -> float:
+        return self.bucket + (self.slack if self.knee is None else 0.0)
 
     def refill(self, now: float) -> None:
-        self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
-        self.stamp = now
+        if now > self.stamp:
+            self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
+            self.stamp = now
 
     def wait_for(self, amount: float, now: float) -> float:
-        """Seconds until `amount` is available (0: now). Amounts above the capacity wait for a full bucket."""
+        """Seconds until `amount` may be taken (0: now). An amount above the capacity waits for a full bucket."""
         self.refill(now)
         need = min(amount, self.capacity)
-        return 0.0 if self.level >= need else (need - self.level) / self.rate
+        wait = max(0.0, self.stamp - now) + (0.0 if self.level >= need else (need - self.level) / self.rate)
+        return max(wait, self.not_before - now)
 
-    def lower(self, per_minute: float) -> None:
-        if per_minute / 60.0 < self.rate:
-            self.set_rate(per_minute / 60.0)
+    def take(self, amount: float, at: float) -> None:
+        """Take `amount` at `at` (now, or the future time a permit taken ahead is for)."""
+        self.refill(at)
+        self.level -= amount
 
-    def set_rate(self, rate: float) -> None:
-        self.refill(time.monotonic())
-        self.rate = rate
-        self.capacity = max(1.0, rate * BURST_SECONDS)
+    def set_rate(self, rate: float, now: float) -> None:
+        self.refill(now)
+        self.rate = max(rate, MIN_RATE)
         self.level = min(self.level, self.capacity)
+
+    def lower_ceiling(self, per_second: float, now: float) -> None:
+        if self.ceiling is None or per_second < self.ceiling:
+            self.ceiling = per_second
+        if self.rate > self.ceiling:
+            self.set_rate(self.ceiling, now)
+
+    def pause(self, until: float, now: float) -> None:
+        """Nothing of this kind before `until` (at most `MAX_PAUSE` from now: every pause passes here); the
+        provider said it is at its limit, so the bucket is empty."""
+        self.refill(now)
+        self.level = min(self.level, 0.0)
+        if math.isfinite(until):
+            self.not_before = max(self.not_before, min(until, now + MAX_PAUSE))
+
+    def cut(self, seq: int | None, granted: int, now: float) -> bool:
+        """A 429 for this kind: the rate backs off, once for the permits in flight when it came."""
+        if seq is not None and seq <= self.cut_seq:
+            return False
+        self.knee = self.rate
+        self.past_knee = 0
+        self.header_burst = None  # a burst the headers allowed ends at the first 429
+        self.set_rate(self.rate * DECREASE, now)
+        self.cut_seq = granted
+        return True
+
+    def grow(self, seq: int | None, now: float) -> None:
+        """An answer: win back some rate (see the module docstring)."""
+        if seq is not None and seq <= self.cut_seq:
+            return  # sent before the last cut: it says nothing about the rate since
+        if self.ceiling is not None and self.rate >= self.ceiling:
+            return
+        knee = self.knee
+        if knee is None:  # no 429 yet, and a limit learned from headers only: go at it
+            rate = self.ceiling if self.ceiling is not None else self.rate
+        elif self.rate < knee * _NEAR_KNEE:
+            rate = min(self.rate + knee * (1 - DECREASE) / _RECOVER_ANSWERS, knee * _NEAR_KNEE)
+        elif self.ceiling is None:  # a limit nobody told: feel for it faster
+            rate = self.rate * _UNKNOWN_GROWTH
+        else:
+            self.past_knee += 1
+            rate = self.rate + knee * _PROBE * (1 + self.past_knee / _PROBE_SPEEDUP)
+        if self.ceiling is not None:
+            rate = min(rate, self.ceiling)
+        self.set_rate(rate, now)
 
 
 class Limiter:
@@ -97,46 +210,61 @@ class Limiter:
     def __init__(self, limit: RateLimit | None = None) -> None:
         limit = limit or RateLimit()
         self.limit = limit
-        self.requests = _Bucket(limit.requests_per_minute) if limit.requests_per_minute else None
-        self.tokens = _Bucket(limit.tokens_per_minute) if limit.tokens_per_minute else None
-        self.paused_until = 0.0
+        self.requests = self._pace(limit.requests_per_minute, SLACK)
+        self.tokens = self._pace(limit.tokens_per_minute)
         self.pauses = 0
-        """How many times a 429 (or an exhausted budget in the headers) paused the whole batch."""
+        """How many times a 429 (or a budget the headers said was used up) paused a kind."""
         self.rate_limited = 0
         """429 responses seen."""
+        self.cuts = 0
+        """How many times a 429 cut a rate."""
         self.granted = 0
+        """Permits granted (each request attempt takes one); a permit's number is its place in this count."""
         self.tokens_reserved = 0
         self.output_per_request = 256.0
         """The running mean of output tokens per request (the estimate added to a request's prompt)."""
         self._lock: asyncio.Lock | None = None
-        self._learning = False
         self._answered: deque[float] = deque(maxlen=4096)
         self._granted_at: deque[float] = deque(maxlen=4096)
-        self._usage_log: list[tuple[float, int]] = []
+        self._usage_log: deque[tuple[float, int]] = deque(maxlen=4096)
+
+    def _pace(self, per_minute: float | None, slack: float = 0.0) -> _Pace | None:
+        if not per_minute:
+            return None
+        return _Pace(per_minute / 60.0, ceiling=per_minute / 60.0, burst=self.limit.burst, slack=slack)
+
+    @property
+    def paused_until(self) -> float:
+        """The monotonic time before which some kind grants nothing (0: none paused)."""
+        return max((p.not_before for p in (self.requests, self.tokens) if p is not None), default=0.0)
 
     # -- taking permits --------------------------------------------------------------------------------
-    async def acquire(self, tokens: int) -> None:
-        """Wait for one request and `tokens` tokens (and the end of any pause), then take them."""
+    async def acquire(self, tokens: int, ahead: float = 0.0) -> tuple[int, float]:
+        """Wait for one request and `tokens` tokens (and the end of any pause), take them, and return the permit's
+        number and the monotonic time it is for. `ahead`: a permit may be taken up to this many seconds before
+        its time (a cluster's, which travels to a worker first); its holder waits for the time itself."""
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:  # one waiter at a time: the order of arrival is the order of service
             while True:
                 now = time.monotonic()
-                wait = self.paused_until - now
+                wait = 0.0
                 if self.requests is not None:
                     wait = max(wait, self.requests.wait_for(1, now))
                 if self.tokens is not None:
                     wait = max(wait, self.tokens.wait_for(tokens, now))
-                if wait <= 0:
+                if wait <= ahead:
                     break
-                await asyncio.sleep(wait)
+                await asyncio.sleep(wait - ahead)
+            at = now + wait
             if self.requests is not None:
-                self.requests.level -= 1
+                self.requests.take(1, at)
             if self.tokens is not None:
-                self.tokens.level -= tokens
+                self.tokens.take(tokens, at)
             self.granted += 1
-            self._granted_at.append(now)
+            self._granted_at.append(at)
             self.tokens_reserved += tokens
+            return self.granted, at
 
     def settle(self, reserved: int, used: int, output: int | None = None) -> None:
         """A request reserved `reserved` tokens and used `used`: the difference goes back (or is owed)."""
@@ -146,8 +274,6 @@ class Limiter:
         if output is not None:
             self.output_per_request += (output - self.output_per_request) * 0.1
         self._usage_log.append((time.monotonic(), used))
-        if len(self._usage_log) > 4096:
-            del self._usage_log[:2048]
 
     def tokens_per_minute(self, window: float = 10.0) -> float:
         """Tokens used per minute over the last `window` seconds (from the reported usage)."""
@@ -157,55 +283,90 @@ class Limiter:
 
     def pause(self, seconds: float) -> None:
         """No request of the batch starts for `seconds` (at most `MAX_PAUSE`)."""
-        seconds = min(max(seconds, 0.0), MAX_PAUSE)
-        until = time.monotonic() + seconds
-        if until > self.paused_until:
-            self.paused_until = until
-            self.pauses += 1
-        for bucket in (self.requests, self.tokens):
-            if bucket is not None:
-                bucket.refill(time.monotonic())
-                bucket.level = min(bucket.level, 0.0)  # the provider says we are at its limit
-
-    def observe(self, status: int, headers: Mapping[str, str], retry_after: float | None = None) -> None:
-        """Learn from a response: its rate-limit headers lower the limits (never raise them)."""
+        seconds = min(max(seconds, 0.0), MAX_PAUSE) if math.isfinite(seconds) else MAX_PAUSE
         now = time.monotonic()
+        if self.requests is None:
+            self.requests = _Pace(self._answer_rate(now), ceiling=None, burst=self.limit.burst)
+        for pace in (self.requests, self.tokens):
+            if pace is not None:
+                pace.pause(now + seconds, now)
+        self.pauses += 1
+
+    def spacing(self) -> float:
+        """The least time between two requests that went late (a cluster's permits that waited): one interval
+        when paced smoothly, 0 when requests are not limited or a burst is allowed."""
+        pace = self.requests
+        return 0.0 if pace is None or pace.bucket > 1.0 else min(1.0, 1.0 / pace.rate)
+
+    # -- learning --------------------------------------------------------------------------------------
+    def observe(self, status: int, headers: Mapping[str, str], retry_after: float | None = None, *,
+                seq: int | None = None, sent: float | None = None, reserved: float | None = None) -> None:
+        """Learn from a response to permit `seq`, sent at `sent` (monotonic) with `reserved` tokens: its headers
+        lower the limits (never raise them); a 429 cuts and pauses the kind that ran out; an answer wins rate back."""
+        now = time.monotonic()
+        said = read_limits(headers)
+        if said.retry_after is None and retry_after is not None and math.isfinite(retry_after):
+            said.retry_after = min(max(retry_after, 0.0), MAX_PAUSE)
+        self._learn_limits(said, status, seq, now if sent is None else min(sent, now), now)
         if status == 429:
             self.rate_limited += 1
-            if self.requests is None and not _header_number(headers, "requests", "limit"):
-                # a limit nobody told us: pace at the rate the provider has been answering (a little under),
-                # then feel for the limit: faster after each answer, slower after each 429
-                recent = [t for t in self._answered if now - t <= 5.0]
-                span = max(now - recent[0], 1.0) if len(recent) > 1 else 1.0
-                sent = [t for t in self._granted_at if now - t <= 1.0]
-                self.requests = _Bucket(max(1.0, 0.9 * len(recent) / span, 0.5 * len(sent)) * 60.0)
-                self._learning = True
-            elif self._learning and self.requests is not None:
-                self.requests.set_rate(self.requests.rate * 0.7)
-            self.pause(retry_after if retry_after is not None else 1.0)
+            self._refused(said, seq, reserved, now)
         elif status < 400:
             self._answered.append(now)
-            if self._learning and self.requests is not None:
-                self.requests.set_rate(self.requests.rate * 1.05)
-        for kind, bucket_name in (("requests", "requests"), ("tokens", "tokens")):
-            limit = _header_number(headers, kind, "limit")
-            remaining = _header_number(headers, kind, "remaining")
-            bucket = getattr(self, bucket_name)
-            if limit is not None and limit > 0:
-                if bucket is None or (self._learning and kind == "requests"):
-                    bucket = _Bucket(limit)
-                    setattr(self, bucket_name, bucket)
-                    if kind == "requests":
-                        self._learning = False
+            for pace in (self.requests, self.tokens):
+                if pace is not None:
+                    pace.grow(seq, now)
+
+    def _learn_limits(self, said: Said, status: int, seq: int | None, sent: float, now: float) -> None:
+        for kind in ("requests", "tokens"):
+            pace: _Pace | None = getattr(self, kind)
+            limit = said.limit[kind]
+            if limit is not None:
+                if pace is None:
+                    pace = _Pace(limit / 60.0, ceiling=limit / 60.0, burst=self.limit.burst,
+                                 slack=SLACK if kind == "requests" else 0.0)
+                    setattr(self, kind, pace)
                 else:
-                    bucket.lower(limit)
-            if remaining is not None and bucket is not None:
-                bucket.refill(time.monotonic())
-                bucket.level = min(bucket.level, remaining)
-                if remaining <= 0:
-                    reset = _reset_seconds(headers, kind)
-                    if reset:
-                        self.pause(reset)
+                    pace.lower_ceiling(limit / 60.0, now)
+            if pace is None:
+                continue
+            if said.burst is not None and self.limit.burst is None and pace.knee is None:
+                pace.header_burst = said.burst
+            remaining = said.remaining[kind]
+            if status == 429:
+                continue  # a refusal's budget is `_refused`'s
+            if remaining is not None and seq is not None:
+                # what the provider had left then, less what was granted since, plus what it refilled since
+                since = (self.granted - seq) if kind == "requests" else 0.0
+                pace.refill(now)
+                pace.level = min(pace.level, remaining - since + (now - sent) * (pace.ceiling or pace.rate))
+            if remaining is not None and remaining < 1 and said.reset[kind] is not None and limit:
+                # used up when it was admitted: the next one is possible when one more has refilled
+                one = 60.0 / limit if kind == "requests" else max(1.0, self.output_per_request) * 60.0 / limit
+                pace.pause(sent + min(said.reset[kind], one), now)  # type: ignore[type-var]
+
+    def _refused(self, said: Said, seq: int | None, reserved: float | None, now: float) -> None:
+        out = said.exhausted(reserved)
+        kinds = [kind for kind in out if getattr(self, kind) is not None]
+        if not kinds:  # the provider did not say which (or of a kind not limited here): the requests
+            kinds = ["requests"]
+            if self.requests is None:  # a limit nobody told: learned now
+                self.requests = _Pace(self._answer_rate(now), ceiling=None, burst=self.limit.burst)
+        wait = said.wait(out or kinds)
+        for kind in kinds:
+            pace: _Pace = getattr(self, kind)
+            if pace.cut(seq, self.granted, now):
+                self.cuts += 1
+            pause = wait if wait is not None else 1.0 / pace.rate if kind == "requests" else 1.0
+            pace.pause(now + pause, now)
+        self.pauses += 1
+
+    def _answer_rate(self, now: float) -> float:
+        """A rate for a limit nobody told: a little under the rate the provider has been answering."""
+        recent = [t for t in self._answered if now - t <= 5.0]
+        span = max(now - recent[0], 1.0) if len(recent) > 1 else 1.0
+        sent = [t for t in self._granted_at if now - t <= 1.0]
+        return max(1.0, 0.9 * len(recent) / span, 0.5 * len(sent))
 
     def state(self) -> dict[str, Any]:
         """Numbers for a view: the limits in force, permits granted, 429s seen, pauses."""
@@ -213,35 +374,40 @@ class Limiter:
             "requests_per_minute": self.requests.rate * 60 if self.requests else None,
             "tokens_per_minute_limit": self.tokens.rate * 60 if self.tokens else None,
             "tokens_per_minute": self.tokens_per_minute(),
-            "granted": self.granted, "rate_limited": self.rate_limited, "pauses": self.pauses,
+            "granted": self.granted, "rate_limited": self.rate_limited, "pauses": self.pauses, "cuts": self.cuts,
         }
 
 
 class ItemGate:
-    """What one item's requests go through: the shared limiter, and the estimate of the request in flight."""
+    """What one item's requests go through: the shared limiter, and the permit of the request in flight."""
 
-    __slots__ = ("limiter", "reserved", "requests")
+    __slots__ = ("limiter", "reserved", "requests", "seq", "sent")
 
     def __init__(self, limiter: Any) -> None:
         self.limiter = limiter
         self.reserved = 0
         self.requests = 0
+        self.seq: int | None = None
+        self.sent: float | None = None
 
     async def before(self, body_bytes: int) -> None:
         """Before an attempt: wait for a permit and the request's estimated tokens."""
         tokens = estimate_tokens(body_bytes) + int(self.limiter.output_per_request)
-        await self.limiter.acquire(tokens)
+        self.seq, self.sent = await self.limiter.acquire(tokens)
         self.reserved += tokens
         self.requests += 1
 
-    def after(self, status: int, headers: Mapping[str, str], retry_after: float | None) -> bool:
-        """After the status line: learn from it. True when the limiter took over the wait of a 429 (the HTTP
-        layer then retries at once: its next `before` waits for the pause)."""
+    def after(self, status: int, headers: Mapping[str, str], retry_after: float | None) -> float | None:
+        """After the status line: learn from it. On a 429 the limiter takes over the wait: the seconds until it
+        lets a request of the batch go again (the HTTP layer then retries at once: its next `before` waits)."""
+        reserved = self.reserved
         if status >= 400:  # a refused request used no tokens
             self.limiter.settle(self.reserved, 0)
             self.reserved = 0
-        self.limiter.observe(status, headers, retry_after)
-        return status == 429
+        self.limiter.observe(status, headers, retry_after, seq=self.seq, sent=self.sent, reserved=reserved)
+        if status != 429:
+            return None
+        return max(0.0, self.limiter.paused_until - time.monotonic())
 
     def settle(self, usage: Any) -> None:
         """The run reported a response's usage: settle the reservation with it."""
@@ -256,39 +422,3 @@ class ItemGate:
 
 request_gate: ContextVar[ItemGate | None] = ContextVar("nbagent_request_gate", default=None)
 """Set around one batch item's run: the providers' HTTP layer sends through it."""
-
-_PREFIXES = ("x-ratelimit-{what}-{kind}", "anthropic-ratelimit-{kind}-{what}", "x-ratelimit-{kind}-{what}")
-
-
-def _header_number(headers: Mapping[str, str], kind: str, what: str) -> float | None:
-    for pattern in _PREFIXES:
-        raw = headers.get(pattern.format(kind=kind, what=what))
-        if raw is not None:
-            try:
-                return float(raw.strip())
-            except ValueError:
-                return None
-    return None
-
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-
-
-def _reset_seconds(headers: Mapping[str, str], kind: str) -> float | None:
-    """`x-ratelimit-reset-requests: 6m0s` / `1.5s` / `20ms`, or anthropic's RFC 3339 time."""
-    for pattern in _PREFIXES:
-        raw = headers.get(pattern.format(kind=kind, what="reset"))
-        if not raw:
-            continue
-        raw = raw.strip()
-        parts = _DURATION.findall(raw)
-        if parts and "".join(n + u for n, u in parts) == raw:
-            scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-            return sum(float(n) * scale[u] for n, u in parts)
-        try:
-            from datetime import datetime
-
-            return max(0.0, datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp() - time.time())
-        except ValueError:
-            return None
-    return None

@@ -5,8 +5,13 @@
     Secret, clean_key  (_keys.py)  an API key as loaded, and its checks
     SSEDecoder  (from _sse.py)     bytes in (split anywhere), `ServerSentEvent`s out
     map_http_error  (_errors.py)   status + body -> AuthenticationError, RateLimitError, ...
+    drain, read_rest (_bodies.py)  what is left of a response body
 
 The model base class that uses it (`HTTPModel`, the one `stream` of every adapter) is in _model.py.
+
+A response its reader stops at the stream's last event (the models stop once the stream says it is done) has
+the little left of its body (`data: [DONE]`) read before it is closed, so its connection goes back to the pool
+rather than every request opening a new one (`_bodies.drain`).
 
 Retries happen only before the first byte of a response body has been read: 429, 500, 502, 503, 504,
 529 and connection failures, with exponential backoff and jitter, honouring `Retry-After` (seconds or
@@ -39,6 +44,7 @@ from ..budget.ratelimit import request_gate
 from ..errors import ConfigurationError, ProviderConnectionError, ProviderError, StreamError
 from ..events import report_retry, report_silence
 from ..safety import secrets as _secrets
+from ._bodies import decode_error_body, drain, read_rest
 from ._errors import error_message, error_type, is_context_length_message, map_http_error, retry_reason, scrub
 from ._keys import Secret, clean_key, credential_header
 from ._sse import ServerSentEvent, SSEDecoder, loads
@@ -104,28 +110,10 @@ class _Silence:
 _MAX_ERROR_BODY = 64 * 1024
 _MAX_REDIRECTS = 5
 _MAX_GATED_WAITS = 20
-"""429s a request may meet under a batch's limiter (which waits them out for the whole batch) before its
-own retries count them."""
+"""429s a request may meet under a batch's limiter (which paces and pauses the whole batch after each) before
+its own retries count them."""
 
 
-
-
-def _decode_error_body(raw: bytes) -> Any:
-    text = raw.decode("utf-8", "replace")
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text.strip()[:2000]
-
-
-async def _read_rest(chunks: AsyncIterator[bytes]) -> bytes:
-    out: list[bytes] = []
-    try:
-        async for chunk in chunks:
-            out.append(chunk)
-    except httpx.TransportError:
-        pass
-    return b"".join(out)
 
 
 def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
@@ -302,7 +290,7 @@ class ProviderHTTP:
         feed = decoder.feed
         try:
             if response.headers.get("content-type", "").split(";")[0].strip() == "application/json":
-                raise self._json_instead_of_stream(first + await _read_rest(chunks))
+                raise self._json_instead_of_stream(first + await read_rest(chunks))
             if first:
                 yield feed(first)
             try:
@@ -326,12 +314,15 @@ class ProviderHTTP:
             last = decoder.end()
             if last:
                 yield last
+        except GeneratorExit:  # the reader had all it needed (the stream said it was done): keep the connection
+            await drain(chunks)
+            raise
         finally:
             silence.close()
             await response.aclose()
 
     def _json_instead_of_stream(self, raw: bytes) -> ProviderError:
-        payload = _decode_error_body(raw)
+        payload = decode_error_body(raw)
         message = error_message(payload)
         if message:
             return StreamError(f"{self.provider} answered with an error instead of a stream: "
@@ -375,7 +366,7 @@ class ProviderHTTP:
         redirects = 0
         while True:
             attempt += 1
-            gated = False
+            gated: float | None = None  # on a 429 under a batch's limiter: the seconds it holds the batch
             if gate is not None:
                 await gate.before(len(content))
             headers = {"content-type": "application/json", "accept": "text/event-stream", **request_headers}
@@ -405,7 +396,7 @@ class ProviderHTTP:
                 if response.status_code >= 400 or response.status_code < 200:
                     raw = await self._read_error_body(response)
                     error = map_http_error(
-                        self.provider, response.status_code, _decode_error_body(raw), key_env=self.key_env,
+                        self.provider, response.status_code, decode_error_body(raw), key_env=self.key_env,
                         retry_after=parse_retry_after(response.headers), secrets=self._secrets(),
                     )
                 else:
@@ -454,12 +445,12 @@ class ProviderHTTP:
                 if cause is not None and _secrets.redact(str(cause)) == str(cause):
                     raise error from cause
                 raise error from None  # a cause whose text holds a secret is not chained
-            delay = policy.backoff(attempt, error.retry_after)
-            log.info("%s: %s; retrying in %.1fs (retry %d of %d)", self.provider, error.message, delay, attempt,
+            delay = policy.backoff(attempt, error.retry_after) if gated is None else gated
+            log.info("%s: %s; retrying in %.3gs (retry %d of %d)", self.provider, error.message, delay, attempt,
                      policy.max_retries)
             report_retry(attempt, policy.max_retries, delay, retry_reason(error))
-            if gated and paused < _MAX_GATED_WAITS:  # the batch's limiter paused every item for this wait: the
-                paused += 1                          # next `before` waits it out; it is not this request's retry
+            if gated is not None and paused < _MAX_GATED_WAITS:  # the batch's limiter holds the kind that ran out
+                paused += 1              # for this wait: the next `before` waits it out; it is not this request's retry
                 attempt -= 1
                 continue
             await policy.sleep(delay)

@@ -421,17 +421,13 @@ def _tools_chip(run: AgentRun) -> str:
 
 def _sandbox_chip(run: AgentRun) -> str:
     """What the shell's commands run in, for runs that have a shell: "sandbox: workspace-write", or a
-    warning that there is none (with the reason on hover)."""
-    if not any(getattr(t, "name", None) == "shell" for t in _run_tools(run)):
+    warning that there is none (with the reason on hover). Read from the run (`run.sandbox`), never probed here."""
+    state = getattr(run, "sandbox", None) if any(getattr(t, "name", None) == "shell" for t in _run_tools(run)) else None
+    if state is None:
         return ""
-    from ..safety.sandbox import sandbox_backend, sandbox_policy
-
-    policy = sandbox_policy(getattr(run.agent, "sandbox", None))
-    backend = sandbox_backend()
-    full = backend.describe(policy)
-    if backend.available and policy.name != "danger-full-access":
-        return f'<span class="nba-chip" title="{_esc(full)}">sandbox: {_esc(str(policy))}</span>'
-    return f'<span class="nba-chip nba-warn" title="{_esc(full)}">no sandbox</span>'
+    if state.enforced:
+        return f'<span class="nba-chip" title="{_esc(state.description)}">sandbox: {_esc(state.policy)}</span>'
+    return f'<span class="nba-chip nba-warn" title="{_esc(state.description)}">no sandbox</span>'
 
 
 def _answer(run: AgentRun) -> str:

@@ -15,20 +15,23 @@ later line is one fact, in the order it happened:
 | `compaction` | the transcript was compacted: `messages[start:end]` (written earlier, kept whole) were replaced by `replacement`; the summary requests' responses, the reason, the sizes |
 | `end` | a run ended: status, usage, cost, error |
 
-Writing: lines are gathered as a run goes and `commit()`ed when a batch is complete (its messages are
-in the transcript): one `write` under an exclusive `flock`, then `fsync`. A killed kernel loses at most
-the batch in flight, and two kernels writing into one workspace never interleave lines of one file.
-Every line passes `nbagent.safety.secrets.redact_value`; a tool result's text longer than `SIDE_FILE_CHARS`
-is stored cut, with the whole text in a side file (restored when the session is loaded).
+Writing: lines are gathered as a run goes and `commit()`ed at the points where the transcript is whole: one
+`write` under an exclusive `flock` (the model's response before its calls run; a batch's results when the
+loop next waits, or with the next response). A killed kernel loses at most the batch in flight (said
+precisely in `recording`), and two kernels writing into one workspace never interleave lines of one file.
+The fsync is the store's own thread's (`_syncer`): at most one every 0.1 s for every commit made meanwhile,
+and a writer's `close()` (a run's end) waits for its own. Every line but the store's identifying facts (the
+header, the notebook) passes `nbagent.safety.secrets.redact`; a tool result's text longer than
+`SIDE_FILE_CHARS` is stored cut, with the whole text in a side file (restored when the session is loaded).
 
 Reading: `load_session` skips a truncated or corrupt line with a warning (never fatal), refuses a file
 written by a newer format with a clear message, and gives calls that were in flight when the writer
 died a synthesised "interrupted" result, so the transcript is valid before the next request.
 
-The store is three modules: `_folder` (where sessions live, their ids, the format version), `_writer`
+The store is four modules: `_folder` (where sessions live, their ids, the format version), `_writer`
 (`SessionWriter`: gathering a run's facts, cutting long results into side files, one locked, signed write
-per batch) and `_reader` (`load_session`, `list_sessions`, `find_session`: verifying every line,
-restoring side files, repairing the transcript). What reading trusts, and what stops a forged file, is
+per batch), `_syncer` (the fsyncs, off the run's thread) and `_reader` (`load_session`, `list_sessions`,
+`find_session`: verifying every line, restoring side files, repairing the transcript). What reading trusts, and what stops a forged file, is
 said at the top of `_reader`: every line is signed, and a file whose lines do not verify is refused.
 `recording` (`SessionRecorder`) writes a run into the store as it goes, at the points where its transcript
 is whole.

@@ -28,8 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from ..messages import AssistantMessage, Message, TextBlock, ToolResultMessage, UserMessage
-from ..safety.signing import START, key_id, unseal
+from ..safety.signing import START, key_id, signer, unseal
 from ..safety.trust import config_dir, session_key
 from ..transcript import message_from_neutral
 from ._folder import FORMAT, ID, SessionError, check_id, sessions_dir
@@ -123,14 +125,14 @@ def _read_lines(path: Path, *, verify: bool = False,
     except OSError as exc:
         raise SessionError(f"cannot read {path}: {exc}") from None
     lines = raw.split(b"\n")
-    key: bytes | None = None
+    key: Any = None
     chain = START
     signed = False
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            fact = json.loads(line)
+            fact = _parse(line)
             if not isinstance(fact, dict):
                 raise ValueError("not an object")
         except ValueError as exc:
@@ -142,7 +144,7 @@ def _read_lines(path: Path, *, verify: bool = False,
             if not facts:
                 _header(path, [fact])  # a newer format says so (it may sign differently); no header says so
                 signed = "mac" in fact
-                key = _reading_key(path, fact) if signed else None
+                key = signer(_reading_key(path, fact)) if signed else None
                 if not signed and not unsigned:
                     raise SessionError(
                         f"{path} is not signed (written before nbagent signed its sessions, or its signatures were "
@@ -160,6 +162,20 @@ def _read_lines(path: Path, *, verify: bool = False,
         fact.pop("mac", None)
         facts.append(fact)
     return facts, problems, signed
+
+
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+
+
+def _parse(line: bytes) -> Any:
+    """One line's JSON: orjson, but for what it reads differently from `json` (an integer beyond 64 bits it
+    makes a float, so a line with 19 digits in a row goes to `json`) or refuses (NaN, a lone surrogate)."""
+    if _LONG_DIGITS.search(line) is None:
+        try:
+            return orjson.loads(line)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(line)
 
 
 def _reading_key(path: Path, header: dict[str, Any]) -> bytes:

@@ -1,11 +1,14 @@
 """Writing a conversation into the store: `SessionWriter`, one per conversation and process.
 
 Lines are gathered as a run goes and `commit()`ed when a batch is complete (its messages are in the
-transcript): one `write` under an exclusive `flock`, then `fsync`. A killed kernel loses at most the
-batch in flight, and two kernels writing into one workspace never interleave lines of one file. Every
-line passes `nbagent.safety.secrets.redact_value`, then is signed (`nbagent.safety.signing`: HMAC-SHA256, chained, with
-a key kept outside the workspace); a tool result's text longer than `SIDE_FILE_CHARS` is stored cut, with
-the whole text in a side file named in its line with its digest.
+transcript): one `write` under an exclusive `flock`; the fsync follows on the store's own thread (`_syncer`:
+what a commit promises, and when). A killed kernel loses at most the batch in flight, and two kernels
+writing into one workspace never interleave lines of one file. Each line is JSON (`orjson`), redacted
+(`nbagent.safety.secrets.redact`, once over the batch's text: every line but the store's own identifying
+facts, the header and the notebook it belongs to, which name paths the store looks conversations up by),
+then signed (`nbagent.safety.signing`: HMAC-SHA256, chained, with a key kept outside the workspace); a tool
+result's text longer than `SIDE_FILE_CHARS` is stored cut, with the whole text in a side file named in its
+line with its digest.
 
 Reads: the tail of its own file, to continue the chain when it resumes a conversation or another kernel
 appended since; anyone who can write the workspace could have changed it. What could happen: lines
@@ -15,15 +18,20 @@ reader (`_reader`) verifies every line and refuses the file at the first that do
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import hashlib
 import json
 import os
 import re
+import threading
 import time
 import warnings
+import weakref
 from pathlib import Path
 from typing import Any, Iterable
+
+import orjson
 
 from ..messages import Message, TextBlock, ToolResultMessage, UserMessage
 from ..safety.secrets import redact, redact_value
@@ -31,6 +39,7 @@ from ..safety.signing import START, has_mac, key_id, seal, signer
 from ..safety.trust import config_dir, session_key
 from ..transcript import neutral_message
 from ._folder import FORMAT, SessionError, check_id, new_session_id, sessions_dir
+from ._syncer import SYNCER
 
 __all__ = ["SIDE_FILE_CHARS", "SessionWriter"]
 
@@ -41,19 +50,28 @@ SIDE_FILE_CHARS = 64_000
 class SessionWriter:
     """Appends one conversation's facts to its file (see the module docstring)."""
 
+    fsync = True
+    """Whether what is written is also fsynced (off the caller's thread; `close()` waits for it). Off only
+    for folders nobody needs after a machine stops (a benchmark's)."""
+
     def __init__(self, workspace: str | os.PathLike[str], session_id: str | None = None, *,
                  notebook: str | None = None, model: str | None = None, resume: bool = False,
                  origin: str | None = None, notebook_id: str | None = None) -> None:
         self.dir = sessions_dir(workspace)
         self.id = check_id(session_id) if session_id else new_session_id()
         self.path = self.dir / f"{self.id}.jsonl"
-        self._pending: list[str] = []
+        self._pending: list[bytes] = []
         self._side: dict[str, str] = {}
         self._last_body: Any = None
         self._fd = -1
         self._newline = False
         self._signer: Any = None
         self._size = 0
+        self._synced = 0
+        self._held = False
+        self._file: tuple[int, int] = (0, 0)
+        self._sync_lock = threading.Lock()
+        self._sync_error: OSError | None = None
         self.dir.mkdir(parents=True, exist_ok=True)
         if not resume or not self.path.exists():
             if self.path.exists():
@@ -62,15 +80,16 @@ class SessionWriter:
             self._add({"kind": "session", "format": FORMAT, "id": self.id, "created": time.time(),
                        "notebook": notebook, "workspace": str(Path(workspace).resolve()), "model": model,
                        "origin": origin, "key_id": key_id(self._key) if self._key else None,
-                       "notebook_id": notebook_id})
+                       "notebook_id": notebook_id}, own=True)
             self.commit()
         else:
             self._key, self._chain, self._newline, self._size = _resume_chain(self.path)
+            self._synced = self._size
 
     # facts
     def notebook(self, notebook_id: str | None, path: str | None) -> None:
         """Which notebook the conversation belongs to, learned (or changed: a rename) after it started."""
-        self._add({"kind": "notebook", "time": time.time(), "notebook_id": notebook_id, "notebook": path})
+        self._add({"kind": "notebook", "time": time.time(), "notebook_id": notebook_id, "notebook": path}, own=True)
 
     def settings(self, settings: dict[str, Any]) -> None:
         """What the next run was started with (model, tools, mode...): what a resumed conversation keeps."""
@@ -83,7 +102,7 @@ class SessionWriter:
     def messages(self, messages: Iterable[Message]) -> None:
         for m in messages:
             data = neutral_message(m)
-            if isinstance(m, ToolResultMessage):
+            if isinstance(m, ToolResultMessage) and _long(m):
                 data = self._cut(data)
             self._add({"kind": "message", "message": data})
 
@@ -91,7 +110,7 @@ class SessionWriter:
         """A compaction: the range it replaced (those messages are already in the file, whole) and what
         replaced them, so loading gives the compacted transcript and the record keeps everything."""
         self._add({"kind": "compaction", "time": time.time(), "start": compaction.start, "end": compaction.end,
-                   "replacement": [self._cut(neutral_message(m)) if isinstance(m, ToolResultMessage)
+                   "replacement": [self._cut(neutral_message(m)) if isinstance(m, ToolResultMessage) and _long(m)
                                    else neutral_message(m) for m in compaction.replacement],
                    "responses": [neutral_message(m) for m in compaction.responses],
                    "reason": compaction.reason, "stubbed": compaction.stubbed, "summarized": compaction.summarized,
@@ -101,14 +120,17 @@ class SessionWriter:
         """The serialisable parts of a `CallRecord` (the live `details` object stays in the kernel)."""
         decision = getattr(record, "decision", None)
         details = getattr(getattr(record, "result", None), "details", None)
+        arguments = record.arguments
+        if details is not None:
+            details = f"{type(details).__module__}.{type(details).__qualname__}"
         self._add({
             "kind": "call", "id": record.id, "name": record.name, "status": record.status,
-            "arguments": record.arguments if isinstance(record.arguments, dict) else None,
+            "arguments": arguments if isinstance(arguments, dict) else None,
             "decision": None if decision is None else {
                 "allow": decision.allow, "source": decision.source, "reason": decision.reason,
                 "rule": getattr(decision, "rule", None)},
             "duration": getattr(record, "duration", None), "activity": getattr(record, "activity", None),
-            "details_type": None if details is None else f"{type(details).__module__}.{type(details).__qualname__}",
+            "details_type": details,
         })
 
     def request(self, body: Any) -> None:
@@ -122,11 +144,14 @@ class SessionWriter:
         stored = body
         previous = self._last_body
         if isinstance(body, dict) and isinstance(previous, dict):
-            stored = dict(body)
             for key, value in body.items():
+                if not isinstance(value, list):
+                    continue
                 before = previous.get(key)
-                if (isinstance(value, list) and isinstance(before, list) and len(before) > 1
-                        and len(value) >= len(before) and value[: len(before)] == before):
+                if (isinstance(before, list) and len(before) > 1 and len(value) >= len(before)
+                        and value[: len(before)] == before):
+                    if stored is body:
+                        stored = dict(body)
                     stored[key] = {"$prefix": len(before), "rest": value[len(before):]}
         self._last_body = body
         self._add({"kind": "request", "body": stored})
@@ -142,8 +167,16 @@ class SessionWriter:
                    "output": output})
 
     # mechanics
-    def _add(self, fact: dict[str, Any]) -> None:
-        self._pending.append(_ENCODER.encode(fact))
+    def _add(self, fact: dict[str, Any], *, own: bool = False) -> None:
+        """One line, encoded now (the objects it names may change later). `own`: one of the store's
+        identifying facts (the header, the notebook), not redacted: a path that shares six characters with
+        a key must still find its conversations."""
+        try:
+            line = orjson.dumps(fact, default=_jsonable, option=_ORJSON)
+        except TypeError:  # what orjson does not write (an integer beyond 64 bits, a lone surrogate, which
+            # can only be in a string, and goes as the escape JSON has for it)
+            line = _FALLBACK.encode(fact).encode("utf-8", "backslashreplace")
+        self._pending.append(_Own(line) if own else line)
 
     def _cut(self, data: dict[str, Any]) -> dict[str, Any]:
         content = data.get("content")
@@ -164,7 +197,12 @@ class SessionWriter:
         return {**data, "content": out} if changed else data
 
     def commit(self, *, fsync: bool = True) -> None:
-        """Write what was gathered: side files first, then the lines in one write under a lock."""
+        """Write what was gathered: side files first, then the lines in one write under a lock. When it
+        returns, the lines are in the file; with `fsync`, the store's thread makes them durable at once
+        (see `_syncer`), and `close()` waits for that."""
+        if self._sync_error is not None:
+            error, self._sync_error = self._sync_error, None
+            raise error
         if self._side:
             side = self.dir / f"{self.id}.d"
             side.mkdir(exist_ok=True)
@@ -173,53 +211,158 @@ class SessionWriter:
             self._side.clear()
         if not self._pending:
             return
+        lines, self._pending = self._pending, []
+        try:
+            data = self._redacted(lines)
+            size = self._lock()
+        except BaseException:  # nothing was written (a read-only workspace): the lines wait for the next try
+            self._pending[:0] = lines
+            raise
+        try:
+            data, chain = self._sealed(data)
+            view = memoryview(data)
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+            self._chain, self._size = chain, size + len(data)
+        finally:
+            if not self._held:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+        if fsync and self.fsync:
+            SYNCER.soon(self)
+
+    def _lock(self) -> int:
+        """Take the file's lock (or keep it: see below) and return its size; when another kernel appended
+        since, our lines continue its chain.
+
+        Inside a running event loop the lock is kept until the loop next waits (`call_soon`), so a run whose
+        loop does not wait between turns (a model that answers at once) pays for one lock, not one a turn.
+        Another kernel's writer waits for it that long; a writer of this process takes it over at once."""
+        if self._held:
+            return self._size  # held since our last write: nobody appended
         if self._fd < 0:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        fd = self._fd
-        fcntl.flock(fd, fcntl.LOCK_EX)
+            info = os.fstat(self._fd)
+            self._file = (info.st_dev, info.st_ino)
+        holder = _HOLDERS.get(self._file)
+        if holder is not None:  # a writer of this process keeps the lock: it would wait for us to wait
+            holder._unlock()
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:
-            size = os.fstat(fd).st_size
+            size = os.fstat(self._fd).st_size
             if size != self._size:  # another kernel appended since: our lines continue its chain
                 mac, self._newline = _tail(self.path)
                 if mac is not None and self._key is not None:
                     self._chain = mac
-            data, chain = self._encode(self._pending)
-            self._pending.clear()
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            if fsync:
-                os.fsync(fd)
-            self._chain, self._size = chain, size + len(data)
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        except BaseException:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            raise
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return size
+        self._held = True
+        _HOLDERS[self._file] = self
+        loop.call_soon(self._unlock)
+        return size
 
-    def _encode(self, lines: list[str]) -> tuple[bytes, bytes]:
-        """The record-encoding step, one place: the batch redacted as text, once (one regex pass; secrets are
-        also matched in their JSON-escaped spelling, see nbagent.safety.secrets; the replacement holds no character
-        JSON would escape), then each line signed (`nbagent.safety.signing`). Returns the bytes and the chain after."""
-        data = redact("\n".join(lines)).encode("utf-8")
+    def _unlock(self) -> None:
+        if not self._held:
+            return
+        self._held = False
+        if _HOLDERS.get(self._file) is self:
+            del _HOLDERS[self._file]
+        if self._fd >= 0:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def _encode(self, lines: list[bytes]) -> tuple[bytes, bytes]:
+        """The record-encoding step: the lines redacted, then signed. Returns the bytes and the chain after."""
+        return self._sealed(self._redacted(lines))
+
+    def _redacted(self, lines: list[bytes]) -> list[bytes]:
+        """The lines redacted as one text, in one pass (secrets are also matched in their JSON-escaped
+        spelling, see nbagent.safety.secrets; the replacement holds no character JSON would escape and no
+        newline), but for the store's own identifying facts (`_add(own=True)`)."""
+        if any(type(line) is _Own for line in lines):
+            out: list[bytes] = []
+            run: list[bytes] = []
+            for line in lines:
+                if type(line) is _Own:
+                    out += self._redacted(run) if run else []
+                    out.append(bytes(line))
+                    run = []
+                else:
+                    run.append(line)
+            return out + (self._redacted(run) if run else [])
+        joined = b"\n".join(lines)
+        text = joined.decode("utf-8")
+        clean = redact(text)
+        return lines if clean is text else clean.encode("utf-8").split(b"\n")
+
+    def _sealed(self, lines: list[bytes]) -> tuple[bytes, bytes]:
+        """Each line signed (`nbagent.safety.signing`), the chain continued; the bytes to write and the chain after."""
         if self._key is None:
-            data, chain = data + b"\n", self._chain
+            data, chain = b"\n".join(lines) + b"\n", self._chain
         else:
             if self._signer is None:
                 self._signer = signer(self._key)
-            data, chain = seal(self._signer, self._chain, data.split(b"\n"))
+            data, chain = seal(self._signer, self._chain, lines)
         if self._newline:  # the file ended in a line cut short (a killed kernel): start a line of our own
             data, self._newline = b"\n" + data, False
         return data, chain
 
+    def _sync(self) -> None:
+        """fsync what was written so far (on the store's thread; `close()` on the caller's)."""
+        with self._sync_lock:
+            size = self._size
+            if self._fd < 0 or size <= self._synced:
+                return
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                self._sync_error = exc
+                return
+            self._synced = size
+
     def close(self) -> None:
-        """Write what is left and let the file go."""
-        self.commit()
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Write what is left, wait until everything written is on the disk, and let the file go."""
+        try:
+            self.commit(fsync=False)
+        finally:
+            self._unlock()
+            if self.fsync:
+                self._sync()
+            with self._sync_lock:
+                if self._fd >= 0:
+                    os.close(self._fd)
+                    self._fd = -1
+        if self._sync_error is not None:
+            error, self._sync_error = self._sync_error, None
+            raise error
 
     def __del__(self) -> None:
         if getattr(self, "_fd", -1) >= 0:
             os.close(self._fd)
+
+
+_HOLDERS: weakref.WeakValueDictionary[tuple[int, int], SessionWriter] = weakref.WeakValueDictionary()
+"""The writer of this process keeping each file's lock until its loop next waits (`SessionWriter._lock`);
+one whose loop was closed first is let go, and closing its file lets the lock go."""
+
+
+def _long(message: ToolResultMessage) -> bool:
+    """Whether a result holds a text long enough to go to a side file (`SessionWriter._cut`)."""
+    content = message.content
+    if isinstance(content, str):
+        return len(content) > SIDE_FILE_CHARS
+    for block in content:
+        if len(getattr(block, "text", "")) > SIDE_FILE_CHARS:
+            return True
+    return False
+
+
+class _Own(bytes):
+    """A line of the store's own identifying facts: written as it is, not redacted (see `SessionWriter._add`)."""
 
 
 def _writing_key() -> bytes | None:
@@ -281,7 +424,10 @@ def _jsonable(value: Any) -> Any:
     return repr(value)
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_jsonable, separators=(",", ":"))
+_ORJSON = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+"""Keys that are not strings written as strings (as `json` does); dataclasses and dates through `_jsonable`
+(their repr, as `json` would have them)."""
+_FALLBACK = json.JSONEncoder(ensure_ascii=False, default=_jsonable, separators=(",", ":"))
 
 
 def _prompt_text(prompt: Any) -> str:

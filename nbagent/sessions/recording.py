@@ -1,13 +1,22 @@
 """Recording runs into the session store (`nbagent.sessions`) as they go.
 
 `SessionRecorder(writer, run).attach()` listens to a run's events and writes what is new at the points
-where the transcript is whole: the prompt when the run starts, the model's response as soon as it arrives
-(so calls that were running when a kernel died come back "interrupted"), the batch's results at the start
-of the next turn, and the run's end. `rolled_back(run)` is the conversation a run leaves behind.
+where the transcript is whole: the prompt when the run starts; the model's response as soon as it arrives,
+before its calls run (so calls that were running when a kernel died come back "interrupted"); a batch's
+results, call records and the next request when the loop next waits (the next request on its way to the
+provider), or with the next response when that comes first (a model that answers at once: one write a
+turn); and the run's end. `rolled_back(run)` is the conversation a run leaves behind.
+
+What a killed kernel loses, precisely: the lines gathered since the last write. Those are the results of
+the batch in flight (its calls come back "interrupted", since the response that asked for them was written
+before they ran) and, for a kernel killed in the moment between a batch's end and the loop's next wait
+(the loop building the next request, without pausing), the results of the batch that just ended, which
+come back "interrupted" the same way. What is written is durable as `_syncer` says.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from ..messages import AssistantMessage, Message
@@ -17,9 +26,8 @@ __all__ = ["SessionRecorder", "rolled_back"]
 
 
 class SessionRecorder:
-    """Writes a run into a session as it goes, from the run's events: the prompt when it starts, then at
-    the start of every turn (the previous batch's results are in the transcript by then) and at its end,
-    the messages, finished calls and request bodies that are new, committed with an fsync.
+    """Writes a run into a session as it goes, from the run's events (see the module docstring for when),
+    the messages, finished calls and request bodies that are new, each batch's results fsynced.
 
     It reads only the run's public record (`messages`, `calls`, `requests`, `status`), so the loop knows
     nothing of it."""
@@ -31,6 +39,7 @@ class SessionRecorder:
         self._calls = 0
         self._requests = 0
         self._early: Any = None
+        self._later: asyncio.Handle | None = None
         self.error: BaseException | None = None
         """The last error writing raised (recording never fails a run)."""
 
@@ -41,21 +50,26 @@ class SessionRecorder:
     def __call__(self, event: Any) -> None:
         kind = getattr(event, "kind", "")
         try:
-            if kind == "run_started":
-                model = getattr(getattr(self.run, "model", None), "spec", None)
-                self.writer.run_started(getattr(self.run, "prompt", None), model=model,
-                                        mode=getattr(getattr(self.run, "agent", None), "mode", None))
-                self.flush()
-            elif kind == "model_response":
+            if kind == "model_response":
                 # the calls the model asked for are on disk before they run: if the kernel dies during the
-                # batch, resuming answers them "interrupted" (flushed, not fsynced: the batch's end is)
+                # batch, resuming answers them "interrupted"; the last batch's results go with them when
+                # they were still waiting for the loop to wait
                 message = getattr(event, "message", None)
                 if message is not None:
                     self.flush(commit=False)
                     self.writer.messages([message])
                     self._early = message
-                    self.writer.commit(fsync=False)
+                    self.writer.commit()
             elif kind == "turn_started":
+                # the last batch's results are whole now: written when the loop next waits, or with the
+                # response if it comes first (one callback waits for the loop's next wait at a time)
+                self.flush(commit=False)
+                if self._later is None:
+                    self._write_later()
+            elif kind == "run_started":
+                model = getattr(getattr(self.run, "model", None), "spec", None)
+                self.writer.run_started(getattr(self.run, "prompt", None), model=model,
+                                        mode=getattr(getattr(self.run, "agent", None), "mode", None))
                 self.flush()
             elif kind == "compacted":
                 # Every message before it was written at the turn's start; the run's list is the new one now.
@@ -63,8 +77,26 @@ class SessionRecorder:
                 self._messages = len(self.run.messages)
                 self.writer.commit()
             elif kind == "run_finished":
+                if self._later is not None:
+                    self._later.cancel()
+                    self._later = None
                 self.flush(end=True)
         except Exception as exc:  # a full disk must not stop the run; the error is kept
+            self.error = exc
+
+    def _write_later(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # events from outside a loop: nothing waits, write now
+            self.writer.commit()
+            return
+        self._later = loop.call_soon(self._written_later)
+
+    def _written_later(self) -> None:
+        self._later = None
+        try:
+            self.writer.commit()  # what is left since the last write: nothing, when a response came first
+        except Exception as exc:
             self.error = exc
 
     def flush(self, *, end: bool = False, fsync: bool = True, commit: bool = True) -> None:

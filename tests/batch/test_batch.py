@@ -14,8 +14,11 @@ from pydantic import BaseModel
 import nbagent
 from nbagent import Agent, AssistantMessage, RateLimit, ScriptedModel, ToolCall, tool
 from nbagent.batch.store import batches_dir, load_batch
+from nbagent.budget.ratelimit import SLACK
 from nbagent.providers.openai import OpenAIChatModel
-from tests.providers.ratelimited import RateLimitedServer
+from tests.providers.ratelimited import BURSTS, RateLimitedServer
+
+WINDOWS = ["1s-window", "quarter-second-window", "no-window"]
 
 KEY = "sk-batch-test-0123456789abcdef"
 
@@ -24,8 +27,18 @@ def model_for(server: RateLimitedServer, **options) -> OpenAIChatModel:
     return OpenAIChatModel("gpt-4o-mini", base_url=server.url + "/v1", api_key=KEY, **options)
 
 
-async def test_hundreds_of_items_bounded_and_rate_limited_every_answer_in_its_place(tmp_path):
-    async with RateLimitedServer(requests_per_minute=3000, burst_seconds=0.2, latency=0.02) as server:
+def spacing(limiter) -> float:
+    """The least time between two permits the limiter granted."""
+    granted = list(limiter._granted_at)
+    return min(b - a for a, b in zip(granted, granted[1:]))
+
+
+@pytest.mark.parametrize("burst", BURSTS, ids=WINDOWS)
+async def test_hundreds_of_items_paced_under_each_window_every_answer_in_its_place(tmp_path, burst):
+    """The provider enforces its per-minute limit over a second, a quarter second, or no window at all: the
+    limiter paces requests one interval apart (never two at once), and every 429 it meets is its own wait,
+    never an item's failure or retry."""
+    async with RateLimitedServer(requests_per_minute=3000, burst_seconds=burst, latency=0.02) as server:
         agent = Agent(model=model_for(server), workspace=tmp_path)
         batch = agent.map(range(300), "item {item}", concurrency=8,
                           rate_limit=RateLimit(requests_per_minute=3000))
@@ -36,8 +49,37 @@ async def test_hundreds_of_items_bounded_and_rate_limited_every_answer_in_its_pl
     assert [r.index for r in batch.results] == list(range(300))
     assert server.max_in_flight <= 8
     assert server.accepted == 300
-    assert server.limited <= 3  # few 429s: the limiter keeps under the provider's rate
+    assert all(r.attempts == 1 for r in batch.results)  # every 429 was waited out by the limiter
+    assert batch.limiter.rate_limited == server.limited
+    assert spacing(batch.limiter) >= (1 - SLACK) / 50 * (1 - 1e-9)  # paced: never two at once
+    assert batch.limiter.cuts >= (1 if server.limited else 0)  # a 429 slows it down
+    if burst:
+        assert server.limited <= 3  # a window of a quarter second or more: a paced batch meets (almost) none
     assert all(r.tokens > 0 for r in batch.results)
+
+
+@pytest.mark.parametrize("headers", ["openai", "anthropic", "retry-after-ms"])
+async def test_a_429_pauses_for_the_precise_wait_not_the_rounded_retry_after(tmp_path, monkeypatch, headers):
+    """No window at the provider, and 16 items at once: the first flight meets 429s, whose `retry-after` says
+    1 s (rounded up) while the reset (or `retry-after-ms`) says a few ms: the limiter pauses for the latter."""
+    from nbagent.budget import ratelimit
+
+    pauses: list[float] = []
+    pause = ratelimit._Pace.pause
+
+    def spy(self, until, now):
+        pauses.append(until - now)
+        return pause(self, until, now)
+
+    monkeypatch.setattr(ratelimit._Pace, "pause", spy)
+    async with RateLimitedServer(requests_per_minute=3000, burst_seconds=0, latency=0.01, headers=headers) as server:
+        batch = Agent(model=model_for(server), workspace=tmp_path).map(
+            range(40), "p {item}", concurrency=16, rate_limit=RateLimit(requests_per_minute=3000, burst=1))
+        await batch
+    assert [r.output for r in batch.results] == [f"echo: p {i}" for i in range(40)]
+    assert server.limited >= 1 and pauses
+    assert all(refusal["retry-after"] == "1" for refusal in server.refusals)
+    assert max(pauses) < 0.5  # never the rounded second
 
 
 async def test_concurrency_is_the_bound_on_runs_in_flight(tmp_path):
@@ -48,36 +90,43 @@ async def test_concurrency_is_the_bound_on_runs_in_flight(tmp_path):
     assert [r.output for r in batch.results] == [f"echo: n {i}" for i in range(30)]
 
 
-async def test_a_429_pauses_the_whole_batch_instead_of_every_item_retrying_on_its_own(tmp_path):
+@pytest.mark.parametrize("burst", BURSTS, ids=WINDOWS)
+async def test_a_limit_nobody_told_is_learned_from_the_429s(tmp_path, burst):
     """The server sends no limit headers and the person set none: the first burst meets 429s. The batch
-    pauses for the retry-after and then paces itself: a handful of 429s, not one train per item."""
-    async with RateLimitedServer(requests_per_minute=2400, burst_seconds=0.25, latency=0.01) as server:
-        server._limit_headers = lambda: {}  # type: ignore[method-assign]
-        batch = Agent(model=model_for(server), workspace=tmp_path).map(range(60), "x {item}", concurrency=16)
+    learns a rate from them and paces itself: a handful of 429s, not one train per item."""
+    async with RateLimitedServer(requests_per_minute=1200, burst_seconds=burst, latency=0.01, headers="none") as server:
+        batch = Agent(model=model_for(server), workspace=tmp_path).map(range(80), "x {item}", concurrency=16)
         await batch
-    assert [r.output for r in batch.results] == [f"echo: x {i}" for i in range(60)]
+    assert [r.output for r in batch.results] == [f"echo: x {i}" for i in range(80)]
     assert server.limited >= 1 and batch.limiter.rate_limited == server.limited
-    assert batch.limiter.pauses >= 1
-    assert server.limited <= 16 + 6
+    assert batch.limiter.pauses >= 1 and batch.limiter.requests is not None
+    if burst:
+        assert server.limited <= 16 + 6
     assert all(r.attempts == 1 for r in batch.results)  # the provider's retries were the limiter's waits
 
 
-async def test_the_limit_is_learned_from_the_provider_headers(tmp_path):
-    async with RateLimitedServer(requests_per_minute=1200, latency=0.01) as server:
+@pytest.mark.parametrize("burst", BURSTS, ids=WINDOWS)
+async def test_the_limit_is_learned_from_the_provider_headers(tmp_path, burst):
+    async with RateLimitedServer(requests_per_minute=1200, burst_seconds=burst, latency=0.01) as server:
         batch = Agent(model=model_for(server), workspace=tmp_path).map(range(80), "h {item}", concurrency=8)
         await batch
-    assert batch.limiter.requests is not None and batch.limiter.requests.rate == pytest.approx(20.0)
-    assert server.limited <= 3
+    assert [r.output for r in batch.results] == [f"echo: h {i}" for i in range(80)]
+    assert batch.limiter.requests is not None and batch.limiter.requests.ceiling == pytest.approx(20.0)
+    assert all(r.attempts == 1 for r in batch.results)
+    if burst:
+        assert server.limited <= 8 + 3  # the first flight (before any header), then paced
 
 
-async def test_tokens_per_minute_hold(tmp_path):
-    async with RateLimitedServer(tokens_per_minute=60_000, latency=0.01) as server:
-        server._limit_headers = lambda: {}  # type: ignore[method-assign]
+@pytest.mark.parametrize("burst", BURSTS, ids=WINDOWS)
+async def test_tokens_per_minute_hold(tmp_path, burst):
+    async with RateLimitedServer(tokens_per_minute=60_000, burst_seconds=burst, latency=0.01, headers="none") as server:
         batch = Agent(model=model_for(server), workspace=tmp_path).map(
             range(60), "tokens {item}", concurrency=8, rate_limit=RateLimit(tokens_per_minute=60_000))
         await batch
     assert [r.output for r in batch.results] == [f"echo: tokens {i}" for i in range(60)]
-    assert server.limited <= 2
+    assert all(r.attempts == 1 for r in batch.results)
+    if burst:
+        assert server.limited <= 2
     used = sum(r.tokens for r in batch.results)
     assert batch.limiter.tokens_reserved == pytest.approx(used, abs=5)  # every reservation was settled
 

@@ -40,11 +40,13 @@ async def local_cluster(**env):
     return cluster, client
 
 
-async def test_a_batch_on_worker_processes_holds_the_rate_across_them_and_the_key_travels_nowhere(tmp_path):
+async def test_a_batch_on_worker_processes_holds_the_rate_across_them_with_keys_only_in_their_environment(
+        tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # this process has no key: only the workers do
     async with RateLimitedServer(requests_per_minute=1200, latency=0.01) as server:
         cluster, client = await local_cluster(OPENAI_API_KEY=KEY)  # each worker's own environment
         try:
-            model = OpenAIChatModel("gpt-4o-mini", base_url=server.url + "/v1", api_key=KEY)
+            model = OpenAIChatModel("gpt-4o-mini", base_url=server.url + "/v1")
             agent = Agent(model=model, workspace=tmp_path)
             batch = agent.map(range(60), "item {item}", concurrency=8, engine=client,
                               rate_limit=RateLimit(requests_per_minute=1200))
@@ -60,7 +62,8 @@ async def test_a_batch_on_worker_processes_holds_the_rate_across_them_and_the_ke
     assert [r.output for r in batch.results] == [f"echo: item {i}" for i in range(60)]
     assert sorted(seen) == list(range(60))  # streamed back one by one, each once
     assert os.getpid() not in pids and len(pids) == 2  # the items ran in the worker processes
-    assert server.limited <= 3  # the rate held across both workers
+    assert server.limited <= 3  # the rate held across both workers (a second's window at the server)
+    assert batch.limiter.granted >= 60 and batch.limiter.rate_limited == server.limited  # one limiter saw all
     # the key reached the provider (from the workers' environment) and nothing else
     assert all(h.get("authorization") == f"Bearer {KEY}" for h in server.headers_seen)
     assert KEY not in repr(logs) and KEY not in repr(scheduler_logs)
@@ -72,29 +75,140 @@ def test_the_shipped_agent_holds_no_key_and_no_client(tmp_path):
     import cloudpickle
 
     from nbagent.batch.dask import portable_agent
+    from nbagent.batch.dask_keys import model_secrets
 
-    agent = Agent(model=OpenAIChatModel("gpt-4o-mini", base_url="http://127.0.0.1:9/v1", api_key=KEY),
-                  workspace=tmp_path)
-    blob = cloudpickle.dumps(portable_agent(agent, agent.policy))
-    assert KEY.encode() not in blob
+    header_key = "azure-key-5e1f0c9a7b3d2468"
+    agent = Agent(model=OpenAIChatModel("gpt-4o-mini", base_url="http://127.0.0.1:9/v1", api_key=KEY,
+                                        headers={"api-key": header_key, "x-team": "data"}), workspace=tmp_path)
+    shipped = portable_agent(agent, agent.policy)
+    blob = cloudpickle.dumps(shipped)
+    assert KEY.encode() not in blob and header_key.encode() not in blob
+    assert shipped.model.extra_headers == {"x-team": "data"}  # what is not a credential still travels
+    assert model_secrets(agent.model) == {"api_key": KEY, "headers": {"api-key": header_key}}  # sent sealed
     assert agent.model.api_key().value == KEY  # the person's own agent keeps its key
     with pytest.raises(TypeError, match="not picklable"):  # control: the key itself refuses to travel
         cloudpickle.dumps(agent.model)
 
 
-async def test_a_worker_without_a_key_fails_its_items_with_a_clear_error(tmp_path, monkeypatch):
+async def test_a_worker_without_a_key_fails_the_batch_at_its_start_with_one_message(tmp_path, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     async with RateLimitedServer() as server:
-        cluster, client = await local_cluster()
+        cluster, client = await local_cluster()  # workers started with no key in their environment
         try:
-            model = OpenAIChatModel("gpt-4o-mini", base_url=server.url + "/v1", api_key=KEY)
-            batch = Agent(model=model, workspace=tmp_path).map(range(2), "{item}", engine=client)
-            await batch
+            workers = sorted(cluster.scheduler.workers)
+            model = OpenAIChatModel("gpt-4o-mini", base_url=server.url + "/v1")  # and none given in code
+            batch = Agent(model=model, workspace=tmp_path).map(range(200), "{item}", engine=client)
+            await asyncio.wait_for(batch.wait(), 60)
         finally:
             await client.close()
             await cluster.close()
-    assert [r.status for r in batch.results] == ["failed", "failed"]
-    assert "OPENAI_API_KEY" in batch.results[0].error and server.requests == 0
+    assert batch.status == "stopped" and server.requests == 0
+    message = batch.stop_reason
+    assert "OPENAI_API_KEY" in message and any(worker in message for worker in workers)
+    assert "no item was run" in message
+    assert [r.status for r in batch.results] == ["pending"] * 200  # not 200 failures: one message, no item run
+    assert all(r.error is None for r in batch.results)
+
+
+class _Wire:
+    """Every frame this process reads or writes on its Dask comms: a LocalCluster's scheduler runs here, so that
+    is all the scheduler receives and sends (task graphs, queue messages, scattered data, worker reports)."""
+
+    def __init__(self, monkeypatch) -> None:
+        from distributed.comm import tcp
+
+        self.frames: list[bytes] = []
+        reading, writing = tcp.from_frames, tcp.to_frames
+
+        async def from_frames(frames, *args, **kwargs):
+            self.frames += [bytes(f) for f in frames]
+            return await reading(frames, *args, **kwargs)
+
+        async def to_frames(msg, *args, **kwargs):
+            frames = await writing(msg, *args, **kwargs)
+            self.frames += [bytes(f) for f in frames]
+            return frames
+
+        monkeypatch.setattr(tcp, "from_frames", from_frames)
+        monkeypatch.setattr(tcp, "to_frames", to_frames)
+
+    def holds(self, secret: str) -> bool:
+        data = b"".join(self.frames)
+        return secret.encode() in data or secret.encode("utf-16-le") in data
+
+
+async def test_a_key_given_in_code_reaches_every_worker_sealed_and_nothing_of_the_cluster_holds_it(
+        tmp_path, monkeypatch):
+    """Keys given in code (`api_key=` from a secrets manager or getpass): the workers have none in their
+    environment, nor does this process. The key reaches each worker's model (and its redaction), and not the
+    scheduler's traffic (tasks, queues, scattered data), its logs or the workers' logs."""
+    import hashlib
+
+    import dask
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    wire = _Wire(monkeypatch)
+    digest = hashlib.sha256(KEY.encode()).hexdigest()
+
+    def registered_on_worker(digest: str) -> list[str]:  # what the worker's redaction makes of the key
+        from nbagent.safety import secrets
+
+        return [secrets.redact(value) for value in list(secrets._registered)
+                if hashlib.sha256(value.encode()).hexdigest() == digest]
+
+    with dask.config.set({"distributed.comm.compression": False}):
+        async with RateLimitedServer(requests_per_minute=1200, latency=0.01) as server:
+            cluster, client = await local_cluster()
+            try:
+                agent = Agent(model=OpenAIChatModel("gpt-4o-mini", base_url=server.url + "/v1", api_key=KEY),
+                              workspace=tmp_path)
+                batch = agent.map(range(24), "item {item}", concurrency=4, engine=client,
+                                  rate_limit=RateLimit(requests_per_minute=1200))
+                await batch
+                redacted = await client.run(registered_on_worker, digest)
+                logs = await client.get_worker_logs(nanny=True) | await client.get_worker_logs()
+                scheduler_logs = await client.get_scheduler_logs()
+                state = tmp_path / "cluster-state"
+                await client.dump_cluster_state(str(state), format="yaml")
+                held = wire.holds(KEY)
+                await client.submit(len, KEY, pure=False)  # control: a key in a task's arguments is seen
+                control = wire.holds(KEY)
+            finally:
+                await client.close()
+                await cluster.close()
+    assert [r.output for r in batch.results] == [f"echo: item {i}" for i in range(24)]
+    assert all(h.get("authorization") == f"Bearer {KEY}" for h in server.headers_seen)
+    assert all(values == ["[REDACTED:OPENAI_API_KEY]"] for values in redacted.values()) and len(redacted) == 2
+    assert not held and control  # the scheduler's traffic never held it; a task argument would have
+    assert KEY not in repr(logs) and KEY not in repr(scheduler_logs)
+    dumped = [p for p in tmp_path.glob("cluster-state*")]
+    assert dumped and all(KEY.encode() not in p.read_bytes() for p in dumped)
+
+
+async def test_without_the_seal_the_key_would_be_on_the_wire(tmp_path, monkeypatch):
+    """The mechanism turned off (the key put in the runner's queue as it is): the same look at the scheduler's
+    traffic finds it, so the test above can fail."""
+    import dask
+
+    import nbagent.batch.dask as engine
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setattr(engine, "seal", lambda public, secrets, context: repr(secrets).encode())
+    wire = _Wire(monkeypatch)
+    with dask.config.set({"distributed.comm.compression": False}):
+        async with RateLimitedServer() as server:
+            cluster, client = await local_cluster()
+            try:
+                agent = Agent(model=OpenAIChatModel("gpt-4o-mini", base_url=server.url + "/v1", api_key=KEY),
+                              workspace=tmp_path)
+                batch = agent.map(range(2), "{item}", engine=client)
+                await asyncio.wait_for(batch.wait(), 60)
+            finally:
+                await client.close()
+                await cluster.close()
+    assert wire.holds(KEY)
+    assert server.requests == 0  # the runners refuse keys that were not sealed to them
+    assert all(r.status == "failed" and "sealed keys" in r.error for r in batch.results)
 
 
 async def test_a_worker_killed_mid_batch_loses_nothing_and_counts_nothing_twice(tmp_path):
@@ -228,13 +342,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-async def test_a_scheduler_and_workers_started_as_their_own_processes(tmp_path):
+async def test_a_scheduler_and_workers_started_as_their_own_processes(tmp_path, monkeypatch):
+    """A cluster as a user's is: `dask scheduler` and `dask worker` processes, started without a key; the key is
+    given in code, and reaches the workers sealed (what this process sends holds no trace of it)."""
     dask = shutil.which("dask", path=str(Path(sys.executable).parent))
     if dask is None:
         pytest.skip("the dask command is not installed")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    wire = _Wire(monkeypatch)
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": KEY}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("OPENAI_API_KEY", None)
     procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     try:
@@ -251,6 +370,8 @@ async def test_a_scheduler_and_workers_started_as_their_own_processes(tmp_path):
                 batch = agent.map([{"q": f"question {i}"} for i in range(20)], "{q}", engine=client,
                                   rate_limit=RateLimit(requests_per_minute=1200))
                 await batch
+                logs = await client.get_worker_logs()
+                scheduler_logs = await client.get_scheduler_logs()
             finally:
                 await client.close()
     finally:
@@ -259,7 +380,10 @@ async def test_a_scheduler_and_workers_started_as_their_own_processes(tmp_path):
         for proc in procs:
             proc.wait(timeout=20)
     assert [r.output for r in batch.results] == [f"echo: question {i}" for i in range(20)]
+    assert all(h.get("authorization") == f"Bearer {KEY}" for h in server.headers_seen)
     assert server.limited <= 2
+    assert wire.frames and not wire.holds(KEY)
+    assert KEY not in repr(logs) and KEY not in repr(scheduler_logs)
 
 
 async def test_a_synchronous_client_as_a_notebook_makes_it(tmp_path):

@@ -1,19 +1,33 @@
-"""A fake OpenAI Chat Completions server on 127.0.0.1 that limits its rate, as a provider does.
+"""A fake OpenAI Chat Completions server on 127.0.0.1 that limits its rate as providers do.
 
-    server = await RateLimitedServer(requests_per_minute=600, latency=0.04).start()
+    server = await RateLimitedServer(requests_per_minute=3000, burst_seconds=0.25, latency=0.04).start()
     model = OpenAIChatModel("gpt-4o-mini", base_url=server.url + "/v1", api_key="sk-test")
     ...
     server.stats()     # requests, 429s, the most requests in flight at once, answers per prompt
 
-Each request takes a permit from a token bucket (`requests_per_minute`, and `tokens_per_minute` counting the
-body's size / 4 plus the answer's); without one it is answered 429 with `retry-after-ms` / `retry-after` and
-OpenAI's `x-ratelimit-*` headers, as OpenAI does. Accepted requests wait `latency` seconds, then are
-answered streamed (SSE) or as one JSON body, whichever the request asks. The answer is `answer(request)`:
-by default "echo: <the last user message>"; when the request offers a `submit_result` tool the answer is a
-call to it with `structured(text)`. A prompt containing FAIL is answered 400 (an item that fails).
+The limit is per minute, enforced over a shorter window, as OpenAI and Anthropic say they may: each request
+takes a permit from a token bucket holding `burst_seconds` worth of the rate (`BURSTS`: one second, a quarter
+second, or none: one request's worth, so requests must come at least one interval apart), and likewise for
+`tokens_per_minute` (the body's size / 4 plus the answer's). Without one it answers 429 with the headers a
+provider sends (`headers=`):
+
+    "openai"        `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` on every answer (the reset as a Go
+                    duration, `20ms`; on a 429 the kind that ran out says remaining 0 and the reset is the
+                    wait until the refused request would have been taken), and `retry-after` in whole seconds
+    "anthropic"     the same as `anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}`, the reset an
+                    RFC 3339 time
+    "retry-after-ms" no limit headers; a 429 says `retry-after-ms` (precise) and `retry-after`
+    "none"          no limit headers; a 429 says only `retry-after` in whole seconds
+
+On an answer, `remaining` and the reset describe the per-minute budget (as the providers' headers do), not the
+shorter window that refuses: the headers do not warn of a burst that is too big. Accepted requests wait
+`latency` seconds, then are answered streamed (SSE) or as one JSON body, whichever the request asks. The
+answer is `answer(request)`: by default "echo: <the last user message>"; when the request offers a
+`submit_result` tool the answer is a call to it with `structured(text)`. A prompt containing FAIL is answered
+400 (an item that fails).
 
 Also a command, for the benchmarks (prints `port <n>` once listening):
-    python -m tests.providers.ratelimited --rpm 3000 --latency 0.04
+    python -m tests.providers.ratelimited --rpm 3000 --latency 0.04 --burst 0.25
 """
 
 from __future__ import annotations
@@ -21,12 +35,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import time
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
 from tests.providers.fakeserver import LocalServer
 
-__all__ = ["RateLimitedServer"]
+__all__ = ["BURSTS", "HEADER_STYLES", "RateLimitedServer"]
+
+
+BURSTS = (1.0, 0.25, 0.0)
+"""The windows the suite and the benchmark run against: a second's worth at once, a quarter second's, none."""
+HEADER_STYLES = ("openai", "anthropic", "retry-after-ms", "none")
 
 
 class _Bucket:
@@ -36,16 +57,36 @@ class _Bucket:
         self.level = self.capacity
         self.stamp = time.monotonic()
 
-    def take(self, amount: float) -> float:
-        """0 when taken, else the seconds until it could be."""
-        now = time.monotonic()
+    def refill(self, now: float) -> None:
         self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
         self.stamp = now
+
+    def take(self, amount: float, now: float) -> float:
+        """0 when taken, else the seconds until it could be."""
+        self.refill(now)
         need = min(amount, self.capacity)
         if self.level >= need:
             self.level -= amount
             return 0.0
         return (need - self.level) / self.rate
+
+    def until_full(self, now: float) -> float:
+        self.refill(now)
+        return max(0.0, self.capacity - self.level) / self.rate
+
+
+def _go_duration(seconds: float) -> str:
+    """As OpenAI writes a reset: `20ms`, `1.5s`, `6m0s`."""
+    if seconds < 1.0:
+        return f"{max(1, math.ceil(seconds * 1000))}ms"
+    if seconds < 60.0:
+        return f"{seconds:.3g}s"
+    return f"{int(seconds // 60)}m{seconds % 60:.0f}s"
+
+
+def _rfc3339(seconds: float) -> str:
+    when = datetime.now(timezone.utc) + timedelta(seconds=seconds)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _last_user_text(body: dict[str, Any]) -> str:
@@ -64,11 +105,19 @@ class RateLimitedServer(LocalServer):
     backlog = 1024
 
     def __init__(self, *, requests_per_minute: float | None = None, tokens_per_minute: float | None = None,
-                 latency: float = 0.0, burst_seconds: float = 1.0, answer: Callable[[dict], str] | None = None,
-                 structured: Callable[[str], dict] | None = None, model: str = "gpt-4o-mini") -> None:
+                 latency: float = 0.0, burst_seconds: float = 1.0, headers: str = "openai",
+                 answer: Callable[[dict], str] | None = None, structured: Callable[[str], dict] | None = None,
+                 model: str = "gpt-4o-mini") -> None:
         super().__init__()
+        if headers not in HEADER_STYLES:
+            raise ValueError(f"headers is one of {HEADER_STYLES}, not {headers!r}")
+        self.burst_seconds = burst_seconds
+        self.header_style = headers
+        # the windows that refuse, and the per-minute budgets the headers describe
         self.requests_bucket = _Bucket(requests_per_minute, burst_seconds) if requests_per_minute else None
         self.tokens_bucket = _Bucket(tokens_per_minute, burst_seconds) if tokens_per_minute else None
+        self.requests_minute = _Bucket(requests_per_minute, 60.0) if requests_per_minute else None
+        self.tokens_minute = _Bucket(tokens_per_minute, 60.0) if tokens_per_minute else None
         self.rpm, self.tpm = requests_per_minute, tokens_per_minute
         self.latency = latency
         self.answer = answer or (lambda body: "echo: " + _last_user_text(body))
@@ -83,6 +132,10 @@ class RateLimitedServer(LocalServer):
         self.headers_seen: list[dict[str, str]] = []
         self.bodies: list[bytes] = []
         self.keep_bodies = True
+        self.refusals: list[dict[str, str]] = []
+        """The headers of every 429 sent."""
+        self.arrivals: list[float] = []
+        """When each request was read (`time.monotonic()`, the same clock in every process of the machine)."""
 
     def stats(self) -> dict[str, Any]:
         return {"requests": self.requests, "accepted": self.accepted, "limited": self.limited,
@@ -116,28 +169,38 @@ class RateLimitedServer(LocalServer):
 
     async def _handle(self, writer: asyncio.StreamWriter, headers: dict[str, str], raw: bytes) -> None:
         self.requests += 1
+        if len(self.arrivals) < 100_000:
+            self.arrivals.append(time.monotonic())
         if self.keep_bodies:
             self.bodies.append(raw)
             self.headers_seen.append(headers)
         body = json.loads(raw or b"{}")
         text = self.answer(body)
         tokens = len(raw) // 4 + len(text) // 4 + 1
-        wait = 0.0
+        now = time.monotonic()
+        waits = {"requests": 0.0, "tokens": 0.0}
         if self.requests_bucket is not None:
-            wait = self.requests_bucket.take(1)
-        if wait == 0.0 and self.tokens_bucket is not None:
-            wait = self.tokens_bucket.take(tokens)
-            if wait and self.requests_bucket is not None:
+            waits["requests"] = self.requests_bucket.take(1, now)
+        if not waits["requests"] and self.tokens_bucket is not None:
+            waits["tokens"] = self.tokens_bucket.take(tokens, now)
+            if waits["tokens"] and self.requests_bucket is not None:
                 self.requests_bucket.level += 1  # refused: the request's permit goes back
-        limits = self._limit_headers()
+        wait = max(waits.values())
         if wait:
             self.limited += 1
-            error = {"error": {"message": "Rate limit reached; please try again", "type": "requests",
-                               "code": "rate_limit_exceeded"}}
-            self._write(writer, 429, "application/json", json.dumps(error).encode(),
-                        {"retry-after-ms": str(int(wait * 1000) + 1), "retry-after": str(int(wait) + 1), **limits})
+            headers = {**self._limit_headers(now, refused=waits), **self._retry_headers(wait)}
+            if self.keep_bodies:
+                self.refusals.append(headers)
+            error = {"error": {"message": f"Rate limit reached; please try again in {wait * 1000:.0f}ms",
+                               "type": "tokens" if waits["tokens"] else "requests", "code": "rate_limit_exceeded"}}
+            self._write(writer, 429, "application/json", json.dumps(error).encode(), headers)
             await writer.drain()
             return
+        for minute, amount in ((self.requests_minute, 1), (self.tokens_minute, tokens)):
+            if minute is not None:
+                minute.refill(now)
+                minute.level -= amount
+        limits = self._limit_headers(now)
         self.accepted += 1
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -183,14 +246,33 @@ class RateLimitedServer(LocalServer):
             self._write(writer, 200, "application/json", json.dumps(completion).encode(), limits)
         await writer.drain()
 
-    def _limit_headers(self) -> dict[str, str]:
+    def _limit_headers(self, now: float, refused: dict[str, float] | None = None) -> dict[str, str]:
+        """The rate-limit headers of an answer (the per-minute budgets), or of a refusal (`refused`: the wait for
+        each kind; the kind that ran out says remaining 0 and the wait as its reset)."""
+        style = self.header_style
+        if style not in ("openai", "anthropic"):
+            return {}
         out = {}
-        if self.requests_bucket is not None:
-            out["x-ratelimit-limit-requests"] = str(int(self.rpm))
-            out["x-ratelimit-remaining-requests"] = str(max(0, int(self.requests_bucket.level)))
-        if self.tokens_bucket is not None:
-            out["x-ratelimit-limit-tokens"] = str(int(self.tpm))
-            out["x-ratelimit-remaining-tokens"] = str(max(0, int(self.tokens_bucket.level)))
+        for kind, limit, minute in (("requests", self.rpm, self.requests_minute), ("tokens", self.tpm, self.tokens_minute)):
+            if minute is None:
+                continue
+            wait = (refused or {}).get(kind, 0.0)
+            remaining = 0 if wait else max(0, int(minute.level))
+            reset = wait if wait else minute.until_full(now)
+            if style == "openai":
+                out[f"x-ratelimit-limit-{kind}"] = str(int(limit))
+                out[f"x-ratelimit-remaining-{kind}"] = str(remaining)
+                out[f"x-ratelimit-reset-{kind}"] = _go_duration(reset)
+            else:
+                out[f"anthropic-ratelimit-{kind}-limit"] = str(int(limit))
+                out[f"anthropic-ratelimit-{kind}-remaining"] = str(remaining)
+                out[f"anthropic-ratelimit-{kind}-reset"] = _rfc3339(reset)
+        return out
+
+    def _retry_headers(self, wait: float) -> dict[str, str]:
+        out = {"retry-after": str(math.ceil(wait))}  # whole seconds, rounded up, as the providers send it
+        if self.header_style == "retry-after-ms":
+            out["retry-after-ms"] = str(math.ceil(wait * 1000))
         return out
 
     @staticmethod
@@ -209,9 +291,10 @@ async def _main() -> None:
     parser.add_argument("--latency", type=float, default=0.04)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--burst", type=float, default=1.0, help="seconds' worth of requests allowed at once")
+    parser.add_argument("--headers", default="openai", choices=HEADER_STYLES)
     opts = parser.parse_args()
     server = RateLimitedServer(requests_per_minute=opts.rpm, tokens_per_minute=opts.tpm, latency=opts.latency,
-                               burst_seconds=opts.burst)
+                               burst_seconds=opts.burst, headers=opts.headers)
     server.keep_bodies = False
     await server.start(opts.port)
     print(f"port {server.port}", flush=True)
@@ -223,6 +306,10 @@ async def _main() -> None:
             break
         if line.strip() == "reset":
             server.requests = server.accepted = server.limited = server.max_in_flight = 0
+            server.arrivals.clear()
+        if line.strip() == "arrivals":
+            print(json.dumps(server.arrivals), flush=True)
+            continue
         print(json.dumps(server.stats()), flush=True)
     await server.close()
 

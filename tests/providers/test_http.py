@@ -504,3 +504,26 @@ def test_secret_survives_copies() -> None:
 
     secret = Secret(KEY)
     assert copy.deepcopy(secret) is secret and copy.copy(secret) is secret
+
+
+async def test_a_stream_read_to_its_done_event_gives_its_connection_back():
+    """The model stops reading at the stream's last event; what is left of the body (`data: [DONE]`) is read so
+    the connection goes back to the pool: ten requests in a row use one connection, not ten."""
+    from nbagent.messages import UserMessage
+    from nbagent.providers.openai import OpenAIChatModel
+    from tests.providers.ratelimited import RateLimitedServer
+
+    class Counting(RateLimitedServer):
+        connections = 0
+
+        async def _serve(self, reader, writer):
+            self.connections += 1
+            return await super()._serve(reader, writer)
+
+    async with Counting() as server:
+        model = OpenAIChatModel("gpt-4o-mini", base_url=server.url + "/v1", api_key="sk-http-test-0123456789abcdef")
+        for i in range(10):
+            answer = await model.request([UserMessage(f"q{i}")])
+            assert answer.text == f"echo: q{i}"
+        await model.aclose()
+    assert server.requests == 10 and server.connections == 1

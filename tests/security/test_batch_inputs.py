@@ -70,3 +70,47 @@ def test_headers_only_slow_a_batch_down():
     assert limiter.paused_until - before <= MAX_PAUSE + 1
     limiter.observe(429, {}, retry_after=5)  # control: a real retry-after is honoured
     assert limiter.paused_until - before >= MAX_PAUSE  # (the longer pause already in force stays)
+
+
+HOSTILE = ["nan", "inf", "-inf", "-5", "1e400", "9" * 80, "99999999999h", "9999-12-31T00:00:00Z", "0001-01-01T00:00:00Z",
+           "2030-01-01T00:00:00", "\x00", "1s" * 40, "Wed, 21 Oct 9999 07:28:00 GMT", "1" + "0" * 30 + "ms"]
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_a_hostile_reset_or_retry_value_cannot_stall_a_batch(value):
+    """Every header value a limiter reads, set to something no provider sends: at most one bounded pause, a
+    rate that stays a positive number."""
+    import math
+    import time
+
+    limiter = Limiter(RateLimit(requests_per_minute=600, tokens_per_minute=60_000))
+    headers = {f"x-ratelimit-{what}-{kind}": value for what in ("limit", "remaining", "reset")
+               for kind in ("requests", "tokens")}
+    headers.update({"retry-after": value, "retry-after-ms": value, "ratelimit-policy": f"q={value};w={value}"})
+    before = time.monotonic()
+    limiter.observe(200, headers)
+    limiter.observe(429, headers, retry_after=float("inf"))
+    for pace in (limiter.requests, limiter.tokens):
+        assert pace.not_before <= before + MAX_PAUSE + 1
+        assert math.isfinite(pace.rate) and pace.rate > 0 and math.isfinite(pace.level)
+        assert pace.capacity <= pace.rate * 1.0 + 1  # a policy header allows at most a second's worth
+
+
+async def test_a_provider_that_says_retry_at_once_cannot_make_a_batch_hammer():
+    """A 429 after 429 saying "now" (`retry-after-ms: 0`): each one cuts the rate, so the requests slow down
+    geometrically instead of coming back at once; control: one 429 cuts it once."""
+    from nbagent.budget.ratelimit import DECREASE, MIN_RATE
+
+    limiter = Limiter(RateLimit(requests_per_minute=6000))
+    times = []
+    for _ in range(30):
+        seq, at = await limiter.acquire(1, ahead=1e6)
+        times.append(at)
+        limiter.observe(429, {"retry-after-ms": "0", "x-ratelimit-remaining-requests": "0",
+                              "x-ratelimit-reset-requests": "0ms"}, seq=seq, sent=at)
+    assert limiter.requests.rate == pytest.approx(max(MIN_RATE, 100 * DECREASE ** 30))
+    assert times[-1] - times[-2] > 10 * (times[2] - times[1])  # the retries spread out
+    once = Limiter(RateLimit(requests_per_minute=6000))
+    seq, at = await once.acquire(1)
+    once.observe(429, {"retry-after-ms": "20"}, seq=seq, sent=at)
+    assert once.cuts == 1 and once.requests.rate == pytest.approx(100 * DECREASE)

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -130,6 +131,53 @@ def test_secrets_never_reach_the_store(tmp_path: Path, monkeypatch: pytest.Monke
     assert "[REDACTED:OPENAI_API_KEY]" in everything
 
 
+# How each kind of fact is written with a secret in it; `notebook` (and the header) are the store's own
+# identifying facts, written as given: see the test after this one.
+FACTS = {
+    "settings": lambda w, s: w.settings({"model": "openai:gpt-4.1", "note": s}),
+    "run_started": lambda w, s: w.run_started(f"use {s}", model="scripted"),
+    "messages": lambda w, s: w.messages([UserMessage(f"my key is {s}"), AssistantMessage(text=s)]),
+    "compaction": lambda w, s: w.compaction(SimpleNamespace(
+        start=0, end=0, replacement=[UserMessage(s)], responses=[AssistantMessage(text=s)], reason=s, stubbed=0,
+        summarized=0, tokens_before=2, tokens_after=1)),
+    "call": lambda w, s: w.call(SimpleNamespace(id="c1", name="env", status="ok", arguments={"q": s}, decision=None,
+                                                duration=0.1, activity=f"reading {s}", result=None)),
+    "request": lambda w, s: w.request({"headers": {"authorization": f"Bearer {s}"}}),
+    "run_ended": lambda w, s: w.run_ended("failed", error=RuntimeError(f"refused {s}"), output=s),
+}
+OWN = {"notebook"}
+
+
+def test_every_fact_the_store_writes_is_redacted_but_its_own_identifying_ones(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    methods = {name for name, value in vars(SessionWriter).items() if callable(value) and not name.startswith("_")}
+    assert methods - {"commit", "close"} == set(FACTS) | OWN  # a new kind of fact says how it is redacted
+    key = "sk-proj-Qm7Xv2Lp9Rt4Wz8Kc3Nb6Hd1Fy5Gs0Ja"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    for name, write in FACTS.items():
+        w = SessionWriter(tmp_path)
+        write(w, key)
+        w.close()
+        text = w.path.read_text()
+        assert key not in text and key[5:17] not in text and "[REDACTED:OPENAI_API_KEY" in text, name
+
+
+def test_a_notebook_path_sharing_a_piece_with_a_key_still_finds_its_conversations(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a key given as api_key= stays known to the process; "test-0" is a piece of it, and of the path
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789abcdef0123")
+    notebook, renamed = str(tmp_path / "pytest-0" / "a.ipynb"), str(tmp_path / "pytest-0" / "b.ipynb")
+    w = SessionWriter(tmp_path, notebook=notebook, model="scripted")
+    w.run_started(f"look at {notebook}")
+    w.close()
+    assert [i.id for i in list_sessions(tmp_path, notebook=notebook)] == [w.id]
+    assert "[REDACTED:OPENAI_API_KEY piece]" in load_session(tmp_path, w.id).runs[0]["prompt"]  # content is redacted
+    w = SessionWriter(tmp_path, w.id, resume=True)
+    w.notebook("nb-1", renamed)
+    w.close()
+    assert [i.id for i in list_sessions(tmp_path, notebook=renamed)] == [w.id]
+
+
 _WRITER = """
 import os, sys
 from nbagent import UserMessage
@@ -251,3 +299,97 @@ def test_a_kernel_killed_mid_batch_resumes_with_the_call_interrupted(tmp_path: P
     assert resumed.conversation[-1].content[0].text == INTERRUPTED
     run = resumed.run_sync("go on")
     assert run.status == "done" and check_transcript(run.messages) == []
+
+
+def _session_text(tmp_path: Path, agent: Agent) -> str:
+    return (tmp_path / ".nbagent" / "sessions" / f"{agent.session_id}.jsonl").read_text()
+
+
+def test_a_batchs_results_are_on_disk_while_the_next_request_waits(tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    async def slow_answer(messages):
+        await asyncio.sleep(0.01)  # the provider takes its time: the loop waits, and writes meanwhile
+        seen.append(_session_text(tmp_path, agent))
+        return "three"
+
+    agent = Agent(model=ScriptedModel(_answers(slow_answer)), tools=[add], workspace=tmp_path, session=True,
+                  approver=lambda request: True)
+    agent.run_sync("add 1 and 2")
+    assert '"role":"tool"' in seen[0] and '"kind":"call"' in seen[0]
+
+
+def test_control_a_model_that_answers_at_once_gets_the_results_written_with_its_answer(tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    def instant_answer(messages):
+        seen.append(_session_text(tmp_path, agent))
+        return "three"
+
+    agent = Agent(model=ScriptedModel(_answers(instant_answer)), tools=[add], workspace=tmp_path, session=True,
+                  approver=lambda request: True)
+    agent.run_sync("add 1 and 2")
+    assert '"role":"tool"' not in seen[0]  # nothing waited: one write for the results and the answer
+    assert [type(m).__name__ for m in load_session(tmp_path, agent.session_id).messages] == [
+        "UserMessage", "AssistantMessage", "ToolResultMessage", "AssistantMessage"]
+
+
+def test_what_orjson_writes_or_reads_differently_round_trips_as_json_has_it(tmp_path: Path) -> None:
+    w = SessionWriter(tmp_path)
+    big = {"n": 2**70, "m": -(2**64), "x": float("inf"), "s": "lone \ud800 surrogate", 3: "int key"}
+    plain = {"x": float("nan"), 3: "int key", "when": Path("/data/x.csv"), "ids": {1, 2}, "raw": b"\x00\x01"}
+    for i, arguments in enumerate((big, plain)):
+        w.call(SimpleNamespace(id=f"c{i}", name="f", status="ok", arguments=arguments, decision=None, duration=0.0,
+                               activity="", result=None))
+    w.close()
+    stored = load_session(tmp_path, w.id)
+    assert not stored.warnings
+    # beyond orjson (integers over 64 bits, a lone surrogate): the line is written and read by `json`, exactly
+    assert stored.calls[0]["arguments"] == {"n": 2**70, "m": -(2**64), "x": float("inf"), "s": "lone \ud800 surrogate",
+                                            "3": "int key"}
+    assert isinstance(stored.calls[0]["arguments"]["n"], int)
+    # the rest as `json` would have it, but numbers JSON has not (NaN, infinities), which are null
+    assert stored.calls[1]["arguments"] == {"x": None, "3": "int key", "when": "/data/x.csv", "ids": [1, 2],
+                                            "raw": "<2 bytes>"}
+
+
+def test_a_secret_in_a_line_json_writes_is_redacted_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "pässwörd-Zq8vN2xPm"
+    monkeypatch.setenv("DB_PASSWORD", secret)
+    w = SessionWriter(tmp_path)
+    w.call(SimpleNamespace(id="c1", name="f", status="ok", arguments={"n": 2**70, "s": f"\ud800 {secret}"},
+                           decision=None, duration=0.0, activity="", result=None))
+    w.close()
+    text = w.path.read_text(encoding="utf-8")
+    assert secret not in text and "[REDACTED:DB_PASSWORD]" in text
+    assert load_session(tmp_path, w.id).calls[0]["arguments"]["s"] == "\ud800 [REDACTED:DB_PASSWORD]"
+
+
+def test_the_lock_is_kept_until_the_loop_waits_and_a_writer_of_this_process_takes_it_over(tmp_path: Path) -> None:
+    import fcntl
+
+    async def go() -> str:
+        w = SessionWriter(tmp_path)
+        w.messages([AssistantMessage(text="first")])
+        w.commit()
+        other = os.open(w.path, os.O_RDONLY)
+        try:
+            with pytest.raises(BlockingIOError):  # another kernel would wait: the loop has not waited yet
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            second = SessionWriter(tmp_path, w.id, resume=True)  # this process: no deadlock, it takes over
+            second.messages([AssistantMessage(text="second")])
+            second.commit()
+            w.messages([AssistantMessage(text="third")])
+            w.commit()  # and back: our lines continue the chain the other writer extended
+            await asyncio.sleep(0)  # the loop waits: the lock goes
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(other, fcntl.LOCK_UN)
+        finally:
+            os.close(other)
+        w.close()
+        second.close()
+        return w.id
+
+    session_id = asyncio.run(go())
+    stored = load_session(tmp_path, session_id)
+    assert stored.signed and [m.text for m in stored.messages] == ["first", "second", "third"]
