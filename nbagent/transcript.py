@@ -99,10 +99,10 @@ def neutral_message(msg: Message, *, said: bool = True) -> dict[str, Any]:
             "is_error": msg.is_error,
         }
     if isinstance(msg, UserMessage):
-        out = {"role": "user", "content": _blocks(msg.content)}
+        user: dict[str, Any] = {"role": "user", "content": _blocks(msg.content)}
         if said and msg.said is not None:
-            out["said"] = msg.said
-        return out
+            user["said"] = msg.said
+        return user
     if isinstance(msg, AssistantMessage):
         out: dict[str, Any] = {"role": "assistant", "content": msg.text}
         if msg.tool_calls:
