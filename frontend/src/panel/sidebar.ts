@@ -339,7 +339,10 @@ export class AgentPanel extends Widget {
   private updateCard(card: Card, run: ShownRun, hub: PanelHub, nb: NotebookPanel): void {
     card.el.dataset.status = run.status;
     card.title.textContent = '';
-    const from = run.source === 'panel' ? 'from the panel' : 'from a cell';
+    let from = run.source === 'panel' ? 'from the panel' : 'from a cell';
+    if (run.kind === 'fix' || run.kind === 'explain') {
+      from += ' · a side thread'; // Fix and Explain do not grow the conversation the box continues
+    }
     card.title.append(el('span', 'nba-panel-run-label', run.label),
       el('span', 'nba-panel-run-meta', ` · ${statusWord(run.status)} · ${from}`));
     let want: string;

@@ -184,7 +184,9 @@ class PanelHub:
         stored = session.stored
         if resume and stored.last is None and stored.resumed is None and not data.get("new"):
             stored.resume(resume)  # the stored conversation the panel showed: the run continues it
-        options = RunOptions(model=data.get("model") or None, new=bool(data.get("new")))
+        # Fix and Explain are side threads: the conversation the panel's prompts continue does not grow with them
+        options = RunOptions(model=data.get("model") or None, new=bool(data.get("new")),
+                             side=kind in ("fix", "explain"))
         displays = session.displays
         before, displays.cell_id = displays.cell_id, None  # not started by a cell: no cell's run to show again
         try:
