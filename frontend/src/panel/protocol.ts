@@ -314,6 +314,23 @@ export interface StoredMessage {
 export interface Settings {
   model: string | null;
   mode: string;
+  /**
+   * The models the picker offers: those defined in the kernel, then the priced models of each provider whose key is set.
+   *
+   * @maxItems 300
+   */
+  models?: ModelChoice[];
+}
+/**
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "ModelChoice".
+ */
+export interface ModelChoice {
+  /**
+   * What the run is started with (as %agent --model takes it).
+   */
+  spec: string;
+  label: string;
 }
 /**
  * This interface was referenced by `PanelProtocol`'s JSON-Schema

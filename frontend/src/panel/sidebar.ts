@@ -13,7 +13,7 @@ import { IRenderMime, MimeModel } from '@jupyterlab/rendermime';
 import { Widget } from '@lumino/widgets';
 
 import { PanelHub, ShownRun, nameOf, shownName } from './hub';
-import type { Change, RunHead, StartKind, StoredConversation } from './protocol';
+import type { Change, ModelChoice, RunHead, StartKind, StoredConversation } from './protocol';
 import { undoAll, undoSummary } from './changes';
 import { undoChange } from './review';
 
@@ -54,6 +54,22 @@ export function contextFold(sent: string): HTMLElement {
   return fold;
 }
 
+/** The model picker's choices (what the kernel offers: its own models, the priced models of providers with a key). */
+export function fillChoices(list: HTMLDataListElement, models: readonly ModelChoice[]): void {
+  const stamp = models.map(m => m.spec).join('\n');
+  if (list.dataset.stamp === stamp) {
+    return;
+  }
+  list.dataset.stamp = stamp;
+  list.textContent = '';
+  for (const choice of models) {
+    const option = document.createElement('option');
+    option.value = choice.spec;
+    option.label = choice.label;
+    list.append(option);
+  }
+}
+
 export class AgentPanel extends Widget {
   private notebook: NotebookPanel | null = null;
   private hub: PanelHub | null = null;
@@ -66,6 +82,7 @@ export class AgentPanel extends Widget {
   private readonly aboutEl = el('div', 'nba-panel-about');
   private readonly prompt = document.createElement('textarea');
   private readonly model = document.createElement('input');
+  private readonly choices = document.createElement('datalist');
   private readonly fresh = document.createElement('input');
   private readonly send = el('button', 'nba-panel-send jp-Button', 'Send') as HTMLButtonElement;
   private readonly errorEl = el('div', 'nba-panel-error');
@@ -83,12 +100,14 @@ export class AgentPanel extends Widget {
     this.prompt.rows = 3;
     this.model.className = 'nba-panel-model';
     this.model.placeholder = 'model (the conversation\'s)';
+    this.choices.id = `nbagent-models-${Math.random().toString(36).slice(2)}`;
+    this.model.setAttribute('list', this.choices.id);
     this.fresh.type = 'checkbox';
     this.fresh.className = 'nba-panel-new';
     const freshLabel = el('label', 'nba-panel-newlabel');
     freshLabel.append(this.fresh, document.createTextNode(' new conversation'));
     const row = el('div', 'nba-panel-row');
-    row.append(this.model, freshLabel, this.send);
+    row.append(this.model, this.choices, freshLabel, this.send);
     const ask = el('div', 'nba-panel-ask');
     ask.append(this.aboutEl, this.prompt, row, this.errorEl);
     this.node.append(top, this.statusEl, this.convEl, this.runsEl, this.storedEl, ask);
@@ -256,6 +275,7 @@ export class AgentPanel extends Widget {
     const runs = [...hub.runs.values()];
     const last = runs.length ? runs[runs.length - 1] : null;
     const head: Partial<RunHead> = last?.head ?? {};
+    fillChoices(this.choices, hub.config.models ?? []);
     const model = head.model ?? hub.config.model ?? 'no model set';
     const mode = head.mode ?? hub.config.mode ?? '';
     const chips: [string, string, string][] = [

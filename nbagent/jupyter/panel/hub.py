@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
@@ -39,6 +40,7 @@ from nbagent import render
 from nbagent.messages import UserMessage
 
 from ..protocol import problem, request_ops
+from .choices import model_choices
 from .model import EDIT_TOOLS, run_summary, stored_summary
 from .prompts import cell_prompt, mention_prompt
 
@@ -147,17 +149,21 @@ class PanelHub:
         conversation = session.stored.last
         return {"runs": runs, "stored": stored, "session_id": session.stored.session_id,
                 "kernel": session.stored.origin, "conversation": conversation.id if conversation is not None else None,
-                "config": {"model": _spec(session.config.model), "mode": str(session.config.mode)}}
+                "config": {"model": _spec(session.config.model), "mode": str(session.config.mode),
+                           "models": model_choices(session.shell.user_ns, os.environ,
+                                                   getattr(session.shell, "user_ns_hidden", {}))}}
 
     def _stored(self) -> dict[str, Any] | None:
         from nbagent.sessions import SessionError, list_sessions, load_session
+
+        from ..session.conversation import latest_main
 
         notebook = self.session.stored.notebook_path()
         try:
             found = list_sessions(self.session.workspace, notebook=notebook) if notebook else []
             if not found:
                 return None
-            return stored_summary(load_session(self.session.workspace, found[-1].id))
+            return stored_summary(load_session(self.session.workspace, latest_main(found).id))
         except (SessionError, OSError, ValueError) as exc:
             return {"id": None, "error": f"the stored conversation could not be read: {exc}", "messages": []}
 

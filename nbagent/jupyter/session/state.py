@@ -187,7 +187,7 @@ class NotebookSession:
             options = self.carry(options, stored.last)
             settings = stored.settings
             stored.begin()
-            stored.settings = settings
+            stored.settings = {**settings, "side": True}  # stored so: resuming and the panel skip it
             agent = self.agents.agent(options)
             run = agent.start(prompt)
             runs.shorten_error(run)

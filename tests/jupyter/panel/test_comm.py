@@ -121,6 +121,8 @@ def test_a_panel_run_is_the_same_run_and_its_decision_binds(kernel):
     page = Page(kernel)
     state = page.ask("state")["result"]
     assert state["runs"] == [] and state["config"]["model"] == "model"
+    # the picker offers the model the notebook defined (by its name, as %agent --model takes it)
+    assert state["config"]["models"][0] == {"spec": "model", "label": "model: scripted, defined in this kernel"}
     started = page.ask("start", prompt="What is 6 * 7?", kind="prompt")
     assert started["ok"], started
     run = started["result"]
@@ -191,6 +193,10 @@ def test_fix_gives_the_cell_as_data_and_its_edit_can_be_undone(kernel):
         assert change["name"] == "cell 2 rate = total / count", change["name"]  # as the person sees it, not "c2"
         assert change["after"] == "rate = total / max(count, 1)" and change["undone"] is False
         assert page.ask("undone", run=fix["id"], call=change["call"])["ok"]
+        # --resume (and the panel after a restart) picks the conversation, not the later side thread
+        main = kernel.value(f"{session}.stored.session_id")
+        assert kernel.value(f"[i.id for i in {session}.stored.mine()][-1]") != main  # the Fix, stored apart
+        assert kernel.value(f"{session}.stored.resume().info.id") == main
         assert page.pushed(lambda r: r["id"] == fix["id"] and r["changes"] and r["changes"][0]["undone"])["changes"][0]["undone"]
         # a run %agent started in a cell is followed too
         kernel.execute("%agent --new --model model What now?")

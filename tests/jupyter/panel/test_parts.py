@@ -155,3 +155,28 @@ def test_an_at_mention_sends_what_the_name_holds_never_a_table_s_rows():
     assert "@b" not in data  # an e-mail address is not a mention
     assert mention_prompt("@_private and @In", {"_private": 1, "In": []}, hidden={"In"}).count("not defined") == 2
     assert mention_prompt("plain words", {"sales": sales}) is None
+
+
+def test_the_model_picker_offers_the_kernel_s_models_then_those_of_providers_with_a_key():
+    from nbagent import ScriptedModel
+    from nbagent.budget.pricing import priced_models
+    from nbagent.jupyter.panel.choices import model_choices
+
+    namespace = {"model": ScriptedModel(["hi"]), "_hidden_model": ScriptedModel(["x"]), "In": [], "n": 3}
+    assert model_choices(namespace, {}) == [{"spec": "model", "label": "model: scripted, defined in this kernel"}]
+    offered = [c["spec"] for c in model_choices(namespace, {"ANTHROPIC_API_KEY": "sk-ant-x", "OPENAI_API_KEY": ""})]
+    assert offered[0] == "model" and len(offered) > 5
+    assert all(s.startswith("anthropic:") for s in offered[1:])  # an empty key is no key
+    assert [s.split(":", 1)[1] for s in offered[1:]] == list(priced_models("anthropic"))
+    assert priced_models("ollama") == () and "sk-ant-x" not in str(model_choices(namespace, {"ANTHROPIC_API_KEY": "sk-ant-x"}))
+
+
+def test_the_latest_main_conversation_skips_side_threads():
+    from types import SimpleNamespace
+
+    from nbagent.jupyter.session.conversation import latest_main
+
+    main, side = SimpleNamespace(id="a", settings={"model": "m"}), SimpleNamespace(id="b", settings={"side": True})
+    assert latest_main([main, side]).id == "a"
+    assert latest_main([SimpleNamespace(id="c", settings=None), main]).id == "a"
+    assert latest_main([side]).id == "b"  # only side threads: the latest of them
