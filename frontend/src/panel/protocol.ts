@@ -18,12 +18,12 @@ export type PageRequest = StateRequest | StartRequest | DecideRequest | StopRequ
  */
 export type RequestId = number;
 /**
- * A prompt typed in the panel, or one of the buttons on a cell: Ask, Fix with nbagent, Explain.
+ * A prompt typed in the panel, or one of the buttons on a cell: Ask, Fix with nbagent, Explain; "plan": propose a plan for the prompt first (plan mode: nothing changes); "follow": the prompt is the plan the person approved (edited or not), to carry out step by step.
  *
  * This interface was referenced by `PanelProtocol`'s JSON-Schema
  * via the `definition` "StartKind".
  */
-export type StartKind = 'prompt' | 'ask' | 'fix' | 'explain';
+export type StartKind = 'prompt' | 'ask' | 'fix' | 'explain' | 'plan' | 'follow';
 /**
  * An id, a model's name, a digest.
  *
@@ -219,6 +219,10 @@ export interface RunSummary {
   html: string | null;
   reviews: Review[];
   changes: Change[];
+  /**
+   * A plan-first run that ended: the plan it proposed, for the person to edit and approve.
+   */
+  plan?: string | null;
 }
 /**
  * The run's model, mode and tools, its cost and how full its context window is (text, with a title each).

@@ -84,6 +84,8 @@ export class AgentPanel extends Widget {
   private readonly model = document.createElement('input');
   private readonly choices = document.createElement('datalist');
   private readonly fresh = document.createElement('input');
+  private readonly planFirst = document.createElement('input');
+  private readonly plans = new Map<string, HTMLElement>();
   private readonly send = el('button', 'nba-panel-send jp-Button', 'Send') as HTMLButtonElement;
   private readonly errorEl = el('div', 'nba-panel-error');
   private readonly pathEl = el('div', 'nba-panel-path');
@@ -106,8 +108,13 @@ export class AgentPanel extends Widget {
     this.fresh.className = 'nba-panel-new';
     const freshLabel = el('label', 'nba-panel-newlabel');
     freshLabel.append(this.fresh, document.createTextNode(' new conversation'));
+    this.planFirst.type = 'checkbox';
+    this.planFirst.className = 'nba-panel-planfirst';
+    const planLabel = el('label', 'nba-panel-newlabel');
+    planLabel.title = 'nbagent proposes a plan and changes nothing; you edit the plan, then run it';
+    planLabel.append(this.planFirst, document.createTextNode(' plan first'));
     const row = el('div', 'nba-panel-row');
-    row.append(this.model, this.choices, freshLabel, this.send);
+    row.append(this.model, this.choices, freshLabel, planLabel, this.send);
     const ask = el('div', 'nba-panel-ask');
     ask.append(this.aboutEl, this.prompt, row, this.errorEl);
     this.node.append(top, this.statusEl, this.convEl, this.runsEl, this.storedEl, ask);
@@ -171,7 +178,8 @@ export class AgentPanel extends Widget {
       this.showError('Type what nbagent should do first.');
       return;
     }
-    if (await this.run(text, cell ? 'ask' : 'prompt', cell)) {
+    if (await this.run(text, cell ? 'ask' : this.planFirst.checked ? 'plan' : 'prompt', cell)) {
+      this.planFirst.checked = false;
       this.prompt.value = '';
       this.about = null;
       this.render();
@@ -393,6 +401,36 @@ export class AgentPanel extends Widget {
       }
     }
     this.renderChanges(card, run, hub, nb);
+    this.renderPlan(card, run);
+  }
+
+  /** A plan-first run's plan, to edit and run (kept across updates: what the person typed stays). */
+  private renderPlan(card: Card, run: ShownRun): void {
+    if (typeof run.plan !== 'string') {
+      return;
+    }
+    let box = this.plans.get(run.id);
+    if (!box) {
+      box = el('div', 'nba-panel-plan');
+      const text = document.createElement('textarea');
+      text.className = 'nba-panel-plan-text';
+      text.value = run.plan;
+      text.rows = Math.min(14, run.plan.split('\n').length + 1);
+      const go = el('button', 'jp-Button nba-panel-plan-run', 'Run this plan') as HTMLButtonElement;
+      go.title = 'Carry out the plan as it stands here, step by step (nothing was changed yet)';
+      go.onclick = async () => {
+        go.disabled = true;
+        if (await this.run(text.value, 'follow', null)) {
+          go.textContent = 'Plan started';
+          text.readOnly = true;
+        } else {
+          go.disabled = false;
+        }
+      };
+      box.append(el('div', 'nba-panel-changes-title', 'The plan: edit it, then run it'), text, go);
+      this.plans.set(run.id, box);
+    }
+    card.changes.append(box);
   }
 
   private renderWidget(card: Card, modelId: string, nb: NotebookPanel): void {

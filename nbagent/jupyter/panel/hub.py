@@ -42,7 +42,7 @@ from nbagent.messages import UserMessage
 from ..protocol import problem, request_ops
 from .choices import model_choices
 from .model import EDIT_TOOLS, run_summary, stored_summary
-from .prompts import cell_prompt, mention_prompt
+from .prompts import cell_prompt, follow_prompt, mention_prompt, plan_prompt
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..session.state import NotebookSession
@@ -175,12 +175,19 @@ class PanelHub:
         prompt: Any = data["prompt"]
         label = render.one_line(prompt, 120)
         cell = data.get("cell")
-        if kind != "prompt":
+        mode = None
+        if kind in ("ask", "fix", "explain"):
             hidden = getattr(session.shell, "user_ns_hidden", {})
             text, said = cell_prompt(kind, cell, prompt, session.shell.user_ns, hidden)
             prompt, label = UserMessage(text, said=said), render.one_line(said, 120)
         elif not prompt.strip():
-            raise UsageError("type what nbagent should do first")
+            raise UsageError("type what nbagent should do first" if kind != "follow" else "the plan is empty")
+        elif kind == "plan":  # plan first: a plan, and nothing changed (plan mode runs read-only tools only)
+            prompt, label, mode = UserMessage(plan_prompt(prompt), said=prompt), "Plan first: " + label, "plan"
+        elif kind == "follow":  # the plan as the person approved it, carried out in the notebook's own mode
+            said = "Carry out the plan"
+            prompt, label = UserMessage(follow_prompt(prompt), said=said), said
+            mode = str(session.config.mode) if str(session.config.mode) != "plan" else "default"
         else:  # @df, @total: what those names hold goes with the words, folded under them in the views
             hidden = getattr(session.shell, "user_ns_hidden", {})
             mentioned = mention_prompt(prompt, session.shell.user_ns, hidden)
@@ -191,7 +198,7 @@ class PanelHub:
         if resume and stored.last is None and stored.resumed is None and not data.get("new"):
             stored.resume(resume)  # the stored conversation the panel showed: the run continues it
         # Fix and Explain are side threads: the conversation the panel's prompts continue does not grow with them
-        options = RunOptions(model=data.get("model") or None, new=bool(data.get("new")),
+        options = RunOptions(model=data.get("model") or None, new=bool(data.get("new")), mode=mode,
                              side=kind in ("fix", "explain"))
         displays = session.displays
         before, displays.cell_id = displays.cell_id, None  # not started by a cell: no cell's run to show again

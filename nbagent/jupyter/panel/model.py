@@ -131,7 +131,16 @@ def run_summary(run: Any, view: Any, meta: dict[str, Any], undone: set[str], *, 
     return {"id": run.id, "status": run.status, "label": meta.get("label") or render.one_line(render.prompt_words(run.prompt)[0], 120),
             "source": meta.get("source", "cell"), "kind": meta.get("kind", "ask"), "cell": meta.get("cell"),
             "head": head_part, "widget": widget_id, "html": html,
-            "reviews": reviews(view, seen) if live and view is not None else [], "changes": change_list}
+            "reviews": reviews(view, seen) if live and view is not None else [], "changes": change_list,
+            "plan": _plan(run) if meta.get("kind") == "plan" and run.status == "done" else None}
+
+
+def _plan(run: Any) -> str | None:
+    """The plan a plan-first run proposed: its last text."""
+    for message in reversed(list(getattr(run, "new_messages", ()) or ())):
+        if getattr(message, "kind", "") == "assistant" and str(getattr(message, "text", "") or "").strip():
+            return str(message.text).strip()
+    return None
 
 
 def stored_summary(stored: Any) -> dict[str, Any]:

@@ -24,7 +24,8 @@ from nbagent.safety.secrets import redact
 
 from ..notebook.cells import NotebookCell, cell_name
 
-__all__ = ["cell_prompt", "mention_prompt", "mentions", "relevant_variables", "shown_name", "KINDS"]
+__all__ = ["cell_prompt", "follow_prompt", "mention_prompt", "mentions", "plan_prompt", "relevant_variables",
+           "shown_name", "KINDS"]
 
 KINDS = ("ask", "fix", "explain")
 MAX_SOURCE = 8000
@@ -221,3 +222,24 @@ def cell_prompt(kind: str, cell: dict[str, Any], question: str, namespace: dict[
         parts.append(_block("Values in the kernel of names the cell uses:",
                             "\n".join(f"{var}: {text}" for var, text in variables)))
     return redact("\n\n".join(parts)), redact(said)
+
+
+MAX_PLAN = 20_000
+
+
+def plan_prompt(words: str) -> str:
+    """Plan first: the model proposes a plan for what the person asked, and changes nothing (the run is in plan
+    mode: only read-only tools run). The person edits the plan in the panel, then approves it."""
+    return ("Before anything is done, propose a plan for what the person asks below. Look at what you need with "
+            "read-only tools (read_notebook, reading files), but change nothing and run nothing that changes "
+            "anything. Answer with the plan only: a numbered list of short, concrete steps (1. ..., 2. ...), "
+            "each one thing to do. The person will edit the plan, then approve it.\n\nThe person asks: "
+            + words.strip())
+
+
+def follow_prompt(plan: str) -> str:
+    """The plan the person approved (perhaps edited), to carry out step by step."""
+    plan = _clip(plan.strip(), MAX_PLAN)
+    return ("The person approved this plan (they may have edited it: follow it as it is now, not as first "
+            "proposed). Carry it out step by step, in order. Before each step, say which step you are on, as "
+            "\"Step N of M: ...\". If a step cannot be done, say why and stop.\n\n" + _block("The plan:", plan))

@@ -228,6 +228,36 @@ def test_an_at_mention_in_the_panel_sends_what_the_name_holds_beside_the_words(k
     assert page.ask("stop", run=run["id"])["result"]["stopped"] is True
 
 
+PLAN_SETUP = r'''%load_ext nbagent
+from nbagent import ScriptedModel
+model = ScriptedModel(["1. Read the cell.\n2. Divide by max(count, 1).", "Step 1 of 2: read. Step 2 of 2: done."],
+                      delay=0.01)
+%config NBAgent.model = "model"
+'''
+
+
+def test_plan_first_proposes_a_plan_in_plan_mode_then_follows_the_plan_as_edited(kernel):
+    kernel.execute(PLAN_SETUP)
+    page = Page(kernel)
+    planned = page.ask("start", prompt="make the rate safe", kind="plan")["result"]
+    assert planned["label"] == "Plan first: make the rate safe"
+    done = page.pushed(lambda r: r["id"] == planned["id"] and r["status"] == "done")
+    assert done["head"]["mode"] == "plan" and done["plan"] == "1. Read the cell.\n2. Divide by max(count, 1)."
+    session = "__import__('nbagent.jupyter').jupyter.get_session()"
+    assert kernel.value(f"{session}.runs[-1].prompt.said") == "make the rate safe"
+    edited = "1. Read the cell.\n2. Divide by max(count, 1) and say so in a comment."
+    follow = page.ask("start", prompt=edited, kind="follow")["result"]
+    assert follow["label"] == "Carry out the plan" and follow["plan"] is None
+    ended = page.pushed(lambda r: r["id"] == follow["id"] and r["status"] == "done")
+    assert ended["head"]["mode"] == "default"  # the plan is carried out in the notebook's own mode
+    sent = kernel.value(f"{session}.runs[-1].prompt.text")
+    assert edited in sent and "Step N of M" in sent
+    # the same conversation: the plan run's messages come before it
+    assert kernel.value(f"[m.words for m in {session}.runs[-1].messages if m.kind == 'user']") == [
+        "make the rate safe", "Carry out the plan"]
+    assert page.ask("start", prompt="  ", kind="follow")["ok"] is False
+
+
 def test_nbagent_loaded_at_start_up_answers_after_the_first_cell(tmp_path):
     profile = tmp_path / ".ipython" / "profile_default"
     profile.mkdir(parents=True)
