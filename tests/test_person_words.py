@@ -37,14 +37,13 @@ def test_the_words_round_trip_through_the_transcript_and_plain_prompts_are_uncha
 
 def _models() -> list[type]:
     """Every concrete provider model class nbagent ships (imported so that they are all registered)."""
-    import nbagent.providers.anthropic  # noqa: F401
-    import nbagent.providers.google  # noqa: F401
-    import nbagent.providers.mistral  # noqa: F401
-    import nbagent.providers.openai  # noqa: F401
-    import nbagent.providers.openai_responses  # noqa: F401
-    import nbagent.providers.replay  # noqa: F401
-    import nbagent.providers.scripted  # noqa: F401
-
+    import nbagent.providers.anthropic
+    import nbagent.providers.google
+    import nbagent.providers.mistral
+    import nbagent.providers.openai
+    import nbagent.providers.openai_responses
+    import nbagent.providers.replay
+    import nbagent.providers.scripted
     from nbagent.providers._model import HTTPModel
 
     found, todo = [], [base.Model]

@@ -17,13 +17,13 @@ package registers its functions with `nbagent.reprs`, which data objects call fo
 from __future__ import annotations
 
 from .base import _esc, _style, frozen_status, plural
+from .prompt import prompt_words
 from .runs import (
     args_html, call_inner_html, call_label, call_record_html, call_text, compaction_html, cost_text, css,
     decision_note, describe_object, footer_html, header_html, history_count, markdown_html, one_line, plain_answer,
     prompt_html, result_html, run_html, run_line_html, run_line_text, run_text, seconds, shown_items, status_word,
     tool_result_html, tools_summary,
 )
-from .prompt import prompt_words
 
 __all__ = [
     "args_html",

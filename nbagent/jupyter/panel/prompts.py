@@ -24,8 +24,16 @@ from nbagent.safety.secrets import redact
 
 from ..notebook.cells import NotebookCell, cell_name
 
-__all__ = ["cell_prompt", "follow_prompt", "mention_prompt", "mentions", "plan_prompt", "relevant_variables",
-           "shown_name", "KINDS"]
+__all__ = [
+    "KINDS",
+    "cell_prompt",
+    "follow_prompt",
+    "mention_prompt",
+    "mentions",
+    "plan_prompt",
+    "relevant_variables",
+    "shown_name",
+]
 
 KINDS = ("ask", "fix", "explain")
 MAX_SOURCE = 8000
