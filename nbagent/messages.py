@@ -202,8 +202,17 @@ class UserMessage:
     """What the person (or the runtime, for a repair instruction) says."""
 
     content: str | list[ContentBlock]
-    """A string, or text and image blocks."""
+    """A string, or text and image blocks: what the model reads."""
     kind: Literal["user"] = "user"
+    said: str | None = field(default=None, kw_only=True)
+    """The person's own words, when `content` holds more than they typed (a button's instructions, the cell and
+    error it sent, a mention's data): views show these as what they said, with `content` folded under them as
+    the context sent. Never sent to the model on its own (None: `content` is their words)."""
+
+    @property
+    def words(self) -> str:
+        """What the person said: `said`, else the text of `content`."""
+        return self.said if self.said is not None else self.text
 
     @property
     def blocks(self) -> list[ContentBlock]:

@@ -73,6 +73,8 @@ def check_transcript(messages: Iterable[Message], *, raise_: bool = False) -> li
 # Neutral JSON form (also what `ScriptedModel` runs show as the wire format)
 # --------------------------------------------------------------------------------------------------
 _USAGE_KEYS = frozenset(Usage.__dataclass_fields__)
+MAX_SAID = 20_000
+"""The longest `said` read back (it is only shown: stored state longer than this is cut, never refused)."""
 
 
 def _block(block: TextBlock | ImageBlock) -> dict[str, Any]:
@@ -85,8 +87,9 @@ def _blocks(content: str | list) -> str | list[dict[str, Any]]:
     return content if isinstance(content, str) else [_block(b) for b in content]
 
 
-def neutral_message(msg: Message) -> dict[str, Any]:
-    """A message as provider-neutral JSON."""
+def neutral_message(msg: Message, *, said: bool = True) -> dict[str, Any]:
+    """A message as provider-neutral JSON (`said=False`: as the model receives it, without the person's own
+    words kept beside a user message's content for the views)."""
     if isinstance(msg, ToolResultMessage):
         return {
             "role": "tool",
@@ -96,7 +99,10 @@ def neutral_message(msg: Message) -> dict[str, Any]:
             "is_error": msg.is_error,
         }
     if isinstance(msg, UserMessage):
-        return {"role": "user", "content": _blocks(msg.content)}
+        user: dict[str, Any] = {"role": "user", "content": _blocks(msg.content)}
+        if said and msg.said is not None:
+            user["said"] = msg.said
+        return user
     if isinstance(msg, AssistantMessage):
         out: dict[str, Any] = {"role": "assistant", "content": msg.text}
         if msg.tool_calls:
@@ -149,7 +155,9 @@ def _load_blocks(content: Any) -> Any:
 def message_from_neutral(data: dict[str, Any]) -> Message:
     role = data.get("role")
     if role == "user":
-        return UserMessage(_load_blocks(data.get("content", "")))
+        words = data.get("said")
+        return UserMessage(_load_blocks(data.get("content", "")),
+                           said=words[:MAX_SAID] if isinstance(words, str) else None)
     if role == "tool":
         content = _load_blocks(data.get("content", []))
         if isinstance(content, str):

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..messages import AssistantMessage, Usage
 
-__all__ = ["Spend", "format_cost", "price_known", "request_cost"]
+__all__ = ["Spend", "format_cost", "price_known", "priced_models", "request_cost"]
 
 log = logging.getLogger("nbagent.pricing")
 
@@ -49,6 +49,23 @@ def _lookup(model: str, provider: str) -> bool:
     except LookupError:
         return False
     return True
+
+
+@functools.lru_cache(maxsize=16)
+def priced_models(provider: str) -> tuple[str, ...]:
+    """The models the price table knows at `provider` (nbagent's name), to choose from; () for a provider it
+    does not price (ollama, scripted...) or without the table."""
+    provider_id = PROVIDER_IDS.get(provider)
+    if provider_id is None:
+        return ()
+    try:
+        from genai_prices import data
+    except ImportError:  # pragma: no cover - a dependency; a broken install offers no choices
+        return ()
+    for known in data.providers:
+        if known.id == provider_id:
+            return tuple(sorted({m.id for m in known.models if isinstance(m.id, str)}))
+    return ()
 
 
 def price_known(model: str | None, provider: str | None) -> bool:

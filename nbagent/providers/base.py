@@ -75,7 +75,7 @@ class Model(abc.ABC):
         """A whole transcript in this provider's message format."""
         from ..transcript import neutral_message
 
-        return [neutral_message(m) for m in messages]
+        return [neutral_message(m, said=False) for m in messages]
 
     async def aclose(self) -> None:
         """Release connections (a no-op for models without any)."""

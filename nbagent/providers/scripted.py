@@ -45,7 +45,7 @@ class ScriptedRequest:
             "model": self.model,
             "instructions": self.instructions,
             "tools": [t.spec() for t in self._tools],
-            "messages": [neutral_message(m) for m in self.messages],
+            "messages": [neutral_message(m, said=False) for m in self.messages],
         }
 
 

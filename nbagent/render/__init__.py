@@ -8,6 +8,7 @@
     usage          tokens, cost and the context gauge
     live           what happens beside the calls: steering, processes, approval notices
     lineage        names that exist only in the kernel; the table of a reproducibility check
+    prompt         the person's words, with the context sent with them folded
     batch          a batch's progress and items
 
 The rule: this wing imports only the vocabulary at the top of nbagent, `safety` (every piece of HTML that
@@ -18,6 +19,7 @@ package registers its functions with `nbagent.reprs`, which data objects call fo
 from __future__ import annotations
 
 from .base import _esc, _style, frozen_status, plural, shown_status
+from .prompt import prompt_words
 from .runs import (
     args_html, call_inner_html, call_label, call_record_html, compaction_html, cost_text, css, decision_note,
     describe_object, footer_html, header_html, history_count, markdown_html, one_line, plain_answer, prompt_html,
@@ -46,6 +48,7 @@ __all__ = [
     "plain_answer",
     "plural",
     "prompt_html",
+    "prompt_words",
     "result_html",
     "run_html",
     "run_line_html",

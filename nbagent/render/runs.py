@@ -27,7 +27,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from .. import reprs
-from ..messages import AssistantMessage, TextBlock, UserMessage
+from ..messages import AssistantMessage, UserMessage
 from ..safety import sanitize
 from .base import (
     _ICONS, _LIVE_STATUSES, MAX_RICH, MAX_TEXT, _clip, _esc, _esc_output, _icon, _pill, _style, css, describe_object,
@@ -39,6 +39,7 @@ from .live import (
     steered_html,
 )
 from .markdown import markdown_html
+from .prompt import history_count, prompt_html, prompt_words
 from .results import diff_html, result_html, tool_result_html
 from .usage import compaction_html, context_text, cost_text, gauge_html, tokens_text
 
@@ -446,29 +447,6 @@ def _sandbox_chip(run: AgentRun) -> str:
     return f'<span class="nba-chip nba-warn" title="{_esc(state.description)}">no sandbox</span>'
 
 
-def history_count(run: AgentRun) -> int:
-    """How many messages of conversation came before the run, as it started (a compaction during the run
-    folds them into fewer; the view still says how long the conversation was)."""
-    now = len(run.messages) - len(run.new_messages)
-    folded = sum(max(0, len(c.replaced) - len(c.replacement)) for c in getattr(run, "compactions", ()) or ()
-                 if c.start < now)
-    return now + folded
-
-
-def prompt_html(prompt: Any, history: int = 0) -> str:
-    """The user's prompt (and how much conversation came before it)."""
-    if isinstance(prompt, UserMessage):
-        prompt = prompt.text
-    elif prompt is not None and not isinstance(prompt, str):
-        prompt = " ".join(b.text if isinstance(b, TextBlock) else "[image]" for b in prompt)
-    before = ""
-    if history:
-        before = f'<div class="nba-history">continues a conversation of {history} message{"s" if history != 1 else ""}</div>'
-    if not prompt:
-        return before
-    return f'{before}<div class="nba-prompt"><span class="nba-who">You</span><span>{_esc(_clip(prompt, 3000))}</span></div>'
-
-
 def _answer(run: AgentRun) -> str:
     """The run's own last text (not an earlier run's, for a run that continues a conversation)."""
     for m in reversed(run.new_messages):
@@ -571,7 +549,7 @@ def run_html(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
                     parts.append(_call_div(rec, i, frozen, waits.get(rec.id)))
         elif isinstance(msg, UserMessage):
             parts.append(steered_html(one_line(msg.text, 200)) if msg.text in steered
-                         else f'<div class="nba-history">{_esc(one_line(msg.text, 200))}</div>')
+                         else f'<div class="nba-history">{_esc(one_line(msg.words, 200))}</div>')
     committed = {c.id for m in shown_items(run) if isinstance(m, AssistantMessage) for c in m.tool_calls}
     for i, rec in enumerate(run.calls):  # calls of a response still in flight
         if rec.id not in committed:

@@ -439,6 +439,8 @@ _FALLBACK = json.JSONEncoder(ensure_ascii=False, default=_jsonable, separators=(
 
 def _prompt_text(prompt: Any) -> str:
     if isinstance(prompt, UserMessage):
+        if prompt.said is not None:  # the person's own words, not the context a button sent with them
+            return prompt.said
         prompt = prompt.content
     if isinstance(prompt, str):
         return prompt

@@ -1,6 +1,10 @@
 import { describe, expect, it } from 'vitest';
 
-import { TEXT_LIMIT, HTML_LIMIT, applyEdit, editRefusal, isNotebookId, replaceOnce, staleReason, trimOutput } from './cells';
+import { readFileSync } from 'fs';
+import { join } from 'path';
+
+import { TEXT_LIMIT, HTML_LIMIT, applyEdit, cellName, editRefusal, isNotebookId, replaceOnce, staleReason, trimOutput } from './cells';
+import type { CellShown } from './cells';
 
 describe('replaceOnce: the one edit edit_cell makes', () => {
   it('replaces the one occurrence and says where it was', () => {
@@ -47,6 +51,11 @@ describe('staleReason: a change to a cell that moved on is refused', () => {
   it('refuses any difference, even one of whitespace', () => {
     expect(staleReason('c1', 'x = 1 ', 'x = 1')).toMatch(/cell c1 changed since you last read it/);
     expect(staleReason('c1', '', 'x = 1')).toMatch(/nothing was done/);
+  });
+
+  it('names the cell as the person sees it, with the id the model uses', () => {
+    expect(staleReason('c1', 'x = 2', 'x = 1', '[4] x = 2')).toMatch(/^\[4\] x = 2 \(cell c1\) changed since you last read it/);
+    expect(editRefusal('c1', 'missing', '[4] x = 2')).toMatch(/not in \[4\] x = 2 \(cell c1\) any more/);
   });
 });
 
@@ -114,5 +123,18 @@ describe('isNotebookId', () => {
     expect(isNotebookId('../../etc/passwd-xxxx')).toBe(false);
     expect(isNotebookId('<img src=x onerror=1>')).toBe(false);
     expect(isNotebookId(12345678)).toBe(false);
+  });
+});
+
+describe('cellName: a cell named as the person sees it, as the kernel names it', () => {
+  const table = JSON.parse(readFileSync(join(__dirname, '../../../tests/fixtures/cell_names.json'), 'utf-8')) as {
+    cases: { cell: CellShown; name: string }[];
+  };
+
+  it('gives every name of the shared table (the kernel\'s cell_name passes the same table)', () => {
+    expect(table.cases.length).toBeGreaterThan(10);
+    for (const { cell, name } of table.cases) {
+      expect(cellName(cell)).toBe(name);
+    }
   });
 });

@@ -78,22 +78,48 @@ export function applyEdit(source: string, old: string, replacement: string): str
   return done.ok ? done.source : null;
 }
 
+/** A cell in a refusal: as the person sees it (the row shows it), with the id the model uses. */
+function named(cellId: string, name?: string): string {
+  return name ? `${name} (cell ${cellId})` : `cell ${cellId}`;
+}
+
 /** Why an edit, a deletion or a run of a cell is refused: it holds other than what the kernel expected. */
-export function staleReason(cellId: string, now: string, expected: string | null | undefined): string | null {
+export function staleReason(cellId: string, now: string, expected: string | null | undefined, name?: string): string | null {
   if (typeof expected !== 'string' || now === expected) {
     return null;
   }
   return (
-    `cell ${cellId} changed since you last read it (someone edited it meanwhile); nothing was done. ` +
+    `${named(cellId, name)} changed since you last read it (someone edited it meanwhile); nothing was done. ` +
     'Read it again with read_notebook and base the change on what it holds now.'
   );
 }
 
 /** The refusal of an edit whose `old` text is not in the cell exactly once. */
-export function editRefusal(cellId: string, why: 'missing' | 'ambiguous'): string {
+export function editRefusal(cellId: string, why: 'missing' | 'ambiguous', name?: string): string {
   return why === 'missing'
-    ? `the text to replace is not in cell ${cellId} any more; nothing was done`
-    : `the text to replace occurs more than once in cell ${cellId}; nothing was done`;
+    ? `the text to replace is not in ${named(cellId, name)} any more; nothing was done`
+    : `the text to replace occurs more than once in ${named(cellId, name)}; nothing was done`;
+}
+
+/** What the page knows of a cell to name it: its place (1-based), type, source and In [n]. */
+export type CellShown = { number: number; cell_type: string; source: string; execution_count: number | null };
+
+const LINE_BREAK = /\r\n|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]/;
+
+/**
+ * `[3] total = df.revenue.sum()`: the cell as the person sees it, its In [3] and its first line (a cell never
+ * run: `cell 5 total = ...`, its place). The same naming as the call rows (cell_name in
+ * nbagent/jupyter/notebook/cells.py); both pass tests/fixtures/cell_names.json.
+ */
+export function cellName(cell: CellShown): string {
+  const first = cell.source.split(LINE_BREAK).map(line => line.trim()).find(line => line !== '') ?? '';
+  const points = Array.from(first); // code points, as Python counts them
+  const line = points.length <= 40 ? first : points.slice(0, 39).join('') + '…';
+  let where = cell.execution_count !== null ? `[${cell.execution_count}]` : `cell ${cell.number}`;
+  if (cell.cell_type !== 'code') {
+    where = `${cell.cell_type} cell ${cell.number}`;
+  }
+  return line ? `${where} ${line}` : `${where} (empty)`;
 }
 
 /** Whether a string may serve as a notebook's id (kept in its metadata, `nbagent.id`). */

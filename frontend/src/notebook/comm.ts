@@ -12,7 +12,7 @@ import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 
 import { asJSON } from '../json';
-import { editRefusal, isNotebookId, replaceOnce, staleReason, trimOutput } from './cells';
+import { cellName, editRefusal, isNotebookId, replaceOnce, staleReason, trimOutput } from './cells';
 import type {
   Cell as CellJSON,
   EditResult,
@@ -80,8 +80,14 @@ function reveal(panel: NotebookPanel, cell: Cell): void {
   }
 }
 
-function checkExpected(cell: Cell, expected: string | null | undefined): void {
-  const why = staleReason(cell.model.id, cell.model.sharedModel.getSource(), expected);
+/** A cell as the person sees it (`[8] by_region = ...`): refusals name it so, with its id. */
+function nameIn(cell: Cell, index: number): string {
+  return cellName({ number: index + 1, cell_type: cell.model.type, source: cell.model.sharedModel.getSource(),
+    execution_count: cell instanceof CodeCell ? (cell.model.executionCount ?? null) : null });
+}
+
+function checkExpected(cell: Cell, index: number, expected: string | null | undefined): void {
+  const why = staleReason(cell.model.id, cell.model.sharedModel.getSource(), expected, nameIn(cell, index));
   if (why !== null) {
     throw new Error(why);
   }
@@ -176,11 +182,11 @@ export class NotebookComm {
         return this.insert(panel, data);
       case 'edit': {
         const { cell, index } = findCell(panel, String(data.cell_id));
-        checkExpected(cell, data.expected);
+        checkExpected(cell, index, data.expected);
         const old = String(data.old);
         const done = replaceOnce(cell.model.sharedModel.getSource(), old, String(data.new));
         if (!done.ok) {
-          throw new Error(editRefusal(cell.model.id, done.why));
+          throw new Error(editRefusal(cell.model.id, done.why, nameIn(cell, index)));
         }
         // the cell's own transaction: its undo history (what Ctrl+Z in the cell undoes) takes it as one step
         const cellModel = cell.model.sharedModel;
@@ -197,7 +203,7 @@ export class NotebookComm {
       }
       case 'delete': {
         const { cell, index } = findCell(panel, String(data.cell_id));
-        checkExpected(cell, data.expected);
+        checkExpected(cell, index, data.expected);
         const source = cell.model.sharedModel.getSource();
         const shared = panel.model!.sharedModel;
         shared.transact(() => {
@@ -238,7 +244,7 @@ export class NotebookComm {
 
   private async run(panel: NotebookPanel, cellId: string, expected: string | null | undefined): Promise<RunResult> {
     const { cell, index } = findCell(panel, String(cellId));
-    checkExpected(cell, expected); // the code that was approved, and nothing else
+    checkExpected(cell, index, expected); // the code that was approved, and nothing else
     reveal(panel, cell);
     if (cell instanceof MarkdownCell) {
       cell.rendered = true;

@@ -8,10 +8,11 @@
  * Everything the kernel sends is data: summaries are JSON; the HTML in them is sanitized where it is shown.
  */
 import { Cell, CodeCell } from '@jupyterlab/cells';
-import { NotebookPanel } from '@jupyterlab/notebook';
+import { Notebook, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 import { Signal } from '@lumino/signaling';
 
+import { cellName } from '../notebook/cells';
 import type {
   CellPayload,
   CellPayloadOutput,
@@ -314,7 +315,38 @@ export function cellPayload(cell: Cell): CellPayload {
       }
     }
   }
-  return { id: cell.model.id, source: cell.model.sharedModel.getSource(), outputs };
+  const index = notebookOf(cell)?.widgets.indexOf(cell) ?? -1;
+  const type = cell.model.type;
+  return {
+    id: cell.model.id,
+    source: cell.model.sharedModel.getSource(),
+    outputs,
+    execution_count: cell instanceof CodeCell ? (cell.model.executionCount ?? null) : null,
+    ...(index >= 0 ? { index } : {}),
+    cell_type: type === 'markdown' || type === 'raw' ? type : 'code'
+  };
+}
+
+function notebookOf(cell: Cell): Notebook | null {
+  const parent = cell.parent;
+  return parent instanceof Notebook ? parent : null;
+}
+
+/** A cell as the person sees it: `[8] by_region = ...` (its In [n] and first line), `cell 5 ...` never run. */
+export function shownName(cell: Cell, index: number): string {
+  return cellName({
+    number: index + 1,
+    cell_type: cell.model.type,
+    source: cell.model.sharedModel.getSource(),
+    execution_count: cell instanceof CodeCell ? (cell.model.executionCount ?? null) : null
+  });
+}
+
+/** The cell of `nb` with this id, named as the person sees it; `fallback` when it is not in the notebook. */
+export function nameOf(nb: NotebookPanel, cellId: string, fallback: string): string {
+  const widgets = nb.content.widgets;
+  const index = widgets.findIndex(w => w.model.id === cellId);
+  return index >= 0 ? shownName(widgets[index], index) : fallback;
 }
 
 export function hasError(cell: Cell): boolean {

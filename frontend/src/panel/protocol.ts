@@ -27,12 +27,12 @@ export type PageRequest =
  */
 export type RequestId = number;
 /**
- * A prompt typed in the panel, or one of the buttons on a cell: Ask, Fix with nbagent, Explain.
+ * A prompt typed in the panel, or one of the buttons on a cell: Ask, Fix with nbagent, Explain; "plan": propose a plan for the prompt first (plan mode: nothing changes); "follow": the prompt is the plan the person approved (edited or not), to carry out step by step.
  *
  * This interface was referenced by `PanelProtocol`'s JSON-Schema
  * via the `definition` "StartKind".
  */
-export type StartKind = 'prompt' | 'ask' | 'fix' | 'explain';
+export type StartKind = 'prompt' | 'ask' | 'fix' | 'explain' | 'plan' | 'follow';
 /**
  * An id, a model's name, a digest.
  *
@@ -112,7 +112,7 @@ export interface StartRequest {
   resume?: ShortText | null;
 }
 /**
- * What the kernel is told of a cell for Fix, Explain and Ask: its id, source and error outputs.
+ * What the kernel is told of a cell for Fix, Explain and Ask: its id, source and error outputs, and where the person sees it (its In [n], its place), which name it in the person's words.
  *
  * This interface was referenced by `PanelProtocol`'s JSON-Schema
  * via the `definition` "CellPayload".
@@ -124,6 +124,15 @@ export interface CellPayload {
    * @maxItems 100
    */
   outputs?: CellPayloadOutput[];
+  /**
+   * Its In [n] as the page shows it (null: not run).
+   */
+  execution_count?: number | null;
+  /**
+   * Its place in the notebook (0: the first cell).
+   */
+  index?: number;
+  cell_type?: 'code' | 'markdown' | 'raw';
 }
 /**
  * An error (its name, value and the end of its traceback) or a stream's last text.
@@ -273,6 +282,10 @@ export interface RunSummary {
    * Once the run ended: the names its code made or changed that no cell of the notebook defines (to_cells proposes the cells that make them).
    */
   kernel_only: string[];
+  /**
+   * A plan-first run that ended: the plan it proposed, for the person to edit and approve.
+   */
+  plan?: string | null;
 }
 /**
  * The run's model, mode and tools, its cost and how full its context window is (text, with a title each).
@@ -304,6 +317,10 @@ export interface Review {
   arguments?: {
     [k: string]: string | null;
   };
+  /**
+   * An edit or deletion: what the agent last read of the cell, on which the change is based (the notebook applies it only while the cell holds exactly this; null: nothing read).
+   */
+  expected?: string | null;
 }
 /**
  * A cell the run inserted, edited or deleted: what it held before (null: cannot be told for sure) and after.
@@ -315,6 +332,10 @@ export interface Change {
   call: string;
   action: 'inserted' | 'edited' | 'deleted';
   cell_id: string;
+  /**
+   * The cell as the person saw it when it changed ([8] by_region = ...).
+   */
+  name: string;
   index: number;
   cell_type: string;
   before: string | null;
@@ -342,7 +363,14 @@ export interface StoredConversation {
  */
 export interface StoredMessage {
   role: 'you' | 'nbagent';
+  /**
+   * What was said: the person's own words, not the context a button added.
+   */
   text: string;
+  /**
+   * What the model was sent with the person's words (shown folded).
+   */
+  context?: string;
 }
 /**
  * The kernel's settings the panel shows before a run says its own (%config NBAgent).
@@ -353,6 +381,23 @@ export interface StoredMessage {
 export interface Settings {
   model: string | null;
   mode: string;
+  /**
+   * The models the picker offers: those defined in the kernel, then the priced models of each provider whose key is set.
+   *
+   * @maxItems 300
+   */
+  models?: ModelChoice[];
+}
+/**
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "ModelChoice".
+ */
+export interface ModelChoice {
+  /**
+   * What the run is started with (as %agent --model takes it).
+   */
+  spec: string;
+  label: string;
 }
 /**
  * This interface was referenced by `PanelProtocol`'s JSON-Schema

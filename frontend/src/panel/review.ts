@@ -10,10 +10,10 @@
 import { Cell, CodeCell } from '@jupyterlab/cells';
 import { NotebookPanel } from '@jupyterlab/notebook';
 
-import { applyEdit } from '../notebook/cells';
 import type { CellMark } from '../notebook/protocol';
 import { diffNode } from './diff';
-import { PanelHub, hasError } from './hub';
+import { CHANGED_REASON, proposal } from './proposal';
+import { PanelHub, hasError, nameOf, shownName } from './hub';
 import type { Change, Review } from './protocol';
 
 /** A cell's `nbagent` metadata, when it is a mark the agent left (a saved notebook may hold anything there). */
@@ -94,7 +94,7 @@ export class CellDecorator {
       for (const [key, item] of reviews) {
         if (item.target === id || (item.target === null && i === cells.length - 1)) {
           seen.add(key);
-          this.reviewBox(cell, key, item.run, item.review);
+          this.reviewBox(cell, i, key, item.run, item.review);
         }
       }
     });
@@ -185,10 +185,10 @@ export class CellDecorator {
     cell.node.append(bar);
   }
 
-  private reviewBox(cell: Cell, key: string, run: string, review: Review): void {
-    const args = review.arguments ?? {};
+  private reviewBox(cell: Cell, index: number, key: string, run: string, review: Review): void {
     const source = cell.model.sharedModel.getSource();
-    const stamp = `${key}:${review.digest}:${review.tool === 'insert_cell' ? '' : source}`;
+    const name = shownName(cell, index);
+    const stamp = `${key}:${review.digest}:${name}:${review.tool === 'insert_cell' ? '' : source}`;
     const existing = this.boxes.get(key);
     if (existing && existing.key === stamp && existing.node.parentElement === cell.node) {
       return;
@@ -197,43 +197,38 @@ export class CellDecorator {
     const box = div('nba-review');
     box.dataset.call = review.call;
     box.dataset.run = run;
-    let before = source;
-    let after: string | null = source;
-    let what: string;
-    if (review.tool === 'edit_cell') {
-      what = 'nbagent proposes this edit of the cell';
-      after = applyEdit(source, String(args.old ?? ''), String(args.new ?? ''));
-    } else if (review.tool === 'delete_cell') {
-      what = 'nbagent proposes deleting this cell';
-      after = '';
-    } else {
-      what = `nbagent proposes a new ${args.cell_type ?? 'code'} cell ${args.after ? 'after this one' : 'at the end'}`;
-      before = '';
-      after = String(args.source ?? '');
+    const shown = proposal(review, source, name);
+    const title = div('nba-review-title', shown.what);
+    title.title = `run ${run}, call ${review.call}`;
+    box.append(title);
+    if (shown.stale) {
+      box.classList.add('nba-review-changed');
+      box.append(div('nba-review-stale', shown.stale));
     }
-    box.append(div('nba-review-title', `${what} (run ${run}, call ${review.call})`));
-    if (after === null) {
-      box.append(div('nba-review-stale',
-        'The cell no longer holds the text this edit replaces: accepting it will be refused. The edit as proposed:'));
-      box.append(diffNode(String(args.old ?? ''), String(args.new ?? '')));
-    } else {
-      box.append(diffNode(before, after));
-    }
+    box.append(diffNode(shown.before, shown.after));
     const note = div('nba-review-note');
     const decide = (choice: 'approve' | 'deny') => {
       box.querySelectorAll('button').forEach(b => ((b as HTMLButtonElement).disabled = true));
       note.textContent = choice === 'approve' ? 'Accepting…' : 'Rejecting…';
-      this.hub.decide(run, review, choice, choice === 'deny' ? 'rejected on the cell' : '').then(result => {
+      const reason = choice === 'approve' ? '' : shown.stale ? CHANGED_REASON : 'rejected on the cell';
+      this.hub.decide(run, review, choice, reason).then(result => {
         note.textContent = result && result.taken ? '' : String(result?.why ?? 'already decided');
       }, err => {
         note.textContent = err instanceof Error ? err.message : String(err);
       });
     };
     const buttons = div('nba-review-buttons');
+    const accept = button('Accept', 'nba-accept',
+      'Approve this call, with exactly these arguments (the same as Approve in the run\'s view)', () => decide('approve'));
+    if (shown.stale) {
+      accept.disabled = true;
+      accept.title = 'The cell changed since nbagent read it: this edit can no longer apply as proposed';
+    }
     buttons.append(
-      button('Accept', 'nba-accept', 'Approve this call, with exactly these arguments (the same as Approve in the run\'s view)',
-        () => decide('approve')),
-      button('Reject', 'nba-reject', 'Deny this call: nothing changes; the model is told', () => decide('deny'))
+      accept,
+      button('Reject', 'nba-reject', shown.stale
+        ? 'Deny this call: nothing changes; nbagent is told the cell changed, so it can read it again'
+        : 'Deny this call: nothing changes; the model is told', () => decide('deny'))
     );
     box.append(buttons, note);
     cell.node.append(box);
@@ -248,7 +243,7 @@ export function undoChange(nb: NotebookPanel, change: Change): void {
   const index = notebook.widgets.findIndex(w => w.model.id === change.cell_id);
   if (change.action === 'deleted') {
     if (index >= 0) {
-      throw new Error(`cell ${change.cell_id} is in the notebook again; nothing was undone`);
+      throw new Error(`${change.name} is in the notebook again; nothing was undone`);
     }
     const at = Math.max(0, Math.min(change.index, notebook.widgets.length));
     shared.transact(() => {
@@ -258,11 +253,11 @@ export function undoChange(nb: NotebookPanel, change: Change): void {
     return;
   }
   if (index < 0) {
-    throw new Error(`cell ${change.cell_id} is not in the notebook any more; nothing was undone`);
+    throw new Error(`${change.name} is not in the notebook any more; nothing was undone`);
   }
   const cell = notebook.widgets[index].model.sharedModel;
   if (cell.getSource() !== change.after) {
-    throw new Error(`cell ${change.cell_id} was changed after nbagent ${change.action} it; nothing was undone ` +
+    throw new Error(`${nameOf(nb, change.cell_id, change.name)} was changed after nbagent ${change.action} it; nothing was undone ` +
       '(undo your own edits with Ctrl+Z in the cell)');
   }
   if (change.action === 'inserted') {
@@ -270,7 +265,7 @@ export function undoChange(nb: NotebookPanel, change: Change): void {
     return;
   }
   if (change.before === null) {
-    throw new Error(`what cell ${change.cell_id} held before cannot be told for sure; undo it with Ctrl+Z in the cell`);
+    throw new Error(`what ${nameOf(nb, change.cell_id, change.name)} held before cannot be told for sure; undo it with Ctrl+Z in the cell`);
   }
   const before = change.before;
   cell.transact(() => {

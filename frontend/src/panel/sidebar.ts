@@ -13,8 +13,9 @@ import { NotebookPanel } from '@jupyterlab/notebook';
 import { IRenderMime, MimeModel } from '@jupyterlab/rendermime';
 import { Widget } from '@lumino/widgets';
 
-import { PanelHub, ShownRun } from './hub';
-import type { Change, RunHead, StartKind, StoredConversation } from './protocol';
+import { PanelHub, ShownRun, nameOf, shownName } from './hub';
+import type { Change, ModelChoice, RunHead, StartKind, StoredConversation } from './protocol';
+import { undoAll, undoSummary } from './changes';
 import { undoChange } from './review';
 import { makeCellsButton } from './tocells';
 
@@ -39,6 +40,39 @@ function el(tag: string, cls: string, text?: string): HTMLElement {
   return node;
 }
 
+/** A run's status in words (the kernel sends its enum). */
+export function statusWord(status: string): string {
+  const words: { [status: string]: string } = {
+    running: 'running', waiting_for_approval: 'waiting for you', done: 'done', failed: 'failed', cancelled: 'stopped'
+  };
+  return words[status] ?? status.replace(/_/g, ' ');
+}
+
+/** What the model was sent with the person's words (a button's instructions, the cell, its error), folded. */
+export function contextFold(sent: string): HTMLElement {
+  const fold = el('details', 'nba-context');
+  const lines = sent.split('\n').length;
+  fold.append(el('summary', '', `what nbagent was sent with it (${lines} line${lines === 1 ? '' : 's'})`),
+    el('div', 'nba-pre', sent));
+  return fold;
+}
+
+/** The model picker's choices (what the kernel offers: its own models, the priced models of providers with a key). */
+export function fillChoices(list: HTMLDataListElement, models: readonly ModelChoice[]): void {
+  const stamp = models.map(m => m.spec).join('\n');
+  if (list.dataset.stamp === stamp) {
+    return;
+  }
+  list.dataset.stamp = stamp;
+  list.textContent = '';
+  for (const choice of models) {
+    const option = document.createElement('option');
+    option.value = choice.spec;
+    option.label = choice.label;
+    list.append(option);
+  }
+}
+
 export class AgentPanel extends Widget {
   private notebook: NotebookPanel | null = null;
   private hub: PanelHub | null = null;
@@ -51,7 +85,10 @@ export class AgentPanel extends Widget {
   private readonly aboutEl = el('div', 'nba-panel-about');
   private readonly prompt = document.createElement('textarea');
   private readonly model = document.createElement('input');
+  private readonly choices = document.createElement('datalist');
   private readonly fresh = document.createElement('input');
+  private readonly planFirst = document.createElement('input');
+  private readonly plans = new Map<string, HTMLElement>();
   private readonly send = el('button', 'nba-panel-send jp-Button', 'Send') as HTMLButtonElement;
   private readonly errorEl = el('div', 'nba-panel-error');
   private readonly pathEl = el('div', 'nba-panel-path');
@@ -64,16 +101,23 @@ export class AgentPanel extends Widget {
     const top = el('div', 'nba-panel-top');
     top.append(el('div', 'nba-panel-name', 'nbagent'), this.pathEl);
     this.prompt.className = 'nba-panel-prompt';
-    this.prompt.placeholder = 'Ask nbagent to do something in this notebook (Ctrl+Enter sends)';
+    this.prompt.placeholder = 'Ask nbagent to do something in this notebook; @name sends what a variable holds (Ctrl+Enter sends)';
     this.prompt.rows = 3;
     this.model.className = 'nba-panel-model';
     this.model.placeholder = 'model (the conversation\'s)';
+    this.choices.id = `nbagent-models-${Math.random().toString(36).slice(2)}`;
+    this.model.setAttribute('list', this.choices.id);
     this.fresh.type = 'checkbox';
     this.fresh.className = 'nba-panel-new';
     const freshLabel = el('label', 'nba-panel-newlabel');
     freshLabel.append(this.fresh, document.createTextNode(' new conversation'));
+    this.planFirst.type = 'checkbox';
+    this.planFirst.className = 'nba-panel-planfirst';
+    const planLabel = el('label', 'nba-panel-newlabel');
+    planLabel.title = 'nbagent proposes a plan and changes nothing; you edit the plan, then run it';
+    planLabel.append(this.planFirst, document.createTextNode(' plan first'));
     const row = el('div', 'nba-panel-row');
-    row.append(this.model, freshLabel, this.send);
+    row.append(this.model, this.choices, freshLabel, planLabel, this.send);
     const ask = el('div', 'nba-panel-ask');
     ask.append(this.aboutEl, this.prompt, row, this.errorEl);
     this.node.append(top, this.statusEl, this.convEl, this.runsEl, this.storedEl, ask);
@@ -137,7 +181,8 @@ export class AgentPanel extends Widget {
       this.showError('Type what nbagent should do first.');
       return;
     }
-    if (await this.run(text, cell ? 'ask' : 'prompt', cell)) {
+    if (await this.run(text, cell ? 'ask' : this.planFirst.checked ? 'plan' : 'prompt', cell)) {
+      this.planFirst.checked = false;
       this.prompt.value = '';
       this.about = null;
       this.render();
@@ -224,7 +269,8 @@ export class AgentPanel extends Widget {
       this.renderStored(hub.stored!);
     }
     if (this.about && !this.about.isDisposed) {
-      const chip = el('span', 'nba-panel-chip', `About cell ${this.about.model.id}`);
+      const index = nb.content.widgets.indexOf(this.about);
+      const chip = el('span', 'nba-panel-chip', `About ${index >= 0 ? shownName(this.about, index) : 'the selected cell'}`);
       const clear = el('button', 'nba-panel-chip-x', '✕');
       clear.title = 'Ask about the notebook instead';
       clear.onclick = () => {
@@ -240,6 +286,7 @@ export class AgentPanel extends Widget {
     const runs = [...hub.runs.values()];
     const last = runs.length ? runs[runs.length - 1] : null;
     const head: Partial<RunHead> = last?.head ?? {};
+    fillChoices(this.choices, hub.config.models ?? []);
     const model = head.model ?? hub.config.model ?? 'no model set';
     const mode = head.mode ?? hub.config.mode ?? '';
     const chips: [string, string, string][] = [
@@ -279,7 +326,11 @@ export class AgentPanel extends Widget {
     this.storedEl.append(el('div', 'nba-panel-stored-title', title));
     for (const m of stored.messages ?? []) {
       const item = el('div', `nba-panel-msg nba-panel-msg-${m.role === 'you' ? 'you' : 'agent'}`);
-      item.append(el('span', 'nba-panel-role', m.role === 'you' ? 'YOU' : 'nbagent'), el('span', 'nba-panel-text', m.text));
+      const text = el('span', 'nba-panel-text', m.text);
+      if (typeof m.context === 'string') {
+        text.append(contextFold(m.context));
+      }
+      item.append(el('span', 'nba-panel-role', m.role === 'you' ? 'YOU' : 'nbagent'), text);
       this.storedEl.append(item);
     }
   }
@@ -320,8 +371,12 @@ export class AgentPanel extends Widget {
   private updateCard(card: Card, run: ShownRun, hub: PanelHub, nb: NotebookPanel): void {
     card.el.dataset.status = run.status;
     card.title.textContent = '';
-    const from = run.source === 'panel' ? 'from the panel' : 'from a cell';
-    card.title.append(el('span', 'nba-panel-run-label', run.label), el('span', 'nba-panel-run-meta', ` · ${run.status} · ${from}`));
+    let from = run.source === 'panel' ? 'from the panel' : 'from a cell';
+    if (run.kind === 'fix' || run.kind === 'explain') {
+      from += ' · a side thread'; // Fix and Explain do not grow the conversation the box continues
+    }
+    card.title.append(el('span', 'nba-panel-run-label', run.label),
+      el('span', 'nba-panel-run-meta', ` · ${statusWord(run.status)} · ${from}`));
     let want: string;
     if (run.widget && !this.isVisible) {
       want = 'n:hidden';
@@ -351,6 +406,7 @@ export class AgentPanel extends Widget {
     }
     this.renderChanges(card, run, hub, nb);
     this.renderKernelOnly(card, run, hub);
+    this.renderPlan(card, run);
   }
 
   /** A finished run's names that exist only in the kernel, with "Make cells" (./tocells.ts). */
@@ -375,6 +431,35 @@ export class AgentPanel extends Widget {
       }
       return result.summary.split('\n')[0] || 'No cell is needed';
     })));
+  }
+
+  /** A plan-first run's plan, to edit and run (kept across updates: what the person typed stays). */
+  private renderPlan(card: Card, run: ShownRun): void {
+    if (typeof run.plan !== 'string') {
+      return;
+    }
+    let box = this.plans.get(run.id);
+    if (!box) {
+      box = el('div', 'nba-panel-plan');
+      const text = document.createElement('textarea');
+      text.className = 'nba-panel-plan-text';
+      text.value = run.plan;
+      text.rows = Math.min(14, run.plan.split('\n').length + 1);
+      const go = el('button', 'jp-Button nba-panel-plan-run', 'Run this plan') as HTMLButtonElement;
+      go.title = 'Carry out the plan as it stands here, step by step (nothing was changed yet)';
+      go.onclick = async () => {
+        go.disabled = true;
+        if (await this.run(text.value, 'follow', null)) {
+          go.textContent = 'Plan started';
+          text.readOnly = true;
+        } else {
+          go.disabled = false;
+        }
+      };
+      box.append(el('div', 'nba-panel-changes-title', 'The plan: edit it, then run it'), text, go);
+      this.plans.set(run.id, box);
+    }
+    card.changes.append(box);
   }
 
   private renderWidget(card: Card, modelId: string, nb: NotebookPanel): void {
@@ -428,11 +513,18 @@ export class AgentPanel extends Widget {
     if (!run.changes.length) {
       return;
     }
-    card.changes.append(el('div', 'nba-panel-changes-title', `Changes (${run.changes.length})`));
+    const title = el('div', 'nba-panel-changes-title', `Changes (${run.changes.length})`);
+    if (run.changes.filter(c => !c.undone).length > 1) {
+      const all = el('button', 'jp-Button nba-panel-undo-all', 'Undo all') as HTMLButtonElement;
+      all.title = 'Put back every cell this run changed, the latest change first (each only while it still holds what nbagent left)';
+      all.onclick = () => this.undoEvery(hub, nb, run, all);
+      title.append(all);
+    }
+    card.changes.append(title);
     for (const change of run.changes) {
       const row = el('div', 'nba-panel-change');
       row.dataset.call = change.call;
-      const what = `${change.action} cell ${change.cell_id}`;
+      const what = `${change.action} ${nameOf(nb, change.cell_id, change.name)}`;
       const link = el('a', 'nba-panel-change-link', what) as HTMLAnchorElement;
       link.href = `#nbagent-cell=${encodeURIComponent(change.cell_id)}`;
       row.append(link);
@@ -445,6 +537,20 @@ export class AgentPanel extends Widget {
         row.append(undo);
       }
       card.changes.append(row);
+    }
+  }
+
+  private undoEvery(hub: PanelHub, nb: NotebookPanel, run: ShownRun, button: HTMLButtonElement): void {
+    button.disabled = true;
+    const outcome = undoAll(run.changes, change => undoChange(nb, change));
+    for (const change of outcome.undone) {
+      change.undone = true;
+      hub.undone(run.id, change.call).catch(err => this.showError(String(err)));
+    }
+    this.render();
+    const stopped = undoSummary(outcome);
+    if (stopped !== null) {
+      this.showError(stopped);
     }
   }
 

@@ -277,9 +277,9 @@ class RunList(list):
         self._keeper = keeper
 
     def _line(self, i: int, run: AgentRun) -> str:
-        from nbagent.render.runs import one_line
+        from nbagent.render.runs import one_line, prompt_words
 
-        prompt = run.prompt if isinstance(run.prompt, str) else getattr(run.prompt, "text", "")
+        prompt = prompt_words(run.prompt)[0]
         pending = ""
         view = self._keeper.view(run)
         if view is not None and getattr(view, "pending", None):

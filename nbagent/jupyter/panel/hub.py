@@ -34,15 +34,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
 from nbagent import render
+from nbagent.messages import UserMessage
 
 from ..protocol import problem, request_ops
+from .choices import model_choices
 from .model import EDIT_TOOLS, run_summary, stored_summary
-from .prompts import cell_prompt
+from .prompts import cell_prompt, follow_prompt, mention_prompt, plan_prompt
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..session.state import NotebookSession
@@ -149,17 +152,21 @@ class PanelHub:
         conversation = session.stored.last
         return {"runs": runs, "stored": stored, "session_id": session.stored.session_id,
                 "kernel": session.stored.origin, "conversation": conversation.id if conversation is not None else None,
-                "config": {"model": _spec(session.config.model), "mode": str(session.config.mode)}}
+                "config": {"model": _spec(session.config.model), "mode": str(session.config.mode),
+                           "models": model_choices(session.shell.user_ns, os.environ,
+                                                   getattr(session.shell, "user_ns_hidden", {}))}}
 
     def _stored(self) -> dict[str, Any] | None:
         from nbagent.sessions import SessionError, list_sessions, load_session
+
+        from ..session.conversation import latest_main
 
         notebook = self.session.stored.notebook_path()
         try:
             found = list_sessions(self.session.workspace, notebook=notebook) if notebook else []
             if not found:
                 return None
-            return stored_summary(load_session(self.session.workspace, found[-1].id))
+            return stored_summary(load_session(self.session.workspace, latest_main(found).id))
         except (SessionError, OSError, ValueError) as exc:
             return {"id": None, "error": f"the stored conversation could not be read: {exc}", "messages": []}
 
@@ -168,19 +175,34 @@ class PanelHub:
 
         session = self.session
         kind = data.get("kind", "prompt")
-        prompt = data["prompt"]
+        prompt: Any = data["prompt"]
         label = render.one_line(prompt, 120)
         cell = data.get("cell")
-        if kind != "prompt":
+        mode = None
+        if kind in ("ask", "fix", "explain"):
             hidden = getattr(session.shell, "user_ns_hidden", {})
-            prompt, label = cell_prompt(kind, cell, prompt, session.shell.user_ns, hidden)
+            text, said = cell_prompt(kind, cell, prompt, session.shell.user_ns, hidden)
+            prompt, label = UserMessage(text, said=said), render.one_line(said, 120)
         elif not prompt.strip():
-            raise UsageError("type what nbagent should do first")
+            raise UsageError("type what nbagent should do first" if kind != "follow" else "the plan is empty")
+        elif kind == "plan":  # plan first: a plan, and nothing changed (plan mode runs read-only tools only)
+            prompt, label, mode = UserMessage(plan_prompt(prompt), said=prompt), "Plan first: " + label, "plan"
+        elif kind == "follow":  # the plan as the person approved it, carried out in the notebook's own mode
+            said = "Carry out the plan"
+            prompt, label = UserMessage(follow_prompt(prompt), said=said), said
+            mode = str(session.config.mode) if str(session.config.mode) != "plan" else "default"
+        else:  # @df, @total: what those names hold goes with the words, folded under them in the views
+            hidden = getattr(session.shell, "user_ns_hidden", {})
+            mentioned = mention_prompt(prompt, session.shell.user_ns, hidden)
+            if mentioned is not None:
+                prompt = UserMessage(mentioned, said=prompt)
         resume = data.get("resume")
         stored = session.stored
         if resume and stored.last is None and stored.resumed is None and not data.get("new"):
             stored.resume(resume)  # the stored conversation the panel showed: the run continues it
-        options = RunOptions(model=data.get("model") or None, new=bool(data.get("new")))
+        # Fix and Explain are side threads: the conversation the panel's prompts continue does not grow with them
+        options = RunOptions(model=data.get("model") or None, new=bool(data.get("new")), mode=mode,
+                             side=kind in ("fix", "explain"))
         displays = session.displays
         before, displays.cell_id = displays.cell_id, None  # not started by a cell: no cell's run to show again
         try:
@@ -280,7 +302,13 @@ class PanelHub:
     # -- following runs ---------------------------------------------------------------------------------------
     def summary(self, run: Any, fresh: set[str] | frozenset[str] = frozenset({"head", "changes"})) -> dict[str, Any]:
         return run_summary(run, self.session.view(run), self.meta.get(run.id, {}), self.undone.get(run.id, set()),
-                           cached=self._parts.setdefault(run.id, {}), fresh=fresh)
+                           cached=self._parts.setdefault(run.id, {}), fresh=fresh, seen=self._seen)
+
+    def _seen(self, cell_id: str) -> str | None:
+        """What the agent last read (or wrote) of a cell: an edit of it applies only while the cell holds that."""
+        from ..notebook.cells import notebook_state
+
+        return notebook_state(self.session.shell).seen.get(cell_id)
 
     def follow(self, run: Any) -> None:
         if run.id in self._followed:

@@ -16,7 +16,7 @@ only puts them into JSON strings; the page sanitizes HTML and writes everything 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from nbagent import render
 from nbagent.render import usage as render_usage
@@ -28,6 +28,8 @@ __all__ = ["before_edit", "changes", "digest", "head", "reviews", "run_summary",
 EDIT_TOOLS = ("edit_cell", "insert_cell", "delete_cell")
 MAX_STORED = 40
 """Messages of a stored conversation shown in the panel (the latest)."""
+MAX_CONTEXT = 20_000
+"""Characters of the context sent with a stored message that the panel shows folded under it."""
 
 
 def head(run: Any) -> dict[str, Any]:
@@ -41,8 +43,10 @@ def head(run: Any) -> dict[str, Any]:
             "fraction": fraction}
 
 
-def reviews(view: Any) -> list[dict[str, Any]]:
-    """The calls of a live view that wait for a decision, notebook edits with their whole proposal."""
+def reviews(view: Any, seen: Callable[[str], str | None] = lambda _cell: None) -> list[dict[str, Any]]:
+    """The calls of a live view that wait for a decision, notebook edits with their whole proposal; an edit or a
+    deletion also with what the agent last read of its cell (`seen`), so the page can tell, before anyone
+    clicks, that the person changed the cell since."""
     out = []
     for row in list(getattr(view, "pending", None) or []):
         pending, rec = row.pending, row.record
@@ -52,6 +56,8 @@ def reviews(view: Any) -> list[dict[str, Any]]:
         item: dict[str, Any] = {"call": rec.id, "tool": pending.request.name, "digest": pending.digest}
         if pending.request.name in EDIT_TOOLS:
             item["arguments"] = {k: v for k, v in arguments.items() if isinstance(v, (str, type(None)))}
+            if pending.request.name != "insert_cell" and isinstance(arguments.get("cell_id"), str):
+                item["expected"] = seen(arguments["cell_id"])
         out.append(item)
     return out
 
@@ -91,14 +97,16 @@ def changes(run: Any, undone: set[str]) -> list[dict[str, Any]]:
         else:
             args = rec.arguments or {}
             before = before_edit(after, str(args.get("old", "")), str(args.get("new", "")))
-        out.append({"call": rec.id, "action": action, "cell_id": str(details.cell_id), "index": int(details.number) - 1,
+        out.append({"call": rec.id, "action": action, "cell_id": str(details.cell_id),
+                    "name": str(getattr(details, "name", "") or f"cell {details.number}"), "index": int(details.number) - 1,
                     "cell_type": str(getattr(details, "cell_type", "") or "code"), "before": before, "after": after,
                     "undone": rec.id in undone})
     return out
 
 
 def run_summary(run: Any, view: Any, meta: dict[str, Any], undone: set[str], *, cached: dict[str, Any] | None = None,
-                fresh: frozenset[str] | set[str] = frozenset({"head", "changes"})) -> dict[str, Any]:
+                fresh: frozenset[str] | set[str] = frozenset({"head", "changes"}),
+                seen: Callable[[str], str | None] = lambda _cell: None) -> dict[str, Any]:
     """The run's summary. `cached` (the previous summary's parts) is reused for what `fresh` does not name:
     "head" (model, cost, context: it changes with a model response) and "changes" (with an edit's end)."""
     live = not run.done
@@ -121,10 +129,11 @@ def run_summary(run: Any, view: Any, meta: dict[str, Any], undone: set[str], *, 
             html = view.static_bundle()["text/html"]
         else:
             html = render.run_html(run)
-    return {"id": run.id, "status": run.status, "label": meta.get("label") or render.one_line(str(run.prompt or ""), 120),
+    return {"id": run.id, "status": run.status, "label": meta.get("label") or render.one_line(render.prompt_words(run.prompt)[0], 120),
             "source": meta.get("source", "cell"), "kind": meta.get("kind", "ask"), "cell": meta.get("cell"),
             "head": head_part, "widget": widget_id, "html": html,
-            "reviews": reviews(view) if live and view is not None else [], "changes": change_list,
+            "reviews": reviews(view, seen) if live and view is not None else [], "changes": change_list,
+            "plan": _plan(run) if meta.get("kind") == "plan" and run.status == "done" else None,
             "kernel_only": [] if live else _kernel_only(run)}
 
 
@@ -136,6 +145,14 @@ def _kernel_only(run: Any) -> list[str]:
     return [str(n) for n in names] if isinstance(names, list) else []
 
 
+def _plan(run: Any) -> str | None:
+    """The plan a plan-first run proposed: its last text."""
+    for message in reversed(list(getattr(run, "new_messages", ()) or ())):
+        if getattr(message, "kind", "") == "assistant" and str(getattr(message, "text", "") or "").strip():
+            return str(message.text).strip()
+    return None
+
+
 def stored_summary(stored: Any) -> dict[str, Any]:
     """A stored conversation as the panel lists it (text only): who said what, the latest messages."""
     items = []
@@ -144,7 +161,11 @@ def stored_summary(stored: Any) -> dict[str, Any]:
         text = str(getattr(message, "text", "") or "")
         calls = [c.name for c in getattr(message, "tool_calls", None) or []]
         if role == "user" and text:
-            items.append({"role": "you", "text": render.one_line(text, 160)})
+            said = getattr(message, "said", None)
+            item = {"role": "you", "text": render.one_line(said if said is not None else text, 160)}
+            if said is not None:  # the context a button or a mention sent with the person's words, folded
+                item["context"] = text[:MAX_CONTEXT]
+            items.append(item)
         elif role == "assistant" and (text or calls):
             line = text.strip()
             if calls:

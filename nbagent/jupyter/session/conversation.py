@@ -49,6 +49,13 @@ def notebook_id_of(path: str | None) -> str | None:
     return found if isinstance(found, str) and _ID.fullmatch(found) else None
 
 
+def latest_main(found: list[Any]) -> Any:
+    """The latest of stored conversations (oldest first) that is not a side thread (a Fix or an Explain from
+    the panel, `settings["side"]`), else the latest."""
+    main = [i for i in found if not (i.settings or {}).get("side")]
+    return (main or found)[-1]
+
+
 class StoredConversation:
     """The current conversation of a kernel: its last run, a resumed history, and its stored session."""
 
@@ -199,7 +206,7 @@ class StoredConversation:
                         "--resume ID continues one (%agent --sessions lists them).") if others else ""
                 where = Path(self.notebook_path()).name if self.notebook_path() else "this notebook"
                 raise UsageError(f"--resume: {where} has no stored conversation yet.{hint}")
-            session_id = found[-1].id
+            session_id = latest_main(found).id
             why = "the latest conversation of this notebook"
         else:
             why = "the conversation asked for"
@@ -211,7 +218,7 @@ class StoredConversation:
         self.session_id = stored.info.id
         self._identified = None
         self.last = None
-        self.settings = dict(stored.info.settings or {})
+        self.settings = {k: v for k, v in (stored.info.settings or {}).items() if k != "side"}
         info = stored.info
         started = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.created))
         stored.why = (f"{why}, started {started}, {info.runs} run{'s' if info.runs != 1 else ''}, "

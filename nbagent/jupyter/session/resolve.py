@@ -56,6 +56,9 @@ class RunOptions:
     """Offer only the tools named (notebook functions or built-in tools), not the whole toolbox."""
     mcp: list[str] | None = None
     """The MCP servers for this run (None: every configured one)."""
+    side: bool = False
+    """A side thread (Fix or Explain on a cell's error): a conversation of its own, stored as its own session,
+    that the conversation the next %agent continues does not take in."""
 
 
 def no_model_message() -> str:

@@ -126,6 +126,8 @@ class NotebookSession:
         """
         runs, stored = self.notebook_runs, self.stored
         self._greet()
+        if options.side:
+            return self._side_thread(prompt, options)
         cell = runs.displays.cell_id
         again = runs.again_in(cell)
         history = None
@@ -173,6 +175,27 @@ class NotebookSession:
             runs.show(run, cell)
         runs.add(run)
         stored.last = run
+        return run
+
+    def _side_thread(self, prompt: Any, options: RunOptions) -> AgentRun:
+        """Start a side thread (`options.side`): with the conversation's model, mode and tools, but none of its
+        messages, alongside whatever runs, stored as a session of its own. The conversation the next %agent or
+        panel prompt continues (its last run, its stored session, its settings) stays as it was."""
+        runs, stored = self.notebook_runs, self.stored
+        kept = (stored.last, stored.session_id, stored.settings, stored.resumed, stored._identified)
+        try:
+            options = self.carry(options, stored.last)
+            settings = stored.settings
+            stored.begin()
+            stored.settings = {**settings, "side": True}  # stored so: resuming and the panel skip it
+            agent = self.agents.agent(options)
+            run = agent.start(prompt)
+            runs.shorten_error(run)
+            stored.record(run)
+            runs.show(run, runs.displays.cell_id)
+            runs.add(run)
+        finally:
+            stored.last, stored.session_id, stored.settings, stored.resumed, stored._identified = kept
         return run
 
     def _still_defined(self, names: list[str]) -> list[str]:

@@ -178,11 +178,11 @@ def test_the_panel_works_in_the_notebook(server):
         p.keyboard.press("Escape")
         p.keyboard.press("Control+Alt+a")
         wait_for(page, "Ctrl+Alt+A did not make the prompt about the selected cell",
-                 "() => /About cell c3/.test(document.querySelector('#nbagent-panel .nba-panel-about').innerText)")
+                 "() => /About \\[\\d+\\] print\\(undefined_name\\)/.test(document.querySelector('#nbagent-panel .nba-panel-about').innerText)")
         p.locator("#nbagent-panel .nba-panel-chip-x").click()
 
         # 4. the changes list: Undo puts the fixed cell back
-        undo = p.locator("#nbagent-panel .nba-panel-change:has-text('edited cell c2') button.nba-panel-undo")
+        undo = p.locator("#nbagent-panel .nba-panel-change:has-text('total = 10') button.nba-panel-undo")
         undo.wait_for(state="visible", timeout=15_000)
         undo.scroll_into_view_if_needed()
         page.shot(f"panel-{app}-changes", p.locator("#nbagent-panel"))
