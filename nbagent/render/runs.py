@@ -39,7 +39,7 @@ from .live import (
     steered_html,
 )
 from .markdown import markdown_html
-from .prompt import history_count, prompt_html, prompt_words
+from .prompt import history_count, prompt_html
 from .results import diff_html, result_html, tool_result_html
 from .usage import compaction_html, context_text, cost_text, gauge_html, tokens_text
 

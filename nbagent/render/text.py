@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .. import reprs
-from ..messages import UserMessage
 from ..safety import sanitize
 from .base import _ICONS, _clip, frozen_status, one_line, plural, seconds, shown_status, status_word, time_words
 from .lineage import kernel_only_text
+from .prompt import prompt_words
 from .live import notebook_path, presentation_text, processes_text
 from .runs import _answer, call_label, tools_summary, undelivered
 from .usage import context_text, cost_text, tokens_text
@@ -75,8 +75,10 @@ def run_text(run: AgentRun, *, stopped: str | None = None, waits: dict[str, floa
     for c in getattr(run, "compactions", ()):
         lines.append(f"  {c}")
     if run.prompt is not None:
-        text = run.prompt.text if isinstance(run.prompt, UserMessage) else str(run.prompt)
-        lines.append(f"  you: {one_line(text, 200)}")
+        words, sent = prompt_words(run.prompt)
+        lines.append(f"  you: {one_line(words, 200)}")
+        if sent is not None:
+            lines.append(f"    (sent with {len(sent):,} characters of context from the notebook)")
     lines.append(f"  {tools_summary(run)[0]}" + (f"\n  notebook: {notebook_path(run)}" if notebook_path(run) else ""))
     for rec in run.calls:
         waited = (waits or {}).get(rec.id)
