@@ -277,7 +277,7 @@ class RunList(list):
         self._keeper = keeper
 
     def _line(self, i: int, run: AgentRun) -> str:
-        from nbagent.render.runs import one_line, prompt_words
+        from nbagent.render import one_line, prompt_words
 
         prompt = prompt_words(run.prompt)[0]
         pending = ""
