@@ -36,6 +36,8 @@ def _notebook_ops_sent() -> set[str]:
     for path in (PACKAGE / "notebook").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "request"
+                    and not (isinstance(node.func.value, ast.Name) and node.func.value.id == "shared")  # the
+                    # server's shared document (document_link.py), not the page
                     and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
                 ops.add(node.args[0].value)
     return ops
@@ -55,7 +57,8 @@ def test_every_op_the_panel_answers_is_in_the_panel_protocol_and_none_is_left_ov
 
 
 def test_the_kinds_of_start_are_the_prompt_and_the_kinds_a_cell_prompt_makes():
-    assert set(definition("panel", "StartKind")["enum"]) == {"prompt", *KINDS}
+    # plan: a plan-first prompt; follow: "Run this plan" with the plan as the person edited it
+    assert set(definition("panel", "StartKind")["enum"]) == {"prompt", "plan", "follow", *KINDS}
 
 
 GOOD = [
@@ -75,7 +78,7 @@ BAD = [
     ({"id": 1, "op": "start"}, "start: prompt is missing"),
     ({"id": 1, "op": "start", "prompt": "x", "new": "yes"}, "start: new has the wrong type"),
     ({"id": 1, "op": "start", "prompt": "x" * 100_001}, "start: prompt is too long"),
-    ({"id": 1, "op": "start", "prompt": "x", "kind": "shell"}, "start: kind must be one of prompt, ask, fix, explain"),
+    ({"id": 1, "op": "start", "prompt": "x", "kind": "shell"}, "start: kind must be one of prompt, ask, fix, explain, plan, follow"),
     ({"id": 1, "op": "start", "prompt": "", "kind": "fix"}, "start: cell is missing (this kind needs it)"),
     ({"id": 1, "op": "start", "prompt": "", "kind": "fix", "cell": None}, "start: cell has the wrong type"),
     ({"id": 1, "op": "start", "prompt": "", "kind": "fix", "cell": {"id": 5}}, "start: cell.id has the wrong type"),

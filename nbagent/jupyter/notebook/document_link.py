@@ -15,8 +15,19 @@ import uuid
 from typing import Any, Callable
 from urllib.parse import quote
 
-from pycrdt import Array, Assoc, Awareness, Doc, Map, Text, create_awareness_message, create_sync_message
-from pycrdt import create_update_message, handle_sync_message, read_message
+from pycrdt import (
+    Array,
+    Assoc,
+    Awareness,
+    Doc,
+    Map,
+    Text,
+    create_awareness_message,
+    create_sync_message,
+    create_update_message,
+    handle_sync_message,
+    read_message,
+)
 
 from .comm import FrontendError
 from .execute import KernelClient

@@ -70,7 +70,8 @@ def kernel_toolbox(shell: Any = None, workspace: Any = None, *, notebook: bool =
     runner = kernel_runner(shell)
     tools = _toolbox_all(workspace, runner=runner, history=runner.history_source(), **options)
     if notebook:
-        from .tools import cell_python, notebook_tools
+        from .python_cells import cell_python
+        from .tools import notebook_tools
 
         tools = [cell_python(shell, t) if t.name == "python" else t for t in tools] + notebook_tools(shell)
     return tools

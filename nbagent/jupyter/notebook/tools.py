@@ -10,7 +10,8 @@ They work on the live notebook: through the server's shared document where a col
 (shared.py: no tab needed, edits as hunks that keep a collaborator's typing elsewhere in the cell, `run_cell`
 in this kernel with its outputs written into the document), else through nbagent's frontend part over the
 `nbagent.notebook` comm (comm.py): unsaved edits are seen, each edit is one undoable step (Ctrl+Z), and
-`run_cell` executes through the notebook, so the output lands in the cell. Results and the header say which. Without a live frontend (nbclient, papermill, a terminal, a frontend without the extension)
+`run_cell` executes through the notebook, so the output lands in the cell. Results and the header say which.
+Without a live frontend (nbclient, papermill, a terminal, a frontend without the extension)
 `read_notebook` reads the saved file (`NBAgent.notebook_path`, else `NBAGENT_NOTEBOOK`, else the path the
 Jupyter server gives the kernel in `JPY_SESSION_NAME`) and the other tools say why they cannot act.
 
@@ -23,14 +24,12 @@ result links to its cell (a click scrolls there).
 `NBAgent.python_in_cells = True` makes the `python` tool insert its code as a cell (after the last cell this
 run wrote, else at the end) and run it there, so the analysis stays in the notebook.
 
-This module defines the tools; what they return, the summaries of outputs, one kernel's notebook state and
-running a cell through the notebook are in notebook_cells.py.
+This module defines the tools; what they return, one kernel's notebook state and running a cell through the
+notebook are in cells.py, the summaries of outputs in outputs.py, `python_in_cells` in python_cells.py.
 """
 
 from __future__ import annotations
 
-import asyncio
-import copy
 import difflib
 import os
 from typing import Any, Callable, Literal
@@ -45,11 +44,22 @@ from nbagent.tools.definition import Tool
 from nbagent.tools.results import ToolResult, error_result
 
 from .cells import (
-    CANNOT_RUN, SAVED, SHARED, CellChange, CellRun, NotebookCell, NotebookSnapshot, NotebookState, cell_name,
-    cells_idle, cells_of, cut_text, notebook_state, run_cell_in_notebook, summarize_output, summarize_outputs,
+    CANNOT_RUN,
+    SAVED,
+    SHARED,
+    CellChange,
+    CellRun,
+    NotebookCell,
+    NotebookSnapshot,
+    NotebookState,
+    cell_name,
+    cells_of,
+    notebook_state,
+    run_cell_in_notebook,
 )
 from .comm import FrontendError, NoFrontend
 from .hunks import lands_apart
+from .outputs import cut_text, summarize_output, summarize_outputs
 
 __all__ = ["CellChange", "CellRun", "NotebookCell", "NotebookSnapshot", "cells_of", "notebook_tools",
            "stale_guard", "summarize_output", "TOOL_NAMES"]
@@ -443,60 +453,3 @@ def _delete_preview(state: NotebookState, a: Any) -> str:
     cell_id = a.get("cell_id")
     before = state.seen.get(cell_id)
     return f"# delete {state.name(cell_id)}\n" + "\n".join("-" + line for line in (before or "(not read yet)").splitlines())
-
-
-# --------------------------------------------------------------------------------------------------
-# python_in_cells: the python tool, writing its code as a cell and running it there
-# --------------------------------------------------------------------------------------------------
-def cell_python(shell: Any, original: Tool) -> Tool:
-    """The `python` tool, which (while `NBAgent.python_in_cells` is on and the notebook is live) inserts
-    its code as a cell and runs it there; otherwise it runs as before."""
-    state = notebook_state(shell)
-
-    def python(code: str, ctx: ToolContext = None) -> Any:  # type: ignore[assignment]
-        if not state.config("python_in_cells", False):
-            return original.fn(code=code, ctx=ctx)
-        return _python_cell(code, ctx)
-
-    async def _python_cell(code: str, ctx: ToolContext | None) -> Any:
-        if not await cells_idle(state):
-            return await _fallback(code, ctx, "a cell of the notebook is running (it runs one cell at a time)")
-        rid = state.run_id(ctx)
-        after = state.last_written.get(rid) if rid else None
-        try:
-            result = await state.request("insert", source=code, cell_type="code", after=after,
-                                         mark=state.mark(ctx, "python"))
-        except FrontendError as exc:
-            if after:  # the cell it followed is gone: put it at the end
-                try:
-                    result = await state.request("insert", source=code, cell_type="code", after=None,
-                                                 mark=state.mark(ctx, "python"))
-                except (NoFrontend, FrontendError) as exc2:
-                    return _fallback(code, ctx, str(exc2))
-            else:
-                return _fallback(code, ctx, str(exc))
-        except NoFrontend as exc:
-            return _fallback(code, ctx, str(exc))
-        new_id = str(result.get("cell_id"))
-        state.seen[new_id] = code
-        if rid:
-            state.last_written[rid] = new_id
-        return await run_cell_in_notebook(state, new_id, ctx, inserted=True, expected=code)
-
-    async def _fallback(code: str, ctx: ToolContext | None, why: str) -> Any:
-        result = await asyncio.to_thread(original.fn, code=code, ctx=ctx)
-        if isinstance(result, ToolResult):
-            note = TextBlock(f"(ran in the kernel, not as a cell: {why})")
-            return ToolResult([*result.content, note], details=result.details, is_error=result.is_error,
-                              terminate=result.terminate)
-        return result
-
-    python.__doc__ = original.fn.__doc__
-    # the same tool (schema, permissions, grants, timeout, labels) with this function behind it
-    tool = copy.copy(original)
-    tool.fn = python
-    tool.__wrapped__ = python
-    done = original.describe_completed_activity
-    tool.describe_completed_activity = lambda a, r: (
-        f"Ran cell {r.cell_id}" if isinstance(r, CellRun) else done(a, r) if done else "Ran Python")
-    return tool
