@@ -165,11 +165,14 @@ async def test_secrets_in_the_transcript_are_redacted_in_the_body_sent_and_recor
     messages = [
         UserMessage("what is in .env?"),
         AssistantMessage(tool_calls=[call], provider="openai"),
-        ToolResultMessage("call_1", "read_env", [TextBlock(f"KEY={KEY}\nPW=hunter2-warehouse-pw\nUSER=ann")]),
+        ToolResultMessage("call_1", "read_env", [TextBlock(f"KEY={PLAIN}\nPW=hunter2-warehouse-pw\nUSER=ann")]),
     ]
     recorded = []
     await chat(fake_server).request(messages, on_request=recorded.append)
     sent = fake_server.requests[0].body.decode()
     for text in (sent, json.dumps(recorded)):
-        assert KEY not in text and "hunter2-warehouse-pw" not in text
+        # known secrets (the environment's, keys given in code) never leave in a body; a value that only has a
+        # key's shape is the secret gate's to stop when a tool's result is made (tests/security/
+        # test_secrets_gate.py), and a body sends the conversation's earlier turns as they were
+        assert "hunter2-warehouse-pw" not in text and PLAIN not in text
         assert "USER=ann" in text and "[REDACTED:WAREHOUSE_PASSWORD]" in text  # control: the rest stays
