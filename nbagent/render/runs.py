@@ -384,7 +384,7 @@ def header_html(run: AgentRun, *, waiting: int = 0, live: bool = False, stopped:
 
 def _is_builtin(tool: Any) -> bool:
     module = getattr(getattr(tool, "fn", None), "__module__", None) or ""
-    return module.startswith(("nbagent.toolbox", "nbagent.jupyter.notebook.kernel_tools", "nbagent.jupyter.notebook.tools"))
+    return module.startswith(("nbagent.toolbox", "nbagent.jupyter.notebook."))  # the toolbox, the notebook room
 
 
 def _run_tools(run: AgentRun) -> list[Any]:
