@@ -22,21 +22,13 @@
  */
 import { NotebookPanel } from '@jupyterlab/notebook';
 
+import { HIDDEN } from './shown';
+
 const BLOCK = 'pre.nba-code-block';
 const NOT_MODEL_TEXT = '.nba-call, .nba-result, .nba-presentation, .nba-safe';
 const PYTHON = new Set(['', 'python', 'py', 'python3', 'ipython', 'ipython3', 'pycon']);
 const SHELL = new Set(['bash', 'sh', 'shell', 'console']);
 const MARKDOWN = new Set(['markdown', 'md']);
-/**
- * What the kernel never leaves raw in a block: every control, bidi and invisible character is shown there as
- * `⟨U+XXXX NAME⟩` (nbagent/safety/sanitize.py `visible`). A block that holds one raw was not written by nbagent
- * (a notebook's saved output can hold any markup): it gets no buttons, since it would insert what it hides.
- */
-const HIDDEN = new RegExp(
-  '\r(?!\n)|[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u00ad\u034f\u061c\u115f\u1160'
-  + '\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff'
-  + '\uffa0\ufff0-\ufffb\u{1bca0}-\u{1bca3}\u{1d173}-\u{1d17a}\u{e0000}-\u{e0fff}]', 'u');
-
 /** Where a block's Insert puts its cell: below `index` of `notebook` (-1: at the top). */
 export type InsertPlace = { notebook: NotebookPanel; index: number; from?: object };
 
@@ -81,6 +73,9 @@ export function isModelCode(pre: Element): boolean {
   }
   const md = pre.closest('.nba-md');
   const code = md && !md.closest(NOT_MODEL_TEXT) && !pre.closest(NOT_MODEL_TEXT) ? codeOf(pre) : null;
+  // What the kernel never leaves raw in a block: every hidden character is shown there as `⟨U+XXXX NAME⟩`
+  // (sanitize.py `visible`, from the same list as HIDDEN). A block that holds one raw was not written by nbagent
+  // (a saved output can hold any markup): no buttons, since it would insert what it hides.
   return code !== null && !HIDDEN.test(code.textContent ?? '');
 }
 

@@ -47,9 +47,11 @@ No IPython here, and nothing from nbagent: every layer may use this module.
 from __future__ import annotations
 
 import functools
+import json
 import re
 import unicodedata
 import zlib
+from importlib import resources
 from typing import Any
 
 __all__ = [
@@ -385,17 +387,33 @@ _cached = functools.lru_cache(maxsize=64)(_sanitize)
 # --------------------------------------------------------------------------------------------------
 # Text
 # --------------------------------------------------------------------------------------------------
-_BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-_INVISIBLE = ("\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b\u200c\u2060-\u2065\u206a-\u206f"
-              "\u3164\ufeff\uffa0\ufff0-\ufffb\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff")
+def _kinds() -> dict[str, str]:
+    """The one list of hidden characters (hidden.json, which the page's list is made from too), as regular
+    expression character classes by kind."""
+    source = json.loads(resources.files("nbagent.safety").joinpath("hidden.json").read_text(encoding="utf-8"))
+
+    def char(code: str) -> str:
+        return re.escape(chr(int(code, 16)))
+
+    return {kind: "".join("-".join(char(end) for end in span.split("-")) for span in spans)
+            for kind, spans in source["kinds"].items()}
+
+
+_KINDS = _kinds()
+_BIDI = _KINDS["bidi"]
+_INVISIBLE = _KINDS["invisible"]
 # every Default_Ignorable_Code_Point (what a browser draws as nothing), the variation selectors supplement
 # (E0100-E01EF) and the format characters of music and shorthand too, but the joiner and the variation
 # selectors emoji are made of (_EMOJI_PARTS)
-_EMOJI_PARTS = "\u200d\ufe00-\ufe0f"  # the joiner and the variation selectors: invisible, and inside emoji
-_CONTROL = "\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"  # every C0 but tab, newline and CR, DEL, every C1
+_EMOJI_PARTS = _KINDS["emoji_parts"]  # the joiner and the variation selectors: invisible, and inside emoji
+_CONTROL = _KINDS["control"]  # every C0 but tab, newline and CR, DEL, every C1
+_SEPARATORS = _KINDS["separators"]
 # a carriage return counts only alone: before a newline it is a Windows line end, and hides nothing
-_HIDDEN = re.compile(f"\r(?!\n)|[{_CONTROL}{_BIDI}{_INVISIBLE}{_EMOJI_PARTS}\u2028\u2029]")
-_HIDDEN_PROSE = re.compile(f"\r(?!\n)|[{_CONTROL}{_BIDI}{_INVISIBLE}\u2028\u2029]")
+_HIDDEN = re.compile(f"\r(?!\n)|[{_CONTROL}{_BIDI}{_INVISIBLE}{_EMOJI_PARTS}{_SEPARATORS}]")
+_HIDDEN_PROSE = re.compile(f"\r(?!\n)|[{_CONTROL}{_BIDI}{_INVISIBLE}{_SEPARATORS}]")
+_IS_BIDI = re.compile(f"[{_BIDI}]")
+_IS_CONTROL = re.compile(f"[{_CONTROL}]")
+_IS_SEPARATOR = re.compile(f"[{_SEPARATORS}]")
 _ESCAPE_SEQUENCE = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"              # CSI: colours, cursor moves, clearing
     r"|\x1b[\]PX^_][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"  # OSC (title, hyperlinks, clipboard), DCS, SOS, PM, APC
@@ -423,14 +441,14 @@ def has_hidden_characters(text: str) -> bool:
 
 
 def _kind(ch: str) -> str:
-    if ch in _BIDI:
+    if _IS_BIDI.match(ch):
         return ("bidi controls (they change the order in which text is shown, so what you read is not the "
                 "order it runs in)")
     if ch == "\x1b" or ch == "\x9b":
         return "terminal escape sequences (they can rewrite what a terminal shows)"
-    if ch in "\u2028\u2029":
+    if _IS_SEPARATOR.match(ch):
         return "line or paragraph separators (a line break that some programs do not count as one)"
-    if ch == "\r" or re.match(f"[{_CONTROL}]", ch):
+    if ch == "\r" or _IS_CONTROL.match(ch):
         return "control characters"
     return "invisible characters (zero-width and the like: text that looks the same can differ)"
 

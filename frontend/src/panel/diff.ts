@@ -2,6 +2,8 @@
  * A line diff for the review of a proposed edit on its cell (longest common subsequence of lines).
  * Cells are small; past LIMIT lines on either side it shows the whole old text removed and the new added.
  */
+import { visible, WARNING } from '../shown';
+
 export type DiffLine = { kind: ' ' | '-' | '+'; text: string };
 
 const LIMIT = 1500;
@@ -47,15 +49,7 @@ export function lineDiff(before: string, after: string): DiffLine[] {
   return out;
 }
 
-/** Make invisible and bidirectional control characters visible (an approval shows every byte as it is). */
-export function visible(text: string): { text: string; warned: boolean } {
-  let warned = false;
-  const shown = text.replace(/[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u00ad]/g, ch => {
-    warned = true;
-    return `⟨U+${ch.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}⟩`;
-  });
-  return { text: shown, warned };
-}
+export { visible };
 
 /** The diff as DOM (text only, never HTML). */
 export function diffNode(before: string, after: string): HTMLElement {
@@ -73,7 +67,7 @@ export function diffNode(before: string, after: string): HTMLElement {
   if (warned) {
     const note = document.createElement('div');
     note.className = 'nba-cdiff-warn';
-    note.textContent = '⚠ this change contains invisible or direction-changing characters, shown as ⟨U+…⟩';
+    note.textContent = WARNING;
     box.prepend(note);
   }
   return box;

@@ -11,6 +11,7 @@ import { Cell, CodeCell } from '@jupyterlab/cells';
 import { NotebookPanel } from '@jupyterlab/notebook';
 
 import type { CellMark } from '../notebook/protocol';
+import { showText } from '../shown';
 import { diffNode } from './diff';
 import { CHANGED_REASON, proposal } from './proposal';
 import { PanelHub, hasError, nameOf, shownName } from './hub';
@@ -44,7 +45,7 @@ function div(cls: string, text?: string): HTMLElement {
   const d = document.createElement('div');
   d.className = cls;
   if (text !== undefined) {
-    d.textContent = text;
+    showText(d, text);  // the model's values (a cell type, a name) among them: hidden characters shown
   }
   return d;
 }
