@@ -42,7 +42,7 @@ from typing import Any
 
 import posixpath
 
-from ..safety.sanitize import visible
+from ..safety.shown import hidden_warnings, shown
 from ..tools.paths import literal_glob, literal_path
 
 __all__ = ["GRANT_SCOPES", "GrantLabel", "batch_grant", "derived_grant", "grant_label", "label_for", "scope_kind"]
@@ -116,29 +116,29 @@ def derived_grant(tool: Any, suggested: str | None, scope: str | None = None) ->
 
 def label_for(tool: Any, pattern: str | None, kind: str | None = None) -> GrantLabel:
     """The words for a grant of `pattern` on `tool` (what the button says, and the list of grants)."""
-    name = getattr(tool, "name", str(tool))
+    name = shown(getattr(tool, "name", str(tool)))  # an MCP tool's name is the server's choice
     kind = kind or scope_kind(tool)
     if pattern is None:
         text = f"every {name} call"
         return GrantLabel(text, text, None, kind)
-    shown, warnings = visible(pattern)
+    seen, warnings = shown(pattern), hidden_warnings(pattern)
     note = (" " + " ".join(warnings)) if warnings else ""
     if kind == "code":
-        code, _ = visible(pattern.strip())
+        code = shown(pattern.strip())
         lines = code.count("\n") + 1
         short = f"{name}: exactly this code" + (f" ({lines} lines)" if lines > 1 else "")
         return GrantLabel(short, f"{short}:\n{code}{note}", pattern, kind)
     if kind == "command":
         literal = literal_glob(pattern)
         if literal is not None:
-            text, _ = visible(literal)
+            text = shown(literal)
             return GrantLabel(f"`{text}` (this exact command)", f"{name}: exactly the command `{text}`{note}",
                               pattern, kind)
-        return GrantLabel(f"{name} commands matching `{shown}`", f"{name} commands matching `{shown}`{note}",
+        return GrantLabel(f"{name} commands matching `{seen}`", f"{name} commands matching `{seen}`{note}",
                           pattern, kind)
     path, under = literal_path(pattern)
     if path is not None and kind in ("path", "pattern", "tool"):
-        path, _ = visible(path)
+        path = shown(path)
         if under:
             text = f"{name}: everything under {path.rstrip('/')}/"
         else:
@@ -146,10 +146,10 @@ def label_for(tool: Any, pattern: str | None, kind: str | None = None) -> GrantL
         if kind == "path":
             return GrantLabel(text, text + note, pattern, kind)
     if kind == "path":
-        text = f"{name} on paths matching `{shown}`"
+        text = f"{name} on paths matching `{seen}`"
         return GrantLabel(text, text + note, pattern, kind)
-    text = f"{name}(`{shown}`)"
-    return GrantLabel(text, f"{name} calls matching `{shown}`{note}", pattern, kind)
+    text = f"{name}(`{seen}`)"
+    return GrantLabel(text, f"{name} calls matching `{seen}`{note}", pattern, kind)
 
 
 def grant_label(request: Any) -> GrantLabel | None:

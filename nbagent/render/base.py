@@ -10,11 +10,11 @@ escapes removed), `one_line` text for one line (terminal escapes removed), all t
 from __future__ import annotations
 
 import functools
-import html
 from importlib import resources
 from typing import Any
 
 from ..safety import sanitize
+from ..safety.shown import hidden_warnings, output_html, shown_html  # noqa: F401 (hidden_warnings: runs.py reads it here)
 
 MAX_TEXT = 4000
 """Characters of a result's text shown before it is cut (the whole text stays on the object)."""
@@ -68,35 +68,12 @@ def _style() -> str:
 
 def _esc(text: Any) -> str:
     """Text as HTML: escaped, and every control, bidi or invisible character shown as what it is."""
-    return html.escape(sanitize.visible(str(text))[0], quote=True)
+    return shown_html(text)
 
 
 def _esc_output(text: Any) -> str:
     """A program's output as HTML: escaped, terminal escapes (colours) removed, other controls shown."""
-    return html.escape(sanitize.terminal_safe(text), quote=True)
-
-
-def hidden_warnings(*values: Any) -> list[str]:
-    """The warnings `sanitize.visible` gives for any text in `values` (nested in dicts and lists too), each
-    once: what a person approving these arguments must be told they cannot see as-is."""
-    found: list[str] = []
-
-    def walk(value: Any) -> None:
-        if isinstance(value, str):
-            for w in sanitize.visible(value)[1]:
-                if w not in found:
-                    found.append(w)
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                walk(k)
-                walk(v)
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                walk(v)
-
-    for value in values:
-        walk(value)
-    return found
+    return output_html(text)
 
 
 def _clip(text: str, limit: int | None = MAX_TEXT) -> str:

@@ -16,10 +16,10 @@ answers): they are escaped, never rendered as markup.
 from __future__ import annotations
 
 import dataclasses
-import html
 from typing import Any
 
 from ..budget.pricing import format_cost
+from ..safety.shown import shown_html
 
 __all__ = ["answer_fields", "batch_html", "batch_summary", "batch_text", "item_line"]
 
@@ -29,7 +29,7 @@ _COLOURS = {"done": "#15803d", "failed": "#b91c1c", "cancelled": "#a16207"}
 
 
 def _esc(text: Any) -> str:
-    return html.escape(str(text), quote=True)
+    return shown_html(text)
 
 
 def _short(value: Any, limit: int = 90) -> str:

@@ -10,19 +10,19 @@ buttons), text and JSON are shown as text; secrets are redacted from what proces
 
 from __future__ import annotations
 
-import html
 import json
 import time
 from typing import Any, Callable
 
 from ..safety.secrets import redact
+from ..safety.shown import shown_html
 
 __all__ = ["NOTEBOOK_PATHS", "approval_notice_html", "notebook_chip_html", "notebook_path", "presentation_html", "presentation_text", "processes_html", "processes_text",
            "steered_html"]
 
 
 def _esc(text: Any) -> str:
-    return html.escape(str(text), quote=True)
+    return shown_html(text)
 
 
 def _seconds(value: float) -> str:

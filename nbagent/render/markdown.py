@@ -23,6 +23,7 @@ import re
 from typing import Any
 
 from ..safety import sanitize
+from ..safety.shown import shown_html
 
 __all__ = ["code_language", "markdown_html"]
 
@@ -30,7 +31,7 @@ _LANG_CHARS = re.compile(r"[^a-z0-9_+#-]")
 
 
 def _esc(text: Any) -> str:
-    return html.escape(sanitize.visible(str(text))[0], quote=True)
+    return shown_html(text)
 
 
 def code_language(info: str | None) -> str:
@@ -67,7 +68,7 @@ def _markdown() -> Any:
             lang = code_language(info)
             shown = _highlight(code, words[0]) if words else None
             cls = f"nba-code-block nba-lang-{lang}" if lang else "nba-code-block"
-            return f'<pre class="{cls}"><code>{shown if shown is not None else html.escape(code)}</code></pre>\n'
+            return f'<pre class="{cls}"><code>{shown if shown is not None else shown_html(code)}</code></pre>\n'
 
     return mistune.create_markdown(escape=True, renderer=Renderer(escape=True),
                                    plugins=["strikethrough", "table", "url"])

@@ -21,7 +21,6 @@ calls (`render_live`); their public names are re-exported here.
 
 from __future__ import annotations
 
-import html
 import json
 import re
 from typing import TYPE_CHECKING, Any
@@ -245,7 +244,7 @@ def call_inner_html(
         warnings = hidden_warnings(tool_name, args)
         if warnings:
             parts.append('<div class="nba-sub nba-note nba-hidden-warn"><b>⚠ Look closely</b>: '
-                         + " ".join(html.escape(w) for w in warnings) + "</div>")
+                         + " ".join(_esc(w) for w in warnings) + "</div>")
     preview = getattr(tool, "preview", None)  # a tool's picture of what a call will change (a diff)
     if preview is not None and rec is not None and rec.arguments is not None and not rec.done:
         try:

@@ -6,10 +6,10 @@ Pure functions of the run's record (its `usage`, `spend`, `context_tokens`, `com
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 from ..budget.pricing import format_cost
+from ..safety.shown import shown_html
 
 AgentRun = Any
 """A run handle: read through its public attributes only."""
@@ -18,7 +18,7 @@ __all__ = ["compaction_html", "context_text", "cost_text", "gauge_html", "short_
 
 
 def _esc(text: Any) -> str:
-    return html.escape(str(text), quote=True)
+    return shown_html(text)
 
 
 def _plural(n: int, word: str) -> str:

@@ -16,12 +16,12 @@ extension the buttons' own messages carry it.
 
 from __future__ import annotations
 
-import html
 from typing import Any, Callable
 
 import ipywidgets as W
 
 from nbagent.records import ApprovalRequest
+from nbagent.safety.shown import shown, shown_html
 
 from .approval import PendingApproval
 from .widget_kit import html_part, make_button, set_traits, shared
@@ -53,18 +53,18 @@ class ApprovalPanel:
             return 0 if self.box is None else set_traits(self.box, layout=s.hidden)
         request: ApprovalRequest = pending.request
         grant = grant_label(request)
-        scope = grant.short if grant is not None else ""
+        scope = shown(grant.short) if grant is not None else ""
         always_layout = s.plain if grant is not None else s.hidden  # nothing to always allow (run_cell)
-        binding = " ".join(f'data-nba-{name}="{html.escape(str(value), quote=True)}"'
+        binding = " ".join(f'data-nba-{name}="{shown_html(str(value))}"'
                            for name, value in (("run", run_id), ("call", request.call.id), ("digest", pending.digest)))
-        question = (f'<div class="nba-ask-q" {binding}><b>Needs your approval</b> · {html.escape(request.reason)}. '
+        question = (f'<div class="nba-ask-q" {binding}><b>Needs your approval</b> · {shown_html(request.reason)}. '
                     "The arguments above are exactly what will run.</div>")
         if self.box is None:
             approve = make_button("Approve", "check", "Run this call once", "nba-approve")
             deny = make_button("Deny", "times", "Do not run it; the model is told, with your reason if you give one",
                                "nba-deny")
             self._always = make_button(f"Always allow {scope}", "check-circle",
-                                       f"Run it, and allow {grant.full if grant else scope} without asking for "
+                                       f"Run it, and allow {shown(grant.full) if grant else scope} without asking for "
                                        "the rest of this session", "nba-always")
             self._always.layout = always_layout
             self._reason = W.Text(placeholder="Reason for denying (optional; the model reads it)",

@@ -33,7 +33,6 @@ arguments a question shows are shown whole (never clipped).
 from __future__ import annotations
 
 import asyncio
-import html
 import re
 import uuid
 from typing import Any
@@ -44,6 +43,7 @@ from IPython.display import display
 
 from nbagent import render
 from nbagent.render import batch as render_batch
+from nbagent.safety.shown import shown, shown_html
 
 from .approval import digest
 from .widget_kit import html_part, make_button, shared
@@ -182,10 +182,10 @@ class BatchView:
         s = shared()
         request = pending.request
         label = self.batch.results[pending.index].label if pending.index >= 0 else "?"
-        binding = " ".join(f'data-nba-{name}="{html.escape(str(value), quote=True)}"' for name, value in
+        binding = " ".join(f'data-nba-{name}="{shown_html(str(value))}"' for name, value in
                            (("batch", self.batch.id), ("call", request.call.id), ("digest", self.digest(pending))))
-        question = (f'<div class="nba-ask-q" {binding}><b>Needs your approval</b> · item #{html.escape(str(label))} '
-                    f'calls <code>{html.escape(request.name)}</code> · {html.escape(request.reason)}. '
+        question = (f'<div class="nba-ask-q" {binding}><b>Needs your approval</b> · item #{shown_html(str(label))} '
+                    f'calls <code>{shown_html(request.name)}</code> · {shown_html(request.reason)}. '
                     f'These arguments are exactly what will run:</div>'
                     f'{render.args_html(request.arguments, limit=None)}')
         approve = make_button("Approve", "check", "Run this call once", "nba-approve")
@@ -195,8 +195,8 @@ class BatchView:
         grant = pending.grant
         parts: list[Any] = [approve, deny]
         if grant is not None:
-            like = make_button(f"Approve all: {grant.short}", "check-circle",
-                               f"Run it, and every call of this batch's items that {grant.full} covers, without "
+            like = make_button(f"Approve all: {shown(grant.short)}", "check-circle",
+                               f"Run it, and every call of this batch's items that {shown(grant.full)} covers, without "
                                "asking for the rest of this session", "nba-always")
             like.on_click(lambda _: self._hand(pending, "always"))
             parts.append(like)

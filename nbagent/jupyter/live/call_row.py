@@ -8,14 +8,13 @@ approval question while the call waits for a decision (approval_panel.py draws t
 
 from __future__ import annotations
 
-import html
 from typing import TYPE_CHECKING, Any
 
 import ipywidgets as W
 
 from nbagent import render
 from nbagent.decisions import Decision
-from nbagent.safety.sanitize import terminal_safe
+from nbagent.safety.shown import output_html, shown_html
 
 from .approval import PendingApproval
 from .approval_panel import ApprovalPanel
@@ -137,7 +136,7 @@ class CallRow:
             cut += len(shown) - TAIL_CHARS
             shown = shown[-TAIL_CHARS:]
         head = f"… {cut:,} earlier characters\n" if cut > 0 else ""
-        value = f'<pre class="nba-tail">{html.escape(terminal_safe(head + shown))}</pre>'
+        value = f'<pre class="nba-tail">{output_html(head + shown)}</pre>'
         # a call that went well folds its output away when it ends, unless the output says something the
         # person must see (a replay whose result differs from the record)
         notice = next((u.data["keep_open"] for u in rec.progress if u.data.get("keep_open")), None)
@@ -147,7 +146,7 @@ class CallRow:
         else:
             label = notice or ("live output" if not rec.done else "output")
         toggle = (f'<label class="nba-toggle"><input type="checkbox"{"" if fold else " checked"}>'
-                  f"{html.escape(label)}</label>")
+                  f"{shown_html(label)}</label>")
         if self._tail is None:
             self._tail_toggle = html_part(toggle, "nba-tail-wrap")
             self._tail = html_part(value, "nba-tail-wrap")

@@ -82,6 +82,6 @@ class SteerBox:
 
 
 def _esc(text: str) -> str:
-    import html
+    from nbagent.safety.shown import shown_html
 
-    return html.escape(text, quote=True)
+    return shown_html(text)

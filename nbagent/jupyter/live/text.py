@@ -16,7 +16,8 @@ from nbagent import render
 from nbagent.calls.grants import grant_label
 from nbagent.decisions import Decision
 from nbagent.records import ApprovalRequest
-from nbagent.safety.sanitize import terminal_safe, visible
+from nbagent.safety.sanitize import terminal_safe
+from nbagent.safety.shown import hidden_warnings, shown
 
 if TYPE_CHECKING:  # pragma: no cover
     from nbagent.agent.run import AgentRun
@@ -67,11 +68,12 @@ class TextView:
 
     async def ask(self, request: ApprovalRequest) -> Decision:
         """Ask on stdin: yes, no (with a reason), or always."""
-        args, warnings = visible(f"{request.name}({json.dumps(request.arguments, ensure_ascii=False, default=repr)})")
+        call = f"{request.name}({json.dumps(request.arguments, ensure_ascii=False, default=repr)})"
+        args, warnings = shown(call), hidden_warnings(call)
         look = "".join(f"\n  ! {w}" for w in warnings)
         grant = grant_label(request)
-        always = f" / [a]lways allow {grant.short}" if grant is not None else ""
-        prompt = f"\n? {args} needs approval ({terminal_safe(request.reason)}).{look}\n  [y]es / [n]o{always}: "
+        always = f" / [a]lways allow {shown(grant.short)}" if grant is not None else ""
+        prompt = f"\n? {args} needs approval ({shown(request.reason)}).{look}\n  [y]es / [n]o{always}: "
         answer = (await asyncio.to_thread(input, prompt)).strip().lower()
         if answer in ("a", "always") and grant is not None:
             return Decision(True, remember=True, reason="always allowed at the prompt")

@@ -14,7 +14,6 @@ outputs are cut (`MAX_OUTPUT`), images and HTML summarised.
 from __future__ import annotations
 
 import asyncio
-import html
 import json
 import os
 import threading
@@ -26,6 +25,7 @@ from nbagent.context import ToolContext
 from nbagent.lineage import NamespaceWatch
 from nbagent.messages import TextBlock
 from nbagent.render.runs import diff_html
+from nbagent.safety.shown import shown_html
 from nbagent.tools.results import ToolResult, error_result
 
 from .comm import FrontendError, NoFrontend, NotebookFrontend, frontend_for
@@ -84,8 +84,8 @@ class NotebookSnapshot:
 
 
 def _link(cell_id: str, text: str | None = None) -> str:
-    return (f'<a class="nba-cell-link" href="#nbagent-cell={html.escape(cell_id, quote=True)}" '
-            f'title="Scroll to this cell">{html.escape(text or "cell " + cell_id)} ↗</a>')
+    return (f'<a class="nba-cell-link" href="#nbagent-cell={shown_html(cell_id)}" '
+            f'title="Scroll to this cell">{shown_html(text or "cell " + cell_id)} ↗</a>')
 
 
 @dataclass
@@ -107,7 +107,7 @@ class CellChange:
 
     def link_html(self) -> str:
         if self.action == "deleted":
-            return html.escape(f"{self.name or 'cell ' + self.cell_id} (deleted)")
+            return shown_html(f"{self.name or 'cell ' + self.cell_id} (deleted)")
         return _link(self.cell_id, self.name or None)
 
     def _repr_html_(self) -> str:
@@ -141,8 +141,8 @@ class CellRun:
 
     def _repr_html_(self) -> str:
         count = f"[{self.execution_count}]" if self.execution_count is not None and not self.name else ""
-        body = html.escape(summarize_outputs(self.outputs) or "(no output)")
-        return (f"<div>Ran {self.link_html()} {count} · {html.escape(self.status)}</div>"
+        body = shown_html(summarize_outputs(self.outputs) or "(no output)")
+        return (f"<div>Ran {self.link_html()} {count} · {shown_html(self.status)}</div>"
                 f'<div class="nba-pre">{body}</div>')
 
 

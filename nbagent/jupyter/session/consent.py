@@ -26,6 +26,8 @@ from typing import Any
 import ipywidgets as W
 from IPython.core.error import UsageError
 
+from nbagent.safety.shown import shown, shown_html
+
 __all__ = ["TrustPrompt", "consent_html"]
 
 
@@ -34,7 +36,7 @@ def consent_html(config: Any) -> str:
     it sets and of its headers, the kernel's variables it reads, and warnings. All of it escaped."""
     from nbagent.mcp import server_summary
 
-    e = html.escape
+    e = shown_html
     rows = []
     for server in config.servers.values():
         s = server_summary(server)
@@ -97,20 +99,20 @@ class TrustPrompt:
         self.widget = W.VBox([self.text, self.buttons], _dom_classes=("nba-consent-view",))
 
     def _question(self) -> str:
-        digest = html.escape(str(self.config.digest), quote=True)
+        digest = shown_html(str(self.config.digest))
         return f'<div class="nba-consent-q" data-nba-consent="{digest}">{consent_html(self.config)}</div>'
 
     # -- renderings (notebook/kept.py) ---------------------------------------------------------------------
     def live_text(self) -> str:
-        names = ", ".join(self.config.servers)
-        return (f"MCP servers configured in this workspace, not trusted yet: {names} ({self.config.path}, sha256 "
+        names = ", ".join(shown(name) for name in self.config.servers)
+        return (f"MCP servers configured in this workspace, not trusted yet: {names} ({shown(self.config.path)}, sha256 "
                 f"{str(self.config.digest)[:16]}). Trust these servers, or Not now, in the notebook.")
 
     def stopped_bundle(self) -> dict[str, str]:
         """What the cell says if the kernel stops before an answer: nothing was trusted; asked again next time."""
         note = ("Not answered: the kernel stopped before you chose. Nothing was trusted and nothing started; "
                 "%agent asks again in the next session.")
-        return {"text/html": f"{consent_html(self.config)}<p><b>{html.escape(note)}</b></p>",
+        return {"text/html": f"{consent_html(self.config)}<p><b>{shown_html(note)}</b></p>",
                 "text/plain": f"{self.live_text()}\n{note}"}
 
     def final_bundle(self) -> dict[str, str]:
@@ -143,13 +145,13 @@ class TrustPrompt:
             return
         self.decision = trusted
         names = list(self.config.servers)
-        shown = html.escape(", ".join(names))
+        shown = shown_html(", ".join(names))
         if trusted:
             try:
                 self.config.trust()
             except Exception as exc:  # a trust store that cannot be written: say so, start nothing
                 self.decision = None
-                self.text.value += f"<p><b>Could not record the trust: {html.escape(str(exc))}</b></p>"
+                self.text.value += f"<p><b>Could not record the trust: {shown_html(str(exc))}</b></p>"
                 return
             verb = "starts" if len(names) == 1 else "start"
             self.note = f"Trusted: {shown} {verb} with the next turn (asked again if the file changes)."

@@ -306,7 +306,7 @@ class SessionList:
         return f"{now} (this notebook)" if now == then else f"{now} (this notebook; then {then})"
 
     def _repr_html_(self) -> str:
-        from html import escape
+        from nbagent.safety.shown import shown_html as escape
 
         if not self.infos:
             return "<p>No stored conversations in this workspace yet.</p>"

@@ -6,8 +6,9 @@ escaped in the HTML. A workspace server that is not trusted yet is listed as suc
 
 from __future__ import annotations
 
-import html
 from typing import Any
+
+from nbagent.safety.shown import shown_html
 
 __all__ = ["ServerList"]
 
@@ -55,14 +56,14 @@ class ServerList:
 
     def _repr_html_(self) -> str:
         if not self.servers:
-            return f"<p>{html.escape(str(self))}</p>"
+            return f"<p>{shown_html(str(self))}</p>"
         rows = []
         for s in self.servers:
-            error = f"<pre>{html.escape(s['error'])}</pre>" if s["error"] else ""
+            error = f"<pre>{shown_html(s['error'])}</pre>" if s["error"] else ""
             rows.append(
-                f"<tr><td><b>{html.escape(s['name'])}</b></td><td>{html.escape(state_of(s))}"
-                f"{' (trusted)' if s['trusted'] else ''}</td><td><code>{html.escape(s['target'])}</code></td>"
-                f"<td>{html.escape(', '.join(s['tools']))}{error}</td></tr>")
+                f"<tr><td><b>{shown_html(s['name'])}</b></td><td>{shown_html(state_of(s))}"
+                f"{' (trusted)' if s['trusted'] else ''}</td><td><code>{shown_html(s['target'])}</code></td>"
+                f"<td>{shown_html(', '.join(s['tools']))}{error}</td></tr>")
         return ("<table><tr><th>server</th><th>state</th><th>transport</th><th>tools</th></tr>"
                 + "".join(rows) + "</table>")
 

@@ -27,7 +27,7 @@ from IPython.core.error import UsageError
 from nbagent.lineage import plan_cells, provenance
 from nbagent.messages import AssistantMessage, ToolCall
 from nbagent.providers import ScriptedModel
-from nbagent.safety.sanitize import visible
+from nbagent.safety.shown import shown
 
 from ..notebook.cells import notebook_state
 
@@ -79,7 +79,7 @@ def start_to_cells(session: NotebookSession, run: AgentRun, mode: str | None = N
     except RuntimeError:
         raise UsageError("--to-cells inserts cells from the kernel's event loop: run it in a notebook cell") from None
     plan = plan_cells(run)
-    say(visible(plan.summary())[0])  # names are the model's code's: hidden characters shown
+    say(shown(plan.summary()))  # names are the model's code's: hidden characters shown
     if not plan.steps:
         return None
     cells = plan.cells()
