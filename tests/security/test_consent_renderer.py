@@ -203,5 +203,5 @@ def test_no_page_module_keeps_a_list_of_hidden_characters_of_its_own():
            if p.name not in ("hidden.ts",) and not p.name.endswith(".test.ts")
            and re.search(r"\\u(?:200[b-f]|202[a-e]|206[0-9]|feff)", p.read_text(encoding="utf-8"), re.I)]
     assert own == [], f"these page modules list hidden characters themselves (use src/shown.ts): {own}"
-    for module in ("panel/diff.ts", "panel/review.ts", "codeblocks.ts"):
+    for module in ("panel/diff.ts", "panel/review.ts", "panel/decisions.ts", "codeblocks.ts"):
         assert "from '../shown'" in (FRONTEND / module).read_text() or "from './shown'" in (FRONTEND / module).read_text()

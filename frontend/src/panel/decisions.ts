@@ -19,6 +19,7 @@
  * (SECURITY.md invariant 4), once, whichever path comes first. Where this page has no hub ready (nbagent not
  * loaded yet, no kernel), the click goes on to the widget, as before.
  */
+import { showText } from '../shown';
 import { PanelHub } from './hub';
 import type { Choice } from './protocol';
 
@@ -163,7 +164,7 @@ function note(host: HTMLElement, text: string): void {
     shown.className = 'nba-ask-note';
     host.append(shown);
   }
-  shown.textContent = text;
+  showText(shown, text);  // the kernel's words may quote the model's (a call's name, a path)
 }
 
 function setBusy(host: HTMLElement, busy: boolean): void {
