@@ -138,6 +138,7 @@ def case_batch_view(monkeypatch, tmp_path):
     row = BatchView._approval_row(view, pending)
     question, buttons = row.children
     _check_html(question.value)
+    assert "Look closely" in question.value
     like = [b for b in buttons.children if "nba-always" in b._dom_classes]
     assert like, "the batch's Approve all button is missing"
     _check_text(like[0].description)

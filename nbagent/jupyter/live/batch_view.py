@@ -43,7 +43,7 @@ from IPython.display import display
 
 from nbagent import render
 from nbagent.render import batch as render_batch
-from nbagent.safety.shown import shown, shown_html
+from nbagent.safety.shown import hidden_warnings, shown, shown_html
 
 from .approval import digest
 from .widget_kit import html_part, make_button, shared
@@ -188,6 +188,10 @@ class BatchView:
                     f'calls <code>{shown_html(request.name)}</code> · {shown_html(request.reason)}. '
                     f'These arguments are exactly what will run:</div>'
                     f'{render.args_html(request.arguments, limit=None)}')
+        warnings = hidden_warnings(request.name, request.arguments)
+        if warnings:  # as on a run's call row: what the person cannot see as-is is said beside it
+            question += ('<div class="nba-sub nba-note nba-hidden-warn"><b>⚠ Look closely</b>: '
+                         + " ".join(shown_html(w) for w in warnings) + "</div>")
         approve = make_button("Approve", "check", "Run this call once", "nba-approve")
         deny = make_button("Deny", "times", "Do not run it; the item's model is told, with your reason if you give one",
                            "nba-deny")
