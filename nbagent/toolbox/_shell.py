@@ -36,6 +36,7 @@ from pydantic import Field
 
 from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
+from ..reprs import short_line
 from ..safety.sandbox import SandboxPolicy, hidden_paths, prepare, sandbox_backend, sandbox_policy
 from ..safety.secrets import SECRET_VARIABLE_PATTERN, secret_values
 from ..tools.definition import Tool
@@ -345,7 +346,7 @@ def make_shell_tool(binding: Binding) -> Tool:
         rule_matcher=_rule_matcher(binding),
         read_only_call=_read_only_call(binding),
         suggest_grant=lambda args: suggest_pattern(args.get("command", "")),
-        describe_activity=lambda a: f"Running `{_short(a.command)}`",
+        describe_activity=lambda a: f"Running `{short_line(a.command)}`",
         describe_completed_activity=_completed,
     )
     tool_.badge = "runs code"  # the view's word for it; a read-only command is shown as read-only
@@ -420,18 +421,13 @@ def _read_only_call(binding: Binding):
     return read_only
 
 
-def _short(text: str, n: int = 60) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
 def _completed(args: Any, result: Any) -> str:
     if isinstance(result, ShellResult):
         if result.timed_out:
-            return f"`{_short(args.command)}` timed out"
+            return f"`{short_line(args.command)}` timed out"
         walls = "; the sandbox stopped part of it" if result.sandbox_stopped else ""
-        return f"Ran `{_short(args.command)}` (exit {result.exit_code}{walls})"
-    return f"Ran `{_short(args.command)}`"
+        return f"Ran `{short_line(args.command)}` (exit {result.exit_code}{walls})"
+    return f"Ran `{short_line(args.command)}`"
 
 
 def _refused(details: ShellResult, root: Any, prepared: Any, hidden: Any) -> str:
