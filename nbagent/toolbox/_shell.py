@@ -24,7 +24,6 @@ gets them, with or without a sandbox). Without a sandbox (none on this OS, or
 from __future__ import annotations
 
 import asyncio
-import codecs
 import os
 import shutil
 import signal
@@ -40,7 +39,7 @@ from ..reprs import short_line
 from ..safety.sandbox import SandboxPolicy, hidden_paths, prepare, sandbox_backend, sandbox_policy
 from ..safety.secrets import SECRET_VARIABLE_PATTERN, secret_values
 from ..tools.definition import Tool
-from ._background import signal_family
+from ._background import read_text, signal_family
 from ._binding import Binding, read_denied_check
 from ._gitsafety import git_safety_env
 from ._leaves import Where
@@ -200,15 +199,7 @@ class _Collector:
         self.dropped = 0
 
     async def read(self, stream: asyncio.StreamReader, name: str) -> None:
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        while True:
-            chunk = await stream.read(65536)
-            if not chunk:
-                tail = decoder.decode(b"", final=True)
-                if tail:
-                    self._add(name, tail)
-                return
-            self._add(name, decoder.decode(chunk))
+        await read_text(stream, lambda text: self._add(name, text))
 
     def _add(self, name: str, text: str) -> None:
         if not text:
