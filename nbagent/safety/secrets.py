@@ -130,7 +130,10 @@ def _compiled(fresh: bool = True) -> Any:
         alphabet = set().union(*values, *pieces)
         runs = re.compile("[" + "".join(re.escape(c) for c in sorted(alphabet)) + "]{%d,}" % PIECE_LENGTH)
         heads = frozenset(pieces).union(v[:PIECE_LENGTH] for v in values)
-    _cache = (items, pattern, values, piece_pattern, pieces, runs, heads)
+    # whether a whole value holds a gap (a space, a quote, a backslash): only then can text hold a value that
+    # the text with its gaps left out does not
+    gappy = any(_GAPS.search(v) for v in values)
+    _cache = (items, pattern, values, piece_pattern, pieces, runs, heads, gappy)
     return _cache
 
 
@@ -254,11 +257,13 @@ _GAPS = re.compile(r"[\s\"'\\]+")
 
 
 def _spans(text: str, compiled: Any, shapes: bool = True) -> list[tuple[int, int, str]]:
-    _, pattern, values, piece_pattern, pieces, runs, heads = compiled
+    _, pattern, values, piece_pattern, pieces, runs, heads, gappy = compiled
     found: list[tuple[int, int, str, int]] = []  # (start, end, label, rank): whole values rank first
     gaps = _GAPS.search(text) is not None
-    if runs is not None and (_may_hold_secret(text, runs, heads)
-                             or (gaps and _may_hold_secret(_GAPS.sub("", text), runs, heads))):
+    # the first look: at the text with its gaps left out, where every piece and every gap-free value still
+    # lies whole; at the text itself too only when a value holds a gap
+    if runs is not None and (_may_hold_secret(_GAPS.sub("", text) if gaps else text, runs, heads)
+                             or (gaps and gappy and _may_hold_secret(text, runs, heads))):
         if pattern is not None:
             found += [(m.start(), m.end(), values[m.group(0)], 0) for m in pattern.finditer(text)]
         if piece_pattern is not None:

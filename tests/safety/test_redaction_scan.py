@@ -41,7 +41,7 @@ def test_the_first_look_never_skips_what_the_full_passes_would_replace(secret, n
 def test_the_first_look_passes_a_text_holding_a_piece_and_skips_one_holding_none(monkeypatch):
     key = "Zq8vN2xPmL4kR7tY1wB9cE3hJ6uA0sD5"
     monkeypatch.setenv("MY_SERVICE_TOKEN", key)
-    _, _, _, _, _, runs, heads = _secrets._compiled()
+    _, _, _, _, _, runs, heads, _ = _secrets._compiled()
     assert _secrets._may_hold_secret(f'{{"text":"before {key[9:16]} after"}}', runs, heads)
     assert _secrets._may_hold_secret(f"x {key[::-1][3:10]} y", runs, heads)
     assert not _secrets._may_hold_secret('{"kind":"message","text":"a DataFrame of 10 rows","id":"call_12ab"}',

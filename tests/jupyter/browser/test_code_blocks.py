@@ -132,13 +132,14 @@ def test_copy_and_insert_as_cell_on_the_models_code_blocks(server):
             assert holder.count() == 1 and holder.locator("xpath=..").get_attribute("class") != "nba-code-wrap"
         assert static.locator(".nba-code-insert").first.get_attribute("aria-label")
 
-        # 3. Insert on the bash block: a %%bash cell right below the run's cell, not run
+        # 3. Insert on the bash block: a %%bash cell below the run's cell, after the cell its live block made
+        #    (blocks of one cell land in the order they are inserted), not run
         bash = block(page, STATIC, "echo hello from bash")
         bash.hover()
         page.shot(f"codeblocks-{app}-hover", static)
         bash.locator(".nba-code-insert").click()
         now = page.wait_cells(lambda c: len(c) == 5, "Insert on the bash block made no cell")
-        assert now[3]["source"] == BASH and not_run(now[3]) and now[4]["source"] == LIVE
+        assert now[3]["source"] == LIVE and now[4]["source"] == BASH and not_run(now[4])
 
         # 4. one step: z in the notebook undoes it
         p.locator(".jp-Notebook .jp-Cell").nth(3).locator(".jp-InputPrompt").click()
