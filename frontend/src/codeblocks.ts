@@ -22,6 +22,7 @@
  */
 import { NotebookPanel } from '@jupyterlab/notebook';
 
+import { watchAdded } from './added';
 import { HIDDEN } from './shown';
 
 const BLOCK = 'pre.nba-code-block';
@@ -263,8 +264,6 @@ function pending(pre: HTMLElement): boolean {
  * a block's Insert puts its cell (null: nowhere, the button does nothing). Returns a function that stops.
  */
 export function watchCodeBlocks(root: HTMLElement, place: (pre: HTMLElement) => InsertPlace | null): () => void {
-  let added: Element[] = [];
-  let frame = 0;
   const scan = (nodes: Element[]) => {
     for (const node of nodes) {
       if (!node.isConnected) {
@@ -278,31 +277,10 @@ export function watchCodeBlocks(root: HTMLElement, place: (pre: HTMLElement) => 
       }
     }
   };
-  const observer = new MutationObserver(records => {
-    for (const record of records) {
-      for (const node of Array.from(record.addedNodes)) {
-        if (node.nodeType === Node.ELEMENT_NODE && !(node as Element).classList.contains('nba-code-wrap')) {
-          added.push(node as Element);
-        }
-      }
-    }
-    if (added.length && !frame) {
-      frame = requestAnimationFrame(() => {
-        frame = 0;
-        const nodes = added;
-        added = [];
-        scan(nodes);
-      });
-    }
-  });
-  observer.observe(root, { childList: true, subtree: true });
+  // a block's own wrapping (added by decorate) is not looked at again
+  const stop = watchAdded(root, scan, node => !node.classList.contains('nba-code-wrap'));
   scan([root]);
-  return () => {
-    observer.disconnect();
-    if (frame) {
-      cancelAnimationFrame(frame);
-    }
-  };
+  return stop;
 }
 
 /** Where Insert puts a block's cell in a notebook: below the cell whose output holds it, after the cells its

@@ -31,6 +31,7 @@ from typing import Any, Callable, Sequence
 
 from ..errors import ModelError
 from ..messages import AssistantMessage, Message, TextBlock, ToolResultMessage, Usage, UserMessage
+from ..reprs import short_line
 from ..safety.gate import screen
 from .window import estimate_message, estimate_tokens
 
@@ -132,8 +133,8 @@ def is_summary(message: Message) -> bool:
 
 
 def _one_line(text: str, limit: int) -> str:
-    text = " ".join(text[: limit * 2].split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    # only the head is looked at (a result may be megabytes): whitespace past twice the limit is never collapsed
+    return short_line(text[: limit * 2], limit)
 
 
 def default_locate(message: ToolResultMessage) -> str:

@@ -253,6 +253,16 @@ def _in_order(e: ast.AST) -> list[ast.AST]:
     return out
 
 
+def _import_or_except_binds(node: ast.AST) -> list[str]:
+    """The names an import (`import a.b` binds `a`; a star import, none that can be known) or an `except ... as`
+    binds; none for any other node."""
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return [a.asname or a.name.partition(".")[0] for a in node.names if a.name != "*"]
+    if isinstance(node, ast.ExceptHandler) and node.name:
+        return [node.name]
+    return []
+
+
 def _free_names(scope: ast.AST) -> list[str]:
     """The names a function, class body, lambda or comprehension reads that it does not bind itself, in
     source order (nested scopes included, less what the enclosing ones bind)."""
@@ -293,10 +303,8 @@ def _free_names(scope: ast.AST) -> list[str]:
                 loads.append((node.lineno, node.col_offset, node.id))
         elif isinstance(node, ast.arg):
             local.add(node.arg)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            local.update((a.asname or a.name.partition(".")[0]) for a in node.names if a.name != "*")
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            local.add(node.name)
+        else:
+            local.update(_import_or_except_binds(node))
         stack.extend(ast.iter_child_nodes(node))
     local -= declared_global
     for inner in nested:
@@ -322,10 +330,8 @@ def _top_level_binds(tree: ast.Module) -> set[str]:
             continue
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             found.add(node.id)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            found.update((a.asname or a.name.partition(".")[0]) for a in node.names if a.name != "*")
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            found.add(node.name)
+        else:
+            found.update(_import_or_except_binds(node))
         stack.extend(ast.iter_child_nodes(node))
     return found
 

@@ -13,6 +13,7 @@ import functools
 from importlib import resources
 from typing import Any
 
+from ..reprs import short_line
 from ..safety import sanitize
 from ..safety.shown import hidden_warnings, output_html, shown_html  # noqa: F401 (hidden_warnings: runs.py reads it here)
 
@@ -82,8 +83,7 @@ def _clip(text: str, limit: int | None = MAX_TEXT) -> str:
 
 def one_line(text: str, limit: int = 110) -> str:
     """Text on one line (whitespace collapsed, terminal escapes removed), cut with an ellipsis at `limit`."""
-    text = " ".join(sanitize.terminal_safe(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return short_line(sanitize.terminal_safe(text), limit)
 
 
 def seconds(value: float | None) -> str:

@@ -19,6 +19,7 @@ import dataclasses
 from typing import Any
 
 from ..budget.pricing import format_cost
+from ..reprs import short_line
 from ..safety.shown import shown_html
 
 __all__ = ["answer_fields", "batch_html", "batch_summary", "batch_text", "item_line"]
@@ -30,11 +31,6 @@ _COLOURS = {"done": "#15803d", "failed": "#b91c1c", "cancelled": "#a16207"}
 
 def _esc(text: Any) -> str:
     return shown_html(text)
-
-
-def _short(value: Any, limit: int = 90) -> str:
-    text = " ".join(str(value).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def batch_summary(batch: Any) -> dict[str, Any]:
@@ -87,7 +83,7 @@ def item_line(result: Any) -> str:
     fields = answer_fields(what) if result.status == "done" else None
     if fields is not None:
         what = " · ".join(f"{k}: {v}" for k, v in fields.items())
-    return f"#{result.label} {result.status}: {_short(what)}"
+    return f"#{result.label} {result.status}: {short_line(what, 90)}"
 
 
 def _latest(batch: Any) -> list[Any]:
@@ -144,11 +140,11 @@ def batch_html(batch: Any, *, item_attrs: bool = False, stopped: str | None = No
         colour = _COLOURS.get(r.status, "#6b7280")
         fields = answer_fields(r.output) if columns and r.status == "done" else None
         if fields is not None:
-            answer = "".join(f'<td style="{cell}">{_esc(_short(fields.get(name, ""), 80))}</td>' for name in columns)
+            answer = "".join(f'<td style="{cell}">{_esc(short_line(fields.get(name, ""), 80))}</td>' for name in columns)
         else:
             what = r.output if r.status == "done" else (r.error or "")
             span = f' colspan="{len(columns)}"' if columns else ""
-            answer = f'<td style="{cell}"{span}>{_esc(_short(what, 160))}</td>'
+            answer = f'<td style="{cell}"{span}>{_esc(short_line(what, 160))}</td>'
         rows.append(f'<tr{attr}><td style="{cell};color:#6b7280">#{_esc(r.label)}</td>'
                     f'<td style="{cell};color:{colour}">{_esc(r.status)}</td>{answer}</tr>')
     table = (f'<table class="nbagent-batch-items" style="border-collapse:collapse;margin-top:4px">{"".join(rows)}'

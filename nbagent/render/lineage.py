@@ -72,7 +72,7 @@ def _value_text(sig: dict[str, Any] | None) -> str:
         kind += " " + " x ".join(str(n) for n in shape)
     value = sig.get("value")
     if isinstance(value, str) and sig.get("how") == "value" and not kind.startswith("module"):
-        kind += " = " + (value if len(value) <= 40 else value[:39] + "…")
+        kind += " = " + reprs.shortened(value, 40)
     return kind
 
 

@@ -267,6 +267,14 @@ def _under_system(path: str) -> bool:
     return any(path == s or path.startswith(s + "/") for s in _SYSTEM_PATHS)
 
 
+def _in_force(policy: Any, backend: SandboxBackend | None) -> tuple[SandboxPolicy, SandboxBackend] | None:
+    """The policy and backend a command starts under, or None when it starts plainly (full access asked, or
+    no sandbox on this machine): the one place `sandbox_command` and `prepare` decide it."""
+    policy = sandbox_policy(policy)
+    backend = backend or sandbox_backend()
+    return None if policy.name == "danger-full-access" or not backend.available else (policy, backend)
+
+
 def sandbox_command(
     argv: list[str],
     *,
@@ -281,10 +289,9 @@ def sandbox_command(
     `hidden`: files and directories inside the workspace that must look empty to the command (what read
     deny rules protect).
     """
-    policy = sandbox_policy(policy)
-    backend = backend or sandbox_backend()
-    if policy.name == "danger-full-access" or not backend.available:
+    if (in_force := _in_force(policy, backend)) is None:
         return list(argv)
+    policy, backend = in_force
     ws = Path(os.path.realpath(workspace))
     home = os.path.realpath(os.path.expanduser("~"))
     args: list[str] = [backend.path or "bwrap", "--die-with-parent", "--new-session", "--unshare-pid",
@@ -400,11 +407,11 @@ def prepare(
     hidden: Iterable[Path] = (),
     backend: SandboxBackend | None = None,
 ) -> Prepared:
-    """How to start `argv` under `policy` with this machine's backend (plainly where there is none)."""
-    policy = sandbox_policy(policy)
-    backend = backend or sandbox_backend()
-    if policy.name == "danger-full-access" or not backend.available:
+    """How to start `argv` under `policy` with this machine's backend (plainly where there is none); the
+    parameters are `sandbox_command`'s, which builds the bubblewrap command line."""
+    if (in_force := _in_force(policy, backend)) is None:
         return Prepared(list(argv))
+    policy, backend = in_force
     ws = os.path.realpath(workspace)
     writes = policy.name == "workspace-write"
     network = policy.network and writes

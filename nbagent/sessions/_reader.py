@@ -31,6 +31,7 @@ from typing import Any
 import orjson
 
 from ..messages import AssistantMessage, Message, TextBlock, ToolResultMessage, UserMessage
+from ..reprs import shortened
 from ..safety.signing import START, key_id, signer, unseal
 from ..safety.trust import config_dir, session_key
 from ..transcript import message_from_neutral
@@ -77,7 +78,7 @@ class SessionInfo:
     def __str__(self) -> str:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.created))
         nb = _printable(Path(self.notebook).name) if self.notebook else "-"  # a stored name may carry escapes
-        prompt = self.last_prompt if len(self.last_prompt) <= 50 else self.last_prompt[:49] + "…"
+        prompt = shortened(self.last_prompt, 50)
         from ..safety.sanitize import terminal_safe  # the file is stored state: anyone who can write it chose these
 
         return terminal_safe(f"{self.id}  {nb}  {when}  {self.runs} run{'s' if self.runs != 1 else ''}, {self.turns} "

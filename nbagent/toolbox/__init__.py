@@ -71,7 +71,7 @@ from typing import Any
 from ..tools.definition import Tool
 from ._background import BackgroundProcess, make_process_tool
 from ._binding import Binding
-from ._capture import RoutedStream, StreamSink, route_thread
+from ._capture import RoutedStream, StreamSink, ThreadRoutes, route_thread
 from ._edits import FileChange
 from ._files import FileContent, make_file_tools
 from ._gitsafety import git_safety_env
@@ -105,6 +105,7 @@ __all__ = [
     "ShellResult",
     "StreamSink",
     "TOOL_NAMES",
+    "ThreadRoutes",
     "Workspace",
     "WorkspaceError",
     "all",

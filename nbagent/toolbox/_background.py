@@ -33,6 +33,7 @@ import os
 import signal
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -324,18 +325,21 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
-async def _read(proc_info: BackgroundProcess, stream: asyncio.StreamReader) -> None:
+async def read_text(stream: asyncio.StreamReader, add: Callable[[str], None]) -> None:
+    """Read `stream` to its end, giving `add` its text as it comes (UTF-8, a character split between two reads
+    kept for the next one, bytes that are not UTF-8 replaced); `add` never gets an empty string."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     while True:
         chunk = await stream.read(65536)
-        if not chunk:
-            tail = decoder.decode(b"", final=True)
-            if tail:
-                proc_info._add(tail)
-            return
-        text = decoder.decode(chunk)
+        text = decoder.decode(chunk, final=not chunk)
         if text:
-            proc_info._add(text)
+            add(text)
+        if not chunk:
+            return
+
+
+async def _read(proc_info: BackgroundProcess, stream: asyncio.StreamReader) -> None:
+    await read_text(stream, proc_info._add)
 
 
 async def _watch(p: BackgroundProcess, exited: Any) -> None:

@@ -19,14 +19,34 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generic, Iterator, TypeVar
 
-__all__ = ["RoutedStream", "StreamSink", "ensure_installed", "route_thread"]
+__all__ = ["RoutedStream", "StreamSink", "ThreadRoutes", "ensure_installed", "route_thread"]
 
 Sink = Callable[[str, str], None]
 """`sink(stream_name, text)` for "stdout" and "stderr"."""
 
-_routes: dict[int, Sink] = {}
+S = TypeVar("S")
+
+
+class ThreadRoutes(dict[int, S], Generic[S]):
+    """A table of thread id -> sink, shared by every proxy that routes by thread (these streams, the
+    kernel's display publisher): what a thread sends goes to its sink while it is routed."""
+
+    @contextmanager
+    def route(self, sink: S) -> Iterator[None]:
+        """While the block runs, the current thread is routed to `sink` (the entry is removed after it,
+        unless something routed the thread anew meanwhile)."""
+        ident = threading.get_ident()
+        self[ident] = sink
+        try:
+            yield
+        finally:
+            if self.get(ident) is sink:
+                del self[ident]
+
+
+_routes: ThreadRoutes[Sink] = ThreadRoutes()
 _install_lock = threading.Lock()
 
 
@@ -168,13 +188,8 @@ def ensure_installed() -> None:
 def route_thread(sink: Sink) -> Iterator[None]:
     """While the block runs, what the current thread writes to stdout/stderr goes to `sink` only."""
     ensure_installed()
-    ident = threading.get_ident()
-    _routes[ident] = sink
-    try:
+    with _routes.route(sink):
         yield
-    finally:
-        if _routes.get(ident) is sink:
-            del _routes[ident]
 
 
 def routed(ident: int | None = None) -> bool:

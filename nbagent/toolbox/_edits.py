@@ -21,12 +21,13 @@ from typing import Any
 
 from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
+from ..reprs import short_line as short
 from ..safety import protected
 from ..safety.gate import Screened
 from ..tools.definition import Tool
 from ..tools.results import error_result
 from ._binding import Binding, read_denied_check
-from ._filetext import human_size, short
+from ._filetext import human_size
 from ._values import cut
 from ._workspace import ResolvedPath, Workspace, WorkspaceError
 

@@ -32,6 +32,7 @@ from pydantic import Field
 
 from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
+from ..reprs import short_line as short
 from ..safety.gate import screen_lines
 from ..tools.definition import Tool
 from ..tools.paths import glob_regex, match_path, path_rule_matcher
@@ -39,7 +40,7 @@ from ..tools.results import error_result, image_result, sniff_image_type
 from ._binding import Binding
 from ._edits import make_edit_tools
 from ._filetext import (
-    MAX_LINE_CHARS, MAX_LIST_SCAN, SNIFF_BYTES, binary_lines, count_lines, human_size, looks_binary, short,
+    MAX_LINE_CHARS, MAX_LIST_SCAN, SNIFF_BYTES, binary_lines, count_lines, human_size, looks_binary,
     shown_path,
 )
 from ._grep import make_grep_tool

@@ -10,7 +10,7 @@ import unicodedata
 from typing import Any
 
 __all__ = ["MAX_LINE_CHARS", "MAX_LIST_SCAN", "SNIFF_BYTES", "binary_lines", "count_lines", "human_size",
-           "looks_binary", "shown_path", "short"]
+           "looks_binary", "shown_path"]
 
 MAX_LINE_CHARS = 2_000
 """Longer lines are cut in read_file and grep output."""
@@ -65,11 +65,6 @@ def looks_binary(head: bytes) -> bool:
     except UnicodeDecodeError:
         control = sum(1 for b in head if b < 32 and b not in (9, 10, 12, 13, 8, 27))
         return control / len(head) > 0.05
-
-
-def short(text: str, n: int = 60) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def binary_lines(f: Any, keep: int = 4 * MAX_LINE_CHARS):

@@ -31,12 +31,13 @@ from pydantic import Field
 
 from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
+from ..reprs import short_line as short
 from ..safety.gate import screen_lines
 from ..tools.definition import Tool
 from ..tools.paths import match_path
 from ..tools.results import error_result
 from ._binding import Binding, read_denied_check
-from ._filetext import MAX_LINE_CHARS, MAX_LIST_SCAN, SNIFF_BYTES, binary_lines, looks_binary, short, shown_path
+from ._filetext import MAX_LINE_CHARS, MAX_LIST_SCAN, SNIFF_BYTES, binary_lines, looks_binary, shown_path
 from ._workspace import ResolvedPath, Workspace, WorkspaceError
 
 __all__ = ["GREP_TIMEOUT", "GrepMatch", "GrepResult", "make_grep_tool"]

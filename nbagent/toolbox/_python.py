@@ -20,6 +20,7 @@ from pydantic import Field
 
 from ..context import ToolContext
 from ..messages import ImageBlock, TextBlock, ToolResult
+from ..reprs import shortened
 from ..tools.definition import Tool
 from ._binding import Binding, read_denied_check
 from ._guard import guard_reads
@@ -39,7 +40,7 @@ def _short_code(code: str, n: int = 50) -> str:
     for line in code.splitlines():
         line = line.strip()
         if line and not line.startswith("#"):
-            return line if len(line) <= n else line[: n - 1] + "…"
+            return shortened(line, n)
     return "code"
 
 

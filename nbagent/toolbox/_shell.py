@@ -24,7 +24,6 @@ gets them, with or without a sandbox). Without a sandbox (none on this OS, or
 from __future__ import annotations
 
 import asyncio
-import codecs
 import os
 import shutil
 import signal
@@ -36,10 +35,11 @@ from pydantic import Field
 
 from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
+from ..reprs import short_line
 from ..safety.sandbox import SandboxPolicy, hidden_paths, prepare, sandbox_backend, sandbox_policy
 from ..safety.secrets import SECRET_VARIABLE_PATTERN, secret_values
 from ..tools.definition import Tool
-from ._background import signal_family
+from ._background import read_text, signal_family
 from ._binding import Binding, read_denied_check
 from ._gitsafety import git_safety_env
 from ._leaves import Where
@@ -199,15 +199,7 @@ class _Collector:
         self.dropped = 0
 
     async def read(self, stream: asyncio.StreamReader, name: str) -> None:
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        while True:
-            chunk = await stream.read(65536)
-            if not chunk:
-                tail = decoder.decode(b"", final=True)
-                if tail:
-                    self._add(name, tail)
-                return
-            self._add(name, decoder.decode(chunk))
+        await read_text(stream, lambda text: self._add(name, text))
 
     def _add(self, name: str, text: str) -> None:
         if not text:
@@ -345,7 +337,7 @@ def make_shell_tool(binding: Binding) -> Tool:
         rule_matcher=_rule_matcher(binding),
         read_only_call=_read_only_call(binding),
         suggest_grant=lambda args: suggest_pattern(args.get("command", "")),
-        describe_activity=lambda a: f"Running `{_short(a.command)}`",
+        describe_activity=lambda a: f"Running `{short_line(a.command)}`",
         describe_completed_activity=_completed,
     )
     tool_.badge = "runs code"  # the view's word for it; a read-only command is shown as read-only
@@ -420,18 +412,13 @@ def _read_only_call(binding: Binding):
     return read_only
 
 
-def _short(text: str, n: int = 60) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
 def _completed(args: Any, result: Any) -> str:
     if isinstance(result, ShellResult):
         if result.timed_out:
-            return f"`{_short(args.command)}` timed out"
+            return f"`{short_line(args.command)}` timed out"
         walls = "; the sandbox stopped part of it" if result.sandbox_stopped else ""
-        return f"Ran `{_short(args.command)}` (exit {result.exit_code}{walls})"
-    return f"Ran `{_short(args.command)}`"
+        return f"Ran `{short_line(args.command)}` (exit {result.exit_code}{walls})"
+    return f"Ran `{short_line(args.command)}`"
 
 
 def _refused(details: ShellResult, root: Any, prepared: Any, hidden: Any) -> str:

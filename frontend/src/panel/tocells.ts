@@ -10,6 +10,8 @@
  * sanitized fragments, and only with a run id of the shape nbagent makes. The kernel acts only on a run it
  * has, and every cell it proposes is still shown to be accepted or rejected.
  */
+import { watchAdded } from '../added';
+
 export const RUN_ID = /^[0-9a-f]{12}$/;
 const LINE = '.nba-kernel-only';
 const NOT_THE_VIEW = '.nba-call, .nba-result, .nba-presentation, .nba-safe, .nba-md';
@@ -63,35 +65,13 @@ function decorate(root: Element, ask: (run: string) => Promise<string>): void {
 
 /** Give every such line under `root` its button, now and whenever one is drawn. Returns a function that stops. */
 export function watchKernelOnly(root: HTMLElement, ask: (run: string) => Promise<string>): () => void {
-  let added: Element[] = [];
-  let frame = 0;
-  const observer = new MutationObserver(records => {
-    for (const record of records) {
-      for (const node of Array.from(record.addedNodes)) {
-        if (node.nodeType === Node.ELEMENT_NODE) {
-          added.push(node as Element);
-        }
+  const stop = watchAdded(root, nodes => {
+    for (const node of nodes) {
+      if (node.isConnected) {
+        decorate(node, ask);
       }
     }
-    if (added.length && !frame) {
-      frame = requestAnimationFrame(() => {
-        frame = 0;
-        const nodes = added;
-        added = [];
-        for (const node of nodes) {
-          if (node.isConnected) {
-            decorate(node, ask);
-          }
-        }
-      });
-    }
   });
-  observer.observe(root, { childList: true, subtree: true });
   decorate(root, ask);
-  return () => {
-    observer.disconnect();
-    if (frame) {
-      cancelAnimationFrame(frame);
-    }
-  };
+  return stop;
 }

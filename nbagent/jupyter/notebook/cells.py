@@ -25,6 +25,7 @@ from nbagent.context import ToolContext
 from nbagent.lineage import NamespaceWatch
 from nbagent.messages import TextBlock
 from nbagent.render.runs import diff_html
+from nbagent.reprs import shortened
 from nbagent.safety.shown import shown_html
 from nbagent.tools.results import ToolResult, error_result
 
@@ -338,7 +339,7 @@ def cell_name(cell: NotebookCell) -> str:
     """`[3] total = df.revenue.sum()`: the In [3] the person sees and the cell's first line (a cell never
     run: `cell 5 · ...`, its place in the notebook)."""
     first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
-    first = first if len(first) <= 40 else first[:39] + "…"
+    first = shortened(first, 40)
     where = f"[{cell.execution_count}]" if cell.execution_count is not None else f"cell {cell.number}"
     if cell.cell_type != "code":
         where = f"{cell.cell_type} cell {cell.number}"

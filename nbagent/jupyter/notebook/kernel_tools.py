@@ -47,7 +47,7 @@ from typing import Any, Callable, Iterator
 
 from IPython.core.displaypub import DisplayPublisher
 
-from nbagent.toolbox import HistoryEntry, HistorySource, PythonRunner, cut, text_form
+from nbagent.toolbox import HistoryEntry, HistorySource, PythonRunner, ThreadRoutes, cut, text_form
 from nbagent.toolbox import all as _toolbox_all
 from nbagent.tools.definition import Tool
 
@@ -156,7 +156,7 @@ _MISSING = object()
 # --------------------------------------------------------------------------------------------------
 # Display capture, by thread
 # --------------------------------------------------------------------------------------------------
-_display_routes: dict[int, Callable[[dict[str, Any]], None]] = {}
+_display_routes: ThreadRoutes[Callable[[dict[str, Any]], None]] = ThreadRoutes()
 _install_lock = threading.Lock()
 
 
@@ -210,7 +210,6 @@ def install_display_routing(shell: Any) -> RoutingDisplayPublisher:
 def _route_displays(shell: Any, outputs: list[dict[str, Any]],
                     on_display: Callable[[dict[str, Any]], None] | None) -> Iterator[None]:
     install_display_routing(shell)
-    ident = threading.get_ident()
 
     def sink(output: dict[str, Any]) -> None:
         outputs.append(output)
@@ -220,12 +219,8 @@ def _route_displays(shell: Any, outputs: list[dict[str, Any]],
             except Exception:  # pragma: no cover - progress is best effort
                 pass
 
-    _display_routes[ident] = sink
-    try:
+    with _display_routes.route(sink):
         yield
-    finally:
-        if _display_routes.get(ident) is sink:
-            del _display_routes[ident]
 
 
 # --------------------------------------------------------------------------------------------------
