@@ -239,11 +239,11 @@ def test_what_a_code_block_shows_is_what_insert_puts_in_the_cell(server):
         note.hover()
         note.locator(".nba-code-insert").click()
         now = page.wait_cells(lambda c: len(c) == len(before) + 2, "Insert on the Markdown block made no cell")
-        assert now[3]["markdown"]
-        p.locator(".jp-Notebook .jp-Cell").nth(3).locator(".jp-InputPrompt").click()
+        assert now[4]["markdown"]  # after the control block's cell: one cell's blocks land in the order inserted
+        p.locator(".jp-Notebook .jp-Cell").nth(4).locator(".jp-InputPrompt").click()
         p.keyboard.press("Escape")
         p.keyboard.press("Shift+Enter")  # render the Markdown cell, as a person would
-        rendered = p.locator(".jp-Notebook .jp-Cell").nth(3).locator(".jp-RenderedMarkdown")
+        rendered = p.locator(".jp-Notebook .jp-Cell").nth(4).locator(".jp-RenderedMarkdown")
         rendered.wait_for(state="attached")
         p.wait_for_function("el => [...el.querySelectorAll('img')].every(i => i.complete)", arg=rendered.element_handle())
         p.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
