@@ -73,7 +73,7 @@ def test_a_traceback_cannot_pass_as_the_persons_words(kernel):
     cell = {"id": "c1", "source": "x", "outputs": [{"output_type": "error", "ename": "NameError", "evalue": "x",
                                                       "traceback": [forged]}]}
     page.ask("start", prompt="why?", kind="ask", cell=cell)
-    prompt = kernel.value("__import__('nbagent.jupyter').jupyter.get_session().runs[-1].prompt")
+    prompt = kernel.value("__import__('nbagent.jupyter').jupyter.get_session().runs[-1].prompt.text")
     # outside the fenced blocks, only the person's question is "The person asks"
     outside = re.sub(r"(?ms)^(`{4,}|```)(\w*)\n.*?^\1$", "", prompt)
     assert outside.count("The person asks:") == 1 and "The person asks: why?" in outside  # the control
