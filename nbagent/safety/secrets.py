@@ -260,9 +260,10 @@ def _spans(text: str, compiled: Any, shapes: bool = True) -> list[tuple[int, int
     _, pattern, values, piece_pattern, pieces, runs, heads, gappy = compiled
     found: list[tuple[int, int, str, int]] = []  # (start, end, label, rank): whole values rank first
     gaps = _GAPS.search(text) is not None
+    skeleton = _GAPS.sub("", text) if gaps and runs is not None else text
     # the first look: at the text with its gaps left out, where every piece and every gap-free value still
     # lies whole; at the text itself too only when a value holds a gap
-    if runs is not None and (_may_hold_secret(_GAPS.sub("", text) if gaps else text, runs, heads)
+    if runs is not None and (_may_hold_secret(skeleton, runs, heads)
                              or (gaps and gappy and _may_hold_secret(text, runs, heads))):
         if pattern is not None:
             found += [(m.start(), m.end(), values[m.group(0)], 0) for m in pattern.finditer(text)]
@@ -270,7 +271,7 @@ def _spans(text: str, compiled: Any, shapes: bool = True) -> list[tuple[int, int
             if not gaps:
                 found += [(a, b, f"{name} piece", 1) for a, b, name in _piece_spans(text, piece_pattern, pieces)]
             else:  # pieces are found with line breaks, spaces and quotes left out: a wrapped key too
-                found += _wrapped_spans(text, piece_pattern, pieces)
+                found += _wrapped_spans(text, skeleton, piece_pattern, pieces)
     if shapes:
         found += [(a, b, kind, 2) for a, b, kind in shape_spans(text)]
     if not found:
@@ -322,10 +323,11 @@ def _piece_spans(text: str, piece_pattern: re.Pattern[str], pieces: dict[str, st
         pos = end
 
 
-def _wrapped_spans(text: str, piece_pattern: Any, pieces: dict[str, str]) -> list[tuple[int, int, str, int]]:
-    """Runs of a known secret's pieces in `text` with its line breaks, spaces, quotes and backslashes left
-    out (a key wrapped over two lines, `"sk-ab" "cdef..."`, spaced characters), mapped back to `text`."""
-    skeleton = _GAPS.sub("", text)  # (the map back is made only when something is found)
+def _wrapped_spans(text: str, skeleton: str, piece_pattern: Any,
+                   pieces: dict[str, str]) -> list[tuple[int, int, str, int]]:
+    """Runs of a known secret's pieces in `skeleton` (`text` with its line breaks, spaces, quotes and backslashes
+    left out: a key wrapped over two lines, `"sk-ab" "cdef..."`, spaced characters), mapped back to `text` (the
+    map back is made only when something is found)."""
     hits = [(a, b, f"{name} piece", 1) for a, b, name in _piece_spans(skeleton, piece_pattern, pieces)]
     if not hits:
         return []
