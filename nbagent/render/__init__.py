@@ -1,6 +1,7 @@
 """How runs, tool calls and results look: HTML for notebooks, plain text for scripts and logs.
 
-    runs           a call's row, a run's header and footer, the static rendering
+    runs           a run's header and footer, the static rendering
+    calls          a tool call's row: its arguments, permission badge, decision and result
     text           the text form of runs and calls
     base           the small words: escaping, statuses, durations, the stylesheet (`render.css`)
     markdown       the model's Markdown, raw HTML escaped, nothing remote loaded
@@ -20,10 +21,10 @@ from __future__ import annotations
 
 from .base import _esc, _style, frozen_status, plural, shown_status
 from .prompt import prompt_words
+from .calls import args_html, call_inner_html, call_label, call_record_html, decision_note
 from .runs import (
-    args_html, call_inner_html, call_label, call_record_html, compaction_html, cost_text, css, decision_note,
-    describe_object, footer_html, header_html, history_count, markdown_html, one_line, plain_answer, prompt_html,
-    result_html, run_html, run_line_html, run_line_text, seconds, shown_items, status_word, tool_result_html,
+    compaction_html, cost_text, css, describe_object, footer_html, header_html, history_count, markdown_html, one_line,
+    plain_answer, prompt_html, result_html, run_html, run_line_html, run_line_text, seconds, shown_items, status_word, tool_result_html,
     tools_summary,
 )
 from .text import call_text, run_text

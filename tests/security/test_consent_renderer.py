@@ -168,7 +168,7 @@ def case_trust_prompt(monkeypatch, tmp_path):
 
 
 def case_call_row(monkeypatch, tmp_path):
-    from nbagent.render.runs import call_inner_html
+    from nbagent.render.calls import call_inner_html
 
     markup = call_inner_html(None, name=f"shell{RLO}\u200b", partial=_request().arguments, waiting=True)
     _check_html(markup)
@@ -181,7 +181,7 @@ CASES = {
     "jupyter/live/batch_view.py": case_batch_view,
     "jupyter/live/text.py": case_text_view,
     "jupyter/session/consent.py": case_trust_prompt,
-    "render/runs.py": case_call_row,
+    "render/calls.py": case_call_row,
     # draws no values: it records a decision taken elsewhere ("always allowed in the notebook")
     "jupyter/live/call_row.py": None,
     "render/base.py": None,  # the status word "needs approval"
