@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from IPython.core.error import UsageError
 
 from nbagent.calls.hooks import Hooks
-from nbagent.calls.permissions import Grants
+from nbagent.calls.permissions import Grants, PermissionPolicy
 from nbagent.errors import ConfigurationError
 from nbagent.providers import Model, load_model
 from nbagent.safety.secrets import redact
@@ -317,7 +317,11 @@ class AgentFactory:
         )
 
     def agent(self, options: RunOptions) -> Agent:
-        """The agent for one `%agent` (a fresh one each time; grants are shared through the session)."""
+        """The agent for one `%agent` (a fresh one each time; grants are shared through the session).
+
+        Its parts are resolved here, against the kernel, and handed over as they are (`AgentOptions`):
+        the agent looks nothing up again."""
+        from nbagent.agent.options import AgentOptions
         from nbagent.agent.run import Agent
 
         cfg = self.config
@@ -330,13 +334,12 @@ class AgentFactory:
             tools = replay_tools(tools, model, self.replay_mode())
         instructions: Any = options.instructions or cfg.instructions or self.instructions
         try:
-            agent = Agent(
+            parts = AgentOptions(
                 model=model,
                 tools=tools,
                 instructions=instructions,
-                mode=options.mode or cfg.mode,
-                rules=list(cfg.rules),
-                approver=self.approver,
+                policy=PermissionPolicy(rules=list(cfg.rules), mode=options.mode or cfg.mode,
+                                        approver=self.approver, grants=self.grants),
                 max_turns=options.max_turns or cfg.max_turns,
                 workspace=self.workspace,
                 sandbox=cfg.sandbox,
@@ -347,12 +350,11 @@ class AgentFactory:
                 context_window=cfg.context_window or None,
                 compaction=self.compaction(),
                 hooks=Hooks(before_tool_call=[stale_guard(self.shell)]),
-                extensions=[self.cells],  # what run.kernel_only knows of the notebook's cells
+                extensions={type(self.cells): self.cells},  # what run.kernel_only knows of the notebook's cells
             )
-        except ConfigurationError as exc:
+        except (ConfigurationError, ValueError) as exc:  # ValueError: a rule or mode the policy refuses
             raise UsageError(str(exc)) from None
-        agent.policy.grants = self.grants
-        return agent
+        return Agent.from_options(parts)
 
     def compaction(self) -> Any:
         """Compaction settings from `NBAgent.compaction_threshold`; stubs point at `_agent_results`."""
