@@ -27,7 +27,6 @@ from nbagent.errors import (
     ServerError,
     StreamError,
 )
-from nbagent.providers._model import HTTPModel
 from nbagent.providers._http import (
     ProviderHTTP,
     RetryPolicy,
@@ -39,6 +38,8 @@ from nbagent.providers._http import (
     map_http_error,
     parse_retry_after,
 )
+from nbagent.providers._model import HTTPModel
+from tests.helpers import examples
 
 from .fakeserver import FakeServer, Reply
 
@@ -122,7 +123,7 @@ def test_sse_unicode_line_separators_inside_data_are_kept() -> None:
 _field_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=12)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     events=st.lists(st.tuples(st.sampled_from(["", "message_start", "ping", "delta"]),
                               st.lists(_field_text, min_size=1, max_size=3)), min_size=1, max_size=6),

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from nbagent.safety import secrets as _secrets
 from nbagent.safety import shapes as _shapes
+from tests.helpers import examples
 
 ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_+/=.: \"\\\n#é"
 
@@ -25,7 +26,7 @@ def forms(secret: str, a: int, b: int) -> list[str]:
             base64.urlsafe_b64encode(b"xy" + raw).decode()]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(secret=st.text(ALPHABET, min_size=8, max_size=60), noise=st.lists(st.text(ALPHABET, max_size=30), max_size=6),
        a=st.integers(0, 60), b=st.integers(0, 60), picks=st.lists(st.integers(0, 8), max_size=4))
 def test_the_first_look_never_skips_what_the_full_passes_would_replace(secret, noise, a, b, picks, monkeypatch):

@@ -6,18 +6,17 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import struct
 import subprocess
 import sys
 import textwrap
 import threading
 import time
-import zlib
 from pathlib import Path
 
 import pytest
 
 from nbagent import Agent, AssistantMessage, Decision, ScriptedModel, ToolContext, tool, toolbox
+from tests.helpers import zeros_png
 
 from .conftest import Recorder, call, run_agent, script, sh, text_of
 
@@ -110,20 +109,7 @@ def test_grep_catastrophic_regex_stops_on_cancel_and_burns_no_cpu_after():
 # ---------------------------------------------------------------------------------------------
 def _png(width: int, height: int, color_type: int = 6) -> bytes:
     """A valid PNG of zeros: tiny on disk, width*height*4 bytes when decoded."""
-    channels = {0: 1, 2: 3, 6: 4}[color_type]
-    comp = zlib.compressobj(9)
-    row = b"\0" * (1 + width * channels)
-    chunks = []
-    for _ in range(height):
-        chunks.append(comp.compress(row))
-    chunks.append(comp.flush())
-    data = b"".join(chunks)
-
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
-
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, color_type, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", data) + chunk(b"IEND", b"")
+    return zeros_png(width, height, color_type=color_type)
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from nbagent import tool
 from nbagent.tools import ArgumentsError
 from nbagent.tools.arguments import parse_arguments
+from tests.helpers import examples
 
 
 @pytest.mark.parametrize(
@@ -98,13 +99,13 @@ _json_values = st.recursive(
 )
 
 
-@settings(max_examples=1500, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=examples(1500), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(st.text(max_size=200))
 def test_fuzz_arbitrary_text_never_escapes(raw):
     assert _outcome(raw) in ("ok", "error")
 
 
-@settings(max_examples=1500, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=examples(1500), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(
     _json_values,
     st.integers(min_value=0, max_value=400),
@@ -129,7 +130,7 @@ def test_fuzz_damaged_json_never_escapes(value, cut, damage):
         assert outcome == "ok", text
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(_json_values.filter(lambda v: isinstance(v, dict)))
 def test_valid_json_objects_are_never_changed(value):
     parsed, repairs = parse_arguments(json.dumps(value))

@@ -7,30 +7,21 @@ bypassPermissions mode, a tool returning an `ImageBlock`, a lazily opened PIL im
 
 from __future__ import annotations
 
-import struct
 import subprocess
 import sys
 import textwrap
-import zlib
 from pathlib import Path
 
 import pytest
 
 from nbagent.messages import ImageBlock
 from nbagent.tools.images import MAX_IMAGE_PIXELS, ImageTooLarge, check_image, image_size
+from tests.helpers import zeros_png
 
 
 def bomb_png(width: int = 50_000, height: int = 50_000) -> bytes:
     """A 1-bit grayscale PNG of zeros: a few hundred KB that decode to width x height pixels."""
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
-
-    row = b"\x00" * (1 + (width + 7) // 8)
-    z = zlib.compressobj(9)
-    parts = [z.compress(row * 1000) for _ in range(height // 1000)]
-    parts.append(z.flush())
-    ihdr = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", b"".join(parts)) + chunk(b"IEND", b"")
+    return zeros_png(width, height, bit_depth=1, color_type=0)
 
 
 def test_the_size_is_read_from_the_header_and_an_image_over_the_budget_is_refused():

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from nbagent.events import ToolCallDelta
 from nbagent.tools.partial_json import PartialJSON, parse_partial_json
+from tests.helpers import examples
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-10**12, 10**12)
@@ -43,7 +44,7 @@ def split_at(text: str, cuts: list[int]) -> list[str]:
     return pieces
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(value=json_values, cuts=st.lists(st.integers(0, 10**6), max_size=12), ascii_=st.booleans(),
        indent=st.sampled_from([None, 2]))
 def test_any_split_gives_json_loads_value_and_consistent_snapshots(value, cuts, ascii_, indent) -> None:
@@ -68,7 +69,7 @@ def test_any_split_gives_json_loads_value_and_consistent_snapshots(value, cuts, 
     assert snapshots[-1] == final
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(value=st.dictionaries(st.text(max_size=6), json_values, max_size=4))
 def test_snapshot_after_every_character(value) -> None:
     text = json.dumps(value, ensure_ascii=False)

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nbagent.jupyter.notebook.hunks import Conflict, Hunk, apply_hunks, plan_edit, rebase
+from tests.helpers import examples
 
 BASE = "x = 1\ny = 2\nprint(x + y)\n"
 
@@ -54,7 +55,7 @@ def test_non_ascii_text_keeps_its_characters():
 words = st.text(alphabet="ab \n", min_size=0, max_size=12)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(before=words, old_tail=words, after=words, new=words, typed=st.text(alphabet="XY", min_size=1, max_size=4),
        where=st.sampled_from(["before", "after"]))
 def test_a_collaborators_text_apart_from_the_edit_is_always_kept(before, old_tail, after, new, typed, where):
@@ -71,7 +72,7 @@ def test_a_collaborators_text_apart_from_the_edit_is_always_kept(before, old_tai
     assert apply_hunks(live, moved) == expected
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(before=words, old=st.text(alphabet="ab", min_size=2, max_size=10), after=words, new=words,
        at=st.integers(min_value=0), typed=st.text(alphabet="XY", min_size=1, max_size=3))
 def test_a_collaborators_text_inside_the_edited_text_always_refuses(before, old, after, new, at, typed):
