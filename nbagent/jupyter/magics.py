@@ -405,6 +405,9 @@ def register(shell: InteractiveShell) -> NotebookSession:
     from .panel.hub import attach_panel
 
     attach_panel(shell, session)  # the side panel and the buttons on cells talk to this session
+    from nbagent.safety import keys
+
+    keys.stored_values()  # the keys stored with the panel's Settings are secrets from now on, used or not
     return session
 
 

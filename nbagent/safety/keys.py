@@ -97,6 +97,8 @@ def _check(name: str, value: str | None) -> None:
 def _write(change: dict[str, str | None]) -> None:
     folder = config_dir()
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if folder.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        os.chmod(folder, 0o700)
     with open(folder / (KEYS_FILE + ".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         values = stored_values()

@@ -43,7 +43,7 @@ from IPython.core.error import UsageError
 
 from nbagent import render
 from nbagent.messages import UserMessage
-from nbagent.safety import keys
+from nbagent.safety import keys, redact
 
 from ..protocol import problem, request_ops
 from .choices import model_choices
@@ -123,7 +123,7 @@ class PanelHub:
     def _reply(self, comm: Any, message_id: Any, ok: bool, payload: Any) -> None:
         try:
             comm.send({"id": message_id, "ok": True, "result": payload} if ok
-                      else {"id": message_id, "ok": False, "error": str(payload)})
+                      else {"id": message_id, "ok": False, "error": redact(str(payload))})
         except Exception:  # a comm already closed
             log.debug("panel reply failed", exc_info=True)
 
