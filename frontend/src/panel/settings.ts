@@ -52,6 +52,10 @@ export function urlWords(p: ProviderSettings): string {
 export class SettingsView {
   readonly node = el('div', 'nba-settings');
   private hub: PanelHub | null = null;
+  /** Whether the kernel's settings are drawn (false: waiting for the kernel, or it could not answer). */
+  drawn = false;
+  /** Whether a request is on its way (the panel does not ask again meanwhile). */
+  asking = false;
   private readonly errorEl = el('div', 'nba-settings-error');
   private readonly body = el('div', 'nba-settings-body');
 
@@ -62,16 +66,20 @@ export class SettingsView {
   /** Ask the kernel for its settings and draw them. */
   async show(hub: PanelHub | null): Promise<void> {
     this.hub = hub;
+    this.drawn = false;
     this.errorEl.textContent = '';
     if (!hub || hub.state !== 'ready') {
       this.body.textContent = '';
-      this.body.append(el('div', 'nba-panel-note', hub ? hub.absentText() : 'Open a notebook: its kernel keeps the settings.'));
+      const why = !hub ? 'Open a notebook: its kernel keeps the settings.'
+        : hub.state === 'connecting' ? 'Connecting to the kernel…' : hub.absentText();
+      this.body.append(el('div', 'nba-panel-note', why));
       return;
     }
     await this.ask(() => hub.request('settings', {}));
   }
 
   private async ask(request: () => Promise<SettingsResult>): Promise<boolean> {
+    this.asking = true;
     try {
       this.draw(await request());
       this.errorEl.textContent = '';
@@ -79,11 +87,15 @@ export class SettingsView {
     } catch (err) {
       this.errorEl.textContent = err instanceof Error ? err.message : String(err);
       return false;
+    } finally {
+      this.asking = false;
     }
   }
 
   private draw(state: SettingsResult): void {
     const hub = this.hub!;
+    this.drawn = true;
+    this.node.dataset.drawn = String(Number(this.node.dataset.drawn ?? 0) + 1); // each answer drawn
     this.body.textContent = '';
     const providers = el('div', 'nba-settings-providers');
     providers.append(el('div', 'nba-settings-head', 'Providers'), el('div', 'nba-settings-note',

@@ -259,6 +259,9 @@ export class AgentPanel extends Widget {
   private render(): void {
     const hub = this.hub;
     const nb = this.notebook;
+    if (!this.settings.node.hidden && !this.settings.drawn && !this.settings.asking && hub?.state === 'ready') {
+      void this.settings.show(hub); // the kernel answered (or nbagent was loaded) after Settings opened
+    }
     this.pathEl.textContent = nb ? nb.context.path : 'no notebook open';
     this.statusEl.textContent = '';
     this.convEl.textContent = '';
