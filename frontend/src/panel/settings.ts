@@ -216,7 +216,7 @@ export class SettingsView {
       }
       row.append(field, button('Set', 'nba-settings-set', () => set(field.value)));
     }
-    const first = o.help.split(/(?<=\.)\s|(?<=:)\s/)[0]; // its first sentence; the whole help on hover
+    const first = o.help.split(/(?<=\.)\s/)[0]; // its first sentence; the whole help on hover
     const help = el('div', 'nba-settings-help', first);
     help.title = o.help;
     row.append(help);
