@@ -131,8 +131,8 @@ class Agent:
         return agent
 
     def _adopt(self, options: AgentOptions) -> None:
-        self.options = options
-        """The resolved options this agent was made from."""
+        # The agent keeps the parts, not the options object: what is changed later (`agent.model = ...`, a
+        # copy shipped to a cluster worker without its key) has one place to live.
         self.name, self.model, self.instructions = options.name, options.model, options.instructions
         self.tools: list[Any] = list(options.tools)
         self.tool_resolver = options.tool_resolver
