@@ -18,14 +18,21 @@ allows it (or up to a second's when the provider's `RateLimit-Policy` header say
 until the first 429). Providers enforce their per-minute limits over shorter windows (a second, a quarter
 second), so a paced batch meets no 429 where a bursting one would.
 
-How it learns (additive increase, multiplicative decrease, with a knee): a 429 cuts the rate of the kind that
-ran out by `DECREASE` (once per flight: 429s for requests sent before the cut do not cut again), and pauses
-that kind only, only as long as the provider says: `retry-after-ms`, else its reset header for that kind
-(`x-ratelimit-reset-requests: 20ms`, `anthropic-ratelimit-tokens-reset: <RFC 3339>`), else `retry-after`.
-Each answer then wins some rate back: quickly up to just under the rate the 429 came at (the knee), then
-slowly past it, faster the longer no 429 comes, never above the person's limit or the provider's. A limit the
-person did not give is learned: from the provider's limit headers, or at the first 429 from the rate it had
-been answering, then felt for (2% more each answer past the knee, until the next 429).
+How it learns: a 429 pauses the kind that ran out, only that kind and only as long as the provider says:
+`retry-after-ms`, else its reset header for that kind (`x-ratelimit-reset-requests: 20ms`,
+`anthropic-ratelimit-tokens-reset: <RFC 3339>`), else `retry-after` (the refused request is then retried with
+the next permit: one retry, not a pause of the batch). It also backs the rate off, once per flight (429s for
+requests sent before the last one counted do not count again), in one of two ways. At a known limit (the
+person's, or the provider's header) while 429s are rare (under `DENSE` of the recent responses), they are
+requests that jitter brought closer together than a provider that allows no burst accepts: each widens a
+safety margin by `MARGIN_STEP` of the limit and each answer narrows it by `MARGIN_RECOVER` (so it settles
+where such 429s are 0.5% of the responses, between `MARGIN_MIN` and `MARGIN_MAX`), never a cut whose loss
+the next 429 would compound. When they are dense, or at a limit nobody told, the limit is lower than
+thought (additive increase, multiplicative decrease, with a knee): the rate is cut by `DECREASE`, and each
+answer wins some back, quickly up to just under the rate the 429 came at (the knee), then slowly past it,
+faster the longer no 429 comes, never above the person's limit or the provider's, less the margin. A limit
+the person did not give is learned: from the provider's limit headers, or at the first 429 from the rate it
+had been answering, then felt for (2% more each answer past the knee, until the next 429).
 
 Reads: the response headers a provider sends (read and bounded in `ratelimit_headers`). Who could have
 written them: the provider, or anything on the path to the model's base URL; on a cluster, the workers'
@@ -147,7 +154,7 @@ class _Pace:
         self.share = 0.0
         """The running share of 429s among the last `_SHARE_OVER` responses."""
         self.margin = 0.0
-        """The share of the limit kept in hand, learned from isolated 429s (see `ISOLATED`)."""
+        """The share of the limit kept in hand, learned from rare 429s (see `DENSE`)."""
 
     @property
     def bucket(self) -> float:
