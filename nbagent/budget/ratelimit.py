@@ -59,7 +59,8 @@ __all__ = ["DECREASE", "ItemGate", "Limiter", "MAX_PAUSE", "RateLimit", "estimat
 MAX_PAUSE = MAX_WAIT
 """The longest pause a provider's `retry-after` or reset header can impose on a batch at once."""
 DECREASE = 0.85
-"""A 429 multiplies the rate of the kind that ran out by this."""
+"""A 429 among dense ones (see `DENSE`), or at a limit nobody told, multiplies the rate of the kind that ran out by
+this."""
 SLACK = 0.5
 """Until the first 429, a request may go this share of an interval early, to make up for a wake-up that came
 late (an event loop wakes up to a millisecond late, and a busy one later): never two at once, and the rate
@@ -77,6 +78,8 @@ settles a little under the knee with few 429s), faster the longer none comes (a 
 is outgrown: +17% in 1,000 answers, +60% in 2,000)."""
 _PROBE_SPEEDUP = 200.0
 _UNKNOWN_GROWTH = 1.02
+"""Past the knee of a limit nobody told (no `requests_per_minute`, no limit header): each answer multiplies the
+rate by this."""
 DENSE = 0.25
 """At a known limit (the person's, or the provider's header), 429s are read by how often they come (a running
 share of the last `_SHARE_OVER` answers and 429s): above this share, the limit is lower than thought and the
@@ -93,8 +96,6 @@ MARGIN_MAX = 0.1
 """The widest margin learned that way (such 429s then cost one retry each, and cut nothing)."""
 MARGIN_MIN = 0.01
 """After a first 429 at a known limit, the rate stays at least this share under it."""
-"""Past the knee of a limit nobody told (no `requests_per_minute`, no limit header): each answer multiplies the
-rate by this."""
 
 
 @dataclass(frozen=True)
