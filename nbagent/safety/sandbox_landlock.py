@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from . import sandbox_restore as _restore
 from .protected import PROTECTED_PATHS
 from .sandbox_linux import _DEVICES, MARKER_VARIABLE, LandlockRuleset, MountPlan, stop_marked, supervise_command
 
@@ -64,6 +65,12 @@ class Prepared:
     """Landlock: the mount namespace the command gets, where the process may make one."""
     top_level: str = ""
     """Why the command may not add, rename or remove entries at the workspace's top level ("" when it may)."""
+    copy: _restore.ProtectedCopy | None = None
+    """Landlock without a mount namespace: the protected paths as they were, put back after the command."""
+    background: bool = False
+    """The command went on in the background (`in_background`)."""
+    put_back: list[str] = field(default_factory=list)
+    """What `cleanup()` put back of them, each with what the command had done."""
 
     def started(self) -> None:
         """Once the process started: close what was passed to it."""
@@ -73,6 +80,13 @@ class Prepared:
             except OSError:
                 pass
         self.pass_fds = ()
+
+    def in_background(self) -> None:
+        """The command goes on in the background: with a copy, what it changes of protected paths is put back
+        before every later tool call (`sandbox_restore.check_running`) until `cleanup()`."""
+        if self.copy is not None and not self.background:
+            self.background = True
+            _restore.started(self.copy)
 
     def stop_leftovers(self) -> None:
         """Once the command exited: stop what it left running (Landlock; bubblewrap's PID namespace
@@ -91,6 +105,9 @@ class Prepared:
         if self.links:
             self.restored = restore_links(self.links)
             self.links = {}
+        if self.copy is not None:
+            self.put_back += _restore.ended(self.copy, self.background)
+            self.copy = None
         if self.ruleset is not None:
             self.ruleset.close()
         if self.tmpdir is not None:
@@ -198,6 +215,8 @@ def landlock_prepared(argv: list[str], *, ws: str, writes: bool, network: bool, 
     secret = [os.path.realpath(p) for p in secret]
     hidden = [os.path.realpath(p) for p in hidden]
     plan = None
+    copy: _restore.ProtectedCopy | None = None
+    too_big = ""
     watched: list[Path] = []
     links: dict[str, str] = {}
     read_only: list[str] = []
@@ -212,15 +231,24 @@ def landlock_prepared(argv: list[str], *, ws: str, writes: bool, network: bool, 
             secret = [p for p in secret if not _inside(p, ws)]
             hidden = [p for p in hidden if not _inside(p, ws)]
         else:
-            # a right on a directory holds for all beneath it: a protected path stays read-only only if no
-            # directory above it is writable, so the workspace's top level is then not writable either
-            read_only = [os.path.join(ws, rel) for rel in PROTECTED_PATHS if os.path.lexists(os.path.join(ws, rel))]
+            # a right on a directory holds for all beneath it: the whole workspace is writable, and protected
+            # paths are copied now and put back after the command (`sandbox_restore`); where they hold more
+            # than may be copied, they stay read-only and so does the top level above them
+            try:
+                copy = _restore.take(ws, PROTECTED_PATHS)
+            except OSError as exc:
+                too_big = (f"too large to copy and put back: {exc}" if isinstance(exc, _restore.CopyTooLarge)
+                           else f"they could not be copied: {exc}")
+                read_only = [os.path.join(ws, rel) for rel in PROTECTED_PATHS
+                             if os.path.lexists(os.path.join(ws, rel))]
     tmpdir = tempfile.mkdtemp(prefix="nbagent-sandbox-")
     try:
         ruleset = LandlockRuleset(readable=readable, writable=[tmpdir, *writable] if writes else [tmpdir],
                                   devices=_DEVICES, excluded=secret + hidden, network=network, read_only=read_only)
     except BaseException:
         shutil.rmtree(tmpdir, ignore_errors=True)
+        if copy is not None:
+            _restore.ended(copy)
         raise
 
     def child() -> None:
@@ -234,16 +262,16 @@ def landlock_prepared(argv: list[str], *, ws: str, writes: bool, network: bool, 
 
     marker = uuid.uuid4().hex
     env = {MARKER_VARIABLE: marker, "TMPDIR": tmpdir, "TMP": tmpdir, "TEMP": tmpdir}
-    top = _closed_top(ws, read_only, secret, hidden) if writes and plan is None else ""
+    top = _closed_top(ws, read_only, secret, hidden, too_big) if writes and plan is None else ""
     return Prepared(list(argv), env=env, preexec_fn=child, ruleset=ruleset, marker=marker, tmpdir=tmpdir,
-                    watched=watched, links=links, mounts=plan, top_level=top)
+                    watched=watched, links=links, mounts=plan, top_level=top, copy=copy)
 
 
 def _inside(path: str, ws: str) -> bool:
     return path == ws or path.startswith(ws.rstrip("/") + "/")
 
 
-def _closed_top(ws: str, read_only: list[str], secret: list[str], hidden: list[str]) -> str:
+def _closed_top(ws: str, read_only: list[str], secret: list[str], hidden: list[str], too_big: str = "") -> str:
     """Why the top level is not writable, in words ("" when it is)."""
 
     def tops(paths: Iterable[str]) -> list[str]:
@@ -252,7 +280,8 @@ def _closed_top(ws: str, read_only: list[str], secret: list[str], hidden: list[s
     if any(p == ws for p in secret + hidden):
         return "the workspace itself is hidden from commands"
     parts = []
-    for names, what in ((tops(read_only), "protected paths, kept read-only"),
+    kept = f"protected paths, kept read-only: {too_big}" if too_big else "protected paths, kept read-only"
+    for names, what in ((tops(read_only), kept),
                         (tops(hidden), "hidden by a read deny rule, or holding what one hides"),
                         (tops(secret), "holding a credential store or Jupyter's runtime folder")):
         if names:

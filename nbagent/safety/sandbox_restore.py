@@ -1,0 +1,304 @@
+"""Protected paths kept by a copy, for the Landlock backend where the process may make no mount namespace.
+
+Landlock gives a folder's rights to everything beneath it: a command that may make `notes.txt` at the
+workspace's top level may also write `.git/config` (measured, Landlock ABI 7: with MAKE_REG, MAKE_DIR and
+MAKE_SYM on the top folder alone `touch` works but `echo hi > notes.txt` does not, and a symbolic link can be
+planted as `.git/hooks/pre-commit`; add WRITE_FILE and `.git/config`, `.mcp.json` and new hooks are writable;
+without REMOVE_* nothing at the top can be renamed, so neither can `sed -i` or `mv` an ordinary file there).
+So there the whole workspace is writable, and what protects the protected paths is this module:
+
+- before the command, `ProtectedCopy` takes what of each protected top-level entry can run programs:
+  which entry it is (device and inode, so a rename away or a replacement is seen), and every file, folder
+  and link inside it with its mode and content, except the data that changes as a person works (git's
+  objects, refs, logs and index; nbagent's sessions and batches), which runs nothing;
+- after the command (and, for a command left running in the background, before every later call and
+  when it ends: `check_running`), `restore()` compares and puts back what changed: an entry renamed away is
+  renamed back from where it went (found by its inode), a replaced or removed one made again from the copy,
+  a changed file written back, a new file removed; the result names each path put back.
+
+What this does not give (the mount namespace does, `nbagent.safety.sandbox_landlock`): while the command
+runs, a program outside the sandbox (a git prompt, JupyterLab's git panel, an editor) can read what the
+command wrote before it is put back; `.git`'s history, if the command deletes it, is not in the copy.
+
+Bounded: more than `COPY_LIMIT` bytes or `ENTRY_LIMIT` entries to copy makes `ProtectedCopy` raise
+`CopyTooLarge`; the caller then closes the top level instead (it fails closed).
+
+It reads what the workspace holds (which anyone could have written) only to compare it and copy it back;
+nothing found there is run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import threading
+from pathlib import Path
+from typing import Iterable
+
+from .protected import PROTECTED_PATHS
+
+__all__ = ["COPY_LIMIT", "ENTRY_LIMIT", "CopyTooLarge", "ProtectedCopy", "check_running", "ended", "started", "take"]
+
+COPY_LIMIT = 32 * 1024 * 1024
+ENTRY_LIMIT = 20_000
+SEARCH_LIMIT = 100_000
+"""How many workspace entries `restore` looks through for an entry renamed away."""
+
+_DATA = {".git": frozenset({"objects", "refs", "logs", "index", "HEAD", "FETCH_HEAD", "ORIG_HEAD", "MERGE_HEAD",
+                            "CHERRY_PICK_HEAD", "REVERT_HEAD", "AUTO_MERGE", "COMMIT_EDITMSG", "packed-refs", "lfs",
+                            "rr-cache", "shallow", "sequencer", "rebase-merge", "rebase-apply", "BISECT_LOG"}),
+         ".nbagent": frozenset({"sessions", "batches"})}
+"""Per protected folder: names (at any depth in it) of data that changes as the person or nbagent works and
+runs no program; not copied, not put back (a commit or a stored session made meanwhile is kept)."""
+
+
+class CopyTooLarge(OSError):
+    """The protected paths hold more than `ProtectedCopy` may copy."""
+
+
+class _Entry(tuple):
+    """(kind, mode, content): kind "f", "d" or "l"; content: bytes of a file, a link's target, None."""
+
+
+class ProtectedCopy:
+    """What each protected top-level entry of `ws` holds that can run programs, taken now."""
+
+    def __init__(self, ws: str | os.PathLike[str], names: Iterable[str] = PROTECTED_PATHS) -> None:
+        self.ws = os.path.realpath(ws)
+        self.tops: dict[str, tuple[int, int, str]] = {}
+        """name: (device, inode, kind) of each protected entry at the top level."""
+        self.entries: dict[str, _Entry] = {}
+        """Workspace-relative path: what it was."""
+        self.names = tuple(names)
+        self.users = 0
+        """Commands kept by this copy now (`take`, `ended`)."""
+        self.background = 0
+        """Of those, how many run in the background."""
+        self._size = 0
+        self._lock = threading.Lock()
+        for name in dict.fromkeys(self.names):
+            path = os.path.join(self.ws, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            self.tops[name] = (st.st_dev, st.st_ino, _kind(st.st_mode))
+            self._take(name, _DATA.get(name, frozenset()))
+            if stat.S_ISLNK(st.st_mode):  # where it leads, when that is in the workspace, is kept too
+                real = os.path.realpath(path)
+                if real.startswith(self.ws + "/") and os.path.exists(real):
+                    self._take(os.path.relpath(real, self.ws), frozenset())
+
+    def _take(self, rel: str, data: frozenset[str]) -> None:
+        pending = [rel]
+        while pending:
+            here = pending.pop()
+            full = os.path.join(self.ws, here)
+            st = os.lstat(full)
+            if len(self.entries) >= ENTRY_LIMIT:
+                raise CopyTooLarge(f"more than {ENTRY_LIMIT:,} entries in protected paths")
+            kind = _kind(st.st_mode)
+            if kind == "f":
+                self._size += st.st_size
+                if self._size > COPY_LIMIT:
+                    raise CopyTooLarge(f"more than {COPY_LIMIT // 2**20} MiB in protected paths")
+                with open(full, "rb") as f:
+                    content: bytes | str | None = f.read()
+            elif kind == "l":
+                content = os.readlink(full)
+            else:
+                content = None
+            self.entries[here] = _Entry((kind, stat.S_IMODE(st.st_mode), content))
+            if kind == "d":
+                for entry in os.scandir(full):
+                    if entry.name not in data:
+                        pending.append(os.path.join(here, entry.name))
+
+    # -- after -------------------------------------------------------------------------------------------
+
+    def restore(self) -> list[str]:
+        """Put back what changed since the copy was taken; each path put back, with what was done."""
+        with self._lock:
+            done: list[str] = []
+            remade: set[str] = set()
+            for name, (dev, ino, kind) in self.tops.items():
+                said = self._top(name, dev, ino, kind)
+                if said and "made again" in said[0]:
+                    remade.add(name)
+                done += said
+            for rel in sorted(self.entries):
+                said = self._one(rel)
+                if rel.split("/")[0] not in remade:  # a top made again whole is reported once, by its name
+                    done += said
+            for rel in self._new_entries():
+                try:
+                    _remove(os.path.join(self.ws, rel))
+                    done.append(f"{rel} (made by the command: removed)")
+                except OSError:
+                    done.append(f"{rel} (made by the command: could not be removed)")
+            return done
+
+    def _top(self, name: str, dev: int, ino: int, kind: str) -> list[str]:
+        path = os.path.join(self.ws, name)
+        try:
+            st = os.lstat(path)
+            if (st.st_dev, st.st_ino) == (dev, ino):
+                return []
+        except OSError:
+            st = None
+        moved = _find(self.ws, dev, ino, kind)
+        try:
+            if st is not None:
+                _remove(path)
+            if moved is not None:
+                os.rename(moved, path)
+                return [f"{name} (renamed away to {os.path.relpath(moved, self.ws)}: renamed back)"]
+        except OSError:
+            return [f"{name} (replaced: could not be put back)"]
+        what = "replaced" if st is not None else "removed"
+        lost = " (what runs no program, such as git's history, was not in the copy)" if name in _DATA else ""
+        return [f"{name} ({what}: made again from the copy{lost})"]
+
+    def _one(self, rel: str) -> list[str]:
+        kind, mode, content = self.entries[rel]
+        path = os.path.join(self.ws, rel)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            st = None
+        if st is not None and _kind(st.st_mode) == kind and stat.S_IMODE(st.st_mode) == mode:
+            if kind == "d" or _content(path, kind) == content:
+                return []
+        same = st is not None and _kind(st.st_mode) == kind
+        try:
+            if st is not None and (not same or kind == "l"):
+                _remove(path)  # a file written in place is written back in place: the same file stays
+            elif same and kind == "f":
+                os.chmod(path, mode | stat.S_IWUSR)
+            if kind == "d":
+                os.makedirs(path, exist_ok=True)
+            elif kind == "l":
+                os.symlink(content, path)  # type: ignore[arg-type]
+            else:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(content)  # type: ignore[arg-type]
+            if kind != "l":
+                os.chmod(path, mode)
+        except OSError:
+            return [f"{rel} (changed: could not be put back)"]
+        return [f"{rel} ({'removed' if st is None else 'changed'}: put back)"]
+
+    def _new_entries(self) -> list[str]:
+        """Entries in the copied folders that were not there (a hook the command added), outermost first."""
+        found: list[str] = []
+        for rel, (kind, _mode, _content) in self.entries.items():
+            if kind != "d":
+                continue
+            data = _DATA.get(rel.split("/")[0], frozenset())
+            try:
+                names = os.listdir(os.path.join(self.ws, rel))
+            except OSError:
+                continue
+            for name in names:
+                child = os.path.join(rel, name)
+                if child not in self.entries and name not in data and not _transient(name):
+                    found.append(child)
+        return sorted(found)
+
+
+def _transient(name: str) -> bool:
+    """A file git makes and removes as it works (a lock, a message, a merge's state): left alone."""
+    return name.endswith((".lock", "_MSG", "_MODE", "_HEAD")) or name in ("gc.pid", "gc.log")
+
+
+def _kind(mode: int) -> str:
+    return "l" if stat.S_ISLNK(mode) else "d" if stat.S_ISDIR(mode) else "f"
+
+
+def _content(path: str, kind: str) -> bytes | str | None:
+    try:
+        if kind == "l":
+            return os.readlink(path)
+        with open(path, "rb") as f:
+            return f.read(COPY_LIMIT + 1)
+    except OSError:
+        return None
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
+def _find(ws: str, dev: int, ino: int, kind: str) -> str | None:
+    """Where in `ws` the entry with this device and inode is now (renamed away), or None."""
+    pending, seen = [ws], 0
+    while pending and seen < SEARCH_LIMIT:
+        try:
+            entries = list(os.scandir(pending.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            try:
+                folder = entry.is_dir(follow_symlinks=False)
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) == (dev, ino) and _kind(st.st_mode) == kind:
+                return entry.path
+            if folder and entry.name not in (".git", "node_modules"):
+                pending.append(entry.path)
+    return None
+
+
+# -- commands that overlap share one copy; those in the background are checked before each later call ------------
+
+_SHARED: dict[tuple[str, tuple[str, ...]], ProtectedCopy] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def take(ws: str | os.PathLike[str], names: Iterable[str] = PROTECTED_PATHS) -> ProtectedCopy:
+    """The copy a command starting now is kept by: a new one, or, while another command of the same workspace
+    runs, that one's (taken before either could change anything: a copy taken now could hold what the other
+    already planted)."""
+    key = (os.path.realpath(ws), tuple(names))
+    with _SHARED_LOCK:
+        copy = _SHARED.get(key)
+        if copy is None:
+            copy = _SHARED[key] = ProtectedCopy(*key)
+        copy.users += 1
+        return copy
+
+
+def started(copy: ProtectedCopy) -> None:
+    """A command kept by `copy` goes on in the background: `check_running` looks at it until it ends."""
+    with _SHARED_LOCK:
+        copy.background += 1
+
+
+def ended(copy: ProtectedCopy, background: bool = False) -> list[str]:
+    """A command kept by `copy` ended: put back what was changed while it ran (by it, or by a command
+    running beside it); the copy is let go when no command is kept by it any more."""
+    done = copy.restore()
+    with _SHARED_LOCK:
+        copy.users -= 1
+        copy.background -= 1 if background else 0
+        if copy.users <= 0:
+            _SHARED.pop((copy.ws, copy.names), None)
+    return done
+
+
+def check_running() -> list[str]:
+    """For every copy a command still running in the background is kept by: put back what was changed so
+    far (called before each tool call, so nothing planted is read by the next one)."""
+    with _SHARED_LOCK:
+        copies = [c for c in _SHARED.values() if c.background > 0]
+    done: list[str] = []
+    for copy in copies:
+        done += copy.restore()
+    return done
