@@ -1,23 +1,21 @@
 """A command made ready to start (`Prepared`), what both backends keep of protected paths around it, and the
 Landlock backend's way of keeping them (`landlock_prepared`).
 
-Landlock gives a folder's rights to everything beneath it and cannot take them back for one child. A
-workspace whose top level is writable would therefore leave `.git` writable too, and one whose `.git` is
-read-only cannot have a new file made next to it. Two ways, chosen by what the process may do:
+Landlock gives a folder's rights to everything beneath it and cannot take them back for one child: a
+workspace whose top level is writable leaves `.git` writable too. Two ways, chosen by what the process may do:
 
-| the process | protected paths at the top level | new entries at the top level |
+| the process | protected paths at the top level | the rest of the workspace |
 |---|---|---|
-| may make a mount namespace (CAP_SYS_ADMIN: root in a VM or a privileged container) | read-only mounts over themselves, as under bubblewrap: not written, renamed away or replaced (EBUSY) | made, renamed and removed freely |
-| may not (a container without user namespaces or privileges) | outside every writable tree: not written, renamed away or replaced | refused while a protected path (or a file a deny rule hides) is there; the result says so and why |
+| may make a mount namespace (CAP_SYS_ADMIN: root in a VM or a privileged container) | read-only mounts over themselves, as under bubblewrap: not written, renamed away or replaced (EBUSY) | writable, top level included |
+| may not (a container without user namespaces or privileges) | writable by the command; what can run programs in them is copied before it and put back after it (`nbagent.safety.sandbox_restore`), and the result says what was put back | writable, top level included |
 
 Files a read deny rule hides and secret places inside the workspace are masked by mounts in the first
-case (empty and read-only, as under bubblewrap) and left out of the rules in the second (refused).
+case (empty and read-only, as under bubblewrap) and left out of the rules in the second (refused; the top
+level then takes no new entry while one is there). Protected paths too large to copy stay read-only in the
+second case, and the top level above them closed (`_closed_top` says why).
 
-Considered and not taken, measured in docs/notes/sandbox-landlock.md: copying protected paths before the
-command and putting them back after it (a program outside the sandbox, such as a git prompt or JupyterLab's
-git panel, runs what the command wrote while it runs, and a change the person or nbagent itself made
-meanwhile would be undone), and moving them out of the workspace behind symbolic links (a link at the top
-level can be replaced as soon as the top level is writable).
+Why a copy rather than the top level closed, and what it does not give (a program outside the sandbox can
+read what the command wrote until it is put back): docs/notes/sandbox-landlock.md, measured there.
 
 It reads the workspace's top-level names (which anyone could have written) only to compare them with
 `PROTECTED_PATHS`; nothing found there is run.
@@ -69,6 +67,8 @@ class Prepared:
     """Landlock without a mount namespace: the protected paths as they were, put back after the command."""
     background: bool = False
     """The command went on in the background (`in_background`)."""
+    beside: bool = False
+    """Another command of the workspace ran beside it: what was put back may be either's doing."""
     put_back: list[str] = field(default_factory=list)
     """What `cleanup()` put back of them, each with what the command had done."""
 
@@ -107,6 +107,7 @@ class Prepared:
             self.links = {}
         if self.copy is not None:
             self.put_back += _restore.ended(self.copy, self.background)
+            self.beside = self.copy.shared
             self.copy = None
         if self.ruleset is not None:
             self.ruleset.close()

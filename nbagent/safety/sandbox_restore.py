@@ -75,6 +75,8 @@ class ProtectedCopy:
         """Commands kept by this copy now (`take`, `ended`)."""
         self.background = 0
         """Of those, how many run in the background."""
+        self.shared = False
+        """Two commands or more were kept by it at once (what was put back may be either's doing)."""
         self._size = 0
         self._lock = threading.Lock()
         for name in dict.fromkeys(self.names):
@@ -102,7 +104,7 @@ class ProtectedCopy:
             if kind == "f":
                 self._size += st.st_size
                 if self._size > COPY_LIMIT:
-                    raise CopyTooLarge(f"more than {COPY_LIMIT // 2**20} MiB in protected paths")
+                    raise CopyTooLarge(f"more than {COPY_LIMIT:,} bytes in protected paths")
                 with open(full, "rb") as f:
                     content: bytes | str | None = f.read()
             elif kind == "l":
@@ -143,8 +145,8 @@ class ProtectedCopy:
         path = os.path.join(self.ws, name)
         try:
             st = os.lstat(path)
-            if (st.st_dev, st.st_ino) == (dev, ino):
-                return []
+            if (st.st_dev, st.st_ino) == (dev, ino) and _kind(st.st_mode) == kind:
+                return []  # (an inode number reused by a new folder: its content is compared below)
         except OSError:
             st = None
         moved = _find(self.ws, dev, ino, kind)
@@ -272,6 +274,7 @@ def take(ws: str | os.PathLike[str], names: Iterable[str] = PROTECTED_PATHS) -> 
         if copy is None:
             copy = _SHARED[key] = ProtectedCopy(*key)
         copy.users += 1
+        copy.shared = copy.shared or copy.users > 1
         return copy
 
 
@@ -282,15 +285,18 @@ def started(copy: ProtectedCopy) -> None:
 
 
 def ended(copy: ProtectedCopy, background: bool = False) -> list[str]:
-    """A command kept by `copy` ended: put back what was changed while it ran (by it, or by a command
-    running beside it); the copy is let go when no command is kept by it any more."""
-    done = copy.restore()
+    """A command kept by `copy` ended. The last of the commands kept by it puts back what was changed while
+    they ran (a command running beside it may still be at work until then) and lets the copy go; so does
+    one ending while a command runs in the background (which is checked between calls anyway). What was
+    put back, or [] for the others."""
     with _SHARED_LOCK:
         copy.users -= 1
         copy.background -= 1 if background else 0
-        if copy.users <= 0:
+        last = copy.users <= 0
+        if last:
             _SHARED.pop((copy.ws, copy.names), None)
-    return done
+        now = last or copy.background > 0
+    return copy.restore() if now else []
 
 
 def check_running() -> list[str]:

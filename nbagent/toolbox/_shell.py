@@ -452,8 +452,10 @@ def _result(details: ShellResult, timeout: float, left_running: bool, prepared: 
         notes.append("it replaced protected links, put back after it: " + ", ".join(restored))
     put_back = getattr(prepared, "put_back", ())
     if put_back:
-        notes.append("protected paths were changed while it ran and were put back after it (this sandbox, Landlock "
-                     "without a mount namespace, lets a command write them and puts them back): " + ", ".join(put_back)
+        who = " (by it or by a command run beside it)" if getattr(prepared, "beside", False) else ""
+        notes.append(f"protected paths were changed while it ran{who} and were put back after it (this sandbox, "
+                     "Landlock without a mount namespace, lets a command write them and puts them back): "
+                     + ", ".join(put_back)
                      + " (they configure programs or hold nbagent's records: change them with an approved edit)")
     if details.dropped_bytes:
         notes.append(f"{details.dropped_bytes:,} characters of output were not kept")

@@ -1,14 +1,15 @@
 """The workspace's top level, in every sandbox lane (tests/conftest.py `sandbox_lane`: bubblewrap, Landlock
 with a mount namespace per command, Landlock alone as in a container without user namespaces or privileges).
 
-What a person approving `echo hi > notes.txt` or `mkdir out` meets: the command makes files and folders at
-the top level wherever the lane can allow it without opening protected paths, and where it cannot (Landlock
-alone, with `.git` there) the result says so and why, never "writes only in the workspace". In every lane
-an approved command cannot write, replace or rename `.git` or `.mcp.json`; a program outside the sandbox
-never sees them changed while the command runs; and a change made outside meanwhile (the person's commit,
-nbagent's own session store) is not undone after it. Each wall is shown failing when it is turned off.
+What a person approving `echo hi > notes.txt` or `mkdir out` meets: in every lane the command makes,
+renames and removes files and folders at the top level. With bubblewrap or a mount namespace, an approved
+command cannot write, replace or rename `.git`, `.mcp.json` or `.nbagent`, and a program outside the sandbox
+never sees them changed while it runs. Landlock alone cannot say that (a right on a folder holds for all
+beneath it): there they are put back after the command, the result names what was put back, a command
+left running in the background is checked before every later call, and a program outside can see the
+change until then (tested as what it is). In every lane a change made outside meanwhile (the person's
+commit, nbagent's own session store) is not undone after it. Each wall is shown failing when it is turned off.
 """
-
 from __future__ import annotations
 
 import os
@@ -37,12 +38,6 @@ GIT_ENV = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM"
 @pytest.fixture(autouse=True)
 def backend(sandbox_lane):
     return sandbox_lane
-
-
-def top_level_opens(backend) -> bool:
-    """Whether the lane lets a command add entries at the top level next to `.git`: every lane (Landlock
-    alone by putting protected paths back after the command)."""
-    return True
 
 
 def copies(backend) -> bool:
@@ -78,19 +73,29 @@ TOP_LEVEL_WORK = ("echo hi > notes.txt && mkdir out && echo x > out/a.txt && mv 
 
 
 def test_an_approved_command_makes_files_and_folders_at_the_top_level(repo: Path, backend) -> None:
+    """Every lane, Landlock alone included (there `.git`, `.mcp.json` and `.nbagent` are put back after the
+    command; here it did not touch them, so nothing is said about them)."""
     run = _approved(repo, TOP_LEVEL_WORK, "echo below > sub/below.txt")
     text = text_of(run.calls[0])
-    assert (repo / "sub" / "below.txt").read_text() == "below\n"  # every lane: below the top level is writable
-    assert "writes only in the workspace" not in text
-    if top_level_opens(backend):
-        assert run.calls[0].status == "ok", text
-        assert (repo / "renamed.txt").read_text() == "ho\n" and (repo / "out").is_dir()
-        assert not (repo / "out" / "a.txt").exists() and (repo / "made.csv").read_text() == "1"
-        assert os.readlink(repo / "link.txt") == "renamed.txt" and "stopped by the sandbox" not in text
-    else:  # Landlock alone: refused, and the result says which wall and why
-        assert not (repo / "notes.txt").exists() and run.calls[0].status == "error"
-        assert "notes.txt would be a new entry at the workspace's top level" in text
-        assert ".git" in text and "mount namespace" in text and "inside a folder that is already there" in text
+    assert (repo / "sub" / "below.txt").read_text() == "below\n"
+    assert run.calls[0].status == "ok", text
+    assert (repo / "renamed.txt").read_text() == "ho\n" and (repo / "out").is_dir()
+    assert not (repo / "out" / "a.txt").exists() and (repo / "made.csv").read_text() == "1"
+    assert os.readlink(repo / "link.txt") == "renamed.txt" and "stopped by the sandbox" not in text
+    assert "put back" not in text
+
+
+def test_defence_off_landlock_alone_without_the_copy_closes_the_top_level(repo: Path, backend, monkeypatch) -> None:
+    """Landlock alone where protected paths are too large to copy: they stay read-only, so the top level
+    above them is closed, and the result says which wall and why."""
+    if not copies(backend):
+        pytest.skip("only Landlock alone keeps protected paths by a copy")
+    monkeypatch.setattr(_restore, "COPY_LIMIT", 0)
+    run = _approved(repo, TOP_LEVEL_WORK)
+    text = text_of(run.calls[0])
+    assert not (repo / "notes.txt").exists() and run.calls[0].status == "error"
+    assert "notes.txt would be a new entry at the workspace's top level" in text
+    assert "too large to copy and put back" in text and "inside a folder that is already there" in text
 
 
 def test_without_protected_paths_the_top_level_is_open_in_every_lane(ws: Path) -> None:
@@ -147,8 +152,9 @@ def test_git_and_mcp_json_cannot_be_written_replaced_or_renamed(repo: Path, back
     assert run.calls[1].status == "ok", text_of(run.calls[1])  # control: the approved command could write
     assert _state(repo, identity) == before, text_of(run.calls[0])
     assert "pwned" not in (repo / ".git" / "config").read_text() and not (repo / "pwned").exists()
-    if copies(backend):
-        assert "protected paths were changed while it ran and were put back after it" in text_of(run.calls[0])
+    if copies(backend):  # the two calls may run side by side: the last to end puts back, and says so
+        both = text_of(run.calls[0]) + text_of(run.calls[1])
+        assert "and were put back after it" in both
     else:
         assert "pwned" not in _git(repo, "config", "--list", "--local")
 
