@@ -33,8 +33,7 @@ import os
 import shutil
 import stat
 import threading
-from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
 
 from .protected import PROTECTED_PATHS
 
@@ -57,8 +56,8 @@ class CopyTooLarge(OSError):
     """The protected paths hold more than `ProtectedCopy` may copy."""
 
 
-class _Entry(tuple):
-    """(kind, mode, content): kind "f", "d" or "l"; content: bytes of a file, a link's target, None."""
+_Entry = tuple[str, int, "bytes | str | None"]
+"""(kind, mode, content): kind "f", "d" or "l"; content: a file's bytes, a link's target, or None."""
 
 
 class ProtectedCopy:
@@ -111,7 +110,7 @@ class ProtectedCopy:
                 content = os.readlink(full)
             else:
                 content = None
-            self.entries[here] = _Entry((kind, stat.S_IMODE(st.st_mode), content))
+            self.entries[here] = (kind, stat.S_IMODE(st.st_mode), content)
             if kind == "d":
                 for entry in os.scandir(full):
                     if entry.name not in data:
@@ -169,10 +168,9 @@ class ProtectedCopy:
             st = os.lstat(path)
         except OSError:
             st = None
-        if st is not None and _kind(st.st_mode) == kind and stat.S_IMODE(st.st_mode) == mode:
-            if kind == "d" or _content(path, kind) == content:
-                return []
         same = st is not None and _kind(st.st_mode) == kind
+        if same and stat.S_IMODE(st.st_mode) == mode and (kind == "d" or _content(path, kind) == content):
+            return []
         try:
             if st is not None and (not same or kind == "l"):
                 _remove(path)  # a file written in place is written back in place: the same file stays

@@ -85,8 +85,8 @@ def test_a_removed_folder_is_made_again_from_the_copy_and_says_what_was_not_in_i
     copy = ProtectedCopy(ws)
     shutil.rmtree(ws / ".git")
     (ws / ".git").write_text("gitdir: /elsewhere\n")
-    assert copy.restore() == [".git (replaced: made again from the copy (what runs no program, such as git's "
-                              "history, was not in the copy))"]
+    assert copy.restore() == [(".git (replaced: made again from the copy (what runs no program, such as git's "
+                               "history, was not in the copy))")]
     assert (ws / ".git" / "config").read_text() == "[core]\n" and (ws / ".git" / "hooks").is_dir()
 
 

@@ -295,8 +295,8 @@ def test_a_background_command_is_checked_before_every_later_call(repo: Path, bac
 def test_defence_off_a_background_command_plants_for_the_next_call(repo: Path, backend, monkeypatch) -> None:
     if not copies(backend):
         pytest.skip("only Landlock alone lets the command write there")
-    monkeypatch.setattr(_restore, "check_running", lambda: [])
-    monkeypatch.setattr("nbagent.calls.execution.check_running", lambda: [])
+    monkeypatch.setattr(_restore, "check_running", list)
+    monkeypatch.setattr("nbagent.calls.execution.check_running", list)
     plant = f"printf '{EVIL_CONFIG}' >> .git/config; echo planted; sleep 20"
     run = run_agent(repo, [sh(plant, yield_ms=1500)], [sh("cat .git/config", timeout=30)],
                     [ToolCall(name="process", arguments={"action": "kill", "id": "p1"})], approver=Recorder(True))
