@@ -104,8 +104,11 @@ class ProtectedCopy:
                 self._size += st.st_size
                 if self._size > COPY_LIMIT:
                     raise CopyTooLarge(f"more than {COPY_LIMIT:,} bytes in protected paths")
-                with open(full, "rb") as f:
-                    content: bytes | str | None = f.read()
+                file = os.open(full, os.O_RDONLY | _NOFOLLOW)
+                try:
+                    content: bytes | str | None = _read(file)
+                finally:
+                    os.close(file)
             elif kind == "l":
                 content = os.readlink(full)
             else:
@@ -134,27 +137,24 @@ class ProtectedCopy:
                     done += said
             for rel in self._new_entries():
                 try:
-                    _remove(os.path.join(self.ws, rel))
+                    self._remove_new(rel)
                     done.append(f"{rel} (made by the command: removed)")
                 except OSError:
                     done.append(f"{rel} (made by the command: could not be removed)")
             return done
 
     def _top(self, name: str, dev: int, ino: int, kind: str) -> list[str]:
-        path = os.path.join(self.ws, name)
-        try:
-            st = os.lstat(path)
-            if (st.st_dev, st.st_ino) == (dev, ino) and _kind(st.st_mode) == kind:
-                return []  # (an inode number reused by a new folder: its content is compared below)
-        except OSError:
-            st = None
+        at = _At(self.ws)
+        st = at.lstat(name)
+        if st is not None and (st.st_dev, st.st_ino) == (dev, ino) and _kind(st.st_mode) == kind:
+            return []  # (an inode number reused by a new folder: its content is compared below)
         moved = _find(self.ws, dev, ino, kind)
         try:
             if st is not None:
-                _remove(path)
+                at.remove(name)
             if moved is not None:
-                os.rename(moved, path)
-                return [f"{name} (renamed away to {os.path.relpath(moved, self.ws)}: renamed back)"]
+                at.rename(moved, name)
+                return [f"{name} (renamed away to {moved}: renamed back)"]
         except OSError:
             return [f"{name} (replaced: could not be put back)"]
         what = "replaced" if st is not None else "removed"
@@ -163,29 +163,22 @@ class ProtectedCopy:
 
     def _one(self, rel: str) -> list[str]:
         kind, mode, content = self.entries[rel]
-        path = os.path.join(self.ws, rel)
-        try:
-            st = os.lstat(path)
-        except OSError:
-            st = None
+        at = _At(self.ws)
+        st = at.lstat(rel)
         same = st is not None and _kind(st.st_mode) == kind
-        if same and stat.S_IMODE(st.st_mode) == mode and (kind == "d" or _content(path, kind) == content):
+        if same and stat.S_IMODE(st.st_mode) == mode and (kind in ("d", "o") or at.content(rel, kind) == content):
             return []
+        if kind == "o":
+            return [f"{rel} (changed: could not be put back, it is neither a file, a folder nor a link)"]
         try:
             if st is not None and (not same or kind == "l"):
-                _remove(path)  # a file written in place is written back in place: the same file stays
-            elif same and kind == "f":
-                os.chmod(path, mode | stat.S_IWUSR)
+                at.remove(rel)  # a file written in place is written back in place: the same file stays
             if kind == "d":
-                os.makedirs(path, exist_ok=True)
+                at.mkdir(rel, mode)
             elif kind == "l":
-                os.symlink(content, path)  # type: ignore[arg-type]
+                at.symlink(rel, content)  # type: ignore[arg-type]
             else:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-                with os.fdopen(fd, "wb") as f:
-                    f.write(content)  # type: ignore[arg-type]
-            if kind != "l":
-                os.chmod(path, mode)
+                at.write(rel, content, mode)  # type: ignore[arg-type]
         except OSError:
             return [f"{rel} (changed: could not be put back)"]
         return [f"{rel} ({'removed' if st is None else 'changed'}: put back)"]
@@ -193,19 +186,19 @@ class ProtectedCopy:
     def _new_entries(self) -> list[str]:
         """Entries in the copied folders that were not there (a hook the command added), outermost first."""
         found: list[str] = []
+        at = _At(self.ws)
         for rel, (kind, _mode, _content) in self.entries.items():
             if kind != "d":
                 continue
             data = _DATA.get(rel.split("/")[0], frozenset())
-            try:
-                names = os.listdir(os.path.join(self.ws, rel))
-            except OSError:
-                continue
-            for name in names:
+            for name in at.listdir(rel):
                 child = os.path.join(rel, name)
                 if child not in self.entries and name not in data and not _transient(name):
                     found.append(child)
         return sorted(found)
+
+    def _remove_new(self, rel: str) -> None:
+        _At(self.ws).remove(rel)
 
 
 def _transient(name: str) -> bool:
@@ -214,28 +207,151 @@ def _transient(name: str) -> bool:
 
 
 def _kind(mode: int) -> str:
-    return "l" if stat.S_ISLNK(mode) else "d" if stat.S_ISDIR(mode) else "f"
+    """"f" a file, "d" a folder, "l" a link, "o" anything else (a fifo, a socket: never opened)."""
+    return ("l" if stat.S_ISLNK(mode) else "d" if stat.S_ISDIR(mode) else "f" if stat.S_ISREG(mode) else "o")
 
 
-def _content(path: str, kind: str) -> bytes | str | None:
-    try:
-        if kind == "l":
-            return os.readlink(path)
-        with open(path, "rb") as f:
-            return f.read(COPY_LIMIT + 1)
-    except OSError:
-        return None
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
-def _remove(path: str) -> None:
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-    else:
-        os.unlink(path)
+def _read(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class _At:
+    """Operations on a workspace-relative path that follow no link on the way: each folder is opened from the
+    workspace's own with O_NOFOLLOW, so a command still running (in the background) cannot turn one of them
+    into a link that leads what is put back, or removed, outside the workspace. Files are opened
+    non-blocking (a fifo never holds nbagent up)."""
+
+    def __init__(self, ws: str) -> None:
+        self.ws = ws
+
+    def _parent(self, rel: str) -> tuple[int, str]:
+        parts = rel.split("/")
+        fd = os.open(self.ws, _DIR)
+        try:
+            for part in parts[:-1]:
+                inner = os.open(part, _DIR | os.O_NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = inner
+        except OSError:
+            os.close(fd)
+            raise
+        return fd, parts[-1]
+
+    def lstat(self, rel: str) -> os.stat_result | None:
+        try:
+            fd, name = self._parent(rel)
+        except OSError:
+            return None
+        try:
+            return os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    def content(self, rel: str, kind: str) -> bytes | str | None:
+        try:
+            fd, name = self._parent(rel)
+        except OSError:
+            return None
+        try:
+            if kind == "l":
+                return os.readlink(name, dir_fd=fd)
+            file = os.open(name, os.O_RDONLY | _NOFOLLOW, dir_fd=fd)
+            try:
+                return _read(file)
+            finally:
+                os.close(file)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    def write(self, rel: str, content: bytes, mode: int) -> None:
+        fd, name = self._parent(rel)
+        try:
+            file = os.open(name, os.O_WRONLY | os.O_CREAT | _NOFOLLOW, 0o600, dir_fd=fd)
+            try:
+                os.fchmod(file, mode | stat.S_IWUSR)
+                os.ftruncate(file, 0)
+                view = memoryview(content)
+                while view:
+                    view = view[os.write(file, view):]
+                os.fchmod(file, mode)
+            finally:
+                os.close(file)
+        finally:
+            os.close(fd)
+
+    def mkdir(self, rel: str, mode: int) -> None:
+        fd, name = self._parent(rel)
+        try:
+            try:
+                os.mkdir(name, 0o700, dir_fd=fd)
+            except FileExistsError:
+                pass
+            folder = os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=fd)
+            try:
+                os.fchmod(folder, mode)
+            finally:
+                os.close(folder)
+        finally:
+            os.close(fd)
+
+    def symlink(self, rel: str, target: str) -> None:
+        fd, name = self._parent(rel)
+        try:
+            os.symlink(target, name, dir_fd=fd)
+        finally:
+            os.close(fd)
+
+    def remove(self, rel: str) -> None:
+        fd, name = self._parent(rel)
+        try:
+            if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                shutil.rmtree(name, dir_fd=fd)  # which itself follows no link (`rmtree.avoids_symlink_attacks`)
+            else:
+                os.unlink(name, dir_fd=fd)
+        finally:
+            os.close(fd)
+
+    def rename(self, rel: str, to: str) -> None:
+        fd, name = self._parent(rel)
+        try:
+            to_fd, to_name = self._parent(to)
+            try:
+                os.rename(name, to_name, src_dir_fd=fd, dst_dir_fd=to_fd)
+            finally:
+                os.close(to_fd)
+        finally:
+            os.close(fd)
+
+    def listdir(self, rel: str) -> list[str]:
+        try:
+            fd, name = self._parent(rel)
+        except OSError:
+            return []
+        try:
+            folder = os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=fd)
+            try:
+                return os.listdir(folder)
+            finally:
+                os.close(folder)
+        except OSError:
+            return []
+        finally:
+            os.close(fd)
 
 
 def _find(ws: str, dev: int, ino: int, kind: str) -> str | None:
-    """Where in `ws` the entry with this device and inode is now (renamed away), or None."""
+    """Where in `ws` the entry with this device and inode is now (renamed away, relative to `ws`), or None."""
     pending, seen = [ws], 0
     while pending and seen < SEARCH_LIMIT:
         try:
@@ -250,7 +366,7 @@ def _find(ws: str, dev: int, ino: int, kind: str) -> str | None:
             except OSError:
                 continue
             if (st.st_dev, st.st_ino) == (dev, ino) and _kind(st.st_mode) == kind:
-                return entry.path
+                return os.path.relpath(entry.path, ws)
             if folder and entry.name not in (".git", "node_modules"):
                 pending.append(entry.path)
     return None

@@ -140,3 +140,45 @@ def test_a_background_command_is_checked_until_it_ends(ws: Path) -> None:
     assert ended(copy, background=True) == []
     (ws / ".mcp.json").write_text("later")
     assert check_running() == [] and (ws / ".mcp.json").read_text() == "later"
+
+
+def test_a_folder_turned_into_a_link_leads_nothing_outside_the_workspace(ws: Path, tmp_path: Path) -> None:
+    """A command still running in the background turns `.git/hooks` into a link to a folder of yours:
+    putting back removes the link and makes the folder again; nothing outside is written or removed."""
+    outside = tmp_path / "yours"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("mine")
+    copy = ProtectedCopy(ws)
+    shutil.rmtree(ws / ".git" / "hooks")
+    os.symlink(outside, ws / ".git" / "hooks")
+    said = copy.restore()
+    assert ".git/hooks (changed: put back)" in said and ".git/hooks/pre-commit.sample (removed: put back)" in said
+    assert sorted(os.listdir(outside)) == ["keep.txt"] and not (ws / ".git" / "hooks").is_symlink()
+
+
+def test_every_step_of_putting_back_follows_no_link_on_the_way(ws: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "yours"
+    outside.mkdir()
+    (outside / "pre-commit.sample").write_text("mine")
+    at = sandbox_restore._At(str(ws))
+    shutil.rmtree(ws / ".git" / "hooks")
+    os.symlink(outside, ws / ".git" / "hooks")
+    for step in (lambda: at.write(".git/hooks/pre-commit.sample", b"x", 0o644),
+                 lambda: at.remove(".git/hooks/pre-commit.sample"), lambda: at.mkdir(".git/hooks/d", 0o755),
+                 lambda: at.symlink(".git/hooks/l", "x")):
+        with pytest.raises(OSError):
+            step()
+    assert at.listdir(".git/hooks") == [] and at.content(".git/hooks/pre-commit.sample", "f") is None
+    assert sorted(os.listdir(outside)) == ["pre-commit.sample"] and (outside / "pre-commit.sample").read_text() == "mine"
+
+
+def test_a_fifo_is_never_opened(ws: Path) -> None:
+    os.mkfifo(ws / ".git" / "hooks" / "pipe")
+    copy = ProtectedCopy(ws)  # would block forever if it opened the fifo to copy it
+    assert copy.entries[".git/hooks/pipe"][0] == "o" and copy.restore() == []
+    (ws / ".git" / "hooks" / "pipe").unlink()
+    os.mkfifo(ws / ".git" / "config.new")
+    (ws / ".git" / "config").unlink()
+    os.mkfifo(ws / ".git" / "config")
+    assert ".git/config (changed: put back)" in copy.restore()
+    assert (ws / ".git" / "config").read_text() == "[core]\n"
