@@ -27,6 +27,9 @@ What stops it:
   markup is read without nh3 when all of it is of one strict form that a browser parses into just the tree
   it spells (`_PANDAS`: tables, rows, cells with plain text, a few attributes with plain values); the same
   filters apply to it, and anything else at all goes through nh3.
+- Limits before the parser (`nesting.LIMITS`: size, depth, formatting elements open, attributes on a tag),
+  measured in one linear pass (`nesting.measure`): markup past one is not parsed (nested deep, it costs
+  html5ever quadratic time at every draw) but shown escaped as text, with a note saying which limit.
 - `markdown_html(text)` in `nbagent.render.markdown` renders the model's Markdown with raw HTML escaped
   and images turned into links that show their URL, then passes it through `sanitize_html` with
   `code_blocks=True`: the one caller for which a `<pre>` keeps the marker of the model's code blocks
@@ -49,11 +52,13 @@ No IPython here, and nothing from nbagent: every layer may use this module.
 from __future__ import annotations
 
 import functools
+import html
 import re
 import zlib
 from typing import Any
 
 from .hidden import has_hidden_characters, terminal_safe, visible
+from .nesting import LIMITS, measure, past_limits
 
 __all__ = [
     "CSS_PROPERTIES",
@@ -363,8 +368,16 @@ def _pandas_table(markup: str) -> str | None:
 
 
 def _sanitize(markup: str, wrap: bool = True, scope: str | None = None, code_blocks: bool = False) -> str:
+    if len(markup) > LIMITS.chars:
+        return _as_text(markup, f"it is longer than {LIMITS.chars:,} characters", wrap)
     cleaned = _pandas_table(markup)
     if cleaned is None:
+        # before the parser: markup deeper or wider than `nesting.LIMITS` would cost it quadratic time (a
+        # shorter piece cannot pass them: fewer tags than the depth, fewer characters than attributes need)
+        if markup.count("<") > LIMITS.depth or len(markup) > 2 * LIMITS.attributes:
+            why = past_limits(measure(markup, LIMITS), LIMITS)
+            if why is not None:
+                return _as_text(markup, why, wrap)
         # the indentation between a table's own tags shows nothing, and is a quarter of a DataFrame's repr:
         # nh3 reads it faster without (measured: 0.58 -> 0.41 ms for a 30x6 DataFrame)
         cleaned = _nh3(code_blocks).clean(_TABLE_GAPS.sub(">", markup))
@@ -383,3 +396,16 @@ def _sanitize(markup: str, wrap: bool = True, scope: str | None = None, code_blo
 
 
 _cached = functools.lru_cache(maxsize=64)(_sanitize)
+
+SHOWN_AS_TEXT_CHARS = 200_000
+"""Of markup shown as text (past a limit), this much is shown; the note says how much more there is."""
+
+
+def _as_text(markup: str, why: str, wrap: bool) -> str:
+    """Markup past a limit of `nesting.LIMITS`: not parsed, shown escaped as text, with a note saying why."""
+    text = markup[:SHOWN_AS_TEXT_CHARS]
+    more = len(markup) - len(text)
+    cut = f" (its first {len(text):,} characters; {more:,} more are not shown)" if more else ""
+    note = f"Not drawn as HTML: {why}, more than nbagent parses. Its markup is shown as text{cut}."
+    body = f"<p><em>{html.escape(note)}</em></p><pre>{html.escape(visible(text)[0])}</pre>"
+    return f'<div class="nba-safe">{body}</div>' if wrap else body
