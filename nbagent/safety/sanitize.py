@@ -112,7 +112,7 @@ _KEPT_CLASSES = frozenset({"nba-cell-link", "nba-md-image", "nba-pre", "nba-code
 """Classes of the page's own kept all the same: they only style text (a link, a block of code, a diff's
 lines), so the notebook tools' results (cell diffs) look as the rest of the view does."""
 _PAGE_CLASSES = ("nba", "jp-", "lm-", "p-", "widget-", "jupyter-", "jupyter_", "mathjax", "tex2jax")
-_CODE_BLOCK_CLASS = re.compile(r"^nba-code-block$|^nba-lang-[a-z0-9_+#-]{1,32}$")
+_CODE_BLOCK_CLASS = re.compile(r"^nba-code-block$|^nba-lang-[a-z0-9_+#-]{1,32}$|^nba-live-[0-9a-f]{24}$")
 """The marker of the model's code blocks (on a `pre`), kept only with `sanitize_html(code_blocks=True)`."""
 
 _IMAGE_URL = re.compile(r"^data:image/(?:png|jpeg|jpg|gif|webp|bmp);base64,[A-Za-z0-9+/=\s]*$", re.I)
