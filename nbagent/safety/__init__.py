@@ -3,6 +3,7 @@
     secrets        credential values known to the process; `redact` finds them whole, in pieces, reversed, encoded
     shapes         what a credential looks like (key prefixes, URLs with passwords, connection strings, DSNs...)
     gate           the one secret gate: what a tool may derive from (screened text), which live values ask first
+    hidden         the one source of hidden characters (hidden.json): `visible`, `terminal_safe`, `ANY_HIDDEN`
     sanitize       what reaches the page (an allowlist HTML sanitizer) and the terminal (no control sequences)
     sandbox        the OS wall around shell commands (bubblewrap, or Landlock in `sandbox_linux`; without a mount
                    namespace, protected paths are copied and put back after each command: `sandbox_restore`)

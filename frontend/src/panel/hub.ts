@@ -12,6 +12,7 @@ import { Notebook, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 import { Signal } from '@lumino/signaling';
 
+import { setLiveMark } from '../codeblocks';
 import { cellName } from '../notebook/cells';
 import type {
   CellPayload,
@@ -166,6 +167,7 @@ export class PanelHub {
         this.restarted = true;
       }
       this.kernelOrigin = state.kernel ?? null;
+      setLiveMark(this.notebook, state.mark); // this kernel's code blocks in the notebook get Copy and Insert
       const fresh = new Map<string, ShownRun>();
       if (this.restarted && !(state.stored && !state.runs.length)) {
         // until the kernel shows the stored conversation, keep what was shown before the restart

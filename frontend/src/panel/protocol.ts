@@ -313,6 +313,10 @@ export interface StateResult {
   kernel: string | null;
   conversation: string | null;
   config: Settings;
+  /**
+   * The class this kernel's code blocks carry (nbagent.render.markdown.LIVE_MARK): the page gives Copy and Insert as cell only to a notebook's blocks that carry it.
+   */
+  mark?: string;
 }
 /**
  * A run as the panel shows it (nbagent/jupyter/panel/model.py run_summary).

@@ -154,7 +154,9 @@ class PanelHub:
         if not session.runs:
             stored = self._stored()
         conversation = session.stored.last
-        return {"runs": runs, "stored": stored, "session_id": session.stored.session_id,
+        from nbagent.render.markdown import LIVE_MARK  # the page's Copy / Insert: this kernel's blocks only
+
+        return {"runs": runs, "stored": stored, "session_id": session.stored.session_id, "mark": LIVE_MARK,
                 "kernel": session.stored.origin, "conversation": conversation.id if conversation is not None else None,
                 "config": {"model": _spec(session.config.model), "mode": str(session.config.mode),
                            "models": model_choices(session.shell.user_ns, os.environ,
