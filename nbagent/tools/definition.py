@@ -344,13 +344,17 @@ class Tool:
         return None
 
     def suggested_scope(self, args: Arguments, ctx: ToolContext | None = None) -> str | None:
-        """The argument pattern an "always allow" of this call would cover (None: the whole tool)."""
+        """The argument pattern an "always allow" of this call would cover (None: the whole tool; "": none
+        could be made, so nothing is granted).
+
+        A suggester that fails on these arguments (which the model wrote) suggests nothing: never the whole tool."""
         if self._suggest_grant is None:
             return None
         try:
-            return self._suggest_grant(args, ctx=ctx)
+            suggested = self._suggest_grant(args, ctx=ctx)
         except Exception:
-            return None
+            return ""
+        return suggested if suggested is None or isinstance(suggested, str) else ""
 
     def spec(self) -> dict[str, Any]:
         """The provider-neutral definition: name, description, parameters (and strict when set)."""
