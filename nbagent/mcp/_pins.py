@@ -113,8 +113,8 @@ def _python_path(launch: Launch) -> list[Path]:
     """Where the Python the server starts looks for modules, as far as workspace files can be there."""
     flags = set()
     for arg in launch.args:
-        if arg == "-m" or not arg.startswith("-") or arg.startswith("--"):
-            break
+        if not arg.startswith("-") or arg.startswith(("--", "-m", "-c")):
+            break  # the options before the module, code or script
         flags.update(arg[1:])
     places: list[Path] = []
     if not flags & {"I", "P"}:
@@ -206,16 +206,26 @@ RESOLVERS: dict[str, Callable[[Launch], Iterable[Path]]] = {
 """Every way a stdio server's configuration names code it runs, by kind (see the module docstring)."""
 
 
-def resolved_files(launch: Launch) -> list[str]:
-    """The real paths of the workspace files `launch` runs (every resolver's), each once, sorted."""
+def resolved_files(launch: Launch) -> dict[str, str]:
+    """The workspace files `launch` runs (every resolver's): their path relative to the workspace -> the
+    path to read. A file is the workspace's when it is there, or when the path naming it is a link in the
+    workspace (its content, wherever the link leads, is what runs: a link retargeted, or its target
+    edited, changes what is pinned)."""
     root = launch.root
-    out: set[str] = set()
+    out: dict[str, str] = {}
+
+    def inside(path: str) -> bool:
+        return path == root or path.startswith(root + os.sep)
+
     for resolve in RESOLVERS.values():
         for path in resolve(launch):
             try:
-                real = os.path.realpath(path)
+                given = os.path.normpath(os.path.abspath(path))
+                real = os.path.realpath(given)
+                here = os.path.join(os.path.realpath(os.path.dirname(given)), os.path.basename(given))
             except (OSError, ValueError):
                 continue
-            if (real == root or real.startswith(root + os.sep)) and os.path.isfile(real):
-                out.add(real)
-    return sorted(out)
+            name = real if inside(real) else here if inside(here) else None
+            if name is not None and os.path.isfile(real):
+                out.setdefault(os.path.relpath(name, root), real)
+    return dict(sorted(out.items()))

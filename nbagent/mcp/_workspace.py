@@ -129,8 +129,7 @@ def _pinned(servers: dict[str, ServerConfig], folder: Path) -> dict[str, str]:
             continue
         cwd = Path(config.cwd) if config.cwd and os.path.isabs(config.cwd) else folder / (config.cwd or "")
         launch = launch_of(config.command, config.args, config.env, Path(os.path.abspath(cwd)), root)
-        for real in resolved_files(launch):
-            rel = os.path.relpath(real, root)
+        for rel, real in resolved_files(launch).items():
             if rel in out:
                 continue
             if len(out) >= MAX_PINNED:

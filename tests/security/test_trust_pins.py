@@ -300,3 +300,22 @@ def test_the_start_check_is_what_stops_the_restart(ws, tmp_path, monkeypatch):
     nbagent.mcp.close()
     Agent(model=ScriptedModel(["done"]), workspace=ws, mcp_servers=servers).run_sync("hello")
     assert changed.exists()  # the attack gets through
+
+
+def test_a_workspace_link_to_a_file_elsewhere_is_pinned_by_what_it_leads_to(ws, tmp_path):
+    """`server.py` is a link to a file outside the workspace (a temporary folder the model may write): editing
+    the target, or pointing the link elsewhere, asks again."""
+    outside = _write(tmp_path / "elsewhere" / "real_server.py", "print('ok')\n")
+    (ws / "server.py").symlink_to(outside)
+    _config(ws, {"command": sys.executable, "args": ["server.py"]})
+    [config] = trust_workspace(ws)
+    assert "server.py" in config.pinned
+    server = workspace_servers(ws)["srv"]
+    outside.write_text("print('changed')\n")
+    assert "changed since" in (changed_since_read(server) or "")
+    outside.write_text("print('ok')\n")
+    assert changed_since_read(server) is None
+    other = _write(tmp_path / "elsewhere" / "other.py", "print('other')\n")
+    (ws / "server.py").unlink()
+    (ws / "server.py").symlink_to(other)
+    assert "changed since" in (changed_since_read(server) or "")
