@@ -254,14 +254,16 @@ def _unspared(text: str, spans: list[tuple[int, int, str]], spare: tuple[str, ..
 
 _GAPS = re.compile(r"[\s\"'\\]+")
 """What may sit inside a wrapped secret: line breaks, spaces, quotes and backslashes."""
-_ASCII_GAPS = dict.fromkeys(c for c in range(128) if _GAPS.match(chr(c)))
-"""The ASCII characters `_GAPS` matches, for `str.translate` to leave out."""
+_ASCII_GAPS = bytes(c for c in range(128) if _GAPS.match(chr(c)))
+"""The ASCII characters `_GAPS` matches, for `bytes.translate` to leave out."""
 
 
 def _skeleton(text: str) -> str:
-    """`text` with its gaps left out (`_GAPS.sub("", text)`): for ASCII text a `str.translate`, a tenth of the
-    regular expression's time on JSON (every quote a match)."""
-    return text.translate(_ASCII_GAPS) if text.isascii() else _GAPS.sub("", text)
+    """`text` with its gaps left out (`_GAPS.sub("", text)`): for ASCII text one `bytes.translate`, about a
+    fiftieth of the regular expression's time on JSON (where every quote is a match)."""
+    if text.isascii():
+        return text.encode("ascii").translate(None, _ASCII_GAPS).decode("ascii")
+    return _GAPS.sub("", text)
 
 
 

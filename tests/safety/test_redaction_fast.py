@@ -1,5 +1,5 @@
 """Redaction's fast paths give exactly what the slow ones gave, on every shape the gate knows: the skeleton made
-with `str.translate` (ASCII text), the first look that remembers the runs it found clean, and the shape scan
+with `bytes.translate` (ASCII text), the first look that remembers the runs it found clean, and the shape scan
 that skips a text holding none of the shapes' marker words. Each test runs both paths over the same corpus
 (keys whole, in pieces, reversed, wrapped over lines, quoted in pieces, base64 and hex, JSON-escaped, URLs with
 passwords, DSNs, connection strings, configuration fields, every token shape) and compares."""
