@@ -63,7 +63,8 @@ def keyed(monkeypatch, registered_secrets):
 
 
 def _slow_shapes(monkeypatch) -> None:
-    """The shape scan without its first look: every text goes through every shape's search."""
+    """The shape scan without its first looks: every text goes through every shape's search."""
+    monkeypatch.setattr(_shapes, "_may_hold_shape", lambda text: True)
     monkeypatch.setattr(_shapes, "_ANY_WORD", ("",))
     monkeypatch.setattr(_shapes, "_ANY_MARKER", ("",))
 
@@ -83,6 +84,9 @@ def test_every_shape_word_and_marker_holds_one_the_first_look_tries():
             assert any(short in word for short in _shapes._ANY_WORD), word
     for marker in _shapes._TOKEN_MARKERS:
         assert any(short in marker for short in _shapes._ANY_MARKER), marker
+        assert any(needle in marker.lower() for needle in _shapes._NEEDLES), marker
+    for word in _shapes._ANY_WORD:
+        assert any(needle in word for needle in _shapes._NEEDLES) and '"' not in word, word
 
 
 def test_the_shape_scan_finds_the_same_with_and_without_its_first_look(monkeypatch):
@@ -98,6 +102,21 @@ def test_control_a_first_look_missing_a_word_misses_shapes(monkeypatch):
     fast = [_shapes.shape_spans(t) for t in texts]
     monkeypatch.setattr(_shapes, "_ANY_WORD", tuple(w for w in _shapes._ANY_WORD if w != "pass"))
     assert [_shapes.shape_spans(t) for t in texts] != fast
+
+
+def test_control_a_first_look_missing_a_needle_misses_shapes(monkeypatch):
+    texts = corpus()
+    fast = [_shapes.shape_spans(t) for t in texts]
+    monkeypatch.setattr(_shapes, "_clean_pieces", set())
+    monkeypatch.setattr(_shapes, "_NEEDLES", tuple(n for n in _shapes._NEEDLES if n != "://"))
+    assert [_shapes.shape_spans(t) for t in texts] != fast
+
+
+def test_a_piece_once_clean_stays_clean_and_a_text_holding_a_shape_is_looked_at_each_time():
+    line = '{"kind":"message","text":"a DataFrame of 10 rows"}'
+    assert not _shapes._may_hold_shape(line) and not _shapes._may_hold_shape(line)  # the second from memory
+    assert _shapes._may_hold_shape(line.replace("10 rows", "postgres://app:Tr0ub4dor3@db/x"))
+    assert _shapes._may_hold_shape(line.replace("10 rows", "X-API-KEY"))  # any case
 
 
 def test_the_skeleton_is_the_text_with_its_gaps_left_out():
