@@ -302,11 +302,13 @@ def _may_hold_secret(text: str, runs: re.Pattern[str], heads: frozenset[str]) ->
         return False
     checked = _clean_runs
     if checked[0] is not heads:  # the secrets changed: what was clean before is looked at again
-        checked = (heads, set())
+        checked = (heads, set(), any(head.isdigit() for head in heads))
         globals()["_clean_runs"] = checked
-    clean = checked[1]
+    _, clean, digits = checked
     new = set(found).difference(clean)
     for run in new:
+        if not digits and run.isdigit():  # a number (a time, a duration): no head is one
+            continue
         for i in range(len(run) - PIECE_LENGTH + 1):
             if run[i : i + PIECE_LENGTH] in heads:
                 return True
@@ -316,10 +318,10 @@ def _may_hold_secret(text: str, runs: re.Pattern[str], heads: frozenset[str]) ->
     return False
 
 
-_clean_runs: tuple[frozenset[str] | None, set[str]] = (None, set())
-"""`(heads, runs)`: runs `_may_hold_secret` found no head in, for those heads (a text's words repeat from one
-line to the next: the JSON keys, the tools' names, the same messages; each is looked through once). A
-set made for other heads is never consulted: new secrets start an empty one."""
+_clean_runs: tuple[frozenset[str] | None, set[str], bool] = (None, set(), True)
+"""`(heads, runs, whether a head is all digits)`: runs `_may_hold_secret` found no head in, for those heads (a
+text's words repeat from one line to the next: the JSON keys, the tools' names, the same messages; each is
+looked through once). A set made for other heads is never consulted: new secrets start an empty one."""
 _CLEAN_RUNS_KEPT = 50_000
 _CLEAN_RUN_LENGTH = 256
 """Longer runs (an encoded blob) are looked through each time, not kept."""

@@ -156,6 +156,15 @@ def test_mixed_texts_redact_the_same_both_ways(noise, picks, keyed, monkeypatch)
         assert fast == (_secrets.redact(text),) * 2
 
 
+def test_a_number_is_looked_through_when_a_secret_holds_six_digits_in_a_row(registered_secrets):
+    text = '{"duration":0.00018678999913390726,"time":1796333562.0288522}'
+    assert _secrets.redact(text) == text
+    _secrets.add_secret("pin-8675309-x", "pin")  # its head `pin-86` is not all digits, its pieces are none
+    _secrets.add_secret("7333562042", "numeric")
+    assert _secrets._clean_runs[0] is not None and "[REDACTED:numeric" in _secrets.redact(text.replace(
+        "1796333562", "1773335620429"))
+
+
 def test_a_run_found_clean_is_looked_at_again_once_a_secret_it_holds_is_known(registered_secrets):
     later = "Wq3Rt5Yu7Io9Pa1Sd"
     text = f'{{"text":"x{later}x"}}'
