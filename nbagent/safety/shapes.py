@@ -91,18 +91,19 @@ _NEEDLES = tuple(sorted({n for n in {*(m.lower() for m in _TOKEN_MARKERS), *_ANY
                          if not any(o != n and o in n for o in {*(m.lower() for m in _TOKEN_MARKERS), *_ANY_WORD})}))
 """Every marker and word in lower case, less those holding another: none holds a double quote."""
 _clean_pieces: set[str] = set()
-"""Pieces of texts (between double quotes, in lower case) that hold none of `_NEEDLES`."""
+"""Pieces of texts (between double quotes) that hold none of `_NEEDLES` in any case. Kept as they were, not
+in lower case: a key among them is still one that redaction recognises."""
 
 
 def _may_hold_shape(text: str) -> bool:
     """Whether `text` holds one of the markers (any case) or words: `shape_spans`'s first look. A marker or
     word holds no double quote, so it lies inside one of the pieces the text's double quotes cut it into;
     the pieces of JSON lines repeat (keys, names, the same messages) and each is looked through once."""
-    pieces = text.lower().split('"')
-    new = set(pieces).difference(_clean_pieces)
+    new = set(text.split('"')).difference(_clean_pieces)
     for piece in new:
+        lower = piece.lower()
         for needle in _NEEDLES:
-            if needle in piece:
+            if needle in lower:
                 return True
     if len(_clean_pieces) > 50_000:
         _clean_pieces.clear()
