@@ -18,6 +18,7 @@ import type { Change, ModelChoice, RunHead, StartKind, StoredConversation } from
 import { undoAll, undoSummary } from './changes';
 import { undoChange } from './review';
 import { makeCellsButton } from './tocells';
+import { SettingsView } from './settings';
 
 export const WIDGET_MIME = 'application/vnd.jupyter.widget-view+json';
 
@@ -92,6 +93,9 @@ export class AgentPanel extends Widget {
   private readonly send = el('button', 'nba-panel-send jp-Button', 'Send') as HTMLButtonElement;
   private readonly errorEl = el('div', 'nba-panel-error');
   private readonly pathEl = el('div', 'nba-panel-path');
+  private readonly settings = new SettingsView();
+  private readonly settingsButton = el('button', 'jp-Button nba-panel-settings', 'Settings') as HTMLButtonElement;
+  private readonly chat = el('div', 'nba-panel-chat');
 
   constructor(private readonly hubOf: (nb: NotebookPanel) => PanelHub) {
     super();
@@ -99,7 +103,10 @@ export class AgentPanel extends Widget {
     this.addClass('nba-panel');
     this.title.caption = 'nbagent';
     const top = el('div', 'nba-panel-top');
-    top.append(el('div', 'nba-panel-name', 'nbagent'), this.pathEl);
+    top.append(el('div', 'nba-panel-name', 'nbagent'), this.pathEl, this.settingsButton);
+    this.settingsButton.title = 'Providers, API keys, the model and the %config NBAgent choices';
+    this.settingsButton.onclick = () => void this.toggleSettings();
+    this.settings.node.hidden = true;
     this.prompt.className = 'nba-panel-prompt';
     this.prompt.placeholder = 'Ask nbagent to do something in this notebook; @name sends what a variable holds (Ctrl+Enter sends)';
     this.prompt.rows = 3;
@@ -120,7 +127,8 @@ export class AgentPanel extends Widget {
     row.append(this.model, this.choices, freshLabel, planLabel, this.send);
     const ask = el('div', 'nba-panel-ask');
     ask.append(this.aboutEl, this.prompt, row, this.errorEl);
-    this.node.append(top, this.statusEl, this.convEl, this.runsEl, this.storedEl, ask);
+    this.chat.append(this.statusEl, this.convEl, this.runsEl, this.storedEl, ask);
+    this.node.append(top, this.settings.node, this.chat);
     this.send.onclick = () => void this.submit();
     this.prompt.addEventListener('keydown', event => {
       if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) {
@@ -151,10 +159,29 @@ export class AgentPanel extends Widget {
     }
     this.runsEl.textContent = '';
     this.render();
+    if (!this.settings.node.hidden) {
+      void this.settings.show(this.hub);
+    }
+  }
+
+  /** Show the Settings view instead of the conversation, or go back (the picker then asks for the new choices). */
+  async toggleSettings(): Promise<void> {
+    const opening = this.settings.node.hidden;
+    this.settings.node.hidden = !opening;
+    this.chat.hidden = opening;
+    this.settingsButton.textContent = opening ? 'Back to the chat' : 'Settings';
+    if (opening) {
+      await this.settings.show(this.hub);
+    } else if (this.hub && this.hub.state === 'ready') {
+      await this.hub.refresh();
+    }
   }
 
   /** "Ask nbagent" on a cell: the next prompt is about it. */
   askAbout(cell: Cell): void {
+    if (!this.settings.node.hidden) {
+      void this.toggleSettings();
+    }
     this.about = cell;
     this.render();
     this.prompt.focus();
@@ -232,6 +259,9 @@ export class AgentPanel extends Widget {
   private render(): void {
     const hub = this.hub;
     const nb = this.notebook;
+    if (!this.settings.node.hidden && !this.settings.drawn && !this.settings.asking && hub?.state === 'ready') {
+      void this.settings.show(hub); // the kernel answered (or nbagent was loaded) after Settings opened
+    }
     this.pathEl.textContent = nb ? nb.context.path : 'no notebook open';
     this.statusEl.textContent = '';
     this.convEl.textContent = '';
