@@ -322,7 +322,7 @@ _clean_runs: tuple[frozenset[str] | None, set[str], bool] = (None, set(), True)
 """`(heads, runs, whether a head is all digits)`: runs `_may_hold_secret` found no head in, for those heads (a
 text's words repeat from one line to the next: the JSON keys, the tools' names, the same messages; each is
 looked through once). A set made for other heads is never consulted: new secrets start an empty one."""
-_CLEAN_RUNS_KEPT = 50_000
+_CLEAN_RUNS_KEPT = 20_000
 _CLEAN_RUN_LENGTH = 256
 """Longer runs (an encoded blob) are looked through each time, not kept."""
 

@@ -105,7 +105,7 @@ def _may_hold_shape(text: str) -> bool:
         for needle in _NEEDLES:
             if needle in lower:
                 return True
-    if len(_clean_pieces) > 50_000:
+    if len(_clean_pieces) > 20_000:  # (at most a few MB)
         _clean_pieces.clear()
     _clean_pieces.update(piece for piece in new if len(piece) <= 256)
     return False
