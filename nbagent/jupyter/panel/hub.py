@@ -2,8 +2,8 @@
 
 The page opens a comm with target `nbagent.panel` (registered by `%load_ext nbagent`; a kernel without it
 closes the comm at once, and the page says to load nbagent) and asks: `{"id": N, "op": "state" | "start" |
-"decide" | "stop" | "undone" | "batch_decide" | "trust" | "steer" | "to_cells",
-...}`; the kernel answers
+"decide" | "stop" | "undone" | "batch_decide" | "trust" | "steer" | "to_cells" | "conversations" |
+"open", ...}`; the kernel answers
 `{"id": N, "ok": true, "result": {...}}` or
 `{"id": N, "ok": false, "error": "why"}`, and pushes `{"event": "run", "run": <summary, see model.py>}`
 whenever a run moved on. Every message, its fields and what each answer holds are in protocol.json beside
@@ -44,6 +44,7 @@ from nbagent.messages import UserMessage
 
 from ..protocol import problem, request_ops
 from .choices import model_choices
+from .conversations import conversation_list, open_conversation, verified
 from .model import EDIT_TOOLS, run_summary, stored_summary
 from .prompts import cell_prompt, follow_prompt, mention_prompt, plan_prompt
 
@@ -198,8 +199,11 @@ class PanelHub:
                 prompt = UserMessage(mentioned, said=prompt)
         resume = data.get("resume")
         stored = session.stored
-        if resume and stored.last is None and stored.resumed is None and not data.get("new"):
-            stored.resume(resume)  # the stored conversation the panel showed: the run continues it
+        if resume and not data.get("new") and resume != stored.session_id and kind not in ("fix", "explain"):
+            # the stored conversation the panel shows (picked from its list, or the notebook's latest): the run
+            # continues it, only when the store's loader verifies it
+            verified(stored.workspace, resume)
+            stored.resume(resume)
         # Fix and Explain are side threads: the conversation the panel's prompts continue does not grow with them
         options = RunOptions(model=data.get("model") or None, new=bool(data.get("new")), mode=mode,
                              side=kind in ("fix", "explain"))
@@ -213,6 +217,14 @@ class PanelHub:
                              "cell": cell.get("id") if isinstance(cell, dict) else None}
         self.follow(run)
         return self.summary(run)
+
+    def _op_conversations(self, data: dict[str, Any]) -> dict[str, Any]:
+        """This notebook's stored conversations, newest first (conversations.py)."""
+        return conversation_list(self.session.stored)
+
+    def _op_open(self, data: dict[str, Any]) -> dict[str, Any]:
+        """One of them, to show before the next prompt continues it (a verified one only)."""
+        return open_conversation(self.session.stored, data["session"])
 
     def _run(self, run_id: str) -> Any:
         for run in self.session.runs:
