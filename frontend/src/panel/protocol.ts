@@ -18,7 +18,9 @@ export type PageRequest =
   | BatchDecideRequest
   | TrustRequest
   | SteerRequest
-  | ToCellsRequest;
+  | ToCellsRequest
+  | ConversationsRequest
+  | OpenRequest;
 /**
  * Chosen by the page; the reply carries it back.
  *
@@ -77,7 +79,16 @@ export type Reply =
  * This interface was referenced by `PanelProtocol`'s JSON-Schema
  * via the `definition` "Result".
  */
-export type Result = StateResult | RunSummary | DecideResult | StopResult | UndoneResult | SteerResult | ToCellsResult;
+export type Result =
+  | StateResult
+  | RunSummary
+  | DecideResult
+  | StopResult
+  | UndoneResult
+  | SteerResult
+  | ToCellsResult
+  | ConversationsResult
+  | StoredConversation;
 
 /**
  * The `nbagent.panel` comm: the page opens it (comm_open data {"protocol": 1}) and asks; the kernel answers each request once and pushes a run's summary whenever the run moved on. The kernel validates every request against `PageRequest` (nbagent/jupyter/panel/hub.py); the page's types are generated from this file (frontend/src/panel/protocol.ts, `npm run protocol`).
@@ -237,6 +248,27 @@ export interface ToCellsRequest {
   run: ShortText;
 }
 /**
+ * This notebook's stored conversations, newest first (to pick one to continue).
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "ConversationsRequest".
+ */
+export interface ConversationsRequest {
+  id: RequestId;
+  op: 'conversations';
+}
+/**
+ * One of this notebook's stored conversations, to show before the next prompt continues it (start with `resume` set to it). Refused for a conversation the session store does not verify.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "OpenRequest".
+ */
+export interface OpenRequest {
+  id: RequestId;
+  op: 'open';
+  session: ShortText;
+}
+/**
  * This interface was referenced by `PanelProtocol`'s JSON-Schema
  * via the `definition` "StateResult".
  */
@@ -286,6 +318,10 @@ export interface RunSummary {
    * A plan-first run that ended: the plan it proposed, for the person to edit and approve.
    */
   plan?: string | null;
+  /**
+   * A run carrying out an approved plan: the step it says it is on (null: none declared yet).
+   */
+  step?: PlanStep | null;
 }
 /**
  * The run's model, mode and tools, its cost and how full its context window is (text, with a title each).
@@ -341,6 +377,18 @@ export interface Change {
   before: string | null;
   after: string;
   undone: boolean;
+}
+/**
+ * The last "Step N of M" the model wrote in the run (its own word, not a measure): `text` is the approved plan's step N (else the model's words), `planned` how many steps the approved plan has.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "PlanStep".
+ */
+export interface PlanStep {
+  n: number;
+  of: number;
+  text: string;
+  planned: number;
 }
 /**
  * The notebook's latest stored conversation (text only), or why it could not be read.
@@ -449,6 +497,53 @@ export interface ToCellsResult {
   summary: string;
 }
 /**
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "ConversationsResult".
+ */
+export interface ConversationsResult {
+  conversations: ConversationItem[];
+  /**
+   * The conversation the box continues (null: the next prompt starts one).
+   */
+  current: string | null;
+  /**
+   * Older conversations left out (%agent --sessions lists them).
+   */
+  more: number;
+}
+/**
+ * A stored conversation of this notebook as the list shows it.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "ConversationItem".
+ */
+export interface ConversationItem {
+  id: string;
+  /**
+   * The words the person started it with (one line).
+   */
+  first: string;
+  /**
+   * When it was last written (seconds since 1970).
+   */
+  updated: number;
+  runs: number;
+  calls: number;
+  model: string | null;
+  /**
+   * A Fix or Explain side thread.
+   */
+  side: boolean;
+  /**
+   * False: the session store does not verify it (unsigned, or changed by something other than nbagent); it is listed, not continued.
+   */
+  resumable: boolean;
+  /**
+   * Why it cannot be continued.
+   */
+  why?: string;
+}
+/**
  * A run moved on (pushed, at most a few times a second).
  *
  * This interface was referenced by `PanelProtocol`'s JSON-Schema
@@ -474,4 +569,6 @@ export interface Results {
   trust: DecideResult;
   steer: SteerResult;
   to_cells: ToCellsResult;
+  conversations: ConversationsResult;
+  open: StoredConversation;
 }

@@ -41,6 +41,7 @@ from IPython.core.error import UsageError
 
 from nbagent import render
 from nbagent.messages import UserMessage
+from nbagent.render.steps import plan_steps
 
 from ..protocol import problem, request_ops
 from .choices import model_choices
@@ -189,6 +190,7 @@ class PanelHub:
         elif kind == "plan":  # plan first: a plan, and nothing changed (plan mode runs read-only tools only)
             prompt, label, mode = UserMessage(plan_prompt(prompt), said=prompt), "Plan first: " + label, "plan"
         elif kind == "follow":  # the plan as the person approved it, carried out in the notebook's own mode
+            steps = plan_steps(prompt)
             said = "Carry out the plan"
             prompt, label = UserMessage(follow_prompt(prompt), said=said), said
             mode = str(session.config.mode) if str(session.config.mode) != "plan" else "default"
@@ -215,6 +217,11 @@ class PanelHub:
             displays.cell_id = before
         self.meta[run.id] = {"source": "panel", "kind": kind, "label": label,
                              "cell": cell.get("id") if isinstance(cell, dict) else None}
+        if kind == "follow":  # the step the run says it is on, named by the approved plan (render/steps.py)
+            self.meta[run.id]["plan_steps"] = steps
+            view = session.view(run)
+            if view is not None and hasattr(view, "follow_plan"):
+                view.follow_plan(steps)
         self.follow(run)
         return self.summary(run)
 
