@@ -50,8 +50,10 @@ def run_step(run: Any, steps: list[str] | None) -> dict[str, Any] | None:
     """The step a plan-following run is on, as its model declared it: {"n", "of", "text", "planned"} (`text`:
     the approved plan's step N, else the model's words; `planned`: how many steps the approved plan has), or
     None when the model declared none yet."""
-    texts = [str(getattr(m, "text", "") or "") for m in list(getattr(run, "new_messages", ()) or ())
-             if getattr(m, "kind", "") == "assistant"]
+    shown = getattr(run, "timeline", None)  # the responses as they came (one whose calls still run included)
+    if shown is None:
+        shown = getattr(run, "new_messages", ())
+    texts = [str(getattr(m, "text", "") or "") for m in list(shown or ()) if getattr(m, "kind", "") == "assistant"]
     found = declared_step(texts)
     if found is None:
         return None

@@ -250,6 +250,9 @@ def test_plan_first_proposes_a_plan_in_plan_mode_then_follows_the_plan_as_edited
     assert follow["label"] == "Carry out the plan" and follow["plan"] is None
     ended = page.pushed(lambda r: r["id"] == follow["id"] and r["status"] == "done")
     assert ended["head"]["mode"] == "default"  # the plan is carried out in the notebook's own mode
+    # the step the model said it is on ("Step 2 of 2: done."), named by the plan as edited
+    assert ended["step"] == {"n": 2, "of": 2, "text": "Divide by max(count, 1) and say so in a comment.", "planned": 2}
+    assert done["step"] is None  # only a run carrying out a plan has one
     sent = kernel.value(f"{session}.runs[-1].prompt.text")
     assert edited in sent and "Step N of M" in sent
     # the same conversation: the plan run's messages come before it
