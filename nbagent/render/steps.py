@@ -21,7 +21,7 @@ __all__ = ["MAX_STEP_TEXT", "declared_step", "plan_steps", "run_step", "step_htm
 
 MAX_STEP_TEXT = 160
 _ITEM = re.compile(r"^\s*(\d{1,3})[.)]\s+(\S.*)$")
-_STEP = re.compile(r"\bstep\s+(\d{1,3})\s*(?:of|/)\s*(\d{1,3})\b\s*[:.\-\u2013\u2014]?\s*([^\n]*)", re.IGNORECASE)
+_STEP = re.compile(r"\bstep\s+(\d{1,3})\s*(?:of|/)\s*(\d{1,3})\b", re.IGNORECASE)
 
 
 def plan_steps(plan: str) -> list[str]:
@@ -39,10 +39,14 @@ def declared_step(texts: Iterable[str]) -> tuple[int, int, str] | None:
     """The last "Step N of M: ..." in these texts (oldest first): (N, M, the rest of its line)."""
     last = None
     for text in texts:
-        for found in _STEP.finditer(text or ""):
-            n, m = int(found.group(1)), int(found.group(2))
-            if 1 <= n <= m:
-                last = (n, m, found.group(3).strip()[:MAX_STEP_TEXT])
+        text = text or ""
+        found = list(_STEP.finditer(text))
+        for i, match in enumerate(found):
+            n, m = int(match.group(1)), int(match.group(2))
+            if 1 <= n <= m:  # its words: the rest of its line, up to the next step declared on it
+                end = found[i + 1].start() if i + 1 < len(found) else len(text)
+                words = text[match.end():end].split("\n", 1)[0].lstrip(" :.-\u2013\u2014").strip()
+                last = (n, m, words[:MAX_STEP_TEXT])
     return last
 
 

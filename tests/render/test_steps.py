@@ -17,6 +17,7 @@ def test_a_numbered_plan_has_its_steps_in_order():
 
 def test_the_last_declared_step_counts_and_nonsense_is_left_out():
     assert declared_step(["Step 1 of 3: read.", "Now step 2 of 3 - divide"]) == (2, 3, "divide")
+    assert declared_step(["Step 1 of 2: read. Step 2 of 2: done.\nmore"]) == (2, 2, "done.")
     assert declared_step(["step 4 of 3: beyond the end", "Step 0 of 3"]) is None
     assert declared_step(["nothing declared"]) is None
 

@@ -279,6 +279,12 @@ export class PanelHub {
     } else if (!fresh && this.runs.size === 0 && !this.sessionId && this.stored && typeof this.stored.id === 'string') {
       fields.resume = this.stored.id; // the notebook's latest stored conversation, shown when none ran here
     }
+    if (kind === 'prompt' || kind === 'plan') {
+      const cells = mentionedCells(this.notebook.content, prompt);
+      if (cells.length) {
+        fields.cells = cells as Fields<'start'>['cells']; // at most 12 (the schema's maxItems)
+      }
+    }
     const run = await this.request('start', fields);
     if (kind !== 'fix' && kind !== 'explain') {
       this.fresh = false;
@@ -373,6 +379,25 @@ export function cellPayload(cell: Cell): CellPayload {
     ...(index >= 0 ? { index } : {}),
     cell_type: type === 'markdown' || type === 'raw' ? type : 'code'
   };
+}
+
+/** The cells a prompt mentions as `@[n]`: each the code cell shown as In [n] (at most 12; sources only). */
+export function mentionedCells(notebook: Notebook, prompt: string): CellPayload[] {
+  const numbers: number[] = [];
+  const mention = /(?<![\w@])@\[(\d{1,6})\]/g;
+  for (let m = mention.exec(prompt); m !== null && numbers.length < 12; m = mention.exec(prompt)) {
+    if (!numbers.includes(Number(m[1]))) {
+      numbers.push(Number(m[1]));
+    }
+  }
+  const out: CellPayload[] = [];
+  for (const n of numbers) {
+    const cell = notebook.widgets.find(w => w instanceof CodeCell && w.model.executionCount === n);
+    if (cell) {
+      out.push({ ...cellPayload(cell), outputs: [] });
+    }
+  }
+  return out;
 }
 
 function notebookOf(cell: Cell): Notebook | null {

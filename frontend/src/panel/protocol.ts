@@ -121,6 +121,71 @@ export interface StartRequest {
   model?: ShortText | null;
   new?: boolean;
   resume?: ShortText | null;
+  /**
+   * The cells the prompt mentions as @[n] (each the cell shown as In [n]): their sources go with the words, as data.
+   *
+   * @maxItems 12
+   */
+  cells?:
+    | []
+    | [CellPayload]
+    | [CellPayload, CellPayload]
+    | [CellPayload, CellPayload, CellPayload]
+    | [CellPayload, CellPayload, CellPayload, CellPayload]
+    | [CellPayload, CellPayload, CellPayload, CellPayload, CellPayload]
+    | [CellPayload, CellPayload, CellPayload, CellPayload, CellPayload, CellPayload]
+    | [CellPayload, CellPayload, CellPayload, CellPayload, CellPayload, CellPayload, CellPayload]
+    | [CellPayload, CellPayload, CellPayload, CellPayload, CellPayload, CellPayload, CellPayload, CellPayload]
+    | [
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload
+      ]
+    | [
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload
+      ]
+    | [
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload
+      ]
+    | [
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload
+      ];
 }
 /**
  * What the kernel is told of a cell for Fix, Explain and Ask: its id, source and error outputs, and where the person sees it (its In [n], its place), which name it in the person's words.

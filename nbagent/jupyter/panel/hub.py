@@ -194,9 +194,9 @@ class PanelHub:
             said = "Carry out the plan"
             prompt, label = UserMessage(follow_prompt(prompt), said=said), said
             mode = str(session.config.mode) if str(session.config.mode) != "plan" else "default"
-        else:  # @df, @total: what those names hold goes with the words, folded under them in the views
+        else:  # @df, @total, @[3]: what those names hold, that cell's source, go with the words, folded in the views
             hidden = getattr(session.shell, "user_ns_hidden", {})
-            mentioned = mention_prompt(prompt, session.shell.user_ns, hidden)
+            mentioned = mention_prompt(prompt, session.shell.user_ns, hidden, data.get("cells"))
             if mentioned is not None:
                 prompt = UserMessage(mentioned, said=prompt)
         resume = data.get("resume")

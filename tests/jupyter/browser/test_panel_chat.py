@@ -2,8 +2,8 @@
 
 "New chat" puts the conversation shown aside and the next prompt starts another; "Conversations" lists this
 notebook's conversations newest first (the words each was started with, its runs and calls); a click on one
-shows its messages and the next prompt continues it (the kernel's run carries its history). Screenshots go
-to test-artifacts/."""
+shows its messages and the next prompt continues it (the kernel's run carries its history); `@[1]` sends the
+cell shown as In [1]. Screenshots go to test-artifacts/."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ if shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists(): 
     pytest.skip("chromium is not installed (./dev test installs it)", allow_module_level=True)
 
 SETUP = r'''from nbagent import ScriptedModel
-model = ScriptedModel(["It is 42.", "Hello again.", "Continued from 42."], delay=0.02)
+model = ScriptedModel(["It is 42.", "Hello again.", "Continued from 42.", "It loads nbagent."], delay=0.02)
 %config NBAgent.model = "model"'''
 WORDS = "print([m.words for m in __import__('nbagent.jupyter').jupyter.get_session().runs[-1].messages if m.kind == 'user'])"
 
@@ -102,6 +102,11 @@ def test_conversations_new_chat_and_continuing_a_picked_one(server):
         page.shot(f"panel-chat-{app}-continued", p.locator("#nbagent-panel"))
         page.run_cell(2)
         page.wait_text(page.code_cells.nth(2).locator(".jp-OutputArea-output").first, "['What is 6 * 7?', 'And then?']")
+
+        # @[1]: the cell shown as In [1] goes with the words, its source as data, folded under them
+        send(page, "What does @[1] do?", "It loads nbagent.")
+        sent = p.evaluate("() => [...document.querySelectorAll('#nbagent-panel .nba-panel-run')].pop().textContent")
+        assert "@[1] is the cell c0 (shown as [1] in the notebook)" in sent and "%load_ext nbagent" in sent, sent
     except Exception:
         page.shot(f"panel-chat-{app}-failure")
         raise

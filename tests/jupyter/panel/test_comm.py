@@ -226,6 +226,14 @@ def test_an_at_mention_in_the_panel_sends_what_the_name_holds_beside_the_words(k
     assert sent.startswith(words) and "@total: int = 10" in sent and "@rate: not defined in the kernel" in sent
     page.pushed(lambda r: r["reviews"])
     assert page.ask("stop", run=run["id"])["result"]["stopped"] is True
+    # @[5]: the cell the page shows as In [5], its source as the page sent it
+    words = "What does @[5] do?"
+    cell = {"id": "c4", "source": "rate = total / count", "execution_count": 5, "index": 4}
+    run = page.ask("start", prompt=words, kind="prompt", new=True, cells=[cell])["result"]
+    assert run["label"] == words and kernel.value(prompt + ".said") == words
+    sent = kernel.value(prompt + ".text")
+    assert "@[5] is the cell c4 (shown as [5] in the notebook)" in sent and "rate = total / count" in sent
+    page.pushed(lambda r: r["id"] == run["id"] and r["status"] == "done")
 
 
 PLAN_SETUP = r'''%load_ext nbagent
