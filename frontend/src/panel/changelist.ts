@@ -177,7 +177,7 @@ export function conversationReview(target: HTMLElement, runs: readonly ShownRun[
   title.append(keep, undo);
   target.append(title);
   for (const p of pending) {
-    const row = el('div', 'nba-panel-change nba-panel-proposed');
+    const row = el('div', 'nba-panel-proposed');
     row.dataset.call = p.review.call;
     row.append(p.cell ? cellLink(p.cell, p.what) : el('span', '', p.what));
     if (p.stale) {

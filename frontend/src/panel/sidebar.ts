@@ -115,7 +115,7 @@ export class AgentPanel extends Widget {
     };
     chats.append(this.listButton, this.newButton);
     this.prompt.className = 'nba-panel-prompt';
-    this.prompt.placeholder = 'Ask nbagent to do something in this notebook; @name sends what a variable holds (Ctrl+Enter sends)';
+    this.prompt.placeholder = 'Ask nbagent to do something in this notebook; @name sends what a variable holds, @data.csv a file\'s head, @[3] the cell shown as [3] (Ctrl+Enter sends)';
     this.prompt.rows = 3;
     this.model.className = 'nba-panel-model';
     this.model.placeholder = 'model (the conversation\'s)';

@@ -46,6 +46,7 @@ from nbagent.render.steps import plan_steps
 from ..protocol import problem, request_ops
 from .choices import model_choices
 from .conversations import conversation_list, open_conversation, verified
+from .files import file_mentions, file_summary
 from .model import EDIT_TOOLS, run_summary, stored_summary
 from .prompts import cell_prompt, follow_prompt, mention_prompt, plan_prompt
 
@@ -196,7 +197,9 @@ class PanelHub:
             mode = str(session.config.mode) if str(session.config.mode) != "plan" else "default"
         else:  # @df, @total, @[3]: what those names hold, that cell's source, go with the words, folded in the views
             hidden = getattr(session.shell, "user_ns_hidden", {})
-            mentioned = mention_prompt(prompt, session.shell.user_ns, hidden, data.get("cells"))
+            files = [(path, *file_summary(path, session.workspace, session.config.rules))
+                     for path in file_mentions(prompt, session.shell.user_ns)]
+            mentioned = mention_prompt(prompt, session.shell.user_ns, hidden, data.get("cells"), files)
             if mentioned is not None:
                 prompt = UserMessage(mentioned, said=prompt)
         resume = data.get("resume")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -234,6 +235,16 @@ def test_an_at_mention_in_the_panel_sends_what_the_name_holds_beside_the_words(k
     sent = kernel.value(prompt + ".text")
     assert "@[5] is the cell c4 (shown as [5] in the notebook)" in sent and "rate = total / count" in sent
     page.pushed(lambda r: r["id"] == run["id"] and r["status"] == "done")
+    # @sales.csv: a workspace file's name, size and head (the kernel's working folder is the workspace)
+    (kernel_dir := Path(kernel.value("__import__('os').getcwd()"))).joinpath("sales.csv").write_text("region,revenue\nnorth,3\n")
+    words = "Load @sales.csv and @../outside.txt"
+    run = page.ask("start", prompt=words, kind="prompt", new=True)["result"]
+    sent = kernel.value(prompt + ".text")
+    assert "@sales.csv: sales.csv, 23 bytes; all of it:" in sent and "north,3" in sent
+    assert "@../outside.txt: not sent: '../outside.txt' leads outside the workspace" in sent
+    assert kernel_dir.is_dir()
+    page.pushed(lambda r: r["id"] == run["id"] and r["reviews"])
+    assert page.ask("stop", run=run["id"])["result"]["stopped"] is True
 
 
 PLAN_SETUP = r'''%load_ext nbagent
