@@ -19,6 +19,11 @@ export type PageRequest =
   | TrustRequest
   | SteerRequest
   | ToCellsRequest
+  | SettingsRequest
+  | SetKeyRequest
+  | RemoveKeyRequest
+  | SetBaseUrlRequest
+  | SetOptionRequest
   | ConversationsRequest
   | OpenRequest;
 /**
@@ -87,6 +92,7 @@ export type Result =
   | UndoneResult
   | SteerResult
   | ToCellsResult
+  | SettingsResult
   | ConversationsResult
   | StoredConversation;
 
@@ -311,6 +317,63 @@ export interface ToCellsRequest {
   id: RequestId;
   op: 'to_cells';
   run: ShortText;
+}
+/**
+ * The Settings page: providers (where each one's key and base URL come from; never a key), the model and every %config NBAgent choice.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "SettingsRequest".
+ */
+export interface SettingsRequest {
+  id: RequestId;
+  op: 'settings';
+}
+/**
+ * Store a provider's API key in the person's key file (outside every notebook and workspace, 0600). Sent once from a password field; the answer says only where it is stored and its last four characters.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "SetKeyRequest".
+ */
+export interface SetKeyRequest {
+  id: RequestId;
+  op: 'set_key';
+  provider: ShortText;
+  key: string;
+}
+/**
+ * Forget a provider's stored key (a key in the environment stays: it is the environment's).
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "RemoveKeyRequest".
+ */
+export interface RemoveKeyRequest {
+  id: RequestId;
+  op: 'remove_key';
+  provider: ShortText;
+}
+/**
+ * Store where a provider's requests go (a local OpenAI-compatible server: http://localhost:8000/v1); null forgets the stored one.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "SetBaseUrlRequest".
+ */
+export interface SetBaseUrlRequest {
+  id: RequestId;
+  op: 'set_base_url';
+  provider: ShortText;
+  base_url: string | null;
+}
+/**
+ * What %config NBAgent.<name> = <value> does, for this kernel (refused with the setting's own words when the value does not fit).
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "SetOptionRequest".
+ */
+export interface SetOptionRequest {
+  id: RequestId;
+  op: 'set_option';
+  name: ShortText;
+  value: string | number | boolean | null;
 }
 /**
  * This notebook's stored conversations, newest first (to pick one to continue).
@@ -562,6 +625,67 @@ export interface ToCellsResult {
   summary: string;
 }
 /**
+ * What the Settings page shows. A key is never in it: only where it comes from and, when it is long enough, its last four characters.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "SettingsResult".
+ */
+export interface SettingsResult {
+  providers: ProviderSettings[];
+  options: OptionSetting[];
+  /**
+   * The key file.
+   */
+  file: string;
+}
+/**
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "ProviderSettings".
+ */
+export interface ProviderSettings {
+  /**
+   * The spec prefix (openai, ollama...).
+   */
+  id: string;
+  label: string;
+  /**
+   * The environment variable the key is read from (and stored under).
+   */
+  key_variable: string | null;
+  key: {
+    source: 'environment' | 'stored' | null;
+    ends: string | null;
+    /**
+     * False: the provider works without a key (a local server).
+     */
+    required: boolean;
+  };
+  base_url: {
+    variable: string | null;
+    value: string | null;
+    source: 'environment' | 'stored' | null;
+    default: string;
+  };
+  /**
+   * The models the price table knows there.
+   */
+  models: string[];
+}
+/**
+ * One %config NBAgent setting; `other` kinds (lists, dicts, objects) are set with %config in a cell.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "OptionSetting".
+ */
+export interface OptionSetting {
+  name: string;
+  help: string;
+  kind: 'choice' | 'bool' | 'int' | 'float' | 'text' | 'other';
+  value: string | number | boolean | null;
+  choices?: string[];
+  nullable: boolean;
+}
+/**
  * This interface was referenced by `PanelProtocol`'s JSON-Schema
  * via the `definition` "ConversationsResult".
  */
@@ -634,6 +758,11 @@ export interface Results {
   trust: DecideResult;
   steer: SteerResult;
   to_cells: ToCellsResult;
+  settings: SettingsResult;
+  set_key: SettingsResult;
+  remove_key: SettingsResult;
+  set_base_url: SettingsResult;
+  set_option: SettingsResult;
   conversations: ConversationsResult;
   open: StoredConversation;
 }

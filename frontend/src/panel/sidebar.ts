@@ -18,6 +18,7 @@ import type { ModelChoice, RunHead, StartKind, StoredConversation } from './prot
 import { Host, conversationReview, runChanges } from './changelist';
 import { makeCellsButton } from './tocells';
 import { conversationList } from './conversations';
+import { SettingsView } from './settings';
 import { stepLine } from './step';
 
 export const WIDGET_MIME = 'application/vnd.jupyter.widget-view+json';
@@ -96,6 +97,9 @@ export class AgentPanel extends Widget {
   private readonly errorEl = el('div', 'nba-panel-error');
   private readonly reviewEl = el('div', 'nba-panel-review');
   private readonly pathEl = el('div', 'nba-panel-path');
+  private readonly settings = new SettingsView();
+  private readonly settingsButton = el('button', 'jp-Button nba-panel-settings', 'Settings') as HTMLButtonElement;
+  private readonly chat = el('div', 'nba-panel-chat');
 
   constructor(private readonly hubOf: (nb: NotebookPanel) => PanelHub) {
     super();
@@ -103,7 +107,10 @@ export class AgentPanel extends Widget {
     this.addClass('nba-panel');
     this.title.caption = 'nbagent';
     const top = el('div', 'nba-panel-top');
-    top.append(el('div', 'nba-panel-name', 'nbagent'), this.pathEl);
+    top.append(el('div', 'nba-panel-name', 'nbagent'), this.pathEl, this.settingsButton);
+    this.settingsButton.title = 'Providers, API keys, the model and the %config NBAgent choices';
+    this.settingsButton.onclick = () => void this.toggleSettings();
+    this.settings.node.hidden = true;
     const chats = el('div', 'nba-panel-chats');
     this.listButton.title = 'This notebook\'s conversations: pick one to continue it';
     this.listButton.onclick = () => void this.toggleList();
@@ -130,7 +137,8 @@ export class AgentPanel extends Widget {
     row.append(this.model, this.choices, planLabel, this.send);
     const ask = el('div', 'nba-panel-ask');
     ask.append(this.reviewEl, this.aboutEl, this.prompt, row, this.errorEl);
-    this.node.append(top, chats, this.listEl, this.statusEl, this.convEl, this.storedEl, this.runsEl, ask);
+    this.chat.append(chats, this.listEl, this.statusEl, this.convEl, this.storedEl, this.runsEl, ask);
+    this.node.append(top, this.settings.node, this.chat);
     this.send.onclick = () => void this.submit();
     this.prompt.addEventListener('keydown', event => {
       if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) {
@@ -162,6 +170,22 @@ export class AgentPanel extends Widget {
     this.runsEl.textContent = '';
     this.listEl.textContent = '';
     this.render();
+    if (!this.settings.node.hidden) {
+      void this.settings.show(this.hub);
+    }
+  }
+
+  /** Show the Settings view instead of the conversation, or go back (the picker then asks for the new choices). */
+  async toggleSettings(): Promise<void> {
+    const opening = this.settings.node.hidden;
+    this.settings.node.hidden = !opening;
+    this.chat.hidden = opening;
+    this.settingsButton.textContent = opening ? 'Back to the chat' : 'Settings';
+    if (opening) {
+      await this.settings.show(this.hub);
+    } else if (this.hub && this.hub.state === 'ready') {
+      await this.hub.refresh();
+    }
   }
 
   /** Show (or hide) this notebook's conversations. */
@@ -194,6 +218,9 @@ export class AgentPanel extends Widget {
 
   /** "Ask nbagent" on a cell: the next prompt is about it. */
   askAbout(cell: Cell): void {
+    if (!this.settings.node.hidden) {
+      void this.toggleSettings();
+    }
     this.about = cell;
     this.render();
     this.prompt.focus();
@@ -274,6 +301,9 @@ export class AgentPanel extends Widget {
   private render(): void {
     const hub = this.hub;
     const nb = this.notebook;
+    if (!this.settings.node.hidden && !this.settings.drawn && !this.settings.asking && hub?.state === 'ready') {
+      void this.settings.show(hub); // the kernel answered (or nbagent was loaded) after Settings opened
+    }
     this.pathEl.textContent = nb ? nb.context.path : 'no notebook open';
     this.statusEl.textContent = '';
     this.convEl.textContent = '';

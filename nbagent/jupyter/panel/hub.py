@@ -3,7 +3,7 @@
 The page opens a comm with target `nbagent.panel` (registered by `%load_ext nbagent`; a kernel without it
 closes the comm at once, and the page says to load nbagent) and asks: `{"id": N, "op": "state" | "start" |
 "decide" | "stop" | "undone" | "batch_decide" | "trust" | "steer" | "to_cells" | "conversations" |
-"open", ...}`; the kernel answers
+"open" | "settings" | "set_key" | "remove_key" | "set_base_url" | "set_option", ...}`; the kernel answers
 `{"id": N, "ok": true, "result": {...}}` or
 `{"id": N, "ok": false, "error": "why"}`, and pushes `{"event": "run", "run": <summary, see model.py>}`
 whenever a run moved on. Every message, its fields and what each answer holds are in protocol.json beside
@@ -23,6 +23,8 @@ and only with the digest of the exact arguments the page showed (one decision, w
 the live view's buttons send theirs here too, so they still arrive when another page closed the view's
 widgets; see live/widgets.py; so do a batch view's, bound the same way, and the MCP trust prompt's, bound to
 the digest of the configuration it showed); a steering message goes only into the run whose view sent it;
+a key typed in the Settings goes to the key file only (settings.py) and
+comes back as where it is stored and its last four characters, never whole, never in an error;
 nothing here runs code itself. What it sends back is JSON: the page sanitizes the HTML and writes the rest
 as text.
 
@@ -42,6 +44,7 @@ from IPython.core.error import UsageError
 from nbagent import render
 from nbagent.messages import UserMessage
 from nbagent.render.steps import plan_steps
+from nbagent.safety import keys, redact
 
 from ..protocol import problem, request_ops
 from .choices import model_choices
@@ -49,6 +52,7 @@ from .conversations import conversation_list, open_conversation, verified
 from .files import file_mentions, file_summary
 from .model import EDIT_TOOLS, run_summary, stored_summary
 from .prompts import cell_prompt, follow_prompt, mention_prompt, plan_prompt
+from . import settings as _settings
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..session.state import NotebookSession
@@ -122,7 +126,7 @@ class PanelHub:
     def _reply(self, comm: Any, message_id: Any, ok: bool, payload: Any) -> None:
         try:
             comm.send({"id": message_id, "ok": True, "result": payload} if ok
-                      else {"id": message_id, "ok": False, "error": str(payload)})
+                      else {"id": message_id, "ok": False, "error": redact(str(payload))})
         except Exception:  # a comm already closed
             log.debug("panel reply failed", exc_info=True)
 
@@ -157,7 +161,8 @@ class PanelHub:
                 "kernel": session.stored.origin, "conversation": conversation.id if conversation is not None else None,
                 "config": {"model": _spec(session.config.model), "mode": str(session.config.mode),
                            "models": model_choices(session.shell.user_ns, os.environ,
-                                                   getattr(session.shell, "user_ns_hidden", {}))}}
+                                                   getattr(session.shell, "user_ns_hidden", {}),
+                                                   keys.stored_values())}}
 
     def _stored(self) -> dict[str, Any] | None:
         from nbagent.sessions import SessionError, list_sessions, load_session
@@ -320,6 +325,26 @@ class PanelHub:
                               "cell": None}
         self.follow(made)
         return {"run": self.summary(made), "summary": "\n".join(said)}
+
+    # -- settings (settings.py): each answer is the page's new state, never a key -----------------------------
+    def _op_settings(self, data: dict[str, Any]) -> dict[str, Any]:
+        return _settings.settings_state(self.session.config)
+
+    def _op_set_key(self, data: dict[str, Any]) -> dict[str, Any]:
+        _settings.set_key(data["provider"], data["key"])
+        return _settings.settings_state(self.session.config)
+
+    def _op_remove_key(self, data: dict[str, Any]) -> dict[str, Any]:
+        _settings.remove_key(data["provider"])
+        return _settings.settings_state(self.session.config)
+
+    def _op_set_base_url(self, data: dict[str, Any]) -> dict[str, Any]:
+        _settings.set_base_url(data["provider"], data.get("base_url"))
+        return _settings.settings_state(self.session.config)
+
+    def _op_set_option(self, data: dict[str, Any]) -> dict[str, Any]:
+        _settings.set_option(self.session.config, data["name"], data.get("value"))
+        return _settings.settings_state(self.session.config)
 
     # -- following runs ---------------------------------------------------------------------------------------
     def summary(self, run: Any, fresh: set[str] | frozenset[str] = frozenset({"head", "changes"})) -> dict[str, Any]:
