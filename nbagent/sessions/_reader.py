@@ -62,6 +62,8 @@ class SessionInfo:
     turns: int = 0
     calls: int = 0
     last_prompt: str = ""
+    first_prompt: str = ""
+    """What the person said to start it (the first run's prompt, their own words)."""
     model: str | None = None
     origin: str | None = None
     """Which process wrote it (a notebook's kernel): the conversations of one execution share it."""
@@ -234,6 +236,8 @@ def _info(path: Path, facts: list[dict[str, Any]]) -> SessionInfo:
         elif kind == "run":
             info.runs += 1
             info.last_prompt = fact.get("prompt") or ""
+            if info.runs == 1:
+                info.first_prompt = info.last_prompt
             info.model = fact.get("model") or info.model
         elif kind == "message" and (fact.get("message") or {}).get("role") == "assistant":
             info.turns += 1
