@@ -20,7 +20,7 @@ from traitlets.config import Configurable
 
 from nbagent.calls.permissions import MODES, parse_rule
 
-__all__ = ["KEY_VARIABLES", "NBAgent", "workspace_of"]
+__all__ = ["KEY_VARIABLES", "NBAgent", "key_set", "workspace_of"]
 
 KEY_VARIABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("anthropic", ("ANTHROPIC_API_KEY",)),
@@ -29,6 +29,17 @@ KEY_VARIABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("mistral", ("MISTRAL_API_KEY",)),
 )
 """Providers tried, in order, when no model is given: the first whose key is set is used."""
+
+
+def key_set(names: tuple[str, ...]) -> str | None:
+    """Where one of these key variables is set: "environment", "stored" (the panel's Settings,
+    `nbagent.safety.keys`), or None."""
+    from nbagent.safety import keys
+
+    if any(os.environ.get(n, "").strip() for n in names):
+        return "environment"
+    stored = keys.stored_values()
+    return "stored" if any(n in stored for n in names) else None
 
 
 class NBAgent(Configurable):

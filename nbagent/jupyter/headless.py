@@ -152,12 +152,17 @@ def _save(nb: Any, output: str | Path) -> None:
 
 
 def _model_note(env: dict[str, str]) -> str:
+    from nbagent.safety import keys
+
     from .config import KEY_VARIABLES
 
+    stored = keys.stored_values()
     for provider, names in KEY_VARIABLES:
         for name in names:
             if env.get(name):
                 return f"a real model ({provider}: {name} is set)"
+            if name in stored:
+                return f"a real model ({provider}: {name} is stored in {keys.keys_path()})"
     return "offline, with a ScriptedModel (no API key is set)"
 
 

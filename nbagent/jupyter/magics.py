@@ -19,7 +19,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from nbagent.calls.permissions import MODES
 from nbagent.render.runs import plural
 
-from .config import KEY_VARIABLES
+from .config import KEY_VARIABLES, key_set
 from .session.state import NotebookSession, RunOptions
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -376,8 +376,9 @@ def loaded_message(config: Any) -> str:
     elif model:
         which = f"model {type(model).__name__} (NBAgent.model)"
     else:
-        found = next((f"{provider} (${names[0] if len(names) == 1 else ' or $'.join(names)} is set)"
-                      for provider, names in KEY_VARIABLES if any(os.environ.get(n) for n in names)), None)
+        found = next((f"{provider} (${names[0] if len(names) == 1 else ' or $'.join(names)} is "
+                       f"{'set' if where == 'environment' else 'stored'})"
+                      for provider, names in KEY_VARIABLES if (where := key_set(names))), None)
         which = f"model: {found}" if found else "no model yet: set an API key, or give --model (a ScriptedModel works offline)"
     return f"nbagent loaded · %agent <task> starts a run · {which} · %agent? for the options"
 
@@ -404,6 +405,9 @@ def register(shell: InteractiveShell) -> NotebookSession:
     from .panel.hub import attach_panel
 
     attach_panel(shell, session)  # the side panel and the buttons on cells talk to this session
+    from nbagent.safety import keys
+
+    keys.stored_values()  # the keys stored with the panel's Settings are secrets from now on, used or not
     return session
 
 

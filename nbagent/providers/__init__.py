@@ -7,9 +7,12 @@
 | `openai-responses:` | OpenAI Responses                  | the same as `openai:`                                 |
 | `google:`           | Gemini API (streamGenerateContent)| GEMINI_API_KEY or GOOGLE_API_KEY, GOOGLE_GEMINI_BASE_URL |
 | `mistral:`          | Mistral chat completions          | MISTRAL_API_KEY, MISTRAL_BASE_URL                     |
-| `ollama:`           | OpenAI-compatible (local)         | OLLAMA_BASE_URL (default http://localhost:11434/v1)   |
+| `ollama:`           | OpenAI-compatible (local)         | OLLAMA_BASE_URL (default http://localhost:11434/v1), OLLAMA_API_KEY (optional) |
 | `scripted`          | offline `ScriptedModel`           | none                                                  |
 | `replay:ID`         | a stored session, offline (`ReplayModel`) | none (`workspace=` option: where the store is) |
+
+A variable the environment does not set is looked up in the keys the person stored with the panel's Settings
+(`nbagent.safety.keys`: a file outside every workspace); the environment wins.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from ..errors import AuthenticationError, ConfigurationError, ProviderError, Str
 from ..events import StreamEvent, report_retry
 from ..messages import AssistantMessage, Message, ToolResultMessage
 from ..safety import secrets as _secrets
+from ..safety import keys as _keys_store
 from ..tools.definition import Tool
 from ._common import NameRule, ToolNames, names_for
 from ._errors import retry_reason, retryable_in_stream
@@ -131,22 +132,26 @@ class HTTPModel(Model):
 
     @staticmethod
     def _env(names: Sequence[str]) -> str | None:
+        """The first of these settings that is set: in the environment, else stored (`nbagent.safety.keys`)."""
         for name in names:
-            value = os.environ.get(name, "").strip()
+            value = (_keys_store.lookup(name) or "").strip()
             if value:
                 return value
         return None
 
     def api_key(self) -> Secret | None:
-        """The key: the one passed in, else the first of `key_env` that is set (read now, stripped; a key
-        with whitespace, control characters or non-ASCII inside is an `AuthenticationError` naming the
-        variable)."""
+        """The key: the one passed in, else the first of `key_env` that is set, in the environment or else
+        stored with the panel's Settings (`nbagent.safety.keys`; read now, stripped; a key with whitespace,
+        control characters or non-ASCII inside is an `AuthenticationError` naming the variable)."""
         if self._api_key:
             return self._api_key
         for name in self.key_env:
             value = os.environ.get(name, "")
+            where = name
+            if not value.strip():
+                value, where = _keys_store.stored(name) or "", f"the key stored for {name}"
             if value.strip():
-                key = clean_key(value, name, self.provider)
+                key = clean_key(value, where, self.provider)
                 _secrets.add_secret(key, name)
                 return Secret(key)
         return None
@@ -155,7 +160,7 @@ class HTTPModel(Model):
         try:
             key = self.api_key()
         except AuthenticationError:
-            return [v for v in (os.environ.get(n, "") for n in self.key_env) if v.strip()]
+            return [v for v in (_keys_store.lookup(n) or "" for n in self.key_env) if v.strip()]
         return [key.value] if key else []
 
     def _request_headers(self) -> dict[str, str]:
@@ -163,7 +168,8 @@ class HTTPModel(Model):
         if key is None and self.key_required:
             env = " or ".join(self.key_env)
             raise AuthenticationError(
-                f"no API key for {self.provider}: set {env} or pass api_key=... to the model",
+                f"no API key for {self.provider}: set {env}, store one in the nbagent panel's Settings, or pass "
+                f"api_key=... to the model",
                 provider=self.provider,
             )
         headers = {"user-agent": "nbagent"}

@@ -176,12 +176,12 @@ class OpenAIChatModel(HTTPModel):
 class OllamaModel(OpenAIChatModel):
     """A local OpenAI-compatible server (`ollama:llama3.2`): Ollama by default at
     `http://localhost:11434/v1` (`OLLAMA_BASE_URL`), and just as well vLLM, llama.cpp or LM Studio given
-    their `base_url`. No key is needed; one passed as `api_key` is sent as a bearer token. A base URL
-    without a path gets `/v1`.
+    their `base_url`. No key is needed; one passed as `api_key`, or in `OLLAMA_API_KEY` (the environment, or
+    stored with the panel's Settings), is sent as a bearer token. A base URL without a path gets `/v1`.
     """
 
     provider = "ollama"
-    key_env = ()
+    key_env = ("OLLAMA_API_KEY",)
     key_required = False
     base_url_env = ("OLLAMA_BASE_URL",)
     default_base_url = "http://localhost:11434/v1"

@@ -18,7 +18,14 @@ export type PageRequest =
   | BatchDecideRequest
   | TrustRequest
   | SteerRequest
-  | ToCellsRequest;
+  | ToCellsRequest
+  | SettingsRequest
+  | SetKeyRequest
+  | RemoveKeyRequest
+  | SetBaseUrlRequest
+  | SetOptionRequest
+  | ConversationsRequest
+  | OpenRequest;
 /**
  * Chosen by the page; the reply carries it back.
  *
@@ -77,7 +84,17 @@ export type Reply =
  * This interface was referenced by `PanelProtocol`'s JSON-Schema
  * via the `definition` "Result".
  */
-export type Result = StateResult | RunSummary | DecideResult | StopResult | UndoneResult | SteerResult | ToCellsResult;
+export type Result =
+  | StateResult
+  | RunSummary
+  | DecideResult
+  | StopResult
+  | UndoneResult
+  | SteerResult
+  | ToCellsResult
+  | SettingsResult
+  | ConversationsResult
+  | StoredConversation;
 
 /**
  * The `nbagent.panel` comm: the page opens it (comm_open data {"protocol": 1}) and asks; the kernel answers each request once and pushes a run's summary whenever the run moved on. The kernel validates every request against `PageRequest` (nbagent/jupyter/panel/hub.py); the page's types are generated from this file (frontend/src/panel/protocol.ts, `npm run protocol`).
@@ -110,6 +127,71 @@ export interface StartRequest {
   model?: ShortText | null;
   new?: boolean;
   resume?: ShortText | null;
+  /**
+   * The cells the prompt mentions as @[n] (each the cell shown as In [n]): their sources go with the words, as data.
+   *
+   * @maxItems 12
+   */
+  cells?:
+    | []
+    | [CellPayload]
+    | [CellPayload, CellPayload]
+    | [CellPayload, CellPayload, CellPayload]
+    | [CellPayload, CellPayload, CellPayload, CellPayload]
+    | [CellPayload, CellPayload, CellPayload, CellPayload, CellPayload]
+    | [CellPayload, CellPayload, CellPayload, CellPayload, CellPayload, CellPayload]
+    | [CellPayload, CellPayload, CellPayload, CellPayload, CellPayload, CellPayload, CellPayload]
+    | [CellPayload, CellPayload, CellPayload, CellPayload, CellPayload, CellPayload, CellPayload, CellPayload]
+    | [
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload
+      ]
+    | [
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload
+      ]
+    | [
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload
+      ]
+    | [
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload
+      ];
 }
 /**
  * What the kernel is told of a cell for Fix, Explain and Ask: its id, source and error outputs, and where the person sees it (its In [n], its place), which name it in the person's words.
@@ -237,6 +319,84 @@ export interface ToCellsRequest {
   run: ShortText;
 }
 /**
+ * The Settings page: providers (where each one's key and base URL come from; never a key), the model and every %config NBAgent choice.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "SettingsRequest".
+ */
+export interface SettingsRequest {
+  id: RequestId;
+  op: 'settings';
+}
+/**
+ * Store a provider's API key in the person's key file (outside every notebook and workspace, 0600). Sent once from a password field; the answer says only where it is stored and its last four characters.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "SetKeyRequest".
+ */
+export interface SetKeyRequest {
+  id: RequestId;
+  op: 'set_key';
+  provider: ShortText;
+  key: string;
+}
+/**
+ * Forget a provider's stored key (a key in the environment stays: it is the environment's).
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "RemoveKeyRequest".
+ */
+export interface RemoveKeyRequest {
+  id: RequestId;
+  op: 'remove_key';
+  provider: ShortText;
+}
+/**
+ * Store where a provider's requests go (a local OpenAI-compatible server: http://localhost:8000/v1); null forgets the stored one.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "SetBaseUrlRequest".
+ */
+export interface SetBaseUrlRequest {
+  id: RequestId;
+  op: 'set_base_url';
+  provider: ShortText;
+  base_url: string | null;
+}
+/**
+ * What %config NBAgent.<name> = <value> does, for this kernel (refused with the setting's own words when the value does not fit).
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "SetOptionRequest".
+ */
+export interface SetOptionRequest {
+  id: RequestId;
+  op: 'set_option';
+  name: ShortText;
+  value: string | number | boolean | null;
+}
+/**
+ * This notebook's stored conversations, newest first (to pick one to continue).
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "ConversationsRequest".
+ */
+export interface ConversationsRequest {
+  id: RequestId;
+  op: 'conversations';
+}
+/**
+ * One of this notebook's stored conversations, to show before the next prompt continues it (start with `resume` set to it). Refused for a conversation the session store does not verify.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "OpenRequest".
+ */
+export interface OpenRequest {
+  id: RequestId;
+  op: 'open';
+  session: ShortText;
+}
+/**
  * This interface was referenced by `PanelProtocol`'s JSON-Schema
  * via the `definition` "StateResult".
  */
@@ -250,6 +410,10 @@ export interface StateResult {
   kernel: string | null;
   conversation: string | null;
   config: Settings;
+  /**
+   * The class this kernel's code blocks carry (nbagent.render.markdown.LIVE_MARK): the page gives Copy and Insert as cell only to a notebook's blocks that carry it.
+   */
+  mark?: string;
 }
 /**
  * A run as the panel shows it (nbagent/jupyter/panel/model.py run_summary).
@@ -286,6 +450,10 @@ export interface RunSummary {
    * A plan-first run that ended: the plan it proposed, for the person to edit and approve.
    */
   plan?: string | null;
+  /**
+   * A run carrying out an approved plan: the step it says it is on (null: none declared yet).
+   */
+  step?: PlanStep | null;
 }
 /**
  * The run's model, mode and tools, its cost and how full its context window is (text, with a title each).
@@ -341,6 +509,18 @@ export interface Change {
   before: string | null;
   after: string;
   undone: boolean;
+}
+/**
+ * The last "Step N of M" the model wrote in the run (its own word, not a measure): `text` is the approved plan's step N (else the model's words), `planned` how many steps the approved plan has.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "PlanStep".
+ */
+export interface PlanStep {
+  n: number;
+  of: number;
+  text: string;
+  planned: number;
 }
 /**
  * The notebook's latest stored conversation (text only), or why it could not be read.
@@ -449,6 +629,114 @@ export interface ToCellsResult {
   summary: string;
 }
 /**
+ * What the Settings page shows. A key is never in it: only where it comes from and, when it is long enough, its last four characters.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "SettingsResult".
+ */
+export interface SettingsResult {
+  providers: ProviderSettings[];
+  options: OptionSetting[];
+  /**
+   * The key file.
+   */
+  file: string;
+}
+/**
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "ProviderSettings".
+ */
+export interface ProviderSettings {
+  /**
+   * The spec prefix (openai, ollama...).
+   */
+  id: string;
+  label: string;
+  /**
+   * The environment variable the key is read from (and stored under).
+   */
+  key_variable: string | null;
+  key: {
+    source: 'environment' | 'stored' | null;
+    ends: string | null;
+    /**
+     * False: the provider works without a key (a local server).
+     */
+    required: boolean;
+  };
+  base_url: {
+    variable: string | null;
+    value: string | null;
+    source: 'environment' | 'stored' | null;
+    default: string;
+  };
+  /**
+   * The models the price table knows there.
+   */
+  models: string[];
+}
+/**
+ * One %config NBAgent setting; `other` kinds (lists, dicts, objects) are set with %config in a cell.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "OptionSetting".
+ */
+export interface OptionSetting {
+  name: string;
+  help: string;
+  kind: 'choice' | 'bool' | 'int' | 'float' | 'text' | 'other';
+  value: string | number | boolean | null;
+  choices?: string[];
+  nullable: boolean;
+}
+/**
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "ConversationsResult".
+ */
+export interface ConversationsResult {
+  conversations: ConversationItem[];
+  /**
+   * The conversation the box continues (null: the next prompt starts one).
+   */
+  current: string | null;
+  /**
+   * Older conversations left out (%agent --sessions lists them).
+   */
+  more: number;
+}
+/**
+ * A stored conversation of this notebook as the list shows it.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "ConversationItem".
+ */
+export interface ConversationItem {
+  id: string;
+  /**
+   * The words the person started it with (one line).
+   */
+  first: string;
+  /**
+   * When it was last written (seconds since 1970).
+   */
+  updated: number;
+  runs: number;
+  calls: number;
+  model: string | null;
+  /**
+   * A Fix or Explain side thread.
+   */
+  side: boolean;
+  /**
+   * False: the session store does not verify it (unsigned, or changed by something other than nbagent); it is listed, not continued.
+   */
+  resumable: boolean;
+  /**
+   * Why it cannot be continued.
+   */
+  why?: string;
+}
+/**
  * A run moved on (pushed, at most a few times a second).
  *
  * This interface was referenced by `PanelProtocol`'s JSON-Schema
@@ -474,4 +762,11 @@ export interface Results {
   trust: DecideResult;
   steer: SteerResult;
   to_cells: ToCellsResult;
+  settings: SettingsResult;
+  set_key: SettingsResult;
+  remove_key: SettingsResult;
+  set_base_url: SettingsResult;
+  set_option: SettingsResult;
+  conversations: ConversationsResult;
+  open: StoredConversation;
 }

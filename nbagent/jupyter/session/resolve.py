@@ -27,7 +27,7 @@ from nbagent.providers import Model, load_model
 from nbagent.safety.secrets import redact
 from nbagent.tools.definition import Tool, ToolDefinitionError, as_tool, tool
 
-from ..config import KEY_VARIABLES, NBAgent, workspace_of
+from ..config import KEY_VARIABLES, NBAgent, key_set, workspace_of
 from ..notebook.rerun import NotebookCells
 from ..notebook.tools import stale_guard
 from .instructions import notebook_instructions
@@ -65,7 +65,8 @@ def no_model_message() -> str:
     keys = ", ".join(" or ".join(names) for _, names in KEY_VARIABLES)
     return (
         "No model is configured for %agent. Do one of these:\n"
-        f"  - set an API key in the kernel's environment: {keys} (then restart the kernel);\n"
+        f"  - set an API key in the kernel's environment: {keys} (then restart the kernel), or store one in the "
+        "nbagent panel's Settings;\n"
         "  - name one: %agent --model anthropic:claude-sonnet-4-5 ...   or   %config NBAgent.model = \"openai:gpt-4.1\"\n"
         "  - work offline with a scripted model: model = ScriptedModel([\"Hello!\"]) "
         "(from nbagent import ScriptedModel), then %agent --model model ..."
@@ -128,7 +129,7 @@ class AgentFactory:
             value = self.config.model
         if value is None:
             for provider, names in KEY_VARIABLES:
-                if any(os.environ.get(n) for n in names):
+                if key_set(names):
                     value = self.config.default_models.get(provider)
                     break
             if value is None:
