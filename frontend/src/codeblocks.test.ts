@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import type { NotebookPanel } from '@jupyterlab/notebook';
 
-import { belowItsCell, insertBelow } from './codeblocks';
+import { belowItsCell, insertBelow, isModelCode, setLiveMark, watchCodeBlocks } from './codeblocks';
 
 type Cell = { node: HTMLElement; model: { id: string; source: string } };
 
@@ -50,5 +50,44 @@ describe('Insert as cell', () => {
     widgets.splice(1, 1); // the person deleted it
     insertBelow(place(block)!, { cell_type: 'code', source: 'again()' });
     expect(widgets.map(w => w.model.source)).toEqual(['%agent a', 'again()', 'x = 1']);
+  });
+});
+
+const MARK = 'nba-live-0123456789abcdef01234567';
+const OLD = 'nba-live-fedcba9876543210fedcba98';
+
+/** An nbagent view's model text holding one code block with `classes`. */
+function view(classes: string): HTMLElement {
+  const root = document.createElement('div');
+  root.innerHTML = `<div class="nba"><div class="nba-body"><div class="nba-md"><pre class="nba-code-block nba-lang-python ${classes}"><code>print(1)</code></pre></div></div></div>`;
+  document.body.append(root);
+  return root;
+}
+
+describe('which blocks get Copy and Insert as cell', () => {
+  it("in a notebook, only a block that carries its live kernel's mark", () => {
+    const pre = (classes: string) => view(classes).querySelector('pre')!;
+    expect(isModelCode(pre(MARK), MARK)).toBe(true);
+    expect(isModelCode(pre(OLD), MARK)).toBe(false); // a saved output: an earlier kernel's, or forged
+    expect(isModelCode(pre(''), MARK)).toBe(false); // forged with nbagent's classes and no mark
+    expect(isModelCode(pre(MARK), null)).toBe(false); // no hello from a kernel yet: nothing qualifies
+    expect(isModelCode(pre(''))).toBe(true); // the panel: drawn from the live kernel's messages only
+  });
+
+  it("gives buttons once the kernel says its mark, and takes them from another kernel's blocks", async () => {
+    const owner = {};
+    const root = document.createElement('div');
+    document.body.append(root);
+    root.append(view(MARK), view(OLD), view(''));
+    const stop = watchCodeBlocks(root, () => null, owner);
+    const wrapped = () => Array.from(root.querySelectorAll('.nba-code-wrap pre')).map(p => p.className);
+    expect(wrapped()).toEqual([]); // before the hello
+    setLiveMark(owner, MARK);
+    expect(wrapped()).toEqual([`nba-code-block nba-lang-python ${MARK}`]);
+    setLiveMark(owner, OLD); // a restarted kernel (here: one whose mark the other block carries)
+    expect(wrapped()).toEqual([`nba-code-block nba-lang-python ${OLD}`]);
+    setLiveMark(owner, 'nba-live-not-a-mark');
+    expect(wrapped()).toEqual([`nba-code-block nba-lang-python ${OLD}`]); // not a mark: ignored
+    stop();
   });
 });

@@ -9,7 +9,10 @@
  * page: the outputs the notebook saves hold the block as the kernel wrote it, nothing more.
  *
  * Reads HTML someone else may have written: a tool's result sits in the same view, and a notebook's other
- * outputs are on the page too. The sanitizer never lets a result keep the marker classes or `.nba-md`
+ * outputs are on the page too, saved ones among them (a notebook from the web can hold nbagent's markup,
+ * classes and all). In a notebook, a block gets buttons only when it carries the mark of the notebook's live
+ * kernel (`nba-live-…`, new in each kernel, said by the kernel in its hello over the comm): no saved output
+ * can, since nobody knew it when the output was written. The sanitizer never lets a result keep the marker classes or `.nba-md`
  * (see nbagent/safety/sanitize.py); here, on top of that, a block gets buttons only when it is inside an nbagent
  * view (`.nba`, `.nba-view`), inside a `.nba-md` that is not part of a tool call's row, a result, a tool's
  * presentation or a sanitized fragment (`.nba-call`, `.nba-result`, `.nba-presentation`, `.nba-safe`), and
@@ -67,9 +70,38 @@ function codeOf(pre: Element): HTMLElement | null {
   return code;
 }
 
-/** Whether `pre` is a code block of the model's text (see the module's docstring). */
-export function isModelCode(pre: Element): boolean {
+/**
+ * The class the code blocks of each notebook's kernel carry (nbagent.render.markdown.LIVE_MARK: new in each
+ * kernel), as the kernel said in its hello over the notebook comm, which only the live kernel can send.
+ */
+const liveMarks = new WeakMap<object, string>();
+const rescans = new WeakMap<object, () => void>();
+const MARK = /^nba-live-[0-9a-f]{24}$/;
+
+/** The kernel of `panel` said its blocks carry `mark`: its blocks get buttons, any other block loses them. */
+export function setLiveMark(panel: object, mark: unknown): void {
+  if (typeof mark === 'string' && MARK.test(mark) && liveMarks.get(panel) !== mark) {
+    liveMarks.set(panel, mark);
+    rescans.get(panel)?.();
+  }
+}
+
+/** The mark `panel`'s kernel said its blocks carry, or null before it has. */
+export function liveMark(panel: object): string | null {
+  return liveMarks.get(panel) ?? null;
+}
+
+/**
+ * Whether `pre` is a code block of the model's text (see the module's docstring). `mark`: in a notebook, the
+ * class its kernel's blocks carry (null: none known yet, so no block qualifies). A notebook's outputs are
+ * saved and may come from anywhere (a notebook from the web holds whatever markup its author wrote, classes
+ * and styles included): only a block drawn by the live kernel carries its mark, which nobody knew before.
+ */
+export function isModelCode(pre: Element, mark?: string | null): boolean {
   if (!pre.matches(BLOCK) || !pre.closest('.nba, .nba-view')) {
+    return false;
+  }
+  if (mark !== undefined && (mark === null || !pre.classList.contains(mark))) {
     return false;
   }
   const md = pre.closest('.nba-md');
@@ -263,7 +295,12 @@ function pending(pre: HTMLElement): boolean {
  * Give every model code block under `root` its buttons, now and whenever one is drawn. `place` says where
  * a block's Insert puts its cell (null: nowhere, the button does nothing). Returns a function that stops.
  */
-export function watchCodeBlocks(root: HTMLElement, place: (pre: HTMLElement) => InsertPlace | null): () => void {
+export function watchCodeBlocks(
+  root: HTMLElement,
+  place: (pre: HTMLElement) => InsertPlace | null,
+  owner?: object
+): () => void {
+  const mark = () => (owner === undefined ? undefined : liveMark(owner));
   const scan = (nodes: Element[]) => {
     for (const node of nodes) {
       if (!node.isConnected) {
@@ -271,7 +308,7 @@ export function watchCodeBlocks(root: HTMLElement, place: (pre: HTMLElement) => 
       }
       const found = node.matches(BLOCK) ? [node] : Array.from(node.querySelectorAll(BLOCK));
       for (const pre of found as HTMLElement[]) {
-        if (!pending(pre) && isModelCode(pre)) {
+        if (!pending(pre) && isModelCode(pre, mark())) {
           decorate(pre, place);
         }
       }
@@ -279,6 +316,18 @@ export function watchCodeBlocks(root: HTMLElement, place: (pre: HTMLElement) => 
   };
   // a block's own wrapping (added by decorate) is not looked at again
   const stop = watchAdded(root, scan, node => !node.classList.contains('nba-code-wrap'));
+  if (owner !== undefined) {
+    // a new kernel (a restart): the blocks of the one before lose their buttons, this one's get them
+    rescans.set(owner, () => {
+      for (const wrap of Array.from(root.querySelectorAll('.nba-code-wrap'))) {
+        const pre = wrap.querySelector(BLOCK);
+        if (pre && !isModelCode(pre, mark())) {
+          wrap.replaceWith(pre);
+        }
+      }
+      scan([root]);
+    });
+  }
   scan([root]);
   return stop;
 }

@@ -70,13 +70,19 @@ class PendingApproval:
         return grant.short if grant is not None else f"{self.request.name} (approved once: no grant)"
 
     def approve(self, all_like_this: bool = False) -> None:
+        """Approve this call; with `all_like_this`, grant exactly what `label` says (`grant_scope` of the one
+        grant code single calls use). A call that can only be approved once is approved once, whatever asks."""
         if self.future.done():
             return
+        from ..calls.grants import grant_scope
+
         grant = self.grant if all_like_this else None
-        scope = (grant.pattern or "*") if grant is not None else self.request.suggested_scope
-        self.future.set_result(Decision(True, remember=all_like_this, scope=scope,
-                                        reason="approved in the batch" + (f": all calls like {self.label}"
-                                                                           if all_like_this else "")))
+        if grant is None:
+            why = f"; allowed once: {self.request.name} is asked each time (no grant)" if all_like_this else ""
+            self.future.set_result(Decision(True, reason="approved in the batch" + why))
+            return
+        self.future.set_result(Decision(True, remember=True, scope=grant_scope(grant),
+                                        reason=f"approved in the batch: all calls like {self.label}"))
 
     def deny(self, reason: str = "denied by the user") -> None:
         if not self.future.done():

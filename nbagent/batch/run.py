@@ -9,7 +9,10 @@ Each item is a whole run of the agent (tools, repair ladder, permissions, `outpu
 items do not see each other. `concurrency` workers take items in input order; every request of every item
 passes the batch's `Limiter` (nbagent.budget.ratelimit), so the requests and tokens per minute hold for the whole
 batch and a 429 pauses the batch once. `max_cost` stops starting items before the next one's estimated
-cost (the dearest item so far; the first item runs alone to measure it) would pass the budget.
+cost would pass the budget: the dearest item done so far; while none is done (the first item runs alone to
+measure it, and may fail), the dearest item that ended, and at least what the item's first request costs at
+the model's price (`first_request_cost`: its prompt, the instructions and tool schemas in, 1,000 tokens out),
+reserved for every item in flight, so a failing first item does not let every worker start on nothing.
 
 Approvals: a call that needs a person waits in `batch.pending_approvals` while the other items go on, when
 a person is there to answer (`batch.ask_here()`, which the notebook's batch view calls); otherwise the
@@ -28,8 +31,9 @@ import time
 import uuid
 from typing import Any, Callable
 
-from ..budget.pricing import format_cost, price_known
+from ..budget.pricing import format_cost, price_known, request_cost
 from ..budget.ratelimit import ItemGate, Limiter, RateLimit, request_gate
+from ..budget.window import CHARS_PER_TOKEN, estimate_prompt_extra
 from ..calls.permissions import PermissionPolicy
 from ..decisions import Decision
 from ..errors import ConfigurationError
@@ -40,6 +44,11 @@ from .store import BatchWriter, check_id, item_key, latest_batch, load_batch
 __all__ = ["BatchRun", "ItemResult", "PendingApproval", "start_batch"]
 
 STATUSES = ("done", "failed", "cancelled", "pending")
+
+
+FIRST_OUTPUT_TOKENS = 1_000
+"""Output tokens an item's first request is reckoned to cost before any item is measured (the run's own
+budget check reckons a request's answer the same way)."""
 
 
 class BatchRun:
@@ -216,16 +225,35 @@ class BatchRun:
             if first:
                 self._probe.set()
 
-    def _estimate(self) -> float:
+    def _estimate(self, index: int | None = None) -> float:
         costs = [r.cost for r in self.results if r.status == "done" and r.cost is not None]
-        return max(costs) if costs else 0.0
+        if costs:
+            return max(costs)
+        ended = [r.cost for r in self.results if r.status != "pending" and r.cost is not None]
+        first = self.first_request_cost(index) if index is not None else 0.0
+        return max([first, *ended])
+
+    def first_request_cost(self, index: int) -> float:
+        """What item `index`'s first request costs at the model's price: its prompt, the instructions and the
+        tool schemas in (about four characters a token), `FIRST_OUTPUT_TOKENS` out. What an item is
+        reserved while no item has been measured (done) yet."""
+        model = self.agent.model
+        try:
+            prompt = render_prompt(self.prompt, self.results[index].input)
+        except Exception:
+            prompt = ""
+        instructions = self.agent.instructions if isinstance(self.agent.instructions, str) else None
+        tokens = int(len(str(prompt)) / CHARS_PER_TOKEN) + estimate_prompt_extra(instructions, self.agent.tools)
+        cost = request_cost(Usage(tokens, FIRST_OUTPUT_TOKENS), getattr(model, "name", None),
+                            getattr(model, "provider", None))
+        return cost or 0.0
 
     def spent(self) -> float:
         """Dollars spent so far by the items that ended (in-flight items count when they end)."""
         return sum(r.cost or 0.0 for r in self.results if r.status != "pending")
 
     def _within_budget(self, index: int) -> bool:
-        estimate = self._estimate()
+        estimate = self._estimate(index)
         committed = self.spent() + sum(self._reserved.values())
         if committed + estimate > self.max_cost:  # type: ignore[operator]
             if self.stop_reason is None:

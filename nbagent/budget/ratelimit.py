@@ -18,14 +18,21 @@ allows it (or up to a second's when the provider's `RateLimit-Policy` header say
 until the first 429). Providers enforce their per-minute limits over shorter windows (a second, a quarter
 second), so a paced batch meets no 429 where a bursting one would.
 
-How it learns (additive increase, multiplicative decrease, with a knee): a 429 cuts the rate of the kind that
-ran out by `DECREASE` (once per flight: 429s for requests sent before the cut do not cut again), and pauses
-that kind only, only as long as the provider says: `retry-after-ms`, else its reset header for that kind
-(`x-ratelimit-reset-requests: 20ms`, `anthropic-ratelimit-tokens-reset: <RFC 3339>`), else `retry-after`.
-Each answer then wins some rate back: quickly up to just under the rate the 429 came at (the knee), then
-slowly past it, faster the longer no 429 comes, never above the person's limit or the provider's. A limit the
-person did not give is learned: from the provider's limit headers, or at the first 429 from the rate it had
-been answering, then felt for (2% more each answer past the knee, until the next 429).
+How it learns: a 429 pauses the kind that ran out, only that kind and only as long as the provider says:
+`retry-after-ms`, else its reset header for that kind (`x-ratelimit-reset-requests: 20ms`,
+`anthropic-ratelimit-tokens-reset: <RFC 3339>`), else `retry-after` (the refused request is then retried with
+the next permit: one retry, not a pause of the batch). It also backs the rate off, once per flight (429s for
+requests sent before the last one counted do not count again), in one of two ways. At a known limit (the
+person's, or the provider's header) while 429s are rare (under `DENSE` of the recent responses), they are
+requests that jitter brought closer together than a provider that allows no burst accepts: each widens a
+safety margin by `MARGIN_STEP` of the limit and each answer narrows it by `MARGIN_RECOVER` (so it settles
+where such 429s are 0.5% of the responses, between `MARGIN_MIN` and `MARGIN_MAX`), never a cut whose loss
+the next 429 would compound. When they are dense, or at a limit nobody told, the limit is lower than
+thought (additive increase, multiplicative decrease, with a knee): the rate is cut by `DECREASE`, and each
+answer wins some back, quickly up to just under the rate the 429 came at (the knee), then slowly past it,
+faster the longer no 429 comes, never above the person's limit or the provider's, less the margin. A limit
+the person did not give is learned: from the provider's limit headers, or at the first 429 from the rate it
+had been answering, then felt for (2% more each answer past the knee, until the next 429).
 
 Reads: the response headers a provider sends (read and bounded in `ratelimit_headers`). Who could have
 written them: the provider, or anything on the path to the model's base URL; on a cluster, the workers'
@@ -52,7 +59,8 @@ __all__ = ["DECREASE", "ItemGate", "Limiter", "MAX_PAUSE", "RateLimit", "estimat
 MAX_PAUSE = MAX_WAIT
 """The longest pause a provider's `retry-after` or reset header can impose on a batch at once."""
 DECREASE = 0.85
-"""A 429 multiplies the rate of the kind that ran out by this."""
+"""A 429 among dense ones (see `DENSE`), or at a limit nobody told, multiplies the rate of the kind that ran out by
+this."""
 SLACK = 0.5
 """Until the first 429, a request may go this share of an interval early, to make up for a wake-up that came
 late (an event loop wakes up to a millisecond late, and a busy one later): never two at once, and the rate
@@ -72,6 +80,22 @@ _PROBE_SPEEDUP = 200.0
 _UNKNOWN_GROWTH = 1.02
 """Past the knee of a limit nobody told (no `requests_per_minute`, no limit header): each answer multiplies the
 rate by this."""
+DENSE = 0.25
+"""At a known limit (the person's, or the provider's header), 429s are read by how often they come (a running
+share of the last `_SHARE_OVER` answers and 429s): above this share, the limit is lower than thought and the
+rate is cut by `DECREASE`; below it, they are requests that jitter brought closer together than the provider's
+window allows (a provider that allows no burst refuses one that comes a hair early), and a small safety
+margin is learned instead of a cut."""
+_SHARE_OVER = 32
+MARGIN_STEP = 0.01
+"""A 429 below `DENSE` lowers the rate by this share of the limit (a safety margin learned, not a cut)..."""
+MARGIN_RECOVER = 0.00005
+"""...and each answer wins back this share of it: the margin widens while such 429s come more often than
+one in `MARGIN_STEP / MARGIN_RECOVER` answers (0.5%), and narrows while they come less often."""
+MARGIN_MAX = 0.1
+"""The widest margin learned that way (such 429s then cost one retry each, and cut nothing)."""
+MARGIN_MIN = 0.01
+"""After a first 429 at a known limit, the rate stays at least this share under it."""
 
 
 @dataclass(frozen=True)
@@ -107,9 +131,10 @@ class _Pace:
     granted before `not_before` (a pause); the rate backs off on a 429 and recovers (see the module docstring)."""
 
     __slots__ = ("rate", "ceiling", "burst", "header_burst", "slack", "level", "stamp", "not_before", "knee",
-                 "cut_seq", "past_knee")
+                 "cut_seq", "past_knee", "refused", "share", "margin")
 
-    def __init__(self, rate: float, *, ceiling: float | None, burst: float | None, slack: float = 0.0) -> None:
+    def __init__(self, rate: float, *, ceiling: float | None, burst: float | None, slack: float = 0.0,
+                 now: float | None = None) -> None:
         self.rate = max(rate, MIN_RATE)
         self.ceiling = ceiling
         """The most it may go, a second: the person's limit, lowered by the provider's (None: not known)."""
@@ -117,7 +142,7 @@ class _Pace:
         self.header_burst: float | None = None
         self.slack = slack
         """Room above the bucket, until the first 429, for the time a late wake-up lost (see `SLACK`)."""
-        self.stamp = time.monotonic()
+        self.stamp = time.monotonic() if now is None else now
         self.level = self.bucket
         self.not_before = 0.0
         self.knee: float | None = None
@@ -125,6 +150,12 @@ class _Pace:
         self.cut_seq = 0
         """Permits numbered up to this were granted before the last cut."""
         self.past_knee = 0
+        self.refused = False
+        """A 429 for this kind came: no more slack, no burst the headers allowed."""
+        self.share = 0.0
+        """The running share of 429s among the last `_SHARE_OVER` responses."""
+        self.margin = 0.0
+        """The share of the limit kept in hand, learned from rare 429s (see `DENSE`)."""
 
     @property
     def bucket(self) -> float:
@@ -134,7 +165,12 @@ class _Pace:
 
     @property
     def capacity(self) -> float:
-        return self.bucket + (self.slack if self.knee is None else 0.0)
+        return self.bucket + (0.0 if self.refused else self.slack)
+
+    @property
+    def top(self) -> float | None:
+        """The most the rate grows to: the limit less the margin learned (None: no limit known)."""
+        return None if self.ceiling is None else self.ceiling * (1.0 - self.margin)
 
     def refill(self, now: float) -> None:
         if now > self.stamp:
@@ -173,25 +209,43 @@ class _Pace:
             self.not_before = max(self.not_before, min(until, now + MAX_PAUSE))
 
     def cut(self, seq: int | None, granted: int, now: float) -> bool:
-        """A 429 for this kind: the rate backs off, once for the permits in flight when it came."""
+        """A 429 for this kind: the rate backs off, once for the permits in flight when it came. At a known limit
+        while 429s are rare (see `DENSE`) the margin widens by `MARGIN_STEP` of the limit; when they are not, or
+        at a limit nobody told, the rate is cut by `DECREASE` (the limit is lower than thought)."""
+        self.share += (1.0 - self.share) / _SHARE_OVER
         if seq is not None and seq <= self.cut_seq:
             return False
+        self.refused = True
+        self.header_burst = None  # a burst the headers allowed ends at the first 429
+        self.cut_seq = granted
+        if self.share < DENSE and self.ceiling is not None:
+            if self.knee is None:  # at the limit: keep a little more in hand
+                self.margin = min(MARGIN_MAX, max(self.margin + MARGIN_STEP, MARGIN_MIN))
+                self.set_rate(min(self.rate, self.ceiling * (1.0 - self.margin)), now)
+            else:  # under a limit learned lower than thought: the knee comes down a step
+                self.knee = self.rate
+                self.set_rate(self.rate * (1.0 - MARGIN_STEP), now)
+            return True
+        self.margin = max(self.margin, MARGIN_MIN if self.ceiling is not None else 0.0)
         self.knee = self.rate
         self.past_knee = 0
-        self.header_burst = None  # a burst the headers allowed ends at the first 429
         self.set_rate(self.rate * DECREASE, now)
-        self.cut_seq = granted
         return True
 
     def grow(self, seq: int | None, now: float) -> None:
         """An answer: win back some rate (see the module docstring)."""
         if seq is not None and seq <= self.cut_seq:
             return  # sent before the last cut: it says nothing about the rate since
-        if self.ceiling is not None and self.rate >= self.ceiling:
+        self.share -= self.share / _SHARE_OVER
+        if self.margin > MARGIN_MIN:
+            self.margin = max(MARGIN_MIN, self.margin - MARGIN_RECOVER)
+        top = self.top
+        if top is not None and self.rate >= top:
+            self.knee = None  # back at the limit: what cut it has passed
             return
         knee = self.knee
-        if knee is None:  # no 429 yet, and a limit learned from headers only: go at it
-            rate = self.ceiling if self.ceiling is not None else self.rate
+        if knee is None:  # no cut yet: go at the limit (less the margin learned)
+            rate = top if top is not None else self.rate
         elif self.rate < knee * _NEAR_KNEE:
             rate = min(self.rate + knee * (1 - DECREASE) / _RECOVER_ANSWERS, knee * _NEAR_KNEE)
         elif self.ceiling is None:  # a limit nobody told: feel for it faster
@@ -199,17 +253,19 @@ class _Pace:
         else:
             self.past_knee += 1
             rate = self.rate + knee * _PROBE * (1 + self.past_knee / _PROBE_SPEEDUP)
-        if self.ceiling is not None:
-            rate = min(rate, self.ceiling)
+        if top is not None:
+            rate = min(rate, top)
         self.set_rate(rate, now)
 
 
 class Limiter:
     """The limits of one batch: every item's requests take permits here (first come, first served)."""
 
-    def __init__(self, limit: RateLimit | None = None) -> None:
+    def __init__(self, limit: RateLimit | None = None, *, clock: Any = time.monotonic) -> None:
         limit = limit or RateLimit()
         self.limit = limit
+        self.clock = clock
+        """The monotonic clock it reads (a test gives its own)."""
         self.requests = self._pace(limit.requests_per_minute, SLACK)
         self.tokens = self._pace(limit.tokens_per_minute)
         self.pauses = 0
@@ -231,7 +287,8 @@ class Limiter:
     def _pace(self, per_minute: float | None, slack: float = 0.0) -> _Pace | None:
         if not per_minute:
             return None
-        return _Pace(per_minute / 60.0, ceiling=per_minute / 60.0, burst=self.limit.burst, slack=slack)
+        return _Pace(per_minute / 60.0, ceiling=per_minute / 60.0, burst=self.limit.burst, slack=slack,
+                     now=self.clock())
 
     @property
     def paused_until(self) -> float:
@@ -247,7 +304,7 @@ class Limiter:
             self._lock = asyncio.Lock()
         async with self._lock:  # one waiter at a time: the order of arrival is the order of service
             while True:
-                now = time.monotonic()
+                now = self.clock()
                 wait = 0.0
                 if self.requests is not None:
                     wait = max(wait, self.requests.wait_for(1, now))
@@ -273,20 +330,20 @@ class Limiter:
         self.tokens_reserved += used - reserved
         if output is not None:
             self.output_per_request += (output - self.output_per_request) * 0.1
-        self._usage_log.append((time.monotonic(), used))
+        self._usage_log.append((self.clock(), used))
 
     def tokens_per_minute(self, window: float = 10.0) -> float:
         """Tokens used per minute over the last `window` seconds (from the reported usage)."""
-        now = time.monotonic()
+        now = self.clock()
         used = sum(n for t, n in self._usage_log if now - t <= window)
         return used * 60.0 / window
 
     def pause(self, seconds: float) -> None:
         """No request of the batch starts for `seconds` (at most `MAX_PAUSE`)."""
         seconds = min(max(seconds, 0.0), MAX_PAUSE) if math.isfinite(seconds) else MAX_PAUSE
-        now = time.monotonic()
+        now = self.clock()
         if self.requests is None:
-            self.requests = _Pace(self._answer_rate(now), ceiling=None, burst=self.limit.burst)
+            self.requests = _Pace(self._answer_rate(now), ceiling=None, burst=self.limit.burst, now=now)
         for pace in (self.requests, self.tokens):
             if pace is not None:
                 pace.pause(now + seconds, now)
@@ -303,7 +360,7 @@ class Limiter:
                 seq: int | None = None, sent: float | None = None, reserved: float | None = None) -> None:
         """Learn from a response to permit `seq`, sent at `sent` (monotonic) with `reserved` tokens: its headers
         lower the limits (never raise them); a 429 cuts and pauses the kind that ran out; an answer wins rate back."""
-        now = time.monotonic()
+        now = self.clock()
         said = read_limits(headers)
         if said.retry_after is None and retry_after is not None and math.isfinite(retry_after):
             said.retry_after = min(max(retry_after, 0.0), MAX_PAUSE)
@@ -324,7 +381,7 @@ class Limiter:
             if limit is not None:
                 if pace is None:
                     pace = _Pace(limit / 60.0, ceiling=limit / 60.0, burst=self.limit.burst,
-                                 slack=SLACK if kind == "requests" else 0.0)
+                                 slack=SLACK if kind == "requests" else 0.0, now=now)
                     setattr(self, kind, pace)
                 else:
                     pace.lower_ceiling(limit / 60.0, now)
@@ -351,7 +408,7 @@ class Limiter:
         if not kinds:  # the provider did not say which (or of a kind not limited here): the requests
             kinds = ["requests"]
             if self.requests is None:  # a limit nobody told: learned now
-                self.requests = _Pace(self._answer_rate(now), ceiling=None, burst=self.limit.burst)
+                self.requests = _Pace(self._answer_rate(now), ceiling=None, burst=self.limit.burst, now=now)
         wait = said.wait(out or kinds)
         for kind in kinds:
             pace: _Pace = getattr(self, kind)
@@ -407,7 +464,7 @@ class ItemGate:
         self.limiter.observe(status, headers, retry_after, seq=self.seq, sent=self.sent, reserved=reserved)
         if status != 429:
             return None
-        return max(0.0, self.limiter.paused_until - time.monotonic())
+        return max(0.0, self.limiter.paused_until - self.limiter.clock())
 
     def settle(self, usage: Any) -> None:
         """The run reported a response's usage: settle the reservation with it."""

@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..context import CancellationToken, Constraints, ProgressUpdate, RunScope, ToolCancelled, ToolContext
 from ..decisions import Decision
 from ..events import ApprovalStillWaiting, Event, ToolCallFinished, ToolCallProgress, ToolCallStarted, ToolPresented
-from ..messages import ToolResult, ToolResultMessage
+from ..messages import TextBlock, ToolResult, ToolResultMessage
 from ..records import CallRecord
+from ..safety.sandbox_restore import check_running
 from ..safety.secrets import redact_exception
 from ..tools.arguments import parse_arguments
 from ..tools.definition import ArgumentsError, Tool
@@ -239,9 +240,11 @@ async def _lifecycle(env: CallEnvironment, plan: ToolPlan, rec: CallRecord, outc
             f"Permission denied: {decision.reason}. The call was not executed."))
         return
 
-    # 5. execute
+    # 5. execute (first putting back protected paths a command still running in the background changed:
+    # nothing it planted is read by this call)
     rec.status = "running"
     status = "ok"
+    put_back = check_running()
     try:
         value = await _execute(tool, run_args, ctx)
         try:
@@ -267,6 +270,9 @@ async def _lifecycle(env: CallEnvironment, plan: ToolPlan, rec: CallRecord, outc
         result = error_result(_describe_exception(exc), details=exc)
     if result.is_error and status == "ok":
         status = "error"
+    if put_back:
+        result.content = [TextBlock("[before this call, protected paths a background command changed were put "
+                                    "back: " + ", ".join(put_back) + "]"), *result.content]
     rec.state_change = ctx.state_change  # what code the tool ran did to the namespace (python, run_cell)
 
     # 6. after_tool_call hooks

@@ -13,6 +13,9 @@ button and the grant the click makes come from the same function, `derived_grant
 | read-only tools (read_file, grep, ...) | `tool`    | every call of the tool                 | `every read_file call`                  |
 | any other tool                         | `pattern` when it suggests one, else `tool` | that pattern / every call | `` name(`pattern`) `` / `every name call` |
 
+A suggested pattern that matches every call (`*`, `**`, empty: `covers_everything`) grants nothing: it is
+made from the call's arguments, which the model wrote, so it never becomes the whole tool (approve once).
+
 `run_cell` runs whatever the cell holds when it runs: a grant by cell id would let a later, unasked edit
 run other code, so each run is asked. `process` writes to a background command's stdin (to a shell, that
 is code) or kills it: each such call is asked (listing and polling are read-only). `python` and `shell` take code; their grants are never the whole
@@ -45,7 +48,8 @@ import posixpath
 from ..safety.shown import hidden_warnings, shown
 from ..tools.paths import literal_glob, literal_path
 
-__all__ = ["GRANT_SCOPES", "GrantLabel", "batch_grant", "derived_grant", "grant_label", "label_for", "scope_kind"]
+__all__ = ["GRANT_SCOPES", "GrantLabel", "batch_grant", "covers_everything", "derived_grant", "grant_label", "grant_scope",
+           "label_for", "scope_kind"]
 
 GRANT_SCOPES: dict[str, str] = {
     "write_file": "path",
@@ -109,9 +113,27 @@ def derived_grant(tool: Any, suggested: str | None, scope: str | None = None) ->
         return True, None if scope in ("*", "") else scope
     if kind == "tool":
         return True, None
-    if not suggested or suggested in ("*",):
+    if suggested is None:  # the tool's own code says "the whole tool" (a path or code tool never does)
         return (False, None) if kind in _CODE_KINDS or kind == "path" else (True, None)
+    if covers_everything(suggested):  # a suggestion made from the call's arguments never widens to the tool
+        return False, None
     return True, suggested
+
+
+def covers_everything(pattern: str) -> bool:
+    """Whether a suggested pattern would match any call (`*`, `**`, `./**`, `*/*`, empty): such a suggestion
+    is made from what the model wrote, so it grants nothing (approve once), never the whole tool."""
+    rest = pattern.strip()
+    while rest.startswith("./"):
+        rest = rest[2:]
+    return set(rest) <= set("*?/")
+
+
+def grant_scope(label: GrantLabel) -> str:
+    """The `Decision.scope` that grants exactly what `label` says (`derived_grant` reads it back): its
+    pattern, or `*` for a label that says "every NAME call". For a view that decides with a label in hand
+    (the batch's "Approve all calls like ..."), so the grant is the label's and nothing else."""
+    return label.pattern if label.pattern is not None else "*"
 
 
 def label_for(tool: Any, pattern: str | None, kind: str | None = None) -> GrantLabel:

@@ -91,6 +91,8 @@ class ServerConfig:
     file they named), and it is trusted as written."""
     digest: str | None = None
     """The sha256 that file (and the workspace files it runs) had when it was read: what a trust is for."""
+    workspace: str | None = None
+    """The workspace folder that file was read from (what its files' paths are relative to)."""
     approved: bool = False
     """Trusted for this process by an explicit setting (`workspace_servers(..., trust=True)`), not recorded."""
     _memo: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -310,10 +312,27 @@ def server_environment(config: ServerConfig, environ: Mapping[str, str] | None =
         if (name in PASSED_VARIABLES or name.startswith("LC_")) and not SECRET_VARIABLE_PATTERN.search(name):
             if not value.startswith("()"):  # exported shell functions
                 env[name] = value
+    if config.source is not None and "PYTHONPYCACHEPREFIX" not in config.env:
+        # a workspace server's Python compiles into a folder of the kernel's, never reading the workspace's
+        # `__pycache__`: a .pyc written there after the trust (its header copied from the pinned source's)
+        # would run instead of the pinned source
+        env["PYTHONPYCACHEPREFIX"] = _private_bytecode_folder()
     for name, value in config.env.items():
         env[name] = expand(value, environ)
     register_secrets({}, {k: env[k] for k in config.env})
     return env
+
+
+_BYTECODE: list[str] = []
+
+
+def _private_bytecode_folder() -> str:
+    """A folder (0700, made once per process) where workspace servers' Pythons keep their compiled modules."""
+    import tempfile
+
+    if not _BYTECODE or not os.path.isdir(_BYTECODE[0]):
+        _BYTECODE[:] = [tempfile.mkdtemp(prefix="nbagent-mcp-bytecode-")]
+    return _BYTECODE[0]
 
 
 

@@ -153,8 +153,11 @@ class Transports:
                     transport.close()
 
     def _check_trusted(self) -> None:
-        """Nothing from a workspace file the person has not trusted starts or connects (see `_workspace`)."""
-        why = untrusted(self.config)
+        """Nothing from a workspace file the person has not trusted starts or connects, and nothing whose file
+        or the workspace files it runs changed since they were read and trusted (see `_workspace`, `_pins`)."""
+        from ._workspace import changed_since_read
+
+        why = untrusted(self.config) or changed_since_read(self.config)  # hashed again at every start
         if why is not None:
             raise ServerError(why)
 

@@ -21,21 +21,22 @@ import hashlib
 import json
 import os
 import re
-import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigurationError
-from ..safety.secrets import SECRET_VARIABLE_PATTERN
+from ..safety.secrets import SECRET_VARIABLE_PATTERN, redact
+from ..safety.shown import shown
 from ..safety.trust import content_digest, is_trusted
 from ..safety.trust import trust as _record_trust
 from ._config import CONFIG_FILES, ServerConfig, parse_document
+from ._pins import launch_of, resolved_files
 
 __all__ = ["WorkspaceConfig", "server_summary", "trust_workspace", "workspace_configs", "workspace_servers"]
 
 MAX_CONFIG_BYTES = 1_000_000
-MAX_PINNED = 32
+MAX_PINNED = 256
 MAX_PINNED_BYTES = 20 * 1024 * 1024
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}")
 
@@ -75,14 +76,15 @@ class WorkspaceConfig:
                 lines.append(f"  {s['name']}: runs {s['command']!r} with arguments {s['args']!r}"
                              + (f" in {s['cwd']}" if s["cwd"] else ""))
                 if s["env"]:
-                    lines.append(f"    environment it sets: {', '.join(s['env'])}")
+                    lines.append("    environment it sets: "
+                                 + ", ".join(f"{shown(n)}={shown(v)}" for n, v in s["env_values"].items()))
             else:
                 lines.append(f"  {s['name']}: sends requests to {s['url']}")
                 if s["headers"]:
                     lines.append(f"    headers: {', '.join(s['headers'])}")
             lines.extend(f"    ! {w}" for w in s["warnings"])
         for path, digest in self.pinned.items():
-            lines.append(f"  runs the workspace file {path} (sha256 {digest[:16]}): a change to it asks again")
+            lines.append(f"  runs the workspace file {shown(path)} (sha256 {digest[:16]}): a change to it asks again")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -92,7 +94,9 @@ class WorkspaceConfig:
 
 def server_summary(config: ServerConfig) -> dict[str, Any]:
     """What a server would do, raw as written (nothing expanded): command and args, cwd, the names of the
-    variables it sets, url, header names, the kernel's variables it reads, and warnings."""
+    variables it sets and their values (`env_values`, credentials redacted: a value can name a file that runs,
+    `BASH_ENV=./x.sh`, or change what runs, `NODE_OPTIONS=--require ./x.js`), url, header names, the
+    kernel's variables it reads, and warnings."""
     texts = [config.command or "", *config.args, *config.env.values(), config.url or "", *config.headers.values()]
     variables = sorted({m.group(1) for t in texts for m in _VAR_RE.finditer(t)})
     warnings = []
@@ -108,35 +112,36 @@ def server_summary(config: ServerConfig) -> dict[str, Any]:
         warnings.append("over plain http: what it sends can be read on the way")
     return {
         "name": config.name, "transport": config.transport, "command": config.command, "args": list(config.args),
-        "cwd": config.cwd, "env": sorted(config.env), "url": config.url, "headers": sorted(config.headers),
+        "cwd": config.cwd, "env": sorted(config.env),
+        "env_values": {name: redact(config.env[name]) for name in sorted(config.env)}, "url": config.url, "headers": sorted(config.headers),
         "variables": variables, "warnings": warnings, "source": config.source,
     }
 
 
 def _pinned(servers: dict[str, ServerConfig], folder: Path) -> dict[str, str]:
-    """The workspace files the servers' commands and args name, with their sha256."""
+    """The workspace files the servers run (every resolver of `_pins`: command, arguments, `-m` modules,
+    files their environment points to, a workspace virtualenv's start-up files), with their sha256.
+    Raises `ConfigurationError` when there are more than `MAX_PINNED` (a trust could not cover them)."""
     out: dict[str, str] = {}
     root = os.path.realpath(folder)
     for config in servers.values():
         if config.command is None:
             continue
-        base = Path(config.cwd) if config.cwd and os.path.isabs(config.cwd) else folder / (config.cwd or "")
-        found = shutil.which(config.command) if "${" not in config.command else None  # PATH may reach in
-        for text in (config.command, *config.args, *([found] if found else [])):
-            if "${" in text or not text or len(out) >= MAX_PINNED:
+        cwd = Path(config.cwd) if config.cwd and os.path.isabs(config.cwd) else folder / (config.cwd or "")
+        launch = launch_of(config.command, config.args, config.env, Path(os.path.abspath(cwd)), root)
+        for rel, real in resolved_files(launch).items():
+            if rel in out:
                 continue
-            for candidate in {text, text.partition("=")[2]} - {""}:
-                real = os.path.realpath(candidate if os.path.isabs(candidate) else base / candidate)
-                if not (real == root or real.startswith(root + os.sep)) or not os.path.isfile(real):
+            if len(out) >= MAX_PINNED:
+                raise ConfigurationError(f"its servers run more than {MAX_PINNED} files of the workspace; a trust "
+                                         "could not cover each of them (name fewer, or configure the servers in code)")
+            try:
+                if os.path.getsize(real) > MAX_PINNED_BYTES:
+                    out[rel] = f"too-large-{os.path.getsize(real)}-{os.path.getmtime(real)}"
                     continue
-                rel = os.path.relpath(real, root)
-                try:
-                    if os.path.getsize(real) > MAX_PINNED_BYTES:
-                        out[rel] = "too-large-" + str(os.path.getmtime(real))
-                        continue
-                    out[rel] = hashlib.sha256(Path(real).read_bytes()).hexdigest()
-                except OSError:
-                    continue
+                out[rel] = hashlib.sha256(Path(real).read_bytes()).hexdigest()
+            except OSError as exc:
+                out[rel] = f"unreadable-{exc.errno}"
     return dict(sorted(out.items()))
 
 
@@ -155,13 +160,34 @@ def _read(path: Path, folder: Path) -> WorkspaceConfig:
     except ConfigurationError as exc:
         return WorkspaceConfig(path, real, digest, error=str(exc))
     for name, config in servers.items():
-        if config.cwd and not os.path.isabs(config.cwd):  # relative to the workspace it came from
+        if config.command is not None and not config.cwd:  # runs in its workspace (what its pins are found from)
+            servers[name] = config = replace(config, cwd=str(folder))
+        elif config.cwd and not os.path.isabs(config.cwd):  # relative to the workspace it came from
             servers[name] = config = replace(config, cwd=str(folder / config.cwd))
-    pinned = _pinned(servers, folder)
+    try:
+        pinned = _pinned(servers, folder)
+    except ConfigurationError as exc:
+        return WorkspaceConfig(path, real, digest, error=str(exc))
     if pinned:
         digest = content_digest(data + b"\n" + json.dumps(pinned, sort_keys=True).encode())
-    servers = {name: replace(c, source=real, digest=digest) for name, c in servers.items()}
+    servers = {name: replace(c, source=real, digest=digest, workspace=str(folder)) for name, c in servers.items()}
     return WorkspaceConfig(path, real, digest, servers, pinned)
+
+
+def changed_since_read(config: ServerConfig) -> str | None:
+    """Why a workspace server may not start now although its configuration was trusted when read (None: it
+    may): its file, or a workspace file it runs, holds other bytes now. Checked at every start, restarts
+    included: what starts is what the person trusted, never what a file holds since."""
+    if config.source is None or config.approved or config.workspace is None:
+        return None
+    fresh = _read(Path(config.source), Path(config.workspace))
+    if fresh.error is None and fresh.digest == config.digest:
+        return None
+    files = ", ".join([str(config.source), *fresh.pinned])
+    return (f"not started: the MCP server {config.name!r} was trusted as configured in {config.source}, and its "
+            f"configuration or a workspace file it runs ({files}) changed since"
+            + (f" ({fresh.error})" if fresh.error else "") + "; nothing starts until you trust the new content "
+            "(%agent asks again on the next run, or nbagent.mcp.trust_workspace(folder))")
 
 
 def workspace_configs(workspace: str | os.PathLike[str]) -> list[WorkspaceConfig]:

@@ -5,8 +5,9 @@ presentation (an MCP server's, say). Neither can put HTML of its own on the page
 HTML, an image becomes a link that shows its URL (nothing is loaded), and what comes out goes through
 `sanitize.sanitize_html`.
 
-A fenced block is `<pre class="nba-code-block nba-lang-LANG"><code>...</code></pre>`: the frontend part
-finds it there and gives it Copy and Insert as cell buttons (frontend/src/codeblocks.ts). Only this
+A fenced block is `<pre class="nba-code-block nba-lang-LANG nba-live-MARK"><code>...</code></pre>`: the
+frontend part finds it there and gives it Copy and Insert as cell buttons (frontend/src/codeblocks.ts), in
+a notebook only when MARK is this kernel's (`LIVE_MARK`, which the kernel tells the page). Only this
 module's own markup for the model's text keeps those classes: `markdown_html(text)` asks the sanitizer for
 them (`code_blocks=True`), a tool's Markdown (`code_blocks=False`) and every other piece of HTML (a
 result's `_repr_html_()`, `link_html()`) lose them, as every other class of the page's own. What the block
@@ -20,12 +21,19 @@ from __future__ import annotations
 import functools
 import html
 import re
+import secrets
 from typing import Any
 
 from ..safety import sanitize
 from ..safety.shown import shown_html
 
-__all__ = ["code_language", "markdown_html"]
+__all__ = ["LIVE_MARK", "code_language", "markdown_html"]
+
+LIVE_MARK = "nba-live-" + secrets.token_hex(12)
+"""A class every code block this process draws carries, new in each process (each kernel). The kernel tells
+the page it (the notebook comm's hello, which only the live kernel can send), and the page gives Copy and
+Insert as cell only to blocks that carry it: a saved output (a notebook from the web, or this notebook's
+outputs of an earlier kernel) cannot, since nobody knew it when the output was written."""
 
 _LANG_CHARS = re.compile(r"[^a-z0-9_+#-]")
 
@@ -67,7 +75,7 @@ def _markdown() -> Any:
             words = (info or "").strip().split(None, 1)
             lang = code_language(info)
             shown = _highlight(code, words[0]) if words else None
-            cls = f"nba-code-block nba-lang-{lang}" if lang else "nba-code-block"
+            cls = f"nba-code-block nba-lang-{lang} {LIVE_MARK}" if lang else f"nba-code-block {LIVE_MARK}"
             return f'<pre class="{cls}"><code>{shown if shown is not None else shown_html(code)}</code></pre>\n'
 
     return mistune.create_markdown(escape=True, renderer=Renderer(escape=True),

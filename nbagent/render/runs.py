@@ -72,13 +72,14 @@ STALE_NOTE = ("waiting for the kernel: another cell is running (or the kernel st
 
 
 def header_html(run: AgentRun, *, waiting: int = 0, live: bool = False, stopped: str | None = None,
-                retrying: Any = None) -> str:
+                retrying: Any = None, step: str = "") -> str:
     """The run's header line: status, model, mode, turns, calls, tokens, time, the context gauge, the cost.
 
     `live` (the live view's header, redrawn at least once a second while the run goes on) adds a note that
     only CSS reveals, a few seconds after the header was last drawn: when updates stop coming (another cell
     blocks the kernel, the kernel was restarted or died), the view says so instead of spinning on. `stopped`
-    says why a run that was still going can no longer go on (the kernel stopped).
+    says why a run that was still going can no longer go on (the kernel stopped). `step`: the chip of the
+    plan step the run says it is on (steps.py `step_html`; already HTML).
     """
     status = run.status
     text = status_word(status)
@@ -106,7 +107,7 @@ def header_html(run: AgentRun, *, waiting: int = 0, live: bool = False, stopped:
     return (f'<div class="{cls}"><span class="nba-brand">nbagent</span>{_pill(status, text)}'
             f'<span class="nba-model">{_esc(run.model.spec)}</span>'
             f'<span class="nba-chip">{_esc(run.agent.mode)} mode</span>{_tools_chip(run)}{_sandbox_chip(run)}'
-            f'<span class="nba-stats">{_esc(" · ".join(stats))}</span>{gauge_html(run)}{cost_html}{stale}</div>'
+            f'{step}<span class="nba-stats">{_esc(" · ".join(stats))}</span>{gauge_html(run)}{cost_html}{stale}</div>'
             + processes_html(run) + kernel_only_html(run))
 
 

@@ -3,8 +3,10 @@
     secrets        credential values known to the process; `redact` finds them whole, in pieces, reversed, encoded
     shapes         what a credential looks like (key prefixes, URLs with passwords, connection strings, DSNs...)
     gate           the one secret gate: what a tool may derive from (screened text), which live values ask first
+    hidden         the one source of hidden characters (hidden.json): `visible`, `terminal_safe`, `ANY_HIDDEN`
     sanitize       what reaches the page (an allowlist HTML sanitizer) and the terminal (no control sequences)
-    sandbox        the OS wall around shell commands (bubblewrap, or Landlock in `sandbox_linux`)
+    sandbox        the OS wall around shell commands (bubblewrap, or Landlock in `sandbox_linux`; without a mount
+                   namespace, protected paths are copied and put back after each command: `sandbox_restore`)
     protected      which writes ask first, by what a path does (hidden, environments, executables, configuration)
     reach          places no tool reaches (the sandbox's secret places; home's hidden entries from a home workspace)
     trust          the person's trust store and session key, kept outside the workspace

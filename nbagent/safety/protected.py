@@ -48,6 +48,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Iterable
 
+from .hidden import ANY_HIDDEN
+
 __all__ = ["PROTECTED_PATHS", "PROTECTED_PATTERNS", "REASON", "Target", "normalize_name",
            "note_loaded_configuration", "protected_reason", "write_reason"]
 
@@ -73,8 +75,6 @@ _CONFIG_VARIABLES = ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "IPYTHONDIR", "XD
 REASON = "configuration that can run programs"
 """What an approval for such a write says, after the path."""
 
-_INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
-                        "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0]")
 _SHORT = re.compile(r"^([a-z0-9_-]{1,6})~[0-9]+$")
 _loaded: set[str] = set()
 _loaded_lock = threading.Lock()
@@ -92,8 +92,9 @@ class Target:
 
 def normalize_name(name: str) -> str:
     """One path component as a case-insensitive, Unicode-normalising or Windows file system sees it: case
-    folded, NFKC, invisible characters dropped, trailing dots and spaces and an NTFS stream (`:$DATA`) cut."""
-    text = unicodedata.normalize("NFKC", _INVISIBLE.sub("", name)).casefold()
+    folded, NFKC, hidden characters dropped (the one list, `hidden.ANY_HIDDEN`: invisible, bidi, control),
+    trailing dots and spaces and an NTFS stream (`:$DATA`) cut."""
+    text = unicodedata.normalize("NFKC", ANY_HIDDEN.sub("", name)).casefold()
     text = text.split(":", 1)[0] if ":" in text else text
     return text.rstrip(". ") or text
 
@@ -247,7 +248,7 @@ def _parts(path: str) -> list[str]:
 
 def _shown(path: str) -> str:
     """The path with invisible and control characters written as escapes, so the person sees them."""
-    return "".join(c if c.isprintable() and not _INVISIBLE.match(c) else f"\\u{ord(c):04x}" for c in path)
+    return "".join(c if c.isprintable() and not ANY_HIDDEN.match(c) else f"\\u{ord(c):04x}" for c in path)
 
 
 def _why_hidden(name: str, folder: bool) -> str:

@@ -29,13 +29,15 @@ Backends, chosen once per process by `sandbox_backend()`:
   TCP off by Landlock and every other protocol by a seccomp filter; no capabilities (root's CAP_SYS_PTRACE
   would read other processes' `/proc/<pid>/environ` past Landlock's ptrace scoping); no privileges needed.
   A right on a directory holds for all beneath it, so protected paths are kept in one of two ways
-  (`nbagent.safety.sandbox_landlock`): where the process may make a mount namespace, each command gets one
-  with protected paths as read-only mounts and hidden files masked, as under bubblewrap, and the whole
-  workspace is writable; where it may not, protected paths and every directory above them (the top level)
-  are left out of the writable trees: everything below the top level is writable, and a new entry at the
-  top is refused while a protected path, a hidden file or a secret place is there (hidden files are then
-  refused, not empty). It has no PID namespace: what an approved command leaves running is adopted by the
-  process it was started as, which stays outside the sandbox and stops it all when the command ends
+  (`nbagent.safety.sandbox_landlock`), and the whole workspace is writable in both: where the process may
+  make a mount namespace, each command gets one with protected paths as read-only mounts and hidden files
+  masked, as under bubblewrap; where it may not, what can run programs in each protected path is copied
+  before the command and put back after it, and the result names what was put back
+  (`nbagent.safety.sandbox_restore`; a command left running in the background is checked before every
+  later tool call). Hidden files are then refused, not empty, and the top level takes no new entry while
+  a hidden file or a secret place is there. It has no PID namespace: what an approved command leaves
+  running is adopted by the process it was started as, which stays outside the sandbox and stops it all
+  when the command ends
   (`supervise_command`); a marker in the environment is the second net (and the only one for read-only
   commands, which cannot write); other processes' `/proc` entries stay readable.
 - **No sandbox** (neither can run, macOS, Windows, or `danger-full-access`): commands
@@ -120,9 +122,8 @@ class SandboxBackend:
     runtime_paths: tuple[str, ...] = field(default=())
     """Directories outside the system paths that commands need (the Python runtime, PATH entries)."""
     mounts: bool = False
-    """Landlock: commands get a mount namespace of their own (protected paths as read-only mounts, so the
-    whole workspace can be writable); without one, new entries at the workspace's top level are refused
-    while a protected path is there (`nbagent.safety.sandbox_landlock`)."""
+    """Landlock: commands get a mount namespace of their own (protected paths as read-only mounts); without
+    one, protected paths are copied before each command and put back after it (`nbagent.safety.sandbox_restore`)."""
 
     @property
     def available(self) -> bool:
@@ -136,8 +137,8 @@ class SandboxBackend:
         if not self.available:
             return f"no sandbox ({self.reason}): shell auto-allow limited to a fixed list"
         if self.name == "landlock" and not self.mounts and policy.name == "workspace-write":
-            return (f"sandbox: landlock, {policy} (no mount namespace: no new entries at the workspace's top level "
-                    "while protected paths are there)")
+            return (f"sandbox: landlock, {policy} (no mount namespace: protected paths are put back after each "
+                    "command)")
         return f"sandbox: {self.name}, {policy}"
 
 

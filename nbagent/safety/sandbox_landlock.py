@@ -1,23 +1,21 @@
 """A command made ready to start (`Prepared`), what both backends keep of protected paths around it, and the
 Landlock backend's way of keeping them (`landlock_prepared`).
 
-Landlock gives a folder's rights to everything beneath it and cannot take them back for one child. A
-workspace whose top level is writable would therefore leave `.git` writable too, and one whose `.git` is
-read-only cannot have a new file made next to it. Two ways, chosen by what the process may do:
+Landlock gives a folder's rights to everything beneath it and cannot take them back for one child: a
+workspace whose top level is writable leaves `.git` writable too. Two ways, chosen by what the process may do:
 
-| the process | protected paths at the top level | new entries at the top level |
+| the process | protected paths at the top level | the rest of the workspace |
 |---|---|---|
-| may make a mount namespace (CAP_SYS_ADMIN: root in a VM or a privileged container) | read-only mounts over themselves, as under bubblewrap: not written, renamed away or replaced (EBUSY) | made, renamed and removed freely |
-| may not (a container without user namespaces or privileges) | outside every writable tree: not written, renamed away or replaced | refused while a protected path (or a file a deny rule hides) is there; the result says so and why |
+| may make a mount namespace (CAP_SYS_ADMIN: root in a VM or a privileged container) | read-only mounts over themselves, as under bubblewrap: not written, renamed away or replaced (EBUSY) | writable, top level included |
+| may not (a container without user namespaces or privileges) | writable by the command; what can run programs in them is copied before it and put back after it (`nbagent.safety.sandbox_restore`), and the result says what was put back | writable, top level included |
 
 Files a read deny rule hides and secret places inside the workspace are masked by mounts in the first
-case (empty and read-only, as under bubblewrap) and left out of the rules in the second (refused).
+case (empty and read-only, as under bubblewrap) and left out of the rules in the second (refused; the top
+level then takes no new entry while one is there). Protected paths too large to copy stay read-only in the
+second case, and the top level above them closed (`_closed_top` says why).
 
-Considered and not taken, measured in docs/notes/sandbox-landlock.md: copying protected paths before the
-command and putting them back after it (a program outside the sandbox, such as a git prompt or JupyterLab's
-git panel, runs what the command wrote while it runs, and a change the person or nbagent itself made
-meanwhile would be undone), and moving them out of the workspace behind symbolic links (a link at the top
-level can be replaced as soon as the top level is writable).
+Why a copy rather than the top level closed, and what it does not give (a program outside the sandbox can
+read what the command wrote until it is put back): docs/notes/sandbox-landlock.md, measured there.
 
 It reads the workspace's top-level names (which anyone could have written) only to compare them with
 `PROTECTED_PATHS`; nothing found there is run.
@@ -32,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from . import sandbox_restore as _restore
 from .protected import PROTECTED_PATHS
 from .sandbox_linux import _DEVICES, MARKER_VARIABLE, LandlockRuleset, MountPlan, stop_marked, supervise_command
 
@@ -64,6 +63,14 @@ class Prepared:
     """Landlock: the mount namespace the command gets, where the process may make one."""
     top_level: str = ""
     """Why the command may not add, rename or remove entries at the workspace's top level ("" when it may)."""
+    copy: _restore.ProtectedCopy | None = None
+    """Landlock without a mount namespace: the protected paths as they were, put back after the command."""
+    background: bool = False
+    """The command went on in the background (`in_background`)."""
+    beside: bool = False
+    """Another command of the workspace ran beside it: what was put back may be either's doing."""
+    put_back: list[str] = field(default_factory=list)
+    """What `cleanup()` put back of them, each with what the command had done."""
 
     def started(self) -> None:
         """Once the process started: close what was passed to it."""
@@ -73,6 +80,13 @@ class Prepared:
             except OSError:
                 pass
         self.pass_fds = ()
+
+    def in_background(self) -> None:
+        """The command goes on in the background: with a copy, what it changes of protected paths is put back
+        before every later tool call (`sandbox_restore.check_running`) until `cleanup()`."""
+        if self.copy is not None and not self.background:
+            self.background = True
+            _restore.started(self.copy)
 
     def stop_leftovers(self) -> None:
         """Once the command exited: stop what it left running (Landlock; bubblewrap's PID namespace
@@ -91,6 +105,10 @@ class Prepared:
         if self.links:
             self.restored = restore_links(self.links)
             self.links = {}
+        if self.copy is not None:
+            self.put_back += _restore.ended(self.copy, self.background)
+            self.beside = self.copy.shared
+            self.copy = None
         if self.ruleset is not None:
             self.ruleset.close()
         if self.tmpdir is not None:
@@ -198,6 +216,8 @@ def landlock_prepared(argv: list[str], *, ws: str, writes: bool, network: bool, 
     secret = [os.path.realpath(p) for p in secret]
     hidden = [os.path.realpath(p) for p in hidden]
     plan = None
+    copy: _restore.ProtectedCopy | None = None
+    too_big = ""
     watched: list[Path] = []
     links: dict[str, str] = {}
     read_only: list[str] = []
@@ -212,15 +232,24 @@ def landlock_prepared(argv: list[str], *, ws: str, writes: bool, network: bool, 
             secret = [p for p in secret if not _inside(p, ws)]
             hidden = [p for p in hidden if not _inside(p, ws)]
         else:
-            # a right on a directory holds for all beneath it: a protected path stays read-only only if no
-            # directory above it is writable, so the workspace's top level is then not writable either
-            read_only = [os.path.join(ws, rel) for rel in PROTECTED_PATHS if os.path.lexists(os.path.join(ws, rel))]
+            # a right on a directory holds for all beneath it: the whole workspace is writable, and protected
+            # paths are copied now and put back after the command (`sandbox_restore`); where they hold more
+            # than may be copied, they stay read-only and so does the top level above them
+            try:
+                copy = _restore.take(ws, PROTECTED_PATHS)
+            except OSError as exc:
+                too_big = (f"too large to copy and put back: {exc}" if isinstance(exc, _restore.CopyTooLarge)
+                           else f"they could not be copied: {exc}")
+                read_only = [os.path.join(ws, rel) for rel in PROTECTED_PATHS
+                             if os.path.lexists(os.path.join(ws, rel))]
     tmpdir = tempfile.mkdtemp(prefix="nbagent-sandbox-")
     try:
         ruleset = LandlockRuleset(readable=readable, writable=[tmpdir, *writable] if writes else [tmpdir],
                                   devices=_DEVICES, excluded=secret + hidden, network=network, read_only=read_only)
     except BaseException:
         shutil.rmtree(tmpdir, ignore_errors=True)
+        if copy is not None:
+            _restore.ended(copy)
         raise
 
     def child() -> None:
@@ -234,16 +263,16 @@ def landlock_prepared(argv: list[str], *, ws: str, writes: bool, network: bool, 
 
     marker = uuid.uuid4().hex
     env = {MARKER_VARIABLE: marker, "TMPDIR": tmpdir, "TMP": tmpdir, "TEMP": tmpdir}
-    top = _closed_top(ws, read_only, secret, hidden) if writes and plan is None else ""
+    top = _closed_top(ws, read_only, secret, hidden, too_big) if writes and plan is None else ""
     return Prepared(list(argv), env=env, preexec_fn=child, ruleset=ruleset, marker=marker, tmpdir=tmpdir,
-                    watched=watched, links=links, mounts=plan, top_level=top)
+                    watched=watched, links=links, mounts=plan, top_level=top, copy=copy)
 
 
 def _inside(path: str, ws: str) -> bool:
     return path == ws or path.startswith(ws.rstrip("/") + "/")
 
 
-def _closed_top(ws: str, read_only: list[str], secret: list[str], hidden: list[str]) -> str:
+def _closed_top(ws: str, read_only: list[str], secret: list[str], hidden: list[str], too_big: str = "") -> str:
     """Why the top level is not writable, in words ("" when it is)."""
 
     def tops(paths: Iterable[str]) -> list[str]:
@@ -252,7 +281,8 @@ def _closed_top(ws: str, read_only: list[str], secret: list[str], hidden: list[s
     if any(p == ws for p in secret + hidden):
         return "the workspace itself is hidden from commands"
     parts = []
-    for names, what in ((tops(read_only), "protected paths, kept read-only"),
+    kept = f"protected paths, kept read-only: {too_big}" if too_big else "protected paths, kept read-only"
+    for names, what in ((tops(read_only), kept),
                         (tops(hidden), "hidden by a read deny rule, or holding what one hides"),
                         (tops(secret), "holding a credential store or Jupyter's runtime folder")):
         if names:

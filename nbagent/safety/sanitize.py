@@ -27,6 +27,9 @@ What stops it:
   markup is read without nh3 when all of it is of one strict form that a browser parses into just the tree
   it spells (`_PANDAS`: tables, rows, cells with plain text, a few attributes with plain values); the same
   filters apply to it, and anything else at all goes through nh3.
+- Limits before the parser (`nesting.LIMITS`: size, depth, formatting elements open, attributes on a tag),
+  measured in one linear pass (`nesting.measure`): markup past one is not parsed (nested deep, it costs
+  html5ever quadratic time at every draw) but shown escaped as text, with a note saying which limit.
 - `markdown_html(text)` in `nbagent.render.markdown` renders the model's Markdown with raw HTML escaped
   and images turned into links that show their URL, then passes it through `sanitize_html` with
   `code_blocks=True`: the one caller for which a `<pre>` keeps the marker of the model's code blocks
@@ -41,18 +44,21 @@ What stops it:
 - `visible(text) -> (shown, warnings)`: for text a person approves: nothing removed, every control, bidi
   and invisible character shown as `⟨U+XXXX NAME⟩`, and one warning per kind found, to show beside it.
 
+  Both live in `hidden` (the one source of hidden characters) and are imported here too.
+
 No IPython here, and nothing from nbagent: every layer may use this module.
 """
 
 from __future__ import annotations
 
 import functools
-import json
+import html
 import re
-import unicodedata
 import zlib
-from importlib import resources
 from typing import Any
+
+from .hidden import has_hidden_characters, terminal_safe, visible
+from .nesting import LIMITS, measure, past_limits
 
 __all__ = [
     "CSS_PROPERTIES",
@@ -106,7 +112,7 @@ _KEPT_CLASSES = frozenset({"nba-cell-link", "nba-md-image", "nba-pre", "nba-code
 """Classes of the page's own kept all the same: they only style text (a link, a block of code, a diff's
 lines), so the notebook tools' results (cell diffs) look as the rest of the view does."""
 _PAGE_CLASSES = ("nba", "jp-", "lm-", "p-", "widget-", "jupyter-", "jupyter_", "mathjax", "tex2jax")
-_CODE_BLOCK_CLASS = re.compile(r"^nba-code-block$|^nba-lang-[a-z0-9_+#-]{1,32}$")
+_CODE_BLOCK_CLASS = re.compile(r"^nba-code-block$|^nba-lang-[a-z0-9_+#-]{1,32}$|^nba-live-[0-9a-f]{24}$")
 """The marker of the model's code blocks (on a `pre`), kept only with `sanitize_html(code_blocks=True)`."""
 
 _IMAGE_URL = re.compile(r"^data:image/(?:png|jpeg|jpg|gif|webp|bmp);base64,[A-Za-z0-9+/=\s]*$", re.I)
@@ -362,8 +368,16 @@ def _pandas_table(markup: str) -> str | None:
 
 
 def _sanitize(markup: str, wrap: bool = True, scope: str | None = None, code_blocks: bool = False) -> str:
+    if len(markup) > LIMITS.chars:
+        return _as_text(markup, f"it is longer than {LIMITS.chars:,} characters", wrap)
     cleaned = _pandas_table(markup)
     if cleaned is None:
+        # before the parser: markup deeper or wider than `nesting.LIMITS` would cost it quadratic time (a
+        # shorter piece cannot pass them: fewer tags than the depth, fewer characters than attributes need)
+        if markup.count("<") > LIMITS.depth or len(markup) > 2 * LIMITS.attributes:
+            why = past_limits(measure(markup, LIMITS), LIMITS)
+            if why is not None:
+                return _as_text(markup, why, wrap)
         # the indentation between a table's own tags shows nothing, and is a quarter of a DataFrame's repr:
         # nh3 reads it faster without (measured: 0.58 -> 0.41 ms for a 30x6 DataFrame)
         cleaned = _nh3(code_blocks).clean(_TABLE_GAPS.sub(">", markup))
@@ -383,114 +397,15 @@ def _sanitize(markup: str, wrap: bool = True, scope: str | None = None, code_blo
 
 _cached = functools.lru_cache(maxsize=64)(_sanitize)
 
-
-# --------------------------------------------------------------------------------------------------
-# Text
-# --------------------------------------------------------------------------------------------------
-def _kinds() -> dict[str, str]:
-    """The one list of hidden characters (hidden.json, which the page's list is made from too), as regular
-    expression character classes by kind."""
-    source = json.loads(resources.files("nbagent.safety").joinpath("hidden.json").read_text(encoding="utf-8"))
-
-    def char(code: str) -> str:
-        return re.escape(chr(int(code, 16)))
-
-    return {kind: "".join("-".join(char(end) for end in span.split("-")) for span in spans)
-            for kind, spans in source["kinds"].items()}
+SHOWN_AS_TEXT_CHARS = 200_000
+"""Of markup shown as text (past a limit), this much is shown; the note says how much more there is."""
 
 
-_KINDS = _kinds()
-_BIDI = _KINDS["bidi"]
-_INVISIBLE = _KINDS["invisible"]
-# every Default_Ignorable_Code_Point (what a browser draws as nothing), the variation selectors supplement
-# (E0100-E01EF) and the format characters of music and shorthand too, but the joiner and the variation
-# selectors emoji are made of (_EMOJI_PARTS)
-_EMOJI_PARTS = _KINDS["emoji_parts"]  # the joiner and the variation selectors: invisible, and inside emoji
-_CONTROL = _KINDS["control"]  # every C0 but tab, newline and CR, DEL, every C1
-_SEPARATORS = _KINDS["separators"]
-# a carriage return counts only alone: before a newline it is a Windows line end, and hides nothing
-_HIDDEN = re.compile(f"\r(?!\n)|[{_CONTROL}{_BIDI}{_INVISIBLE}{_EMOJI_PARTS}{_SEPARATORS}]")
-_HIDDEN_PROSE = re.compile(f"\r(?!\n)|[{_CONTROL}{_BIDI}{_INVISIBLE}{_SEPARATORS}]")
-_IS_BIDI = re.compile(f"[{_BIDI}]")
-_IS_CONTROL = re.compile(f"[{_CONTROL}]")
-_IS_SEPARATOR = re.compile(f"[{_SEPARATORS}]")
-_ESCAPE_SEQUENCE = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"              # CSI: colours, cursor moves, clearing
-    r"|\x1b[\]PX^_][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"  # OSC (title, hyperlinks, clipboard), DCS, SOS, PM, APC
-    r"|\x1b[ -/]*[0-~]"                     # the other escapes (charset, keypad, reset)
-    r"|\x9b[0-?]*[ -/]*[@-~]"               # 8-bit CSI
-    r"|[\x90\x9d-\x9f][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?")  # 8-bit OSC, DCS, ...
-_NAMES = {"\x1b": "ESC", "\r": "CR", "\x07": "BEL", "\x08": "BS", "\x00": "NUL", "\x7f": "DEL", "\x0c": "FF",
-          "\x0b": "VT", "\x9b": "CSI"}
-
-
-def _name(ch: str) -> str:
-    name = _NAMES.get(ch) or unicodedata.name(ch, "")
-    if not name:
-        return "CONTROL"
-    return name
-
-
-def _code(ch: str) -> str:
-    return f"U+{ord(ch):04X}"
-
-
-def has_hidden_characters(text: str) -> bool:
-    """Whether `text` holds a control, bidi or invisible character (what `visible` would show)."""
-    return isinstance(text, str) and _HIDDEN.search(text) is not None
-
-
-def _kind(ch: str) -> str:
-    if _IS_BIDI.match(ch):
-        return ("bidi controls (they change the order in which text is shown, so what you read is not the "
-                "order it runs in)")
-    if ch == "\x1b" or ch == "\x9b":
-        return "terminal escape sequences (they can rewrite what a terminal shows)"
-    if _IS_SEPARATOR.match(ch):
-        return "line or paragraph separators (a line break that some programs do not count as one)"
-    if ch == "\r" or _IS_CONTROL.match(ch):
-        return "control characters"
-    return "invisible characters (zero-width and the like: text that looks the same can differ)"
-
-
-def visible(text: str, *, prose: bool = False) -> tuple[str, list[str]]:
-    """Text a person is about to approve, with nothing hidden: `(shown, warnings)`.
-
-    Every control character (C0 but newline and tab, a carriage return not before a newline, DEL, C1), bidi control (U+202A-202E, U+2066-2069,
-    U+200E/200F, U+061C), invisible character (U+200B-200D, U+2060-2064, U+FEFF, soft hyphen, variation
-    selectors, tags) and line/paragraph separator is shown as `⟨U+202E RIGHT-TO-LEFT OVERRIDE⟩`; nothing is
-    removed, so every character that will run is there to see. `warnings` has one sentence per kind found
-    ("bidi controls (...)"), to show beside the text; it is empty for ordinary text.
-
-    `prose=True` (text to read, not to approve: the model's Markdown) leaves the joiner and the variation
-    selectors that emoji are made of (U+200D, U+FE00-FE0F) as they are.
-    """
-    if not isinstance(text, str):
-        text = str(text)
-    pattern = _HIDDEN_PROSE if prose else _HIDDEN
-    if pattern.search(text) is None:
-        return text, []
-    kinds: dict[str, int] = {}
-
-    def show(m: re.Match[str]) -> str:
-        ch = m.group(0)
-        kind = _kind(ch)
-        kinds[kind] = kinds.get(kind, 0) + 1
-        return f"⟨{_code(ch)} {_name(ch)}⟩"
-
-    shown = pattern.sub(show, text)
-    warnings = [f"It contains {kind}: {count} shown as ⟨U+XXXX NAME⟩." for kind, count in kinds.items()]
-    return shown, warnings
-
-
-def terminal_safe(text: Any) -> str:
-    """Text for a terminal or a log: escape sequences removed, every other control, bidi or invisible
-    character shown as `⟨U+XXXX⟩` (newline and tab kept; a carriage return alone becomes a newline)."""
-    if not isinstance(text, str):
-        text = str(text)
-    if _HIDDEN.search(text) is None:
-        return text
-    text = _ESCAPE_SEQUENCE.sub("", text)
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return _HIDDEN.sub(lambda m: f"⟨{_code(m.group(0))}⟩", text)
-
+def _as_text(markup: str, why: str, wrap: bool) -> str:
+    """Markup past a limit of `nesting.LIMITS`: not parsed, shown escaped as text, with a note saying why."""
+    text = markup[:SHOWN_AS_TEXT_CHARS]
+    more = len(markup) - len(text)
+    cut = f" (its first {len(text):,} characters; {more:,} more are not shown)" if more else ""
+    note = f"Not drawn as HTML: {why}, more than nbagent parses. Its markup is shown as text{cut}."
+    body = f"<p><em>{html.escape(note)}</em></p><pre>{html.escape(visible(text)[0])}</pre>"
+    return f'<div class="nba-safe">{body}</div>' if wrap else body

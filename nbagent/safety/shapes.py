@@ -81,6 +81,34 @@ _PART_WORDS: dict[str, tuple[str, ...]] = {
     "auth-header": ("authorization",),
 }
 """For each part shape, the words (lower case) one of which it holds: it is looked for only around them."""
+_ANY_WORD = tuple(w for w in sorted({w for ws in _PART_WORDS.values() for w in ws})
+                  if not any(o != w and o in w for ws in _PART_WORDS.values() for o in ws))
+"""The words of `_PART_WORDS` that hold none of the others (`pass` for `password`): a text holding none of
+these holds none of the words, and no part shape is looked for in it."""
+_ANY_MARKER = tuple(m for m in _TOKEN_MARKERS if not any(o != m and o in m for o in _TOKEN_MARKERS))
+"""The same for `_TOKEN_MARKERS` (`github_pat_` holds none of the others: it stays)."""
+_NEEDLES = tuple(sorted({n for n in {*(m.lower() for m in _TOKEN_MARKERS), *_ANY_WORD}
+                         if not any(o != n and o in n for o in {*(m.lower() for m in _TOKEN_MARKERS), *_ANY_WORD})}))
+"""Every marker and word in lower case, less those holding another: none holds a double quote."""
+_clean_pieces: set[str] = set()
+"""Pieces of texts (between double quotes) that hold none of `_NEEDLES` in any case. Kept as they were, not
+in lower case: a key among them is still one that redaction recognises."""
+
+
+def _may_hold_shape(text: str) -> bool:
+    """Whether `text` holds one of the markers (any case) or words: `shape_spans`'s first look. A marker or
+    word holds no double quote, so it lies inside one of the pieces the text's double quotes cut it into;
+    the pieces of JSON lines repeat (keys, names, the same messages) and each is looked through once."""
+    new = set(text.split('"')).difference(_clean_pieces)
+    for piece in new:
+        lower = piece.lower()
+        for needle in _NEEDLES:
+            if needle in lower:
+                return True
+    if len(_clean_pieces) > 20_000:  # (at most a few MB)
+        _clean_pieces.clear()
+    _clean_pieces.update(piece for piece in new if len(piece) <= 256)
+    return False
 
 _PLACEHOLDER = re.compile(r"(?i)^(?:x+|\*+|\.+|<[^>]*>|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?(?::-[^}]*)?\}?|%\([a-z_]+\)s"
                           r"|your[_\-].*|changeme|example|placeholder|none|null|true|false|redacted.*|\[redacted.*)$")
@@ -90,11 +118,20 @@ _PLACEHOLDER = re.compile(r"(?i)^(?:x+|\*+|\.+|<[^>]*>|\$\{?[A-Za-z_][A-Za-z0-9_
 def shape_spans(text: str) -> list[tuple[int, int, str]]:
     """`(start, end, kind)` of every credential shape in `text`, in order of appearance (may overlap)."""
     spans: list[tuple[int, int, str]] = []
-    if any(marker in text for marker in _TOKEN_MARKERS):
-        for m in _TOKENS.finditer(text):
-            spans.append((m.start(), m.end(), (m.lastgroup or "token").replace("_", "-")))
+    if not _may_hold_shape(text):
+        return spans
+    for marker in _ANY_MARKER:
+        if marker in text:
+            for m in _TOKENS.finditer(text):
+                spans.append((m.start(), m.end(), (m.lastgroup or "token").replace("_", "-")))
+            break
     if "=" in text or ":" in text:
         lower = text.lower()
+        for word in _ANY_WORD:
+            if word in lower:
+                break
+        else:
+            return spans
         for kind, pattern in _PART_PATTERNS.items():
             for m in _around(pattern, text, lower, _PART_WORDS[kind]):
                 start, end = m.span("s")

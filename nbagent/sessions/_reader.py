@@ -10,7 +10,9 @@ saw, answers nobody gave), an id or a side-file name that builds a path outside 
 every line is signed (`nbagent.safety.signing`: HMAC-SHA256, chained, with a key kept outside the workspace),
 and `load_session` refuses a file whose lines do not verify, naming the file and the line; side files are
 named by a digest inside their signed line; ids are checked (`_folder.check_id`) before they build a
-path, a header must name its own file, and every path read stays inside the sessions folder. A file with
+path, a header must name its own file, and every path read stays inside the sessions folder. A listing
+(`list_sessions`, and so every "latest conversation") holds only files that verify, and names the others
+(`Sessions.skipped`). A file with
 no signatures (written before they existed, or stripped) is refused unless explicitly allowed
 (`unsigned=True`, or `NBAGENT_UNSIGNED_SESSIONS=allow`), and is then marked `signed=False`. A replay approves nothing by itself
 either way: every call goes through the permission pipeline.
@@ -24,7 +26,7 @@ import os
 import re
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +39,8 @@ from ..safety.trust import config_dir, session_key
 from ..transcript import message_from_neutral
 from ._folder import FORMAT, ID, SessionError, check_id, sessions_dir
 
-__all__ = ["INTERRUPTED", "UNSIGNED_VARIABLE", "SessionInfo", "StoredSession", "delete_session", "find_session",
-           "list_sessions", "load_session", "repair_transcript"]
+__all__ = ["INTERRUPTED", "UNSIGNED_VARIABLE", "SessionInfo", "Sessions", "Skipped", "StoredSession", "delete_session",
+           "find_session", "list_sessions", "load_session", "repair_transcript"]
 
 INTERRUPTED = ("interrupted: the kernel stopped before this call finished, so it has no result. "
                "It may or may not have had its effect; check before repeating it.")
@@ -60,6 +62,8 @@ class SessionInfo:
     turns: int = 0
     calls: int = 0
     last_prompt: str = ""
+    first_prompt: str = ""
+    """What the person said to start it (the first run's prompt, their own words)."""
     model: str | None = None
     origin: str | None = None
     """Which process wrote it (a notebook's kernel): the conversations of one execution share it."""
@@ -232,6 +236,8 @@ def _info(path: Path, facts: list[dict[str, Any]]) -> SessionInfo:
         elif kind == "run":
             info.runs += 1
             info.last_prompt = fact.get("prompt") or ""
+            if info.runs == 1:
+                info.first_prompt = info.last_prompt
             info.model = fact.get("model") or info.model
         elif kind == "message" and (fact.get("message") or {}).get("role") == "assistant":
             info.turns += 1
@@ -249,21 +255,73 @@ def _info(path: Path, facts: list[dict[str, Any]]) -> SessionInfo:
     return info
 
 
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A file of the sessions folder that `list_sessions` left out, and why (it does not verify)."""
+
+    name: str
+    """The file's name, control characters written as escapes."""
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.why}"
+
+
+class Sessions(list):  # type: ignore[type-arg]
+    """What `list_sessions` answers: the conversations whose every line verifies (a list of `SessionInfo`,
+    oldest first), and in `skipped` the files left out because they do not (unsigned, forged, edited, signed
+    with another key), so a listing can name them."""
+
+    def __init__(self, infos: Any = (), skipped: Any = ()) -> None:
+        super().__init__(infos)
+        self.skipped: list[Skipped] = list(skipped)
+
+
+_VERIFIED: dict[tuple[Any, ...], SessionInfo] = {}
+"""Files verified by a listing, by what `stat` says of them (device, inode, size, modification and change
+times: any write changes the change time, which no program can set back), so that listing again reads
+only what changed."""
+_VERIFIED_MAX = 512
+
+
+def _verified_info(path: Path) -> SessionInfo:
+    """The `SessionInfo` of a file whose every line verifies (`SessionError` saying why when one does not)."""
+    st = path.stat()  # before the read: what is cached under this key was read at or after it
+    key = (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    known = _VERIFIED.get(key)
+    if known is not None:
+        return replace(known)
+    facts, _, _ = _read_lines(path, verify=True, unsigned=False)
+    info = _info(path, facts)
+    if len(_VERIFIED) >= _VERIFIED_MAX:
+        _VERIFIED.clear()
+    _VERIFIED[key] = replace(info)
+    return info
+
+
 def list_sessions(workspace: str | os.PathLike[str], *, notebook: str | None = None,
-                  notebook_id: str | None = None) -> list[SessionInfo]:
+                  notebook_id: str | None = None) -> Sessions:
     """The stored conversations of a workspace, oldest first (only `notebook`'s, when given: those that carry
-    its `notebook_id`, or, written without one, its path)."""
-    found: list[SessionInfo] = []
+    its `notebook_id`, or, written without one, its path).
+
+    Only files whose every line verifies are listed: the order (a header's `created`), the notebook a file
+    names and its counts are read from signed lines, so a forged or edited file (or an unsigned one, even with
+    `NBAGENT_UNSIGNED_SESSIONS=allow`: that lets a file be resumed by its id, never be picked) is never "the
+    latest". The files left out are in the answer's `skipped`, each with why."""
+    found = Sessions()
     folder = sessions_dir(workspace)
     if not folder.is_dir():
         return found
-    for path in folder.glob("*.jsonl"):
+    for path in sorted(folder.glob("*.jsonl")):
         try:
             check_id(path.stem)
             _inside(path, folder)
-            facts, _, _ = _read_lines(path)
-            info = _info(path, facts)
-        except SessionError:
+            info = _verified_info(path)
+        except SessionError as exc:
+            found.skipped.append(Skipped(_printable(path.name), _printable(str(exc).replace(str(path), path.name))))
+            continue
+        except OSError as exc:
+            found.skipped.append(Skipped(_printable(path.name), f"cannot be read: {exc.strerror or exc}"))
             continue
         if notebook_id is not None and info.notebook_id is not None:
             if info.notebook_id == notebook_id:
@@ -357,9 +415,11 @@ def find_session(workspace: str | os.PathLike[str], session_id: str | None = Non
     """`load_session(session_id)`, or with None the latest conversation of `notebook` (when given and it
     has one), else the workspace's latest; `SessionError` saying so when there is none."""
     if session_id is None:
-        found = (list_sessions(workspace, notebook=notebook) if notebook else []) or list_sessions(workspace)
+        listed = list_sessions(workspace)
+        found = (list_sessions(workspace, notebook=notebook) if notebook else []) or listed
         if not found:
-            raise SessionError(f"no stored conversation in {workspace} to resume")
+            left = f" ({len(listed.skipped)} file(s) that do not verify were left out)" if listed.skipped else ""
+            raise SessionError(f"no stored conversation in {workspace} to resume{left}")
         session_id = found[-1].id
     return load_session(workspace, session_id, unsigned=unsigned)
 

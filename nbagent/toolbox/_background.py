@@ -166,8 +166,13 @@ class BackgroundProcess:
             pass
 
     def summary(self) -> str:
-        state = self.status if self.running else f"{self.status}, exit code {self.exit_code}"
+        state = self.status if self.running else f"{self.status}, exit code {self.exit_code}{self.put_back()}"
         return f"{self.id} · {state} · {self.runtime:.0f} s · {self.command}"
+
+    def put_back(self) -> str:
+        """What the sandbox put back of protected paths the command changed, once it ended ("" if nothing)."""
+        done = getattr(self.prepared, "put_back", ())
+        return f"; it changed protected paths, put back after it: {', '.join(done)}" if done else ""
 
     async def write(self, data: str, eof: bool = False) -> None:
         stdin = self.proc.stdin
@@ -377,6 +382,8 @@ async def start_background(ctx: ToolContext, *, command: str, argv: list[str], c
     )
     if hasattr(prepared, "started"):
         prepared.started()  # what the sandbox program read at its start (bubblewrap's seccomp filter)
+    if hasattr(prepared, "in_background"):
+        prepared.in_background()  # Landlock alone: protected paths checked before every later call
     p = BackgroundProcess(registry.new_id(), command, sandbox, ctx.call_id, proc, prepared, _emit=registry.emit)
     p._progress = ctx.progress if yield_ms else None
     registry.processes[p.id] = p
@@ -449,7 +456,7 @@ def make_process_tool() -> Tool:
                 await p.changed(wait_ms / 1000)
             new = p.screened_since(p.polled)
             p.polled = p.total
-            state = "still running" if p.running else f"{p.status}, exit code {p.exit_code}"
+            state = "still running" if p.running else f"{p.status}, exit code {p.exit_code}{p.put_back()}"
             body = cut(new, MAX_MODEL_CHARS, what="characters of output") if new else "(no new output)"
             return ToolResult([TextBlock(f"{body.rstrip()}\n[{p.id}: {state}]")], details=p)
         if action == "log":
@@ -475,7 +482,7 @@ def make_process_tool() -> Tool:
         was_running = p.running
         await p.kill()
         said = "stopped" if was_running else f"had already ended ({p.status})"
-        return ToolResult([TextBlock(f"{p.id} {said}, exit code {p.exit_code}")], details=p)
+        return ToolResult([TextBlock(f"{p.id} {said}, exit code {p.exit_code}{p.put_back()}")], details=p)
 
     return Tool(
         process,

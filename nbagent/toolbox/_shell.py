@@ -84,6 +84,9 @@ class ShellResult:
     refused: str = ""
     """What the sandbox refused it, in words, worked out from its errors as it ended ("" when nothing, or
     when it was made without the workspace at hand: `sandbox_stopped` then says what the walls are)."""
+    put_back: str = ""
+    """What the sandbox put back of protected paths after it, in words (Landlock without a mount namespace;
+    "" when nothing)."""
 
     @property
     def ok(self) -> bool:
@@ -101,7 +104,7 @@ class ShellResult:
         text = self.stderr or self.output
         if any(sign in text for sign in _NETWORK_SIGNS):
             return f"stopped by the sandbox ({self.sandbox}): the network is off there"
-        return self.refused or sandbox_refusal(text, sandbox=self.sandbox, workspace=None)
+        return self.refused or self.put_back or sandbox_refusal(text, sandbox=self.sandbox, workspace=None)
 
 
 _NETWORK_SIGNS = ("Network is unreachable", "Could not resolve host", "Temporary failure in name resolution",
@@ -328,6 +331,7 @@ def make_shell_tool(binding: Binding) -> Tool:
             sandbox=str(policy) if sandboxed else "none",
         )
         details.refused = _refused(details, ws.root, prepared, hidden)
+        details.put_back = _put_back(prepared)
         return _result(details, timeout, left_running, prepared)
 
     tool_ = Tool(
@@ -354,6 +358,7 @@ async def _start_background(ctx: Any, command: str, prepared: Any, env: dict[str
         details = ShellResult(command=command, exit_code=exit_code, stdout=output, stderr="", output=output,
                               duration=duration, sandbox=sandbox)
         details.refused = _refused(details, ws.root, prepared, hidden)
+        details.put_back = _put_back(prepared)
         return _result(details, timeout, False, prepared)
 
     try:
@@ -430,6 +435,17 @@ def _refused(details: ShellResult, root: Any, prepared: Any, hidden: Any) -> str
                            hidden=[os.path.realpath(h) for h in hidden]) or ""
 
 
+def _put_back(prepared: Any) -> str:
+    """What the sandbox put back of protected paths after the command, in words ("" when nothing)."""
+    put_back = getattr(prepared, "put_back", ())
+    if not put_back:
+        return ""
+    who = " (by it or by a command run beside it)" if getattr(prepared, "beside", False) else ""
+    return (f"protected paths were changed while it ran{who} and were put back after it (this sandbox, Landlock "
+            "without a mount namespace, lets a command write them and puts them back): " + ", ".join(put_back)
+            + " (they configure programs or hold nbagent's records: change them with an approved edit)")
+
+
 def _result(details: ShellResult, timeout: float, left_running: bool, prepared: Any = None) -> ToolResult:
     output = details.output
     body = cut(output, MAX_MODEL_CHARS, what="characters of output") if output else "(no output)"
@@ -450,6 +466,8 @@ def _result(details: ShellResult, timeout: float, left_running: bool, prepared: 
                      + " (they configure programs or hold nbagent's records: write them with an approved edit)")
     if restored:
         notes.append("it replaced protected links, put back after it: " + ", ".join(restored))
+    if details.put_back and details.put_back != details.sandbox_stopped:
+        notes.append(details.put_back)
     if details.dropped_bytes:
         notes.append(f"{details.dropped_bytes:,} characters of output were not kept")
     text = body.rstrip("\n") + "\n[" + "; ".join(notes) + "]"

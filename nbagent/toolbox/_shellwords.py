@@ -23,7 +23,10 @@ and nested forms (`"..."`, `$'...'`, backticks, `$(...)`) that pass meets.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+
+from ..safety.hidden import ANY_HIDDEN
 
 __all__ = ["KEYWORDS", "Parsed", "Word", "is_assignment", "parse"]
 
@@ -33,6 +36,10 @@ _SPECIAL_PROBLEMS = {
     ")": "a subshell or group",
 }
 _GLOB_CHARS = "*?["
+_ODD = re.compile(f"{ANY_HIDDEN.pattern}|[^\\S \t\n]")
+"""A hidden character (the one list, `nbagent.safety.hidden`) or whitespace other than a space, a tab or a
+line break (no-break and other Unicode spaces, a carriage return, a form feed): what makes a command read
+differently from how bash splits it."""
 
 
 @dataclass(slots=True)
@@ -95,6 +102,7 @@ def parse(command: str) -> Parsed:
         return parsed
     n = len(command)
     i = 0
+    odd = _ODD.search(command) is not None
     current: list[Word] = []
     raw: list[str] = []
     value: list[str] = []
@@ -138,8 +146,7 @@ def parse(command: str) -> Parsed:
     while i < n:
         c = command[i]
         # -- control characters and unusual whitespace --------------------------------------------
-        if c in "\r\x0b\x0c\x00" or (ord(c) < 32 and c not in "\t\n") or c in "\x7f\u00a0\u1680\u2028\u2029\ufeff" \
-                or "\u2000" <= c <= "\u200f" or "\u202a" <= c <= "\u202f" or "\u2060" <= c <= "\u2064":
+        if odd and _ODD.match(c):
             _add(parsed, "a control or invisible character")
             raw.append(c)
             value.append(c)
@@ -404,7 +411,7 @@ def _double_quoted(command: str, i: int, parsed: Parsed) -> tuple[int | None, st
             out.append(command[i : j + 1])
             i = j + 1
             continue
-        if c in "\r\x00" or "\u2000" <= c <= "\u200f" or c in "\u2028\u2029\ufeff":
+        if _ODD.match(c):
             _add(parsed, "a control or invisible character")
         out.append(c)
         i += 1

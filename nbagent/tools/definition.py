@@ -26,7 +26,7 @@ from ..safety import protected
 from .docstrings import parse_docstring
 from .schemas import (
     Arguments, ArgumentsError, ToolDefinitionError, _check_raw_schema, _format_jsonschema_errors,
-    _format_pydantic_errors, _json_type, _raw_call_shape, _raw_validator, _signature_model, strip_titles,
+    _format_pydantic_errors, _json_type, _raw_call_shape, _raw_errors, _raw_validator, _signature_model, strip_titles,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -220,7 +220,7 @@ class Tool:
             except _validation_error() as exc:  # (evaluated only when something was raised)
                 raise ArgumentsError(_format_pydantic_errors(exc)) from None
             return Arguments(model.__dict__)
-        errors = sorted(self._validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+        errors = _raw_errors(self._validator, data)
         if errors:
             raise ArgumentsError(_format_jsonschema_errors(errors))
         return Arguments(data)
@@ -344,13 +344,17 @@ class Tool:
         return None
 
     def suggested_scope(self, args: Arguments, ctx: ToolContext | None = None) -> str | None:
-        """The argument pattern an "always allow" of this call would cover (None: the whole tool)."""
+        """The argument pattern an "always allow" of this call would cover (None: the whole tool; "": none
+        could be made, so nothing is granted).
+
+        A suggester that fails on these arguments (which the model wrote) suggests nothing: never the whole tool."""
         if self._suggest_grant is None:
             return None
         try:
-            return self._suggest_grant(args, ctx=ctx)
+            suggested = self._suggest_grant(args, ctx=ctx)
         except Exception:
-            return None
+            return ""
+        return suggested if suggested is None or isinstance(suggested, str) else ""
 
     def spec(self) -> dict[str, Any]:
         """The provider-neutral definition: name, description, parameters (and strict when set)."""

@@ -4,6 +4,12 @@ From a function's signature: a pydantic model of its parameters (type hints, def
 docstring's parameter descriptions), whose JSON Schema is sent without pydantic's titles. From a raw JSON
 Schema: sent unchanged, checked with `jsonschema` when the tool is defined, and used to validate each
 call. pydantic and jsonschema are imported when the first tool needs them, not with nbagent. Validation errors are written for the model, so it can correct its call.
+
+Reads: a raw schema may come from an MCP server (anyone's). What could happen: a `$ref` to a URL makes
+`jsonschema` fetch it while validating a call (a request from the kernel to wherever the server chose, at
+every call). What stops it: a raw schema is validated against a `referencing.Registry` that retrieves
+nothing (`_no_retrieval_registry`): references inside the schema (`#/$defs/...`, a sub-schema's `$id`) and the
+JSON Schema meta-schemas resolve, any other is an `ArgumentsError` that names it, and the call does not run.
 """
 
 from __future__ import annotations
@@ -191,11 +197,39 @@ def _check_raw_schema(name: str, schema: Any) -> dict[str, Any]:
     return schema
 
 
+def _refuse_retrieval(uri: str) -> Any:
+    """A `referencing` retriever that fetches nothing: every reference outside the schema is unresolvable."""
+    from referencing.exceptions import NoSuchResource
+
+    raise NoSuchResource(ref=uri)
+
+
+def _no_retrieval_registry() -> Any:
+    from referencing import Registry
+
+    return Registry(retrieve=_refuse_retrieval)  # jsonschema adds the meta-schemas it ships
+
+
 def _raw_validator(name: str, schema: dict[str, Any]):
     import jsonschema
 
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER, registry=_no_retrieval_registry())
+
+
+def _raw_errors(validator: Any, data: Any) -> list:
+    """The validation errors of `data` (sorted by where they are); a reference the schema cannot resolve
+    without fetching is an `ArgumentsError` that names it (nothing is fetched)."""
+    from referencing.exceptions import Unresolvable
+
+    try:
+        return sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+    except Unresolvable as exc:
+        ref = getattr(exc, "ref", None) or str(exc)
+        raise ArgumentsError(
+            f"the tool's parameter schema refers to {ref!r} ($ref), which is not part of the schema; nbagent "
+            "resolves only references inside the schema (#/...) and never fetches one, so the call was not run "
+            "(the tool's schema needs fixing, not the arguments)") from None
 
 
 def _raw_call_shape(fn: Callable) -> tuple[str | None, list[str], set[str] | bool]:

@@ -411,3 +411,40 @@ async def test_bad_settings_are_clear_errors(tmp_path):
     with pytest.raises(ValueError):
         RateLimit(requests_per_minute=-1)
 
+
+
+async def _failing_first(tmp_path, concurrency: int = 8, engine=None, then=lambda: None):
+    async with RateLimitedServer(latency=0.05) as server:
+        server.answer = lambda body: "x" * 2000  # ~500 tokens out an item: less than an item is reckoned (1,000)
+        agent = Agent(model=model_for(server), workspace=tmp_path)
+        probe = agent.map(["c 0"], "{item}", engine=engine)
+        reserve = probe.first_request_cost(0)
+        await probe
+        assert reserve > 0 and probe.results[0].cost <= reserve
+        then()
+        items = ["FAIL first"] + [f"c {i}" for i in range(1, 40)]
+        batch = agent.map(items, "{item}", concurrency=concurrency, max_cost=reserve * 3.5, engine=engine)
+        await batch
+    return batch, server, reserve
+
+
+async def test_max_cost_with_a_failing_first_item_reserves_an_estimate_for_each_item(tmp_path):
+    """The first item fails, so nothing is measured: each item started reserves what its first request costs
+    at the model's price, and only as many start as the budget covers, not every worker."""
+    batch, server, reserve = await _failing_first(tmp_path)
+    assert batch.results[0].status == "failed"
+    assert server.max_in_flight <= 3  # 3.5 reservations fit, never 8 workers at once
+    assert batch.cost <= reserve * 3.5
+    assert batch.status == "stopped" and "max_cost" in batch.stop_reason
+    assert 1 <= sum(r.status == "done" for r in batch.results) < 39
+
+
+async def test_max_cost_with_a_failing_first_item_and_no_reservation_starts_every_worker(tmp_path, monkeypatch):
+    """The mechanism off (nothing reserved before a measurement): every worker starts after the failure."""
+    from nbagent.batch.run import BatchRun
+
+    def off():
+        monkeypatch.setattr(BatchRun, "first_request_cost", lambda self, index: 0.0)
+
+    batch, server, reserve = await _failing_first(tmp_path, then=off)
+    assert server.max_in_flight == 8

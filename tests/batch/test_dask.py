@@ -401,3 +401,22 @@ async def test_a_synchronous_client_as_a_notebook_makes_it(tmp_path):
             await asyncio.to_thread(client.close)
             await asyncio.to_thread(cluster.close)
     assert [r.output for r in batch.results] == ["echo: x", "echo: y", "echo: z"]
+
+
+async def test_max_cost_on_a_cluster_with_a_failing_first_item_reserves_an_estimate(tmp_path):
+    async with RateLimitedServer(latency=0.05) as server:
+        server.answer = lambda body: "x" * 2000  # ~500 tokens out an item: less than an item is reckoned (1,000)
+        cluster, client = await local_cluster(OPENAI_API_KEY=KEY)
+        try:
+            agent = Agent(model=OpenAIChatModel("gpt-4o-mini", base_url=server.url + "/v1"), workspace=tmp_path)
+            items = ["FAIL first"] + [f"c {i}" for i in range(1, 30)]
+            batch = agent.map(items, "{item}", concurrency=8, max_cost=1.0, engine=client)
+            reserve = batch.first_request_cost(1)
+            batch.max_cost = reserve * 3.5  # set before the batch's task first runs
+            await batch
+        finally:
+            await client.close()
+            await cluster.close()
+    assert batch.results[0].status == "failed"
+    assert server.max_in_flight <= 3 and batch.cost <= reserve * 3.5
+    assert batch.status == "stopped" and "max_cost" in batch.stop_reason

@@ -6,6 +6,7 @@ import pandas as pd
 
 from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, ToolContext, ToolResult, tool
 from nbagent import render
+from nbagent.render.markdown import LIVE_MARK
 
 
 @tool(read_only=True, describe_activity=lambda a: f"Summarising {a.column}",
@@ -148,7 +149,7 @@ def test_the_models_code_blocks_are_highlighted_and_stay_inert():
     shown = render.markdown_html("```python\nimport os  # hi\n```\n\n```python\n</code></pre><img src=x onerror=alert(1)>\n```")
     assert '<span class="hl-kn">import</span>' in shown and '<span class="hl-c1"># hi</span>' in shown
     assert "<img" not in shown and "onerror" in shown  # code is text, whatever it spells
-    assert render.markdown_html("```\nplain\n```") == '<pre class="nba-code-block"><code>plain\n</code></pre>\n'
+    assert render.markdown_html("```\nplain\n```") == f'<pre class="nba-code-block {LIVE_MARK}"><code>plain\n</code></pre>\n'
 
 
 # -- the model's code blocks: marked for the frontend's Copy and Insert as cell buttons ----------------------
@@ -167,7 +168,9 @@ def test_a_fenced_block_is_marked_with_its_language_and_holds_the_code_as_writte
             "then\n\n```bash\nls -la | grep '<x>'\n```\n\n```\nno language\n```\n\n"
             "```C++ {.numberLines}\nint x;\n```\n\n```{r}\nx <- 1\n```\n\n```nosuchlang\nplain <b>\n```\n\n"
             "and `inline` code.")
-    assert _blocks(render.markdown_html(text)) == [
+    blocks = _blocks(render.markdown_html(text))
+    assert all(cls.endswith(f" {LIVE_MARK}") for cls, _ in blocks)  # this kernel's: see test_live_mark_*
+    assert [(cls.removesuffix(f" {LIVE_MARK}"), code) for cls, code in blocks] == [
         ("nba-code-block nba-lang-python", "import os\nprint(os.getcwd(), 'a < b & \"c\"')\n"),
         ("nba-code-block nba-lang-bash", "ls -la | grep '<x>'\n"),
         ("nba-code-block", "no language\n"),
@@ -319,3 +322,16 @@ def test_a_command_that_exits_0_after_the_sandbox_refused_its_network_call_is_no
     assert rec.status == "ok" and render.shown_status(rec) == "sandboxed"  # the record keeps what happened
     assert 'class="nba-call nba-s-sandboxed"' in render.run_html(run)
     assert "⊘" in render.call_text(rec) and "hit the sandbox" in render.call_text(rec)
+
+
+def test_live_mark_is_this_process_own_and_only_the_models_markdown_keeps_it():
+    """The class the page gives Copy and Insert as cell to, in a notebook: new in each process, kept by the
+    model's Markdown only; a result's HTML that spells it loses it as every class of the page's own."""
+    import re
+
+    from nbagent.safety.sanitize import sanitize_html
+
+    assert re.fullmatch(r"nba-live-[0-9a-f]{24}", LIVE_MARK)
+    forged = f'<pre class="nba-code-block {LIVE_MARK}"><code>x</code></pre>'
+    assert LIVE_MARK not in sanitize_html(forged) and LIVE_MARK not in sanitize_html(forged, wrap=False)
+    assert LIVE_MARK in render.markdown_html("```python\nx\n```")

@@ -1,5 +1,7 @@
 """How the Landlock backend keeps protected paths (`nbagent.safety.sandbox_landlock`): with a mount namespace
-where the process may make one, by leaving the top level closed where it may not, and what each says."""
+where the process may make one, by a copy put back after the command where it may not (the top level
+closed only where a read deny rule hides something there, or the copy would be too large), and what each
+says."""
 
 from __future__ import annotations
 
@@ -35,13 +37,37 @@ def _landlock(mounts: bool) -> SandboxBackend:
 
 
 @needs_landlock
-def test_without_a_mount_namespace_the_top_level_is_closed_and_says_why(repo: Path) -> None:
-    prepared = prepare(["true"], workspace=repo, backend=_landlock(False), hidden=[repo / "data" / ".env"])
+def test_without_a_mount_namespace_protected_paths_are_copied_and_the_top_level_is_open(repo: Path) -> None:
+    prepared = prepare(["true"], workspace=repo, backend=_landlock(False))
     try:
-        assert prepared.mounts is None
-        assert prepared.top_level.startswith("the top level holds .git, .mcp.json (protected paths, kept read-only)")
-        assert "data (hidden by a read deny rule, or holding what one hides)" in prepared.top_level
+        assert prepared.mounts is None and prepared.top_level == ""
+        assert prepared.copy is not None and {".git/config", ".mcp.json"} <= set(prepared.copy.entries)
         assert not (repo / ".nbagent").exists()  # nothing made for a mount that will not happen
+    finally:
+        prepared.cleanup()
+    assert prepared.copy is None and prepared.put_back == []
+
+
+@needs_landlock
+def test_without_a_mount_namespace_a_hidden_file_still_closes_the_top_level_and_says_why(repo: Path) -> None:
+    (repo / "secret.txt").write_text("x")
+    prepared = prepare(["true"], workspace=repo, backend=_landlock(False), hidden=[repo / "secret.txt"])
+    try:
+        assert prepared.top_level.startswith("the top level holds secret.txt (hidden by a read deny rule")
+    finally:
+        prepared.cleanup()
+
+
+@needs_landlock
+def test_protected_paths_too_large_to_copy_stay_read_only_and_close_the_top_level(repo: Path, monkeypatch) -> None:
+    from nbagent.safety import sandbox_restore
+
+    monkeypatch.setattr(sandbox_restore, "COPY_LIMIT", 3)
+    prepared = prepare(["true"], workspace=repo, backend=_landlock(False))
+    try:
+        assert prepared.copy is None
+        assert prepared.top_level.startswith("the top level holds .git, .mcp.json (protected paths, kept read-only: "
+                                             "too large to copy and put back: more than 3 bytes")
     finally:
         prepared.cleanup()
 
@@ -107,7 +133,8 @@ def test_the_header_says_when_landlock_has_no_mount_namespace() -> None:
 
 def test_a_process_without_cap_sys_admin_gets_landlock_alone(tmp_path: Path) -> None:
     """Root without CAP_SYS_ADMIN (forced to Landlock, as where bubblewrap has no user namespaces) is what a
-    container gives: no mount namespace is found, and a new entry next to `.git` is refused with the reason."""
+    container gives: no mount namespace is found; a new entry next to `.git` is made, one in `.git` removed after
+    the command, and the result says so."""
     if os.geteuid() != 0 or not Path("/usr/bin/setpriv").exists() or landlock_abi() < 1:
         pytest.skip("needs root, setpriv (to drop a capability) and Landlock")
     ws = tmp_path / "ws"
@@ -124,6 +151,6 @@ def test_a_process_without_cap_sys_admin_gets_landlock_alone(tmp_path: Path) -> 
     out = subprocess.run(["/usr/bin/setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin", sys.executable,
                           "-c", code], capture_output=True, text=True, timeout=60, env=env, check=False)
     assert "MOUNTS False" in out.stdout, out.stderr
-    assert "notes.txt would be a new entry at the workspace's top level" in out.stdout
-    assert ".git/x is in protected paths" in out.stdout
-    assert not (ws / "notes.txt").exists() and not (ws / ".git" / "x").exists()
+    assert "exit code 0; protected paths were changed while it ran and were put back after it" in out.stdout
+    assert ".git/x (made by the command: removed)" in out.stdout
+    assert (ws / "notes.txt").read_text() == "hi\n" and not (ws / ".git" / "x").exists()

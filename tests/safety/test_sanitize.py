@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from nbagent.safety import sanitize
+from nbagent.safety import hidden, sanitize
 from nbagent.safety.sanitize import clean_stylesheet, sanitize_html, terminal_safe, visible
 
 from ..page_checks import active
@@ -154,7 +154,7 @@ def test_terminal_safe_removes_escape_sequences_and_shows_other_controls():
 
 
 def test_turning_the_neutraliser_off_lets_the_escapes_through(monkeypatch):
-    monkeypatch.setattr(sanitize, "_HIDDEN", __import__("re").compile(r"(?!)"))
+    monkeypatch.setattr(hidden, "_HIDDEN", __import__("re").compile(r"(?!)"))
     assert "\x1b]0;" in terminal_safe("\x1b]0;title\x07")
     assert visible("a\u202eb") == ("a\u202eb", [])
 

@@ -224,19 +224,13 @@ REPLACE_GIT = {
 }
 
 
-def _mounted(backend):
-    if not (backend.name == "bubblewrap" or backend.mounts):
-        pytest.skip("about mounts; Landlock alone keeps the top level unwritable instead (README)")
-
-
 @pytest.mark.parametrize("name", sorted(REPLACE_GIT))
 def test_protected_paths_cannot_be_renamed_away_or_replaced(ws, backend, name):
     _repo(ws)
     (ws / ".nbagent").mkdir(exist_ok=True)
     config = (ws / ".git" / "config").read_text()
-    # Landlock alone keeps them read-only by leaving the workspace's top level unwritable: its control writes below
-    made = "made.txt" if backend.name == "bubblewrap" or backend.mounts else "sub/made.txt"
-    (ws / "sub").mkdir(exist_ok=True)
+    # Landlock alone puts them back after the command; the top level stays writable in every lane
+    made = "made.txt"
     run = run_agent(ws, [sh(REPLACE_GIT[name]), sh(f"echo ok > {made}")], mode="bypassPermissions")
     assert run.calls[1].status == "ok" and (ws / made).exists()  # control: the workspace is writable
     assert (ws / ".git" / "config").read_text() == config
@@ -247,7 +241,6 @@ def test_protected_paths_cannot_be_renamed_away_or_replaced(ws, backend, name):
 
 
 def test_a_protected_path_made_by_a_command_is_removed_after_it(ws, backend):
-    _mounted(backend)
     _repo(ws)
     import shutil as _shutil
 
@@ -259,12 +252,12 @@ def test_a_protected_path_made_by_a_command_is_removed_after_it(ws, backend):
 
 
 def test_defence_off_git_renamed_away_is_replaced(ws, backend, monkeypatch):
-    _mounted(backend)
     _repo(ws)
-    from nbagent.safety import sandbox_landlock
+    from nbagent.safety import sandbox_landlock, sandbox_restore
 
     monkeypatch.setattr(_sandbox, "protected_binds", lambda ws_: [])  # nothing bound over the protected paths
     monkeypatch.setattr(sandbox_landlock, "protected_mounts", lambda ws_: ([], []))
+    monkeypatch.setattr(sandbox_restore.ProtectedCopy, "restore", lambda self: [])  # nothing put back
     run_agent(ws, [sh(REPLACE_GIT["rename_git_away"])], mode="bypassPermissions")
     assert (ws / ".git" / "hooks" / "pre-commit").exists()
 

@@ -1,14 +1,15 @@
 """The workspace's top level, in every sandbox lane (tests/conftest.py `sandbox_lane`: bubblewrap, Landlock
 with a mount namespace per command, Landlock alone as in a container without user namespaces or privileges).
 
-What a person approving `echo hi > notes.txt` or `mkdir out` meets: the command makes files and folders at
-the top level wherever the lane can allow it without opening protected paths, and where it cannot (Landlock
-alone, with `.git` there) the result says so and why, never "writes only in the workspace". In every lane
-an approved command cannot write, replace or rename `.git` or `.mcp.json`; a program outside the sandbox
-never sees them changed while the command runs; and a change made outside meanwhile (the person's commit,
-nbagent's own session store) is not undone after it. Each wall is shown failing when it is turned off.
+What a person approving `echo hi > notes.txt` or `mkdir out` meets: in every lane the command makes,
+renames and removes files and folders at the top level. With bubblewrap or a mount namespace, an approved
+command cannot write, replace or rename `.git`, `.mcp.json` or `.nbagent`, and a program outside the sandbox
+never sees them changed while it runs. Landlock alone cannot say that (a right on a folder holds for all
+beneath it): there they are put back after the command, the result names what was put back, a command
+left running in the background is checked before every later call, and a program outside can see the
+change until then (tested as what it is). In every lane a change made outside meanwhile (the person's
+commit, nbagent's own session store) is not undone after it. Each wall is shown failing when it is turned off.
 """
-
 from __future__ import annotations
 
 import os
@@ -19,8 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from nbagent.messages import ToolCall
 from nbagent.safety import sandbox as _sandbox
 from nbagent.safety import sandbox_landlock
+from nbagent.safety import sandbox_restore as _restore
 
 from .conftest import Recorder, run_agent, sh, text_of
 
@@ -37,10 +40,10 @@ def backend(sandbox_lane):
     return sandbox_lane
 
 
-def top_level_opens(backend) -> bool:
-    """Whether the lane lets a command add entries at the top level next to `.git` (bubblewrap, or Landlock
-    with a mount namespace)."""
-    return backend.name == "bubblewrap" or backend.mounts
+def copies(backend) -> bool:
+    """Whether the lane keeps protected paths by a copy put back after the command (Landlock alone) rather
+    than by read-only mounts."""
+    return backend.name == "landlock" and not backend.mounts
 
 
 def _git(ws: Path, *args: str) -> str:
@@ -70,19 +73,29 @@ TOP_LEVEL_WORK = ("echo hi > notes.txt && mkdir out && echo x > out/a.txt && mv 
 
 
 def test_an_approved_command_makes_files_and_folders_at_the_top_level(repo: Path, backend) -> None:
+    """Every lane, Landlock alone included (there `.git`, `.mcp.json` and `.nbagent` are put back after the
+    command; here it did not touch them, so nothing is said about them)."""
     run = _approved(repo, TOP_LEVEL_WORK, "echo below > sub/below.txt")
     text = text_of(run.calls[0])
-    assert (repo / "sub" / "below.txt").read_text() == "below\n"  # every lane: below the top level is writable
-    assert "writes only in the workspace" not in text
-    if top_level_opens(backend):
-        assert run.calls[0].status == "ok", text
-        assert (repo / "renamed.txt").read_text() == "ho\n" and (repo / "out").is_dir()
-        assert not (repo / "out" / "a.txt").exists() and (repo / "made.csv").read_text() == "1"
-        assert os.readlink(repo / "link.txt") == "renamed.txt" and "stopped by the sandbox" not in text
-    else:  # Landlock alone: refused, and the result says which wall and why
-        assert not (repo / "notes.txt").exists() and run.calls[0].status == "error"
-        assert "notes.txt would be a new entry at the workspace's top level" in text
-        assert ".git" in text and "mount namespace" in text and "inside a folder that is already there" in text
+    assert (repo / "sub" / "below.txt").read_text() == "below\n"
+    assert run.calls[0].status == "ok", text
+    assert (repo / "renamed.txt").read_text() == "ho\n" and (repo / "out").is_dir()
+    assert not (repo / "out" / "a.txt").exists() and (repo / "made.csv").read_text() == "1"
+    assert os.readlink(repo / "link.txt") == "renamed.txt" and "stopped by the sandbox" not in text
+    assert "put back" not in text
+
+
+def test_defence_off_landlock_alone_without_the_copy_closes_the_top_level(repo: Path, backend, monkeypatch) -> None:
+    """Landlock alone where protected paths are too large to copy: they stay read-only, so the top level
+    above them is closed, and the result says which wall and why."""
+    if not copies(backend):
+        pytest.skip("only Landlock alone keeps protected paths by a copy")
+    monkeypatch.setattr(_restore, "COPY_LIMIT", 0)
+    run = _approved(repo, TOP_LEVEL_WORK)
+    text = text_of(run.calls[0])
+    assert not (repo / "notes.txt").exists() and run.calls[0].status == "error"
+    assert "notes.txt would be a new entry at the workspace's top level" in text
+    assert "too large to copy and put back" in text and "inside a folder that is already there" in text
 
 
 def test_without_protected_paths_the_top_level_is_open_in_every_lane(ws: Path) -> None:
@@ -115,27 +128,40 @@ ATTACKS = {
 }
 
 
-def _state(ws: Path) -> dict:
+def _state(ws: Path, identity: bool = True) -> dict:
     git = ws / ".git"
-    return {"git_inode": git.stat().st_ino, "git_is_dir": git.is_dir() and not git.is_symlink(),
-            "config": (git / "config").read_text(), "hooks": sorted(p.name for p in (git / "hooks").iterdir()),
-            "mcp": (ws / ".mcp.json").read_text(), "mcp_inode": (ws / ".mcp.json").stat().st_ino,
-            "nbagent": sorted(p.name for p in (ws / ".nbagent").iterdir())}
+    state = {"git_is_dir": git.is_dir() and not git.is_symlink(), "config": (git / "config").read_text(),
+             "hooks": sorted(p.name for p in (git / "hooks").iterdir()), "mcp": (ws / ".mcp.json").read_text(),
+             "nbagent": sorted(p.name for p in (ws / ".nbagent").iterdir())}
+    if identity:
+        state |= {"git_inode": git.stat().st_ino, "mcp_inode": (ws / ".mcp.json").stat().st_ino}
+    return state
+
+
+DELETES_THE_ORIGINAL = {"replace_git_with_a_folder", "replace_mcp_json", "remove_mcp_json"}
+"""Attacks that delete the original: a copy put back is another file (and `.git`'s history is gone)."""
 
 
 @pytest.mark.parametrize("name", sorted(ATTACKS))
 def test_git_and_mcp_json_cannot_be_written_replaced_or_renamed(repo: Path, backend, name: str) -> None:
-    before = _state(repo)
-    control = "echo ok > made.txt" if top_level_opens(backend) else "echo ok > sub/made.txt"
-    run = _approved(repo, ATTACKS[name], control)
+    """Bubblewrap and Landlock with a mount namespace: the attack fails. Landlock alone: it is undone after
+    the command (a renamed-away `.git` renamed back, the same file written back) and the result says so."""
+    identity = not (copies(backend) and name in DELETES_THE_ORIGINAL)
+    before = _state(repo, identity)
+    run = _approved(repo, ATTACKS[name], "echo ok > made.txt")
     assert run.calls[1].status == "ok", text_of(run.calls[1])  # control: the approved command could write
-    assert _state(repo) == before, text_of(run.calls[0])
-    assert "pwned" not in _git(repo, "config", "--list", "--local")
+    assert _state(repo, identity) == before, text_of(run.calls[0])
+    assert "pwned" not in (repo / ".git" / "config").read_text() and not (repo / "pwned").exists()
+    if copies(backend):  # the two calls may run side by side: the last to end puts back, and says so
+        both = text_of(run.calls[0]) + text_of(run.calls[1])
+        assert "and were put back after it" in both
+    else:
+        assert "pwned" not in _git(repo, "config", "--list", "--local")
 
 
 def test_defence_off_the_same_attacks_get_through(repo: Path, backend, monkeypatch) -> None:
-    """With no protected path kept (no mount over them, nothing left out of Landlock's writable trees), the
-    attacks above change `.git/config` and `.mcp.json`: the check above can fail."""
+    """With no protected path kept (no mount over them, nothing copied and put back), the attacks above
+    change `.git/config` and `.mcp.json`: the check above can fail."""
     monkeypatch.setattr(_sandbox, "protected_binds", lambda ws_: [])
     monkeypatch.setattr(sandbox_landlock, "PROTECTED_PATHS", ())
     before = _state(repo)
@@ -144,31 +170,35 @@ def test_defence_off_the_same_attacks_get_through(repo: Path, backend, monkeypat
     assert "fsmonitor" in after["config"] and after["mcp"] == EVIL_MCP and after != before
 
 
-def test_a_refusal_names_the_protected_path_and_why(repo: Path) -> None:
+def test_a_refusal_names_the_protected_path_and_why(repo: Path, backend) -> None:
     run = _approved(repo, ATTACKS["write_git_config"] + "; " + ATTACKS["rename_mcp_json_away"])
     text = text_of(run.calls[0])
-    assert "stopped by the sandbox (workspace-write)" in text and "protected paths (.git, .mcp.json" in text
-    assert "cannot be renamed away or replaced" in text and "writes only in the workspace" not in text
+    assert "writes only in the workspace" not in text
+    if copies(backend):  # it ran: what it did to them is named, and that it was undone
+        assert ".git/config (changed: put back)" in text and "were put back after it" in text
+        assert ".mcp.json (renamed away to sub/old.json: renamed back)" in text
+        assert (repo / ".mcp.json").read_text() == '{"mcpServers": {}}\n' and not (repo / "sub" / "old.json").exists()
+    else:
+        assert "stopped by the sandbox (workspace-write)" in text and "protected paths (.git, .mcp.json" in text
+        assert "cannot be renamed away or replaced" in text
 
 
 def test_a_protected_link_a_command_replaced_is_put_back(repo: Path, backend) -> None:
     """`.mcp.json` as a link to a file in the workspace: a mount follows the link, so the link itself is put
-    back after the command if it replaced it (Landlock alone cannot remove it at all)."""
+    back after the command if it replaced it; Landlock alone puts back the link and where it leads."""
     (repo / ".mcp.json").unlink()
     (repo / "conf").mkdir()
     (repo / "conf" / "mcp.json").write_text('{"mcpServers": {}}\n')
     os.symlink("conf/mcp.json", repo / ".mcp.json")
     run = _approved(repo, f"rm .mcp.json; printf '{EVIL_MCP}' > .mcp.json; printf x >> conf/mcp.json")
     assert os.readlink(repo / ".mcp.json") == "conf/mcp.json"
-    assert (repo / "conf" / "mcp.json").read_text() == '{"mcpServers": {}}\n'  # where it leads is read-only too
-    if top_level_opens(backend):
-        assert "put back after it" in text_of(run.calls[0])
+    assert (repo / "conf" / "mcp.json").read_text() == '{"mcpServers": {}}\n'  # where it leads is kept too
+    assert "put back after it" in text_of(run.calls[0])
 
 
 def test_defence_off_a_replaced_protected_link_stays_replaced(repo: Path, backend, monkeypatch) -> None:
-    if not top_level_opens(backend):
-        pytest.skip("Landlock alone cannot remove the link at all")
     monkeypatch.setattr(sandbox_landlock, "restore_links", lambda links: [])
+    monkeypatch.setattr(_restore.ProtectedCopy, "restore", lambda self: [])
     (repo / ".mcp.json").unlink()
     os.symlink("sub/mcp.json", repo / ".mcp.json")
     (repo / "sub" / "mcp.json").write_text("{}")
@@ -202,9 +232,14 @@ def _watched_attack(repo: Path) -> tuple[bytes, list[bytes]]:
     return before, seen
 
 
-def test_a_program_outside_never_sees_git_config_changed_while_the_command_runs(repo: Path) -> None:
+def test_what_a_program_outside_sees_of_git_config_while_the_command_runs(repo: Path, backend) -> None:
+    """Bubblewrap and Landlock with a mount namespace: never the planted config. Landlock alone (its stated
+    limit, docs/security.md): what the command wrote, until the command ends; then it is put back."""
     before, seen = _watched_attack(repo)
     assert len(seen) > 10  # control: it looked all along
+    if copies(backend):
+        assert any(b"fsmonitor" in s for s in seen) and (repo / ".git" / "config").read_bytes() == before
+        return
     assert all(s == before for s in seen), "an outside program read .git/config while the command had changed it"
 
 
@@ -240,3 +275,30 @@ def test_a_change_made_outside_while_the_command_runs_is_kept(repo: Path) -> Non
     assert marker.exists()  # control: the command ran
     assert "meanwhile" in _git(repo, "log", "--format=%s")
     assert (repo / ".nbagent" / "sessions" / "s.jsonl").read_text() == '{"kept": true}\n'
+
+
+def test_a_background_command_is_checked_before_every_later_call(repo: Path, backend) -> None:
+    """A command left running by the `process` tool: under Landlock alone what it planted is put back before
+    the next call runs (whatever the tool), and that call's result says so; in the other lanes it planted
+    nothing."""
+    plant = f"printf '{EVIL_CONFIG}' >> .git/config; echo planted; sleep 20"
+    run = run_agent(repo, [sh(plant, yield_ms=1500)], [sh("cat .git/config", timeout=30)],
+                    [ToolCall(name="process", arguments={"action": "kill", "id": "p1"})], approver=Recorder(True))
+    assert "p1" in text_of(run.calls[0]) and "planted" in text_of(run.calls[0])  # control: it went on, having planted
+    later = text_of(run.calls[1])
+    assert "fsmonitor" not in later and "fsmonitor" not in (repo / ".git" / "config").read_text()
+    if copies(backend):
+        assert "[before this call, protected paths a background command changed were put back: .git/config " \
+               "(changed: put back)]" in later
+
+
+def test_defence_off_a_background_command_plants_for_the_next_call(repo: Path, backend, monkeypatch) -> None:
+    if not copies(backend):
+        pytest.skip("only Landlock alone lets the command write there")
+    monkeypatch.setattr(_restore, "check_running", list)
+    monkeypatch.setattr("nbagent.calls.execution.check_running", list)
+    plant = f"printf '{EVIL_CONFIG}' >> .git/config; echo planted; sleep 20"
+    run = run_agent(repo, [sh(plant, yield_ms=1500)], [sh("cat .git/config", timeout=30)],
+                    [ToolCall(name="process", arguments={"action": "kill", "id": "p1"})], approver=Recorder(True))
+    assert "fsmonitor" in text_of(run.calls[1])
+    assert "fsmonitor" not in (repo / ".git" / "config").read_text()  # put back when it ended

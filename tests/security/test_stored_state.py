@@ -184,17 +184,20 @@ def test_headless_runner_without_a_policy_denies(ws, monkeypatch):
 
 
 def test_session_listing_strips_terminal_escapes_from_stored_prompts(ws):
-    """`%agent --sessions` prints each session's last prompt: a forged one carries terminal escapes."""
+    """`%agent --sessions` prints each session's last prompt: one pasted with terminal escapes is signed like
+    any other (the person's words), and a forged file carrying them is left out, by name only."""
     from nbagent.sessions import list_sessions
 
-    d = ws / ".nbagent" / "sessions"
-    d.mkdir(parents=True)
     evil = "fix tests\x1b]52;c;cm0gLXJmIH4K\x07\x1b[2K\x1b[1A\rlooks harmless"
+    Agent(model=ScriptedModel([AssistantMessage(text="ok")]), session=True, workspace=ws).run_sync(evil)
+    d = ws / ".nbagent" / "sessions"
     _write(d / "20200101-000000-abcdef.jsonl", [
         {"kind": "session", "format": 1, "id": "20200101-000000-abcdef", "created": 1.0, "notebook": "x\x1b[31m",
          "workspace": str(ws), "model": "scripted", "origin": None},
         {"kind": "run", "time": 1.0, "prompt": evil, "model": "scripted", "mode": "default"},
     ])
-    text = "\n".join(str(i) for i in list_sessions(ws))
+    listed = list_sessions(ws)
+    text = "\n".join(str(i) for i in [*listed, *listed.skipped])
     assert "looks harmless" in text or "fix tests" in text
+    assert "20200101-000000-abcdef.jsonl" in text and len(listed) == 1
     assert "\x1b" not in text and "\x07" not in text, repr(text)

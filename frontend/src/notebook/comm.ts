@@ -11,6 +11,7 @@ import { Cell, CodeCell, MarkdownCell } from '@jupyterlab/cells';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 
+import { setLiveMark } from '../codeblocks';
 import { asJSON } from '../json';
 import { cellName, editRefusal, isNotebookId, replaceOnce, staleReason, trimOutput } from './cells';
 import type {
@@ -160,6 +161,9 @@ export class NotebookComm {
     const panel = this.panel();
     switch (data.op) {
       case 'hello': {
+        for (const shown of this.panels()) {
+          setLiveMark(shown, data.mark); // only the live kernel sends a hello: its blocks get Copy and Insert
+        }
         const app = document.body.dataset.notebook ? 'notebook' : 'lab';
         const result: HelloResult = { client: this.client, path: panel.context.path, app, notebook_id: notebookId(panel) };
         return result;

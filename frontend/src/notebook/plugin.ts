@@ -97,7 +97,8 @@ export const notebookPlugin: JupyterFrontEndPlugin<void> = {
     };
     tracker.widgetAdded.connect((_sender, panel) => {
       followRuns(panel);
-      const stopWatching = watchCodeBlocks(panel.content.node, belowItsCell(panel)); // Copy, Insert as cell
+      // Copy, Insert as cell: on the blocks that carry the mark this notebook's live kernel said in its hello
+      const stopWatching = watchCodeBlocks(panel.content.node, belowItsCell(panel), panel);
       panel.disposed.connect(() => stopWatching());
       const session = panel.sessionContext;
       follow(panel, session.session?.kernel);

@@ -69,6 +69,10 @@ export interface HelloRequest {
   id: RequestId;
   op: 'hello';
   protocol: 1;
+  /**
+   * The class this kernel's code blocks carry (nbagent.render.markdown.LIVE_MARK): the page gives Copy and Insert as cell only to blocks that carry it.
+   */
+  mark?: string;
 }
 /**
  * Keep (html null: drop) the static rendering of the live view whose widget is `model_id`, for when the kernel goes first (frontend/src/notebook/snapshots.ts).

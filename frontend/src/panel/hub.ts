@@ -12,6 +12,7 @@ import { Notebook, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 import { Signal } from '@lumino/signaling';
 
+import { setLiveMark } from '../codeblocks';
 import { cellName } from '../notebook/cells';
 import type {
   CellPayload,
@@ -48,6 +49,14 @@ export class PanelHub {
   kernelOrigin: string | null = null;
   restarted = false;
   error = '';
+  /** A stored conversation the person picked from the list: shown, and the next prompt continues it. */
+  picked: StoredConversation | null = null;
+  /** "New chat" was clicked: the next prompt starts a conversation. */
+  fresh = false;
+  /** The runs of other conversations, not shown since the person picked one or started a new chat. */
+  hidden = new Set<string>();
+  /** The changes the person kept (Keep all), as "run:call": no Undo is offered for them any more. */
+  kept = new Set<string>();
   private comm: Kernel.IComm | null = null;
   private kernel: Kernel.IKernelConnection | null = null;
   private ids = 1;
@@ -166,6 +175,7 @@ export class PanelHub {
         this.restarted = true;
       }
       this.kernelOrigin = state.kernel ?? null;
+      setLiveMark(this.notebook, state.mark); // this kernel's code blocks in the notebook get Copy and Insert
       const fresh = new Map<string, ShownRun>();
       if (this.restarted && !(state.stored && !state.runs.length)) {
         // until the kernel shows the stored conversation, keep what was shown before the restart
@@ -264,13 +274,59 @@ export class PanelHub {
     if (model.trim()) {
       fields.model = model.trim();
     }
-    if (!fresh && this.runs.size === 0 && this.stored && typeof this.stored.id === 'string') {
-      fields.resume = this.stored.id;
+    fresh = fresh || (this.fresh && kind !== 'fix' && kind !== 'explain'); // a side thread leaves it pending
+    fields.new = fresh;
+    if (!fresh && this.picked && typeof this.picked.id === 'string') {
+      fields.resume = this.picked.id; // the conversation picked from the list (a no-op once it continues it)
+    } else if (!fresh && this.runs.size === 0 && !this.sessionId && this.stored && typeof this.stored.id === 'string') {
+      fields.resume = this.stored.id; // the notebook's latest stored conversation, shown when none ran here
+    }
+    if (kind === 'prompt' || kind === 'plan') {
+      const cells = mentionedCells(this.notebook.content, prompt);
+      if (cells.length) {
+        fields.cells = cells as Fields<'start'>['cells']; // at most 12 (the schema's maxItems)
+      }
     }
     const run = await this.request('start', fields);
+    if (kind !== 'fix' && kind !== 'explain') {
+      this.fresh = false;
+    }
     this.runs.set(run.id, run);
     this.emit();
     return run;
+  }
+
+  /** This notebook's stored conversations, newest first. */
+  conversations(): Promise<Results['conversations']> {
+    return this.request('conversations', {});
+  }
+
+  /** Show a stored conversation (picked from the list): the next prompt continues it. */
+  async open(session: string): Promise<void> {
+    const opened = await this.request('open', { session });
+    this.picked = opened;
+    this.fresh = false;
+    this.hideShown();
+    this.emit();
+  }
+
+  /** "New chat": what is shown is put aside, and the next prompt starts a conversation. */
+  newChat(): void {
+    this.picked = null;
+    this.fresh = true;
+    this.hideShown();
+    this.emit();
+  }
+
+  private hideShown(): void {
+    for (const id of this.runs.keys()) {
+      this.hidden.add(id);
+    }
+  }
+
+  /** The runs the panel shows: those of the conversation in front of the person. */
+  shownRuns(): ShownRun[] {
+    return [...this.runs.values()].filter(r => !this.hidden.has(r.id));
   }
 
   /** Decide the call `call` of `run`, bound to `digest`: the digest of the exact arguments the person saw. */
@@ -325,6 +381,25 @@ export function cellPayload(cell: Cell): CellPayload {
     ...(index >= 0 ? { index } : {}),
     cell_type: type === 'markdown' || type === 'raw' ? type : 'code'
   };
+}
+
+/** The cells a prompt mentions as `@[n]`: each the code cell shown as In [n] (at most 12; sources only). */
+export function mentionedCells(notebook: Notebook, prompt: string): CellPayload[] {
+  const numbers: number[] = [];
+  const mention = /(?<![\w@])@\[(\d{1,6})\]/g;
+  for (let m = mention.exec(prompt); m !== null && numbers.length < 12; m = mention.exec(prompt)) {
+    if (!numbers.includes(Number(m[1]))) {
+      numbers.push(Number(m[1]));
+    }
+  }
+  const out: CellPayload[] = [];
+  for (const n of numbers) {
+    const cell = notebook.widgets.find(w => w instanceof CodeCell && w.model.executionCount === n);
+    if (cell) {
+      out.push({ ...cellPayload(cell), outputs: [] });
+    }
+  }
+  return out;
 }
 
 function notebookOf(cell: Cell): Notebook | null {

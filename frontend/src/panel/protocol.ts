@@ -23,7 +23,9 @@ export type PageRequest =
   | SetKeyRequest
   | RemoveKeyRequest
   | SetBaseUrlRequest
-  | SetOptionRequest;
+  | SetOptionRequest
+  | ConversationsRequest
+  | OpenRequest;
 /**
  * Chosen by the page; the reply carries it back.
  *
@@ -83,7 +85,16 @@ export type Reply =
  * via the `definition` "Result".
  */
 export type Result =
-  StateResult | RunSummary | DecideResult | StopResult | UndoneResult | SteerResult | ToCellsResult | SettingsResult;
+  | StateResult
+  | RunSummary
+  | DecideResult
+  | StopResult
+  | UndoneResult
+  | SteerResult
+  | ToCellsResult
+  | SettingsResult
+  | ConversationsResult
+  | StoredConversation;
 
 /**
  * The `nbagent.panel` comm: the page opens it (comm_open data {"protocol": 1}) and asks; the kernel answers each request once and pushes a run's summary whenever the run moved on. The kernel validates every request against `PageRequest` (nbagent/jupyter/panel/hub.py); the page's types are generated from this file (frontend/src/panel/protocol.ts, `npm run protocol`).
@@ -116,6 +127,71 @@ export interface StartRequest {
   model?: ShortText | null;
   new?: boolean;
   resume?: ShortText | null;
+  /**
+   * The cells the prompt mentions as @[n] (each the cell shown as In [n]): their sources go with the words, as data.
+   *
+   * @maxItems 12
+   */
+  cells?:
+    | []
+    | [CellPayload]
+    | [CellPayload, CellPayload]
+    | [CellPayload, CellPayload, CellPayload]
+    | [CellPayload, CellPayload, CellPayload, CellPayload]
+    | [CellPayload, CellPayload, CellPayload, CellPayload, CellPayload]
+    | [CellPayload, CellPayload, CellPayload, CellPayload, CellPayload, CellPayload]
+    | [CellPayload, CellPayload, CellPayload, CellPayload, CellPayload, CellPayload, CellPayload]
+    | [CellPayload, CellPayload, CellPayload, CellPayload, CellPayload, CellPayload, CellPayload, CellPayload]
+    | [
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload
+      ]
+    | [
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload
+      ]
+    | [
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload
+      ]
+    | [
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload,
+        CellPayload
+      ];
 }
 /**
  * What the kernel is told of a cell for Fix, Explain and Ask: its id, source and error outputs, and where the person sees it (its In [n], its place), which name it in the person's words.
@@ -300,6 +376,27 @@ export interface SetOptionRequest {
   value: string | number | boolean | null;
 }
 /**
+ * This notebook's stored conversations, newest first (to pick one to continue).
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "ConversationsRequest".
+ */
+export interface ConversationsRequest {
+  id: RequestId;
+  op: 'conversations';
+}
+/**
+ * One of this notebook's stored conversations, to show before the next prompt continues it (start with `resume` set to it). Refused for a conversation the session store does not verify.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "OpenRequest".
+ */
+export interface OpenRequest {
+  id: RequestId;
+  op: 'open';
+  session: ShortText;
+}
+/**
  * This interface was referenced by `PanelProtocol`'s JSON-Schema
  * via the `definition` "StateResult".
  */
@@ -313,6 +410,10 @@ export interface StateResult {
   kernel: string | null;
   conversation: string | null;
   config: Settings;
+  /**
+   * The class this kernel's code blocks carry (nbagent.render.markdown.LIVE_MARK): the page gives Copy and Insert as cell only to a notebook's blocks that carry it.
+   */
+  mark?: string;
 }
 /**
  * A run as the panel shows it (nbagent/jupyter/panel/model.py run_summary).
@@ -349,6 +450,10 @@ export interface RunSummary {
    * A plan-first run that ended: the plan it proposed, for the person to edit and approve.
    */
   plan?: string | null;
+  /**
+   * A run carrying out an approved plan: the step it says it is on (null: none declared yet).
+   */
+  step?: PlanStep | null;
 }
 /**
  * The run's model, mode and tools, its cost and how full its context window is (text, with a title each).
@@ -404,6 +509,18 @@ export interface Change {
   before: string | null;
   after: string;
   undone: boolean;
+}
+/**
+ * The last "Step N of M" the model wrote in the run (its own word, not a measure): `text` is the approved plan's step N (else the model's words), `planned` how many steps the approved plan has.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "PlanStep".
+ */
+export interface PlanStep {
+  n: number;
+  of: number;
+  text: string;
+  planned: number;
 }
 /**
  * The notebook's latest stored conversation (text only), or why it could not be read.
@@ -573,6 +690,53 @@ export interface OptionSetting {
   nullable: boolean;
 }
 /**
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "ConversationsResult".
+ */
+export interface ConversationsResult {
+  conversations: ConversationItem[];
+  /**
+   * The conversation the box continues (null: the next prompt starts one).
+   */
+  current: string | null;
+  /**
+   * Older conversations left out (%agent --sessions lists them).
+   */
+  more: number;
+}
+/**
+ * A stored conversation of this notebook as the list shows it.
+ *
+ * This interface was referenced by `PanelProtocol`'s JSON-Schema
+ * via the `definition` "ConversationItem".
+ */
+export interface ConversationItem {
+  id: string;
+  /**
+   * The words the person started it with (one line).
+   */
+  first: string;
+  /**
+   * When it was last written (seconds since 1970).
+   */
+  updated: number;
+  runs: number;
+  calls: number;
+  model: string | null;
+  /**
+   * A Fix or Explain side thread.
+   */
+  side: boolean;
+  /**
+   * False: the session store does not verify it (unsigned, or changed by something other than nbagent); it is listed, not continued.
+   */
+  resumable: boolean;
+  /**
+   * Why it cannot be continued.
+   */
+  why?: string;
+}
+/**
  * A run moved on (pushed, at most a few times a second).
  *
  * This interface was referenced by `PanelProtocol`'s JSON-Schema
@@ -603,4 +767,6 @@ export interface Results {
   remove_key: SettingsResult;
   set_base_url: SettingsResult;
   set_option: SettingsResult;
+  conversations: ConversationsResult;
+  open: StoredConversation;
 }

@@ -13,12 +13,13 @@ import { NotebookPanel } from '@jupyterlab/notebook';
 import { IRenderMime, MimeModel } from '@jupyterlab/rendermime';
 import { Widget } from '@lumino/widgets';
 
-import { PanelHub, ShownRun, nameOf, shownName } from './hub';
-import type { Change, ModelChoice, RunHead, StartKind, StoredConversation } from './protocol';
-import { undoAll, undoSummary } from './changes';
-import { undoChange } from './review';
+import { PanelHub, ShownRun, shownName } from './hub';
+import type { ModelChoice, RunHead, StartKind, StoredConversation } from './protocol';
+import { Host, conversationReview, runChanges } from './changelist';
 import { makeCellsButton } from './tocells';
+import { conversationList } from './conversations';
 import { SettingsView } from './settings';
+import { stepLine } from './step';
 
 export const WIDGET_MIME = 'application/vnd.jupyter.widget-view+json';
 
@@ -87,11 +88,14 @@ export class AgentPanel extends Widget {
   private readonly prompt = document.createElement('textarea');
   private readonly model = document.createElement('input');
   private readonly choices = document.createElement('datalist');
-  private readonly fresh = document.createElement('input');
+  private readonly listButton = el('button', 'jp-Button nba-panel-list', 'Conversations') as HTMLButtonElement;
+  private readonly newButton = el('button', 'jp-Button nba-panel-newchat', 'New chat') as HTMLButtonElement;
+  private readonly listEl = el('div', 'nba-panel-list-box');
   private readonly planFirst = document.createElement('input');
   private readonly plans = new Map<string, HTMLElement>();
   private readonly send = el('button', 'nba-panel-send jp-Button', 'Send') as HTMLButtonElement;
   private readonly errorEl = el('div', 'nba-panel-error');
+  private readonly reviewEl = el('div', 'nba-panel-review');
   private readonly pathEl = el('div', 'nba-panel-path');
   private readonly settings = new SettingsView();
   private readonly settingsButton = el('button', 'jp-Button nba-panel-settings', 'Settings') as HTMLButtonElement;
@@ -107,27 +111,33 @@ export class AgentPanel extends Widget {
     this.settingsButton.title = 'Providers, API keys, the model and the %config NBAgent choices';
     this.settingsButton.onclick = () => void this.toggleSettings();
     this.settings.node.hidden = true;
+    const chats = el('div', 'nba-panel-chats');
+    this.listButton.title = 'This notebook\'s conversations: pick one to continue it';
+    this.listButton.onclick = () => void this.toggleList();
+    this.newButton.title = 'Start a new conversation (what is shown is put aside; the stored ones stay in the list)';
+    this.newButton.onclick = () => {
+      this.listEl.textContent = '';
+      this.hub?.newChat();
+      this.prompt.focus();
+    };
+    chats.append(this.listButton, this.newButton);
     this.prompt.className = 'nba-panel-prompt';
-    this.prompt.placeholder = 'Ask nbagent to do something in this notebook; @name sends what a variable holds (Ctrl+Enter sends)';
+    this.prompt.placeholder = 'Ask nbagent to do something in this notebook; @name sends what a variable holds, @data.csv a file\'s head, @[3] the cell shown as [3] (Ctrl+Enter sends)';
     this.prompt.rows = 3;
     this.model.className = 'nba-panel-model';
     this.model.placeholder = 'model (the conversation\'s)';
     this.choices.id = `nbagent-models-${Math.random().toString(36).slice(2)}`;
     this.model.setAttribute('list', this.choices.id);
-    this.fresh.type = 'checkbox';
-    this.fresh.className = 'nba-panel-new';
-    const freshLabel = el('label', 'nba-panel-newlabel');
-    freshLabel.append(this.fresh, document.createTextNode(' new conversation'));
     this.planFirst.type = 'checkbox';
     this.planFirst.className = 'nba-panel-planfirst';
     const planLabel = el('label', 'nba-panel-newlabel');
     planLabel.title = 'nbagent proposes a plan and changes nothing; you edit the plan, then run it';
     planLabel.append(this.planFirst, document.createTextNode(' plan first'));
     const row = el('div', 'nba-panel-row');
-    row.append(this.model, this.choices, freshLabel, planLabel, this.send);
+    row.append(this.model, this.choices, planLabel, this.send);
     const ask = el('div', 'nba-panel-ask');
-    ask.append(this.aboutEl, this.prompt, row, this.errorEl);
-    this.chat.append(this.statusEl, this.convEl, this.runsEl, this.storedEl, ask);
+    ask.append(this.reviewEl, this.aboutEl, this.prompt, row, this.errorEl);
+    this.chat.append(chats, this.listEl, this.statusEl, this.convEl, this.storedEl, this.runsEl, ask);
     this.node.append(top, this.settings.node, this.chat);
     this.send.onclick = () => void this.submit();
     this.prompt.addEventListener('keydown', event => {
@@ -158,6 +168,7 @@ export class AgentPanel extends Widget {
       this.hub.changed.connect(this.render, this);
     }
     this.runsEl.textContent = '';
+    this.listEl.textContent = '';
     this.render();
     if (!this.settings.node.hidden) {
       void this.settings.show(this.hub);
@@ -174,6 +185,34 @@ export class AgentPanel extends Widget {
       await this.settings.show(this.hub);
     } else if (this.hub && this.hub.state === 'ready') {
       await this.hub.refresh();
+    }
+  }
+
+  /** Show (or hide) this notebook's conversations. */
+  private async toggleList(): Promise<void> {
+    const hub = this.hub;
+    if (this.listEl.childElementCount) {
+      this.listEl.textContent = '';
+      return;
+    }
+    if (!hub) {
+      this.showError('Open a notebook first: the panel works on the current notebook.');
+      return;
+    }
+    this.listButton.disabled = true;
+    try {
+      const result = await hub.conversations();
+      this.listEl.textContent = '';
+      this.listEl.append(conversationList(result, hub.picked?.id ?? null, id => {
+        hub.open(id).then(() => {
+          this.listEl.textContent = '';
+          this.prompt.focus();
+        }, err => this.showError(err instanceof Error ? err.message : String(err)));
+      }));
+    } catch (err) {
+      this.showError(err instanceof Error ? err.message : String(err));
+    } finally {
+      this.listButton.disabled = false;
     }
   }
 
@@ -225,8 +264,7 @@ export class AgentPanel extends Widget {
     this.showError('');
     this.send.disabled = true;
     try {
-      await hub.start(prompt, kind, cell, this.model.value, this.fresh.checked);
-      this.fresh.checked = false;
+      await hub.start(prompt, kind, cell, this.model.value, false);
       return true;
     } catch (err) {
       this.showError(err instanceof Error ? err.message : String(err));
@@ -234,6 +272,10 @@ export class AgentPanel extends Widget {
     } finally {
       this.send.disabled = false;
     }
+  }
+
+  private host(hub: PanelHub, nb: NotebookPanel): Host {
+    return { hub, nb, error: text => this.showError(text), redraw: () => this.render() };
   }
 
   private showError(text: string): void {
@@ -267,11 +309,13 @@ export class AgentPanel extends Widget {
     this.convEl.textContent = '';
     this.storedEl.textContent = '';
     this.aboutEl.textContent = '';
+    this.reviewEl.textContent = '';
     if (!hub || !nb) {
       this.statusEl.append(el('div', 'nba-panel-note', 'Open a notebook: the panel shows its conversation with nbagent.'));
       return;
     }
-    const storedShown = !!hub.stored && ![...hub.runs.values()].some(r => !r.before_restart);
+    const shown = hub.shownRuns();
+    const storedShown = !hub.fresh && !hub.picked && !!hub.stored && !shown.some(r => !r.before_restart);
     if (hub.restarted) {
       this.statusEl.append(el('div', 'nba-panel-restarted', storedShown && hub.runs.size === 0
         ? 'The kernel restarted: its variables and the runs that were going are gone. Below is the stored ' +
@@ -295,8 +339,13 @@ export class AgentPanel extends Widget {
     }
     this.renderConversation(hub);
     this.renderRuns(hub, nb);
-    if (storedShown) {
-      this.renderStored(hub.stored!);
+    conversationReview(this.reviewEl, shown, this.host(hub, nb));
+    if (hub.picked) {
+      this.renderStored(hub.picked, 'picked');
+    } else if (storedShown) {
+      this.renderStored(hub.stored!, 'latest');
+    } else if (hub.fresh && !shown.length) {
+      this.storedEl.append(el('div', 'nba-panel-note nba-panel-fresh', 'New chat: your next prompt starts a new conversation.'));
     }
     if (this.about && !this.about.isDisposed) {
       const index = nb.content.widgets.indexOf(this.about);
@@ -313,7 +362,7 @@ export class AgentPanel extends Widget {
   }
 
   private renderConversation(hub: PanelHub): void {
-    const runs = [...hub.runs.values()];
+    const runs = hub.shownRuns();
     const last = runs.length ? runs[runs.length - 1] : null;
     const head: Partial<RunHead> = last?.head ?? {};
     fillChoices(this.choices, hub.config.models ?? []);
@@ -349,10 +398,14 @@ export class AgentPanel extends Widget {
     }
   }
 
-  private renderStored(stored: StoredConversation): void {
+  private renderStored(stored: StoredConversation, how: 'picked' | 'latest'): void {
+    const runs = `${stored.runs} run${stored.runs === 1 ? '' : 's'}`;
     const title = stored.error
       ? String(stored.error)
-      : `Stored conversation ${stored.id} (${stored.runs} runs): the next prompt continues it (as %agent --resume).`;
+      : how === 'picked'
+        ? `The conversation that began "${(stored.messages ?? []).find(m => m.role === 'you')?.text ?? stored.id}" ` +
+          `(${runs}), picked from the list: your next prompt continues it.`
+        : `Stored conversation ${stored.id} (${runs}): the next prompt continues it (as %agent --resume).`;
     this.storedEl.append(el('div', 'nba-panel-stored-title', title));
     for (const m of stored.messages ?? []) {
       const item = el('div', `nba-panel-msg nba-panel-msg-${m.role === 'you' ? 'you' : 'agent'}`);
@@ -372,7 +425,7 @@ export class AgentPanel extends Widget {
       this.cards.set(hub, cards);
     }
     const order: HTMLElement[] = [];
-    for (const run of hub.runs.values()) {
+    for (const run of hub.shownRuns()) {
       let card = cards.get(run.id);
       if (!card) {
         const cardEl = el('div', 'nba-panel-run');
@@ -407,6 +460,11 @@ export class AgentPanel extends Widget {
     }
     card.title.append(el('span', 'nba-panel-run-label', run.label),
       el('span', 'nba-panel-run-meta', ` · ${statusWord(run.status)} · ${from}`));
+    if (run.step) {
+      const step = el('div', 'nba-panel-step', stepLine(run.step));
+      step.title = 'The step nbagent says it is on, of the plan you approved';
+      card.title.append(step);
+    }
     let want: string;
     if (run.widget && !this.isVisible) {
       want = 'n:hidden';
@@ -434,7 +492,7 @@ export class AgentPanel extends Widget {
           : run.widget ? 'Going on (its live view shows while the panel is open).' : 'Starting…'));
       }
     }
-    this.renderChanges(card, run, hub, nb);
+    runChanges(card.changes, run, this.host(hub, nb));
     this.renderKernelOnly(card, run, hub);
     this.renderPlan(card, run);
   }
@@ -536,65 +594,5 @@ export class AgentPanel extends Widget {
       }
       r.dispose();
     }
-  }
-
-  private renderChanges(card: Card, run: ShownRun, hub: PanelHub, nb: NotebookPanel): void {
-    card.changes.textContent = '';
-    if (!run.changes.length) {
-      return;
-    }
-    const title = el('div', 'nba-panel-changes-title', `Changes (${run.changes.length})`);
-    if (run.changes.filter(c => !c.undone).length > 1) {
-      const all = el('button', 'jp-Button nba-panel-undo-all', 'Undo all') as HTMLButtonElement;
-      all.title = 'Put back every cell this run changed, the latest change first (each only while it still holds what nbagent left)';
-      all.onclick = () => this.undoEvery(hub, nb, run, all);
-      title.append(all);
-    }
-    card.changes.append(title);
-    for (const change of run.changes) {
-      const row = el('div', 'nba-panel-change');
-      row.dataset.call = change.call;
-      const what = `${change.action} ${nameOf(nb, change.cell_id, change.name)}`;
-      const link = el('a', 'nba-panel-change-link', what) as HTMLAnchorElement;
-      link.href = `#nbagent-cell=${encodeURIComponent(change.cell_id)}`;
-      row.append(link);
-      if (change.undone) {
-        row.append(el('span', 'nba-panel-undone', ' · undone'));
-      } else {
-        const undo = el('button', 'jp-Button nba-panel-undo', 'Undo') as HTMLButtonElement;
-        undo.title = 'Put the cell back as it was before this change (only while it still holds what nbagent left)';
-        undo.onclick = () => this.undo(hub, nb, run, change, undo);
-        row.append(undo);
-      }
-      card.changes.append(row);
-    }
-  }
-
-  private undoEvery(hub: PanelHub, nb: NotebookPanel, run: ShownRun, button: HTMLButtonElement): void {
-    button.disabled = true;
-    const outcome = undoAll(run.changes, change => undoChange(nb, change));
-    for (const change of outcome.undone) {
-      change.undone = true;
-      hub.undone(run.id, change.call).catch(err => this.showError(String(err)));
-    }
-    this.render();
-    const stopped = undoSummary(outcome);
-    if (stopped !== null) {
-      this.showError(stopped);
-    }
-  }
-
-  private undo(hub: PanelHub, nb: NotebookPanel, run: ShownRun, change: Change, button: HTMLButtonElement): void {
-    button.disabled = true;
-    try {
-      undoChange(nb, change);
-    } catch (err) {
-      button.disabled = false;
-      this.showError(err instanceof Error ? err.message : String(err));
-      return;
-    }
-    change.undone = true;
-    this.render();
-    hub.undone(run.id, change.call).catch(err => this.showError(String(err)));
   }
 }

@@ -39,6 +39,7 @@ from nbagent import render
 from nbagent.decisions import Decision
 from nbagent.messages import AssistantMessage, UserMessage
 from nbagent.records import ApprovalRequest
+from nbagent.render.steps import run_step, step_html
 
 from .approval import PendingApproval
 from .approval_panel import grant_label as _grant_label  # noqa: F401 - the name tests import from here
@@ -131,6 +132,9 @@ class RunView:
         displays with the static rendering, then `close()`s the widgets)."""
         self.stopped: str | None = None
         """Why the run can no longer go on although it did not end (the kernel is shutting down)."""
+        self.plan_steps: list[str] | None = None
+        """A run carrying out an approved plan: its steps (the header then shows the step the model says it is
+        on: render/steps.py)."""
         self.ended = False
         """True once the run ended and the displays hold the static rendering: the widgets are closed."""
         self.closed_elsewhere = False
@@ -245,6 +249,11 @@ class RunView:
             self._dirty.add("end")
         self._mark("head")
 
+    def follow_plan(self, steps: list[str]) -> None:
+        """The run carries out an approved plan with these steps: the header shows the step it says it is on."""
+        self.plan_steps = list(steps)
+        self._mark("head")
+
     def _mark(self, item: Any) -> None:
         self._dirty.add(item)
         self.throttle.request()
@@ -342,8 +351,10 @@ class RunView:
                                layout=shared().plain)
         if "head" in dirty or end:
             waiting = len(self.pending)
+            step = step_html(run_step(self.run, self.plan_steps)) if self.plan_steps is not None else ""
             sent += set_traits(self._head_info, value=render.header_html(self.run, waiting=waiting, live=not end,
-                                                                   retrying=None if end else self.retrying))
+                                                                   retrying=None if end else self.retrying,
+                                                                   step=step))
         if end:
             s = shared()
             foot = render.footer_html(self.run)

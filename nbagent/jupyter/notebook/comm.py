@@ -132,7 +132,9 @@ class NotebookFrontend:
             comm.on_close(self._on_close_for(comm))
             self._comm = comm
             # the hello goes once the handlers are in place, so no answer can arrive before them
-            comm.send({"id": message_id, "op": "hello", "protocol": PROTOCOL})
+            from nbagent.render.markdown import LIVE_MARK  # the page's Copy / Insert: this kernel's blocks only
+
+            comm.send({"id": message_id, "op": "hello", "protocol": PROTOCOL, "mark": LIVE_MARK})
             try:
                 result = await self._wait(future, HELLO_TIMEOUT, "")
             except NoFrontend:

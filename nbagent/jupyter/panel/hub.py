@@ -2,8 +2,8 @@
 
 The page opens a comm with target `nbagent.panel` (registered by `%load_ext nbagent`; a kernel without it
 closes the comm at once, and the page says to load nbagent) and asks: `{"id": N, "op": "state" | "start" |
-"decide" | "stop" | "undone" | "batch_decide" | "trust" | "steer" | "to_cells" | "settings" | "set_key" |
-"remove_key" | "set_base_url" | "set_option", ...}`; the kernel answers
+"decide" | "stop" | "undone" | "batch_decide" | "trust" | "steer" | "to_cells" | "conversations" |
+"open" | "settings" | "set_key" | "remove_key" | "set_base_url" | "set_option", ...}`; the kernel answers
 `{"id": N, "ok": true, "result": {...}}` or
 `{"id": N, "ok": false, "error": "why"}`, and pushes `{"event": "run", "run": <summary, see model.py>}`
 whenever a run moved on. Every message, its fields and what each answer holds are in protocol.json beside
@@ -43,10 +43,13 @@ from IPython.core.error import UsageError
 
 from nbagent import render
 from nbagent.messages import UserMessage
+from nbagent.render.steps import plan_steps
 from nbagent.safety import keys, redact
 
 from ..protocol import problem, request_ops
 from .choices import model_choices
+from .conversations import conversation_list, open_conversation, verified
+from .files import file_mentions, file_summary
 from .model import EDIT_TOOLS, run_summary, stored_summary
 from .prompts import cell_prompt, follow_prompt, mention_prompt, plan_prompt
 from . import settings as _settings
@@ -154,7 +157,9 @@ class PanelHub:
         if not session.runs:
             stored = self._stored()
         conversation = session.stored.last
-        return {"runs": runs, "stored": stored, "session_id": session.stored.session_id,
+        from nbagent.render.markdown import LIVE_MARK  # the page's Copy / Insert: this kernel's blocks only
+
+        return {"runs": runs, "stored": stored, "session_id": session.stored.session_id, "mark": LIVE_MARK,
                 "kernel": session.stored.origin, "conversation": conversation.id if conversation is not None else None,
                 "config": {"model": _spec(session.config.model), "mode": str(session.config.mode),
                            "models": model_choices(session.shell.user_ns, os.environ,
@@ -193,18 +198,24 @@ class PanelHub:
         elif kind == "plan":  # plan first: a plan, and nothing changed (plan mode runs read-only tools only)
             prompt, label, mode = UserMessage(plan_prompt(prompt), said=prompt), "Plan first: " + label, "plan"
         elif kind == "follow":  # the plan as the person approved it, carried out in the notebook's own mode
+            steps = plan_steps(prompt)
             said = "Carry out the plan"
             prompt, label = UserMessage(follow_prompt(prompt), said=said), said
             mode = str(session.config.mode) if str(session.config.mode) != "plan" else "default"
-        else:  # @df, @total: what those names hold goes with the words, folded under them in the views
+        else:  # @df, @total, @[3]: what those names hold, that cell's source, go with the words, folded in the views
             hidden = getattr(session.shell, "user_ns_hidden", {})
-            mentioned = mention_prompt(prompt, session.shell.user_ns, hidden)
+            files = [(path, *file_summary(path, session.workspace, session.config.rules))
+                     for path in file_mentions(prompt, session.shell.user_ns)]
+            mentioned = mention_prompt(prompt, session.shell.user_ns, hidden, data.get("cells"), files)
             if mentioned is not None:
                 prompt = UserMessage(mentioned, said=prompt)
         resume = data.get("resume")
         stored = session.stored
-        if resume and stored.last is None and stored.resumed is None and not data.get("new"):
-            stored.resume(resume)  # the stored conversation the panel showed: the run continues it
+        if resume and not data.get("new") and resume != stored.session_id and kind not in ("fix", "explain"):
+            # the stored conversation the panel shows (picked from its list, or the notebook's latest): the run
+            # continues it, only when the store's loader verifies it
+            verified(stored.workspace, resume)
+            stored.resume(resume)
         # Fix and Explain are side threads: the conversation the panel's prompts continue does not grow with them
         options = RunOptions(model=data.get("model") or None, new=bool(data.get("new")), mode=mode,
                              side=kind in ("fix", "explain"))
@@ -216,8 +227,21 @@ class PanelHub:
             displays.cell_id = before
         self.meta[run.id] = {"source": "panel", "kind": kind, "label": label,
                              "cell": cell.get("id") if isinstance(cell, dict) else None}
+        if kind == "follow":  # the step the run says it is on, named by the approved plan (render/steps.py)
+            self.meta[run.id]["plan_steps"] = steps
+            view = session.view(run)
+            if view is not None and hasattr(view, "follow_plan"):
+                view.follow_plan(steps)
         self.follow(run)
         return self.summary(run)
+
+    def _op_conversations(self, data: dict[str, Any]) -> dict[str, Any]:
+        """This notebook's stored conversations, newest first (conversations.py)."""
+        return conversation_list(self.session.stored)
+
+    def _op_open(self, data: dict[str, Any]) -> dict[str, Any]:
+        """One of them, to show before the next prompt continues it (a verified one only)."""
+        return open_conversation(self.session.stored, data["session"])
 
     def _run(self, run_id: str) -> Any:
         for run in self.session.runs:

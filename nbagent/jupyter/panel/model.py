@@ -3,7 +3,8 @@
     {"id", "status", "label", "source": "panel" | "cell", "kind", "head": {model, mode, tools, cost, context},
      "widget": the live view's widget model id (live runs) | None, "html": the static rendering (ended runs),
      "reviews": the notebook edits waiting for a decision, "changes": the cells the run changed,
-     "kernel_only": the names a finished run made that no cell defines (its cells: op "to_cells")}
+     "kernel_only": the names a finished run made that no cell defines (its cells: op "to_cells"),
+     "plan": a plan-first run's plan, "step": the step of the approved plan a run carrying it out says it is on}
 
 A review carries the whole proposal (every byte of `old` and `new`) and a digest of the exact arguments
 the approval would allow; a decision sent back with another digest is refused (`digest`). A change carries
@@ -20,6 +21,7 @@ from typing import Any, Callable
 
 from nbagent import render
 from nbagent.render import usage as render_usage
+from nbagent.render.steps import run_step
 
 from ..live.approval import digest
 
@@ -134,6 +136,7 @@ def run_summary(run: Any, view: Any, meta: dict[str, Any], undone: set[str], *, 
             "head": head_part, "widget": widget_id, "html": html,
             "reviews": reviews(view, seen) if live and view is not None else [], "changes": change_list,
             "plan": _plan(run) if meta.get("kind") == "plan" and run.status == "done" else None,
+            "step": run_step(run, meta.get("plan_steps")) if meta.get("kind") == "follow" else None,
             "kernel_only": [] if live else _kernel_only(run)}
 
 

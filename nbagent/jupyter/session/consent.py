@@ -32,8 +32,9 @@ __all__ = ["TrustPrompt", "consent_html"]
 
 
 def consent_html(config: Any) -> str:
-    """The prompt's text: every server with its command and args (or URL), cwd, the names of the variables
-    it sets and of its headers, the kernel's variables it reads, and warnings. All of it escaped."""
+    """The prompt's text: every server with its command and args (or URL), cwd, the variables it sets with
+    their values (credentials redacted), the names of its headers, the kernel's variables it reads, warnings,
+    and every workspace file its servers run. All of it through `shown_html` (escaped, hidden characters shown)."""
     from nbagent.mcp import server_summary
 
     e = shown_html
@@ -47,7 +48,8 @@ def consent_html(config: Any) -> str:
             if s["cwd"]:
                 what += f" in <code>{e(s['cwd'])}</code>"
             if s["env"]:
-                what += "<br>environment it sets: " + ", ".join(f"<code>{e(n)}</code>" for n in s["env"])
+                what += "<br>environment it sets: " + ", ".join(
+                    f"<code>{e(n)}={e(v)}</code>" for n, v in s["env_values"].items())
         else:
             what = f"sends requests to <code>{e(s['url'] or '')}</code>"
             if s["headers"]:

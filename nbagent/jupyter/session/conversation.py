@@ -232,8 +232,9 @@ class StoredConversation:
 
     def sessions(self) -> Any:
         mine = {i.id for i in self.mine()}
-        infos = [i for i in self._listed() if not i.empty]
-        return SessionList(infos, self.notebook_path(), self.session_id, mine)
+        listed = self._listed()
+        infos = [i for i in listed if not i.empty]
+        return SessionList(infos, self.notebook_path(), self.session_id, mine, getattr(listed, "skipped", []))
 
     def replay_mode(self) -> str:
         mode = (os.environ.get("NBAGENT_REPLAY") or "").strip().lower()
@@ -274,8 +275,10 @@ class SessionList:
     """`%agent --sessions`: the stored conversations of the workspace, this notebook's marked."""
 
     def __init__(self, infos: list[Any], notebook: str | None, current: str | None,
-                 mine: set[str] | None = None) -> None:
+                 mine: set[str] | None = None, skipped: list[Any] | None = None) -> None:
         self.infos = infos
+        self.skipped = skipped or []
+        """Files of the sessions folder left out because they do not verify (`nbagent.sessions.Skipped`)."""
         self.notebook = notebook
         self.current = current
         self.mine = mine or set()
@@ -289,12 +292,20 @@ class SessionList:
 
     def __repr__(self) -> str:
         if not self.infos:
-            return "No stored conversations in this workspace yet."
-        lines = [f"{len(self.infos)} stored conversation{'s' if len(self.infos) != 1 else ''} "
-                 "(%agent --resume ID continues one; %agent --delete-session ID removes one):"]
+            lines = ["No stored conversations in this workspace yet."]
+        else:
+            lines = [f"{len(self.infos)} stored conversation{'s' if len(self.infos) != 1 else ''} "
+                     "(%agent --resume ID continues one; %agent --delete-session ID removes one):"]
         for info in self.infos:
             mark = "*" if info.id == self.current else " "
             lines.append(f" {mark} {info}{'  (this notebook)' if info.id in self.mine else ''}")
+        if self.skipped:
+            n = len(self.skipped)
+            lines.append(f"Left out: {n} file{'s' if n != 1 else ''} that do{'es' if n == 1 else ''} not verify "
+                         "(unsigned, forged, edited or signed with another key; never picked as the latest):")
+            from nbagent.safety.hidden import terminal_safe
+
+            lines += [f"   {terminal_safe(str(s))}" for s in self.skipped]
         return "\n".join(lines)
 
     def _where(self, info: Any) -> str:
@@ -308,8 +319,14 @@ class SessionList:
     def _repr_html_(self) -> str:
         from nbagent.safety.shown import shown_html as escape
 
+        left = ""
+        if self.skipped:
+            n = len(self.skipped)
+            left = (f"<p>Left out: {n} file{'s' if n != 1 else ''} that do{'es' if n == 1 else ''} not verify (unsigned, "
+                    "forged, edited or signed with another key; never picked as the latest):</p><ul>"
+                    + "".join(f"<li><code>{escape(s.name)}</code>: {escape(s.why)}</li>" for s in self.skipped) + "</ul>")
         if not self.infos:
-            return "<p>No stored conversations in this workspace yet.</p>"
+            return "<p>No stored conversations in this workspace yet.</p>" + left
         rows = "".join(
             f'<tr><td style="white-space: nowrap"><code>{escape(i.id)}</code>{" (current)" if i.id == self.current else ""}'
             f'<br><code class="nba-resume" title="Run this to continue the conversation">%agent --resume {escape(i.id)}'
@@ -320,5 +337,5 @@ class SessionList:
             for i in self.infos)
         return ("<table><thead><tr><th>id</th><th>notebook</th><th>started</th><th>runs</th><th>turns</th>"
                 f"<th>calls</th><th>last prompt</th></tr></thead><tbody>{rows}</tbody></table>"
-                "<p>%agent --resume ID continues one; %agent --delete-session ID removes one.</p>")
+                "<p>%agent --resume ID continues one; %agent --delete-session ID removes one.</p>" + left)
 

@@ -159,8 +159,11 @@ def test_copy_and_insert_as_cell_on_the_models_code_blocks(server):
         #    block in the model's text (the control) does
         p.evaluate("""() => {
             const md = document.querySelector('.jp-OutputArea .nba:not(.nba-view) .nba-body > .nba-md');
+            // the live kernel's mark, as its own blocks carry it (a saved block without it gets nothing)
+            const mark = [...document.querySelector('.nba-code-wrap pre.nba-code-block').classList]
+                .find(c => c.startsWith('nba-live-'));
             const make = text => { const pre = document.createElement('pre');
-                pre.className = 'nba-code-block nba-lang-python'; const code = document.createElement('code');
+                pre.className = `nba-code-block nba-lang-python ${mark}`; const code = document.createElement('code');
                 code.textContent = text; pre.append(code); return pre; };
             const safe = document.createElement('div'); safe.className = 'nba-safe';
             const inner = document.createElement('div'); inner.className = 'nba-md'; inner.append(make('forged_in_page'));

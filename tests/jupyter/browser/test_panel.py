@@ -163,7 +163,10 @@ def test_the_panel_works_in_the_notebook(server):
         fix.wait_for(state="visible", timeout=30_000)
         fix.click()
         review = page.code_cells.nth(3).locator(".nba-review")
-        review.wait_for(state="visible", timeout=30_000)
+        try:
+            review.wait_for(state="visible", timeout=30_000)
+        except Exception:
+            raise AssertionError("no review on the cell; the panel says: " + panel_text(page)) from None
         # the model's text is shown as text: the markup in it is visible, and inert
         assert "+ print('<img src=x onerror=window.__nba_pwned=1>')" in review.inner_text()
         assert review.locator("img").count() == 0 and p.evaluate("() => window.__nba_pwned") is None
@@ -182,7 +185,7 @@ def test_the_panel_works_in_the_notebook(server):
         p.locator("#nbagent-panel .nba-panel-chip-x").click()
 
         # 4. the changes list: Undo puts the fixed cell back
-        undo = p.locator("#nbagent-panel .nba-panel-change:has-text('total = 10') button.nba-panel-undo")
+        undo = p.locator("#nbagent-panel .nba-panel-run .nba-panel-change:has-text('total = 10') button.nba-panel-undo")
         undo.wait_for(state="visible", timeout=15_000)
         undo.scroll_into_view_if_needed()
         page.shot(f"panel-{app}-changes", p.locator("#nbagent-panel"))

@@ -172,7 +172,7 @@ def test_the_panel_reads_as_the_person_sees_the_notebook(server):
         assert review.locator(".nba-review-stale").count() == 0
         click_until_gone(page, review.locator("button.nba-accept"))
         wait_sources(page, lambda s: s[2] == FIXED, "the accepted edit was not applied")
-        change = p.locator("#nbagent-panel .nba-panel-change").first
+        change = p.locator("#nbagent-panel .nba-panel-run .nba-panel-change").first
         change.wait_for(state="visible", timeout=30_000)
         assert change.locator(".nba-panel-change-link").inner_text() == f"edited {NAME}"
 

@@ -57,6 +57,9 @@ def test_the_protocol_end_to_end_in_a_real_kernel(session) -> None:
         assert [c["source"] for c in nb.cells] == ["x = 1", "y = x + 2  # typed, not run", "print(y)"]
         ops = [r["op"] for r in nb.requests]
         assert ops == ["hello", "read", "insert", "edit"]
+        # the hello tells the page the class this kernel's code blocks carry: only those get Copy / Insert
+        mark = session.value("__import__('nbagent.render.markdown').render.markdown.LIVE_MARK")
+        assert nb.requests[0]["mark"] == mark and mark.startswith("nba-live-")
         assert all(r.get("client") == nb.client for r in nb.requests[1:])
     finally:
         fe.stop()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -226,6 +227,23 @@ def test_an_at_mention_in_the_panel_sends_what_the_name_holds_beside_the_words(k
     assert sent.startswith(words) and "@total: int = 10" in sent and "@rate: not defined in the kernel" in sent
     page.pushed(lambda r: r["reviews"])
     assert page.ask("stop", run=run["id"])["result"]["stopped"] is True
+    # @[5]: the cell the page shows as In [5], its source as the page sent it
+    words = "What does @[5] do?"
+    cell = {"id": "c4", "source": "rate = total / count", "execution_count": 5, "index": 4}
+    run = page.ask("start", prompt=words, kind="prompt", new=True, cells=[cell])["result"]
+    assert run["label"] == words and kernel.value(prompt + ".said") == words
+    sent = kernel.value(prompt + ".text")
+    assert "@[5] is the cell c4 (shown as [5] in the notebook)" in sent and "rate = total / count" in sent
+    page.pushed(lambda r: r["id"] == run["id"] and r["status"] == "done")
+    # @sales.csv: a workspace file's name, size and head (the kernel's working folder is the workspace)
+    (kernel_dir := Path(kernel.value("__import__('os').getcwd()"))).joinpath("sales.csv").write_text("region,revenue\nnorth,3\n")
+    words = "Load @sales.csv and @../outside.txt"
+    run = page.ask("start", prompt=words, kind="prompt", new=True)["result"]
+    sent = kernel.value(prompt + ".text")
+    assert "@sales.csv: sales.csv, 23 bytes; all of it:" in sent and "north,3" in sent
+    assert "@../outside.txt: not sent: '../outside.txt' leads outside the workspace" in sent
+    assert kernel_dir.is_dir()
+    page.pushed(lambda r: r["id"] == run["id"] and r["status"] not in ("running", "waiting_for_approval"))
 
 
 PLAN_SETUP = r'''%load_ext nbagent
@@ -250,6 +268,9 @@ def test_plan_first_proposes_a_plan_in_plan_mode_then_follows_the_plan_as_edited
     assert follow["label"] == "Carry out the plan" and follow["plan"] is None
     ended = page.pushed(lambda r: r["id"] == follow["id"] and r["status"] == "done")
     assert ended["head"]["mode"] == "default"  # the plan is carried out in the notebook's own mode
+    # the step the model said it is on ("Step 2 of 2: done."), named by the plan as edited
+    assert ended["step"] == {"n": 2, "of": 2, "text": "Divide by max(count, 1) and say so in a comment.", "planned": 2}
+    assert done["step"] is None  # only a run carrying out a plan has one
     sent = kernel.value(f"{session}.runs[-1].prompt.text")
     assert edited in sent and "Step N of M" in sent
     # the same conversation: the plan run's messages come before it

@@ -1,0 +1,424 @@
+"""Protected paths kept by a copy, for the Landlock backend where the process may make no mount namespace.
+
+Landlock gives a folder's rights to everything beneath it: a command that may make `notes.txt` at the
+workspace's top level may also write `.git/config` (measured, Landlock ABI 7: with MAKE_REG, MAKE_DIR and
+MAKE_SYM on the top folder alone `touch` works but `echo hi > notes.txt` does not, and a symbolic link can be
+planted as `.git/hooks/pre-commit`; add WRITE_FILE and `.git/config`, `.mcp.json` and new hooks are writable;
+without REMOVE_* nothing at the top can be renamed, so neither can `sed -i` or `mv` an ordinary file there).
+So there the whole workspace is writable, and what protects the protected paths is this module:
+
+- before the command, `ProtectedCopy` takes what of each protected top-level entry can run programs:
+  which entry it is (device and inode, so a rename away or a replacement is seen), and every file, folder
+  and link inside it with its mode and content, except the data that changes as a person works (git's
+  objects, refs, logs and index; nbagent's sessions and batches), which runs nothing;
+- after the command (and, for a command left running in the background, before every later call and
+  when it ends: `check_running`), `restore()` compares and puts back what changed: an entry renamed away is
+  renamed back from where it went (found by its inode), a replaced or removed one made again from the copy,
+  a changed file written back, a new file removed; the result names each path put back.
+
+What this does not give (the mount namespace does, `nbagent.safety.sandbox_landlock`): while the command
+runs, a program outside the sandbox (a git prompt, JupyterLab's git panel, an editor) can read what the
+command wrote before it is put back; `.git`'s history, if the command deletes it, is not in the copy.
+
+Bounded: more than `COPY_LIMIT` bytes or `ENTRY_LIMIT` entries to copy makes `ProtectedCopy` raise
+`CopyTooLarge`; the caller then closes the top level instead (it fails closed).
+
+It reads what the workspace holds (which anyone could have written) only to compare it and copy it back;
+nothing found there is run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import threading
+from collections.abc import Iterable
+
+from .protected import PROTECTED_PATHS
+
+__all__ = ["COPY_LIMIT", "ENTRY_LIMIT", "CopyTooLarge", "ProtectedCopy", "check_running", "ended", "started", "take"]
+
+COPY_LIMIT = 32 * 1024 * 1024
+ENTRY_LIMIT = 20_000
+SEARCH_LIMIT = 100_000
+"""How many workspace entries `restore` looks through for an entry renamed away."""
+
+_DATA = {".git": frozenset({"objects", "refs", "logs", "index", "HEAD", "FETCH_HEAD", "ORIG_HEAD", "MERGE_HEAD",
+                            "CHERRY_PICK_HEAD", "REVERT_HEAD", "AUTO_MERGE", "COMMIT_EDITMSG", "packed-refs", "lfs",
+                            "rr-cache", "shallow", "sequencer", "rebase-merge", "rebase-apply", "BISECT_LOG"}),
+         ".nbagent": frozenset({"sessions", "batches"})}
+"""Per protected folder: names (at any depth in it) of data that changes as the person or nbagent works and
+runs no program; not copied, not put back (a commit or a stored session made meanwhile is kept)."""
+
+
+class CopyTooLarge(OSError):
+    """The protected paths hold more than `ProtectedCopy` may copy."""
+
+
+_Entry = tuple[str, int, "bytes | str | None"]
+"""(kind, mode, content): kind "f", "d" or "l"; content: a file's bytes, a link's target, or None."""
+
+
+class ProtectedCopy:
+    """What each protected top-level entry of `ws` holds that can run programs, taken now."""
+
+    def __init__(self, ws: str | os.PathLike[str], names: Iterable[str] = PROTECTED_PATHS) -> None:
+        self.ws = os.path.realpath(ws)
+        self.tops: dict[str, tuple[int, int, str]] = {}
+        """name: (device, inode, kind) of each protected entry at the top level."""
+        self.entries: dict[str, _Entry] = {}
+        """Workspace-relative path: what it was."""
+        self.names = tuple(names)
+        self.users = 0
+        """Commands kept by this copy now (`take`, `ended`)."""
+        self.background = 0
+        """Of those, how many run in the background."""
+        self.shared = False
+        """Two commands or more were kept by it at once (what was put back may be either's doing)."""
+        self._size = 0
+        self._lock = threading.Lock()
+        for name in dict.fromkeys(self.names):
+            path = os.path.join(self.ws, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            self.tops[name] = (st.st_dev, st.st_ino, _kind(st.st_mode))
+            self._take(name, _DATA.get(name, frozenset()))
+            if stat.S_ISLNK(st.st_mode):  # where it leads, when that is in the workspace, is kept too
+                real = os.path.realpath(path)
+                if real.startswith(self.ws + "/") and os.path.exists(real):
+                    self._take(os.path.relpath(real, self.ws), frozenset())
+
+    def _take(self, rel: str, data: frozenset[str]) -> None:
+        pending = [rel]
+        while pending:
+            here = pending.pop()
+            full = os.path.join(self.ws, here)
+            st = os.lstat(full)
+            if len(self.entries) >= ENTRY_LIMIT:
+                raise CopyTooLarge(f"more than {ENTRY_LIMIT:,} entries in protected paths")
+            kind = _kind(st.st_mode)
+            if kind == "f":
+                self._size += st.st_size
+                if self._size > COPY_LIMIT:
+                    raise CopyTooLarge(f"more than {COPY_LIMIT:,} bytes in protected paths")
+                file = os.open(full, os.O_RDONLY | _NOFOLLOW)
+                try:
+                    content: bytes | str | None = _read(file)
+                finally:
+                    os.close(file)
+            elif kind == "l":
+                content = os.readlink(full)
+            else:
+                content = None
+            self.entries[here] = (kind, stat.S_IMODE(st.st_mode), content)
+            if kind == "d":
+                for entry in os.scandir(full):
+                    if entry.name not in data:
+                        pending.append(os.path.join(here, entry.name))
+
+    # -- after -------------------------------------------------------------------------------------------
+
+    def restore(self) -> list[str]:
+        """Put back what changed since the copy was taken; each path put back, with what was done."""
+        with self._lock:
+            done: list[str] = []
+            remade: set[str] = set()
+            for name, (dev, ino, kind) in self.tops.items():
+                said = self._top(name, dev, ino, kind)
+                if said and "made again" in said[0]:
+                    remade.add(name)
+                done += said
+            for rel in sorted(self.entries):
+                said = self._one(rel)
+                if rel.split("/")[0] not in remade:  # a top made again whole is reported once, by its name
+                    done += said
+            for rel in self._new_entries():
+                try:
+                    self._remove_new(rel)
+                    done.append(f"{rel} (made by the command: removed)")
+                except OSError:
+                    done.append(f"{rel} (made by the command: could not be removed)")
+            return done
+
+    def _top(self, name: str, dev: int, ino: int, kind: str) -> list[str]:
+        at = _At(self.ws)
+        st = at.lstat(name)
+        if st is not None and (st.st_dev, st.st_ino) == (dev, ino) and _kind(st.st_mode) == kind:
+            return []  # (an inode number reused by a new folder: its content is compared below)
+        moved = _find(self.ws, dev, ino, kind)
+        try:
+            if st is not None:
+                at.remove(name)
+            if moved is not None:
+                at.rename(moved, name)
+                return [f"{name} (renamed away to {moved}: renamed back)"]
+        except OSError:
+            return [f"{name} (replaced: could not be put back)"]
+        what = "replaced" if st is not None else "removed"
+        lost = " (what runs no program, such as git's history, was not in the copy)" if name in _DATA else ""
+        return [f"{name} ({what}: made again from the copy{lost})"]
+
+    def _one(self, rel: str) -> list[str]:
+        kind, mode, content = self.entries[rel]
+        at = _At(self.ws)
+        st = at.lstat(rel)
+        same = st is not None and _kind(st.st_mode) == kind
+        if same and stat.S_IMODE(st.st_mode) == mode and (kind in ("d", "o") or at.content(rel, kind) == content):
+            return []
+        if kind == "o":
+            return [f"{rel} (changed: could not be put back, it is neither a file, a folder nor a link)"]
+        try:
+            if st is not None and (not same or kind == "l"):
+                at.remove(rel)  # a file written in place is written back in place: the same file stays
+            if kind == "d":
+                at.mkdir(rel, mode)
+            elif kind == "l":
+                at.symlink(rel, content)  # type: ignore[arg-type]
+            else:
+                at.write(rel, content, mode)  # type: ignore[arg-type]
+        except OSError:
+            return [f"{rel} (changed: could not be put back)"]
+        return [f"{rel} ({'removed' if st is None else 'changed'}: put back)"]
+
+    def _new_entries(self) -> list[str]:
+        """Entries in the copied folders that were not there (a hook the command added), outermost first."""
+        found: list[str] = []
+        at = _At(self.ws)
+        for rel, (kind, _mode, _content) in self.entries.items():
+            if kind != "d":
+                continue
+            data = _DATA.get(rel.split("/")[0], frozenset())
+            for name in at.listdir(rel):
+                child = os.path.join(rel, name)
+                if child not in self.entries and name not in data and not _transient(name):
+                    found.append(child)
+        return sorted(found)
+
+    def _remove_new(self, rel: str) -> None:
+        _At(self.ws).remove(rel)
+
+
+def _transient(name: str) -> bool:
+    """A file git makes and removes as it works (a lock, a message, a merge's state): left alone."""
+    return name.endswith((".lock", "_MSG", "_MODE", "_HEAD")) or name in ("gc.pid", "gc.log")
+
+
+def _kind(mode: int) -> str:
+    """"f" a file, "d" a folder, "l" a link, "o" anything else (a fifo, a socket: never opened)."""
+    return ("l" if stat.S_ISLNK(mode) else "d" if stat.S_ISDIR(mode) else "f" if stat.S_ISREG(mode) else "o")
+
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+def _read(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class _At:
+    """Operations on a workspace-relative path that follow no link on the way: each folder is opened from the
+    workspace's own with O_NOFOLLOW, so a command still running (in the background) cannot turn one of them
+    into a link that leads what is put back, or removed, outside the workspace. Files are opened
+    non-blocking (a fifo never holds nbagent up)."""
+
+    def __init__(self, ws: str) -> None:
+        self.ws = ws
+
+    def _parent(self, rel: str) -> tuple[int, str]:
+        parts = rel.split("/")
+        fd = os.open(self.ws, _DIR)
+        try:
+            for part in parts[:-1]:
+                inner = os.open(part, _DIR | os.O_NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = inner
+        except OSError:
+            os.close(fd)
+            raise
+        return fd, parts[-1]
+
+    def lstat(self, rel: str) -> os.stat_result | None:
+        try:
+            fd, name = self._parent(rel)
+        except OSError:
+            return None
+        try:
+            return os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    def content(self, rel: str, kind: str) -> bytes | str | None:
+        try:
+            fd, name = self._parent(rel)
+        except OSError:
+            return None
+        try:
+            if kind == "l":
+                return os.readlink(name, dir_fd=fd)
+            file = os.open(name, os.O_RDONLY | _NOFOLLOW, dir_fd=fd)
+            try:
+                return _read(file)
+            finally:
+                os.close(file)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+
+    def write(self, rel: str, content: bytes, mode: int) -> None:
+        fd, name = self._parent(rel)
+        try:
+            file = os.open(name, os.O_WRONLY | os.O_CREAT | _NOFOLLOW, 0o600, dir_fd=fd)
+            try:
+                os.fchmod(file, mode | stat.S_IWUSR)
+                os.ftruncate(file, 0)
+                view = memoryview(content)
+                while view:
+                    view = view[os.write(file, view):]
+                os.fchmod(file, mode)
+            finally:
+                os.close(file)
+        finally:
+            os.close(fd)
+
+    def mkdir(self, rel: str, mode: int) -> None:
+        fd, name = self._parent(rel)
+        try:
+            try:
+                os.mkdir(name, 0o700, dir_fd=fd)
+            except FileExistsError:
+                pass
+            folder = os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=fd)
+            try:
+                os.fchmod(folder, mode)
+            finally:
+                os.close(folder)
+        finally:
+            os.close(fd)
+
+    def symlink(self, rel: str, target: str) -> None:
+        fd, name = self._parent(rel)
+        try:
+            os.symlink(target, name, dir_fd=fd)
+        finally:
+            os.close(fd)
+
+    def remove(self, rel: str) -> None:
+        fd, name = self._parent(rel)
+        try:
+            if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                shutil.rmtree(name, dir_fd=fd)  # which itself follows no link (`rmtree.avoids_symlink_attacks`)
+            else:
+                os.unlink(name, dir_fd=fd)
+        finally:
+            os.close(fd)
+
+    def rename(self, rel: str, to: str) -> None:
+        fd, name = self._parent(rel)
+        try:
+            to_fd, to_name = self._parent(to)
+            try:
+                os.rename(name, to_name, src_dir_fd=fd, dst_dir_fd=to_fd)
+            finally:
+                os.close(to_fd)
+        finally:
+            os.close(fd)
+
+    def listdir(self, rel: str) -> list[str]:
+        try:
+            fd, name = self._parent(rel)
+        except OSError:
+            return []
+        try:
+            folder = os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=fd)
+            try:
+                return os.listdir(folder)
+            finally:
+                os.close(folder)
+        except OSError:
+            return []
+        finally:
+            os.close(fd)
+
+
+def _find(ws: str, dev: int, ino: int, kind: str) -> str | None:
+    """Where in `ws` the entry with this device and inode is now (renamed away, relative to `ws`), or None."""
+    pending, seen = [ws], 0
+    while pending and seen < SEARCH_LIMIT:
+        try:
+            entries = list(os.scandir(pending.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            try:
+                folder = entry.is_dir(follow_symlinks=False)
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) == (dev, ino) and _kind(st.st_mode) == kind:
+                return os.path.relpath(entry.path, ws)
+            if folder and entry.name not in (".git", "node_modules"):
+                pending.append(entry.path)
+    return None
+
+
+# -- commands that overlap share one copy; those in the background are checked before each later call ------------
+
+_SHARED: dict[tuple[str, tuple[str, ...]], ProtectedCopy] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def take(ws: str | os.PathLike[str], names: Iterable[str] = PROTECTED_PATHS) -> ProtectedCopy:
+    """The copy a command starting now is kept by: a new one, or, while another command of the same workspace
+    runs, that one's (taken before either could change anything: a copy taken now could hold what the other
+    already planted)."""
+    key = (os.path.realpath(ws), tuple(names))
+    with _SHARED_LOCK:
+        copy = _SHARED.get(key)
+        if copy is None:
+            copy = _SHARED[key] = ProtectedCopy(*key)
+        copy.users += 1
+        copy.shared = copy.shared or copy.users > 1
+        return copy
+
+
+def started(copy: ProtectedCopy) -> None:
+    """A command kept by `copy` goes on in the background: `check_running` looks at it until it ends."""
+    with _SHARED_LOCK:
+        copy.background += 1
+
+
+def ended(copy: ProtectedCopy, background: bool = False) -> list[str]:
+    """A command kept by `copy` ended. The last of the commands kept by it puts back what was changed while
+    they ran (a command running beside it may still be at work until then) and lets the copy go; so does
+    one ending while a command runs in the background (which is checked between calls anyway). What was
+    put back, or [] for the others."""
+    with _SHARED_LOCK:
+        copy.users -= 1
+        copy.background -= 1 if background else 0
+        last = copy.users <= 0
+        if last:
+            _SHARED.pop((copy.ws, copy.names), None)
+        now = last or copy.background > 0
+    return copy.restore() if now else []
+
+
+def check_running() -> list[str]:
+    """For every copy a command still running in the background is kept by: put back what was changed so
+    far (called before each tool call, so nothing planted is read by the next one)."""
+    with _SHARED_LOCK:
+        copies = [c for c in _SHARED.values() if c.background > 0]
+    done: list[str] = []
+    for copy in copies:
+        done += copy.restore()
+    return done

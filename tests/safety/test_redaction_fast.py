@@ -1,0 +1,173 @@
+"""Redaction's fast paths give exactly what the slow ones gave, on every shape the gate knows: the skeleton made
+with `bytes.translate` (ASCII text), the first look that remembers the runs it found clean, and the shape scan
+that skips a text holding none of the shapes' marker words. Each test runs both paths over the same corpus
+(keys whole, in pieces, reversed, wrapped over lines, quoted in pieces, base64 and hex, JSON-escaped, URLs with
+passwords, DSNs, connection strings, configuration fields, every token shape) and compares."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nbagent.safety import secrets as _secrets
+from nbagent.safety import shapes as _shapes
+from tests.safety.test_redaction_scan import MORE, TOKENS
+
+KEY = "Zq8vN2xPmL4kR7tY1wB9cE3hJ6uA0sD5"
+ENV_KEY = "sk-proj-" + "Qm7Xv2Lp9Rt4Wz8Kc3Nb6Hd1Fy5Gs0Ja" * 2
+PASSWORD = 'pa"ss\\wo\nrd#2024'
+
+
+def _carriers(secret: str) -> list[str]:
+    raw = secret.encode()
+    return [secret, secret[3:11], secret[::-1][5:14], secret[:9] + "\n" + secret[9:], f'"{secret[:7]}" "{secret[7:]}"',
+            " ".join(secret[:12]), json.dumps(secret)[1:-1], raw.hex(), raw.hex().upper(), base64.b64encode(raw).decode(),
+            base64.b64encode(b"x" + raw).decode(), base64.urlsafe_b64encode(b"xy" + raw).decode()]
+
+
+SHAPES = [
+    "postgres://app:Tr0ub4dor3@db:5432/x", "amqp://guest:s3cr3t-pw@broker//", "REDIS_URL=redis://:Pq9wErTy@cache:6379",
+    "Server=sql1;Database=app;User Id=web;Password=p4ss-w0rd;", "SERVER=X;PWD=Hunter22;",
+    "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=abc+def/ghi==;EndpointSuffix=core",
+    "https://acct.blob.core.windows.net/c?sv=2022&SIG=Qm9vbGVhbiBub3Q%3D&se=1", 'config = {"Api-Key": "k-1234567890"}',
+    "password = 'hunter2!!'", "export DB_PASSWORD=hunter2x", "AUTHORIZATION: Bearer abcdefgh12345678",
+    "https://f3a9b7c2d8e1f6a4b0c5d9e2f7a1b3c8@o451.ingest.sentry.io/6021", "client_secret = 'Zx81Qw72Er63'",
+    'CREDENTIALS: "Uu7Yy6Tt5Rr4"', "SharedAccessSignature=sv=2021&sig=Ab12Cd34Ef56", "token: 'Qm7Xv2Lp9R'",
+    "https://discord.com/api/webhooks/123456/AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+    *TOKENS.values(), *MORE,
+]
+
+
+def corpus() -> list[str]:
+    """Every carrier and shape alone, inside prose, and inside a store line (JSON: quotes and escapes)."""
+    out = []
+    for item in [*(_carriers(s) for s in (KEY, ENV_KEY, PASSWORD)), SHAPES]:
+        for text in item:
+            out += [text, f"the output was {text} and more", json.dumps({"kind": "message", "text": text}),
+                    text.upper(), text.lower()]
+    out += ['{"kind":"call","id":"call_71d7eaa8001101","arguments":{"a":1,"b":2},"duration":0.00018}',
+            "the high road, though: see github.com/x", "max_tokens=100", "password: str", "é " + KEY[2:10] + " ü"]
+    return out
+
+
+@pytest.fixture
+def keyed(monkeypatch, registered_secrets):
+    monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
+    monkeypatch.setenv("DB_PASSWORD", PASSWORD)
+    _secrets.add_secret(KEY, "my_key")
+    return _secrets._compiled()
+
+
+def _slow_shapes(monkeypatch) -> None:
+    """The shape scan without its first looks: every text goes through every shape's search."""
+    monkeypatch.setattr(_shapes, "_may_hold_shape", lambda text: True)
+    monkeypatch.setattr(_shapes, "_ANY_WORD", ("",))
+    monkeypatch.setattr(_shapes, "_ANY_MARKER", ("",))
+
+
+def _slow_first_look(text: str, runs, heads) -> bool:
+    """The first look as it was: every window of every run, nothing remembered."""
+    for run in runs.findall(text):
+        for i in range(len(run) - _secrets.PIECE_LENGTH + 1):
+            if run[i : i + _secrets.PIECE_LENGTH] in heads:
+                return True
+    return False
+
+
+def test_every_shape_word_and_marker_holds_one_the_first_look_tries():
+    for words in _shapes._PART_WORDS.values():
+        for word in words:
+            assert any(short in word for short in _shapes._ANY_WORD), word
+    for marker in _shapes._TOKEN_MARKERS:
+        assert any(short in marker for short in _shapes._ANY_MARKER), marker
+        assert any(needle in marker.lower() for needle in _shapes._NEEDLES), marker
+    for word in _shapes._ANY_WORD:
+        assert any(needle in word for needle in _shapes._NEEDLES) and '"' not in word, word
+
+
+def test_the_shape_scan_finds_the_same_with_and_without_its_first_look(monkeypatch):
+    texts = corpus()
+    fast = [_shapes.shape_spans(t) for t in texts]
+    assert sum(map(bool, fast)) > len(SHAPES)  # the corpus holds shapes
+    _slow_shapes(monkeypatch)
+    assert [_shapes.shape_spans(t) for t in texts] == fast
+
+
+def test_control_a_first_look_missing_a_word_misses_shapes(monkeypatch):
+    texts = corpus()
+    fast = [_shapes.shape_spans(t) for t in texts]
+    monkeypatch.setattr(_shapes, "_ANY_WORD", tuple(w for w in _shapes._ANY_WORD if w != "pass"))
+    assert [_shapes.shape_spans(t) for t in texts] != fast
+
+
+def test_control_a_first_look_missing_a_needle_misses_shapes(monkeypatch):
+    texts = corpus()
+    fast = [_shapes.shape_spans(t) for t in texts]
+    monkeypatch.setattr(_shapes, "_clean_pieces", set())
+    monkeypatch.setattr(_shapes, "_NEEDLES", tuple(n for n in _shapes._NEEDLES if n != "://"))
+    assert [_shapes.shape_spans(t) for t in texts] != fast
+
+
+def test_a_piece_once_clean_stays_clean_and_a_text_holding_a_shape_is_looked_at_each_time():
+    line = '{"kind":"message","text":"a DataFrame of 10 rows"}'
+    assert not _shapes._may_hold_shape(line) and not _shapes._may_hold_shape(line)  # the second from memory
+    assert _shapes._may_hold_shape(line.replace("10 rows", "postgres://app:Tr0ub4dor3@db/x"))
+    assert _shapes._may_hold_shape(line.replace("10 rows", "X-API-KEY"))  # any case
+
+
+def test_the_skeleton_is_the_text_with_its_gaps_left_out():
+    every_ascii = "".join(map(chr, range(128)))
+    for text in [every_ascii, every_ascii * 3, *corpus(), "a\u2028b\u00a0c\u3000d\x85e"]:
+        assert _secrets._skeleton(text) == _secrets._GAPS.sub("", text)
+
+
+def test_redaction_is_the_same_with_the_fast_paths_as_with_the_slow(keyed, monkeypatch):
+    texts = corpus()
+    fast = [_secrets.redact(t) for t in texts]
+    again = [_secrets.redact(t) for t in texts]  # the runs found clean are remembered now
+    assert fast == again
+    for text, clean in zip(texts, fast):
+        for secret in (KEY, ENV_KEY):
+            assert secret not in clean and secret[3:11] not in clean
+    monkeypatch.setattr(_secrets, "_may_hold_secret", _slow_first_look)
+    monkeypatch.setattr(_secrets, "_skeleton", lambda text: _secrets._GAPS.sub("", text))
+    _slow_shapes(monkeypatch)
+    assert [_secrets.redact(t) for t in texts] == fast
+
+
+ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_+/=.:;@ \"'\\\n#é{}"
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(noise=st.lists(st.text(ALPHABET, max_size=25), min_size=1, max_size=5),
+       picks=st.lists(st.integers(0, 10_000), max_size=4))
+def test_mixed_texts_redact_the_same_both_ways(noise, picks, keyed, monkeypatch):
+    pool = corpus()
+    text = "".join(n + (pool[picks[i] % len(pool)] if i < len(picks) else "") for i, n in enumerate(noise))
+    fast = _secrets.redact(text), _secrets.redact(text)
+    with monkeypatch.context() as m:
+        m.setattr(_secrets, "_may_hold_secret", _slow_first_look)
+        m.setattr(_secrets, "_skeleton", lambda t: _secrets._GAPS.sub("", t))
+        _slow_shapes(m)
+        assert fast == (_secrets.redact(text),) * 2
+
+
+def test_a_number_is_looked_through_when_a_secret_holds_six_digits_in_a_row(registered_secrets):
+    text = '{"duration":0.00018678999913390726,"time":1796333562.0288522}'
+    assert _secrets.redact(text) == text
+    _secrets.add_secret("pin-8675309-x", "pin")  # its head `pin-86` is not all digits, its pieces are none
+    _secrets.add_secret("7333562042", "numeric")
+    assert _secrets._clean_runs[0] is not None and "[REDACTED:numeric" in _secrets.redact(text.replace(
+        "1796333562", "1773335620429"))
+
+
+def test_a_run_found_clean_is_looked_at_again_once_a_secret_it_holds_is_known(registered_secrets):
+    later = "Wq3Rt5Yu7Io9Pa1Sd"
+    text = f'{{"text":"x{later}x"}}'
+    assert _secrets.redact(text) == text  # its run is remembered clean, for the secrets known then
+    _secrets.add_secret(later, "later_key")
+    assert later not in _secrets.redact(text) and "[REDACTED:later_key" in _secrets.redact(text)

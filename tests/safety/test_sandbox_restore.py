@@ -1,0 +1,184 @@
+"""Protected paths kept by a copy (`nbagent.safety.sandbox_restore`, Landlock without a mount namespace):
+what is copied, what is put back and how it is named, what is left alone (what changes as the person
+works), and commands that overlap sharing the copy taken before either ran. Pure file operations: what a
+sandboxed command would do is done here directly."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from nbagent.safety import sandbox_restore
+from nbagent.safety.protected import PROTECTED_PATHS
+from nbagent.safety.sandbox_restore import CopyTooLarge, ProtectedCopy, check_running, ended, started, take
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / ".git" / "hooks").mkdir(parents=True)
+    (ws / ".git" / "objects" / "ab").mkdir(parents=True)
+    (ws / ".git" / "refs" / "heads").mkdir(parents=True)
+    (ws / ".git" / "config").write_text("[core]\n")
+    (ws / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (ws / ".git" / "hooks" / "pre-commit.sample").write_text("#!/bin/sh\n")
+    (ws / ".git" / "objects" / "ab" / "cdef").write_bytes(b"object")
+    (ws / ".mcp.json").write_text("{}")
+    (ws / ".nbagent" / "sessions").mkdir(parents=True)
+    (ws / "sub").mkdir()
+    return ws
+
+
+def test_each_protected_entry_is_copied_but_not_what_changes_as_the_person_works(ws: Path) -> None:
+    copy = ProtectedCopy(ws)
+    assert {".git", ".git/config", ".git/hooks/pre-commit.sample", ".mcp.json", ".nbagent"} <= set(copy.entries)
+    assert not any(r.startswith((".git/objects", ".git/refs", ".nbagent/sessions")) or r == ".git/HEAD"
+                   for r in copy.entries)
+    assert set(copy.tops) == {".git", ".mcp.json", ".nbagent"} and copy.restore() == []
+
+
+def test_every_protected_name_that_exists_is_copied(tmp_path: Path) -> None:
+    for name in PROTECTED_PATHS:
+        (tmp_path / name).write_text("x")
+    assert set(ProtectedCopy(tmp_path).tops) == set(PROTECTED_PATHS)
+
+
+def test_a_file_written_in_place_is_written_back_in_place(ws: Path) -> None:
+    copy = ProtectedCopy(ws)
+    inode = (ws / ".git" / "config").stat().st_ino
+    with open(ws / ".git" / "config", "a") as f:
+        f.write("\tfsmonitor = touch pwned\n")
+    (ws / ".mcp.json").chmod(0o755)
+    assert copy.restore() == [".git/config (changed: put back)", ".mcp.json (changed: put back)"]
+    assert (ws / ".git" / "config").read_text() == "[core]\n" and (ws / ".git" / "config").stat().st_ino == inode
+    assert (ws / ".mcp.json").stat().st_mode & 0o777 != 0o755
+
+
+def test_a_new_hook_is_removed_and_a_removed_file_made_again(ws: Path) -> None:
+    copy = ProtectedCopy(ws)
+    os.symlink("../../sub/evil.sh", ws / ".git" / "hooks" / "pre-commit")
+    (ws / ".git" / "hooks" / "pre-commit.sample").unlink()
+    (ws / ".nbagent" / "mcp.json").write_text("{}")
+    assert copy.restore() == [".git/hooks/pre-commit.sample (removed: put back)",
+                              ".git/hooks/pre-commit (made by the command: removed)",
+                              ".nbagent/mcp.json (made by the command: removed)"]
+    assert sorted(os.listdir(ws / ".git" / "hooks")) == ["pre-commit.sample"]
+
+
+def test_an_entry_renamed_away_is_renamed_back(ws: Path) -> None:
+    copy = ProtectedCopy(ws)
+    os.rename(ws / ".git", ws / "sub" / "old-git")
+    (ws / ".git").mkdir()
+    (ws / ".git" / "config").write_text("[core]\n\tfsmonitor = touch pwned\n")
+    os.rename(ws / ".mcp.json", ws / "sub" / "old.json")
+    (ws / ".mcp.json").write_text('{"mcpServers": {"x": {"command": "touch"}}}')
+    assert copy.restore() == [".git (renamed away to sub/old-git: renamed back)",
+                              ".mcp.json (renamed away to sub/old.json: renamed back)"]
+    assert (ws / ".git" / "objects" / "ab" / "cdef").read_bytes() == b"object"  # the same .git, history and all
+    assert (ws / ".git" / "config").read_text() == "[core]\n" and (ws / ".mcp.json").read_text() == "{}"
+
+
+def test_a_removed_folder_is_made_again_from_the_copy_and_says_what_was_not_in_it(ws: Path) -> None:
+    copy = ProtectedCopy(ws)
+    shutil.rmtree(ws / ".git")
+    (ws / ".git").write_text("gitdir: /elsewhere\n")
+    assert copy.restore() == [(".git (replaced: made again from the copy (what runs no program, such as git's "
+                               "history, was not in the copy))")]
+    assert (ws / ".git" / "config").read_text() == "[core]\n" and (ws / ".git" / "hooks").is_dir()
+
+
+def test_what_changes_as_the_person_works_is_left_alone(ws: Path) -> None:
+    copy = ProtectedCopy(ws)
+    (ws / ".git" / "objects" / "ab" / "new").write_bytes(b"commit")
+    (ws / ".git" / "HEAD").write_text("ref: refs/heads/other\n")
+    (ws / ".git" / "index.lock").write_text("")
+    (ws / ".nbagent" / "sessions" / "s.jsonl").write_text("{}\n")
+    (ws / ".nbagent" / "batches").mkdir()
+    assert copy.restore() == []
+    assert (ws / ".git" / "objects" / "ab" / "new").exists() and (ws / ".nbagent" / "batches").is_dir()
+
+
+def test_too_much_to_copy_fails_closed(ws: Path, monkeypatch) -> None:
+    monkeypatch.setattr(sandbox_restore, "COPY_LIMIT", 3)
+    with pytest.raises(CopyTooLarge, match="more than 3 bytes"):
+        ProtectedCopy(ws)
+    monkeypatch.setattr(sandbox_restore, "COPY_LIMIT", 1 << 20)
+    monkeypatch.setattr(sandbox_restore, "ENTRY_LIMIT", 2)
+    with pytest.raises(CopyTooLarge, match="more than 2 entries"):
+        ProtectedCopy(ws)
+
+
+def test_overlapping_commands_share_the_copy_taken_before_either_ran(ws: Path) -> None:
+    """A second command starting while the first has planted something must not copy what was planted, and
+    the first to end must not put things back under the other's feet: the last one does."""
+    first = take(ws)
+    (ws / ".git" / "config").write_text("[core]\n\tfsmonitor = touch pwned\n")  # the first command's work
+    second = take(ws)
+    assert second is first and first.shared
+    assert ended(second) == [] and "pwned" in (ws / ".git" / "config").read_text()
+    assert ended(first) == [".git/config (changed: put back)"]
+    assert take(ws) is not first  # let go once no command is kept by it
+    ended(take(ws))
+
+
+def test_defence_off_a_copy_taken_late_keeps_what_was_planted(ws: Path) -> None:
+    take(ws)
+    (ws / ".git" / "config").write_text("planted")
+    late = ProtectedCopy(ws)  # what sharing prevents: a copy of the planted state
+    assert late.restore() == [] and (ws / ".git" / "config").read_text() == "planted"
+
+
+def test_a_background_command_is_checked_until_it_ends(ws: Path) -> None:
+    copy = take(ws)
+    assert check_running() == []  # a foreground command is checked when it ends, by its own call
+    started(copy)
+    (ws / ".mcp.json").write_text("planted")
+    assert check_running() == [".mcp.json (changed: put back)"]
+    assert ended(copy, background=True) == []
+    (ws / ".mcp.json").write_text("later")
+    assert check_running() == [] and (ws / ".mcp.json").read_text() == "later"
+
+
+def test_a_folder_turned_into_a_link_leads_nothing_outside_the_workspace(ws: Path, tmp_path: Path) -> None:
+    """A command still running in the background turns `.git/hooks` into a link to a folder of yours:
+    putting back removes the link and makes the folder again; nothing outside is written or removed."""
+    outside = tmp_path / "yours"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("mine")
+    copy = ProtectedCopy(ws)
+    shutil.rmtree(ws / ".git" / "hooks")
+    os.symlink(outside, ws / ".git" / "hooks")
+    said = copy.restore()
+    assert ".git/hooks (changed: put back)" in said and ".git/hooks/pre-commit.sample (removed: put back)" in said
+    assert sorted(os.listdir(outside)) == ["keep.txt"] and not (ws / ".git" / "hooks").is_symlink()
+
+
+def test_every_step_of_putting_back_follows_no_link_on_the_way(ws: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "yours"
+    outside.mkdir()
+    (outside / "pre-commit.sample").write_text("mine")
+    at = sandbox_restore._At(str(ws))
+    shutil.rmtree(ws / ".git" / "hooks")
+    os.symlink(outside, ws / ".git" / "hooks")
+    for step in (lambda: at.write(".git/hooks/pre-commit.sample", b"x", 0o644),
+                 lambda: at.remove(".git/hooks/pre-commit.sample"), lambda: at.mkdir(".git/hooks/d", 0o755),
+                 lambda: at.symlink(".git/hooks/l", "x")):
+        with pytest.raises(OSError):
+            step()
+    assert at.listdir(".git/hooks") == [] and at.content(".git/hooks/pre-commit.sample", "f") is None
+    assert sorted(os.listdir(outside)) == ["pre-commit.sample"] and (outside / "pre-commit.sample").read_text() == "mine"
+
+
+def test_a_fifo_is_never_opened(ws: Path) -> None:
+    os.mkfifo(ws / ".git" / "hooks" / "pipe")
+    copy = ProtectedCopy(ws)  # would block forever if it opened the fifo to copy it
+    assert copy.entries[".git/hooks/pipe"][0] == "o" and copy.restore() == []
+    (ws / ".git" / "hooks" / "pipe").unlink()
+    os.mkfifo(ws / ".git" / "config.new")
+    (ws / ".git" / "config").unlink()
+    os.mkfifo(ws / ".git" / "config")
+    assert ".git/config (changed: put back)" in copy.restore()
+    assert (ws / ".git" / "config").read_text() == "[core]\n"
