@@ -108,9 +108,12 @@ async def test_a_provider_that_says_retry_at_once_cannot_make_a_batch_hammer():
         times.append(at)
         limiter.observe(429, {"retry-after-ms": "0", "x-ratelimit-remaining-requests": "0",
                               "x-ratelimit-reset-requests": "0ms"}, seq=seq, sent=at)
-    assert limiter.requests.rate == pytest.approx(max(MIN_RATE, 100 * DECREASE ** 30))
+    # the first few are read as jitter at a known limit (a small cut each); once they come densely, each cuts
+    # by DECREASE: thirty in a row leave the rate at most what twenty full cuts would
+    assert MIN_RATE <= limiter.requests.rate <= 100 * DECREASE ** 20
+    assert limiter.cuts == 30
     assert times[-1] - times[-2] > 10 * (times[2] - times[1])  # the retries spread out
     once = Limiter(RateLimit(requests_per_minute=6000))
     seq, at = await once.acquire(1)
     once.observe(429, {"retry-after-ms": "20"}, seq=seq, sent=at)
-    assert once.cuts == 1 and once.requests.rate == pytest.approx(100 * DECREASE)
+    assert once.cuts == 1 and 100 * DECREASE <= once.requests.rate < 100

@@ -77,11 +77,41 @@ def conversation_list(stored: Any) -> dict[str, Any]:
         if why is not None:
             item["why"] = why
         items.append(item)
+    for skipped in _unverified(stored)[:max(0, MAX_LISTED - len(items))]:
+        items.append(skipped)
     return {"conversations": items, "current": stored.session_id, "more": max(0, len(found) - MAX_LISTED)}
+
+
+def _unverified(stored: Any) -> list[dict[str, Any]]:
+    """The session files the store's listing left out because they do not verify, as rows that say why and
+    cannot be continued. Nothing inside them is shown (not even which notebook they claim to belong to: that
+    claim is unverified too); they are listed so that a conversation the person remembers does not vanish
+    without a word."""
+    from nbagent.sessions import list_sessions, sessions_dir
+
+    try:
+        skipped = list_sessions(stored.workspace).skipped
+    except (OSError, ValueError):
+        return []
+    folder = sessions_dir(stored.workspace)
+    rows = []
+    for entry in skipped:
+        sid = entry.name.removesuffix(".jsonl")
+        try:
+            updated = float((folder / entry.name).stat().st_mtime)
+        except (OSError, ValueError):
+            updated = 0.0
+        rows.append({"id": sid, "first": "(a stored file that does not verify: its words are not shown)",
+                     "updated": updated, "runs": 0, "calls": 0, "model": None, "side": False,
+                     "resumable": False, "why": entry.why})
+    return sorted(rows, key=lambda r: r["updated"], reverse=True)
 
 
 def open_conversation(stored: Any, session_id: str) -> dict[str, Any]:
     """A conversation of this notebook, to show before the next prompt continues it (only a verified one)."""
     if session_id not in {i.id for i in stored.mine()}:
+        for row in _unverified(stored):
+            if row["id"] == session_id:
+                raise UsageError(f"this conversation cannot be continued from the panel: {row['why']}")
         raise UsageError(f"{session_id!r} is not a stored conversation of this notebook")
     return stored_summary(verified(stored.workspace, session_id))
