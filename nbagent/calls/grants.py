@@ -13,8 +13,10 @@ button and the grant the click makes come from the same function, `derived_grant
 | read-only tools (read_file, grep, ...) | `tool`    | every call of the tool                 | `every read_file call`                  |
 | any other tool                         | `pattern` when it suggests one, else `tool` | that pattern / every call | `` name(`pattern`) `` / `every name call` |
 
-A suggested pattern that matches every call (`*`, `**`, empty: `covers_everything`) grants nothing: it is
-made from the call's arguments, which the model wrote, so it never becomes the whole tool (approve once).
+A suggested pattern wider than its call grants nothing (`covers_everything`): it is made from the call's
+arguments, which the model wrote, so it never becomes the whole tool (approve once). Wider is decided by
+behaviour: a wildcard pattern that matches any of a fixed set of unrelated probe subjects, under fnmatch or
+the path matcher, so `*`, `?*` and `[!]]*` alike; `derived_grant` and `grant_scope` both apply it.
 
 `run_cell` runs whatever the cell holds when it runs: a grant by cell id would let a later, unasked edit
 run other code, so each run is asked. `process` writes to a background command's stdin (to a shell, that
