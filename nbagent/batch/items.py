@@ -77,11 +77,12 @@ class PendingApproval:
         from ..calls.grants import grant_scope
 
         grant = self.grant if all_like_this else None
-        if grant is None:
+        scope = grant_scope(grant) if grant is not None else None
+        if scope is None:
             why = f"; allowed once: {self.request.name} is asked each time (no grant)" if all_like_this else ""
             self.future.set_result(Decision(True, reason="approved in the batch" + why))
             return
-        self.future.set_result(Decision(True, remember=True, scope=grant_scope(grant),
+        self.future.set_result(Decision(True, remember=True, scope=scope,
                                         reason=f"approved in the batch: all calls like {self.label}"))
 
     def deny(self, reason: str = "denied by the user") -> None:

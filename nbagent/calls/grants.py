@@ -13,8 +13,10 @@ button and the grant the click makes come from the same function, `derived_grant
 | read-only tools (read_file, grep, ...) | `tool`    | every call of the tool                 | `every read_file call`                  |
 | any other tool                         | `pattern` when it suggests one, else `tool` | that pattern / every call | `` name(`pattern`) `` / `every name call` |
 
-A suggested pattern that matches every call (`*`, `**`, empty: `covers_everything`) grants nothing: it is
-made from the call's arguments, which the model wrote, so it never becomes the whole tool (approve once).
+A suggested pattern wider than its call grants nothing (`covers_everything`): it is made from the call's
+arguments, which the model wrote, so it never becomes the whole tool (approve once). Wider is decided by
+behaviour: a wildcard pattern that matches any of a fixed set of unrelated probe subjects, under fnmatch or
+the path matcher, so `*`, `?*` and `[!]]*` alike; `derived_grant` and `grant_scope` both apply it.
 
 `run_cell` runs whatever the cell holds when it runs: a grant by cell id would let a later, unasked edit
 run other code, so each run is asked. `process` writes to a background command's stdin (to a shell, that
@@ -43,10 +45,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import fnmatch
 import posixpath
 
 from ..safety.shown import hidden_warnings, shown
-from ..tools.paths import literal_glob, literal_path
+from ..tools.paths import literal_glob, literal_path, match_path
 
 __all__ = ["GRANT_SCOPES", "GrantLabel", "batch_grant", "covers_everything", "derived_grant", "grant_label", "grant_scope",
            "label_for", "scope_kind"]
@@ -120,20 +123,43 @@ def derived_grant(tool: Any, suggested: str | None, scope: str | None = None) ->
     return True, suggested
 
 
+# subjects no call's own grant should ever cover: other schemes, absolute paths, the empty string, unicode,
+# control characters, a long random-looking one (used as call text and as workspace paths)
+_PROBES: tuple[str, ...] = (
+    "", " ", "a", "]", "[", "-", ".", "/", "/etc/passwd", "file:///x", "https://probe.invalid/p?q=1",
+    "http://169.254.169.254/", "ftp://h/x", "C:\\Windows\\x", "rm -rf /", ".git/config", "probe-dir/sub/f.py",
+    "\x00", "\x01z", "\n", "\u00c4\u00d6\u00df", "\u6f22\u5b57", "\U0001f600", "\uffff", "q7Zk0-vW_3x9",
+    "z" * 5000 + "/" + "y" * 50,
+)
+
+
 def covers_everything(pattern: str) -> bool:
-    """Whether a suggested pattern would match any call (`*`, `**`, `./**`, `*/*`, empty): such a suggestion
-    is made from what the model wrote, so it grants nothing (approve once), never the whole tool."""
-    rest = pattern.strip()
-    while rest.startswith("./"):
-        rest = rest[2:]
-    return set(rest) <= set("*?/")
+    """Whether a suggested pattern is wider than a call: decided by what it matches, not how it is spelled.
+    A pattern with a wildcard that matches any subject unrelated to the call (`_PROBES`: other schemes,
+    `/etc/passwd`, empty, unicode, very long), under either matcher grants use (`fnmatch` over the call's
+    text and the path matcher), is made from what the model wrote: it grants nothing (approve once)."""
+    if not pattern.strip(" \t\n\r./"):
+        return True
+    if literal_glob(pattern) is not None:  # names exactly one subject
+        return False
+    for spelling in {pattern, pattern.strip()}:  # where surrounding whitespace is dropped, count it dropped
+        for probe in _PROBES:
+            if fnmatch.fnmatchcase(probe, spelling):
+                return True
+            path = probe.replace("\x00", "")
+            if path and match_path(spelling, path, contents=False):
+                return True
+    return False
 
 
-def grant_scope(label: GrantLabel) -> str:
+def grant_scope(label: GrantLabel) -> str | None:
     """The `Decision.scope` that grants exactly what `label` says (`derived_grant` reads it back): its
-    pattern, or `*` for a label that says "every NAME call". For a view that decides with a label in hand
-    (the batch's "Approve all calls like ..."), so the grant is the label's and nothing else."""
-    return label.pattern if label.pattern is not None else "*"
+    pattern, or `*` for a label that says "every NAME call"; None when its pattern is wider than a call
+    (`covers_everything`: approve once). For a view that decides with a label in hand (the batch's
+    "Approve all calls like ..."), so the grant is the label's and nothing else."""
+    if label.pattern is None:
+        return "*"
+    return None if label.kind != "tool" and covers_everything(label.pattern) else label.pattern
 
 
 def label_for(tool: Any, pattern: str | None, kind: str | None = None) -> GrantLabel:

@@ -14,8 +14,13 @@ elements opened and not yet closed, formatting elements among them, attributes o
 side of counting more, never less: an element is closed only by its own end tag while it is the innermost
 one the walk has open (the parser also closes elements implicitly, and ignores end tags the walk might
 take: so the parser's stack is never deeper than the walk's count, but for the few elements it adds itself:
-`html`, `body`, a table's `tbody` and `tr`); inside `svg` or `math` no element's content is taken as raw
-text. `sanitize_html` hands nh3 only markup within `LIMITS`; past them, the markup is shown escaped, as
+`html`, `body`, a table's `tbody` and `tr`). Raw text (`script`, `style`, `textarea`, `title`...) and
+`plaintext` ("the rest is text") are taken only where the tokenizer surely reads HTML: inside `svg` or
+`math` (foreign content, tracked per open element until its end tag) they are ordinary elements that hold
+elements, so `<svg><plaintext>` then 24,000 `<div>` is counted 24,002 deep; an HTML integration point
+(`foreignObject`, `desc`, `title` in svg; `annotation-xml` with an HTML encoding in math) returns to HTML
+rules, unless the walk has passed an end tag it did not take inside foreign content (the parser may then
+have closed the integration point), after which it reads every tag (it counts more, never less). `sanitize_html` hands nh3 only markup within `LIMITS`; past them, the markup is shown escaped, as
 text, with a note saying which limit it passed. Within them, the parser's work is linear in the size (each
 tag costs at most the depth limit), and so is this walk (`Shape.steps`: one step per tag or comment).
 
@@ -98,8 +103,9 @@ def measure(markup: str, limits: Limits | None = None) -> Shape:
     shape = Shape()
     limit = limits or LIMITS
     stack: list[str] = []
+    modes: list[str] = []  # for each open element: the rules its content is read by ("html", "svg", "math")
     formatting = 0
-    foreign = False
+    unsure = False  # an end tag the walk did not take inside foreign content: the parser's stack may differ
     at: int | None = 0
     while at is not None:
         start, at = at, None
@@ -109,16 +115,20 @@ def measure(markup: str, limits: Limits | None = None) -> Shape:
             if name is None:
                 continue  # a comment
             name = name.lower()
+            mode = modes[-1] if modes else "html"
             if m.group(1):  # an end tag
                 if stack and stack[-1] == name:
                     stack.pop()
+                    modes.pop()
                     formatting -= name in _FORMATTING
+                elif "svg" in modes or "math" in modes:
+                    unsure = True
                 continue
             if m.end() - m.start() > 2 * limit.attributes:  # shorter, it cannot hold that many
                 shape.attributes = max(shape.attributes, _attributes(markup, m.end(2)))
-            foreign = foreign or name in ("svg", "math")
             if name not in _VOID:
                 stack.append(name)
+                modes.append(_content_mode(mode, name, m.group(0)))
                 formatting += name in _FORMATTING
                 if len(stack) > shape.depth:
                     shape.depth = len(stack)
@@ -126,7 +136,9 @@ def measure(markup: str, limits: Limits | None = None) -> Shape:
                     shape.formatting = formatting
             if limits is not None and past_limits(shape, limits):
                 return shape
-            if not foreign and name in _RAW_TEXT or name == "plaintext":  # in svg and math they hold elements
+            # raw text and plaintext only where the tokenizer surely reads HTML: in svg and math these are
+            # ordinary elements that hold elements, so where the walk is unsure it reads on (counts more)
+            if mode == "html" and not unsure and (name in _RAW_TEXT or name == "plaintext"):
                 if name == "plaintext":
                     return shape  # the rest is text
                 end = _raw_end(name).search(markup, m.end())
@@ -134,6 +146,27 @@ def measure(markup: str, limits: Limits | None = None) -> Shape:
                     at = end.start()
                 break
     return shape
+
+
+_SVG_INTEGRATION = frozenset({"foreignobject", "desc", "title"})
+_HTML_ANNOTATION = re.compile(r"""[\t\n\f\r /]encoding[\t\n\f\r ]*=[\t\n\f\r ]*["']?"""
+                              r"""(?:text/html|application/xhtml\+xml)["'\t\n\f\r />]""", re.I)
+
+
+def _content_mode(mode: str, name: str, tag: str) -> str:
+    """The rules an element's content is read by: `svg` and `math` start foreign content (anywhere); their
+    HTML integration points (`foreignObject`, `desc`, `title` in svg; `annotation-xml` with an HTML encoding
+    in math) return to HTML; everything else reads as its parent does. MathML's text integration points
+    (`mi`, `mtext`...) are left foreign: the walk then reads on through what HTML would take as raw text,
+    which only counts more. An element the parser moves out of foreign content (`<svg><div>`) stays foreign
+    in the walk, which again only counts more."""
+    if name in ("svg", "math"):
+        return name
+    if mode == "svg" and name in _SVG_INTEGRATION:
+        return "html"
+    if mode == "math" and name == "annotation-xml" and _HTML_ANNOTATION.search(tag):
+        return "html"
+    return mode
 
 
 def past_limits(shape: Shape, limits: Limits = LIMITS) -> str | None:

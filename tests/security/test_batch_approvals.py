@@ -57,7 +57,12 @@ async def _first_waiting(batch):
     raise AssertionError("nothing waits for a decision")
 
 
-@pytest.mark.parametrize("suggested", ["*", "**", "./**", "*/*", "", "  *  "])
+# spellings that match every call: wildcards, and character classes that match any character
+EVERYTHING = ["*", "**", "./**", "*/*", "", "  *  ", "**/*", "?*", "*?", "[!\x00]*", "[!]]*", "[!\x00]**",
+              "[\x01-\U0010ffff]*", "[^\x00]*", "[*-\uffff]*", "[!\x00]**/**", "*[]]*", "*/**", "././**"]
+
+
+@pytest.mark.parametrize("suggested", EVERYTHING)
 async def test_a_suggested_scope_that_matches_everything_is_never_the_whole_tool(tmp_path, suggested):
     agent = Agent(model=_model("lookup", [suggested, "anything-else"]), tools=[lookup], workspace=tmp_path)
     batch = agent.map(["0", "1"], "{item}", concurrency=1).ask_here()
@@ -70,6 +75,37 @@ async def test_a_suggested_scope_that_matches_everything_is_never_the_whole_tool
     second.deny()
     await batch
     assert [r.run.calls[0].decision.allow for r in batch.results] == [True, False]
+
+
+@pytest.mark.parametrize("suggested", EVERYTHING)
+def test_every_way_from_a_suggestion_to_a_grant_refuses_a_scope_wider_than_the_call(suggested):
+    """Every path a suggested scope takes to a grant: `derived_grant` (single calls, `remember`),
+    `grant_label`/`batch_grant` (the buttons) and `grant_scope` (the batch's Decision.scope round trip)."""
+    from nbagent.calls.grants import GrantLabel, covers_everything, derived_grant, grant_scope
+
+    assert covers_everything(suggested)
+    assert derived_grant(lookup, suggested) == (False, None)
+    request = SimpleNamespace(tool=lookup, suggested_scope=suggested, arguments={"pattern": suggested})
+    assert grant_label(request) is None and batch_grant(request) is None
+    assert grant_scope(GrantLabel("x", "x", suggested, "pattern")) is None  # a label built by hand grants nothing
+
+
+@pytest.mark.parametrize("narrow", ["notes.txt", "*.csv", "https://api.example.com/v1/*", "./data/**",
+                                    "[*]literal", "report-2024-??.pdf"])
+def test_a_scope_no_wider_than_its_subject_still_grants(narrow):
+    from nbagent.calls.grants import covers_everything, derived_grant
+
+    assert not covers_everything(narrow) and derived_grant(lookup, narrow) == (True, narrow)
+
+
+def test_the_check_is_by_what_a_scope_matches_not_how_it_is_spelled(monkeypatch):
+    """With the probes turned off (only the old spelling check left), the character classes get through:
+    the probes are what catches them."""
+    from nbagent.calls import grants
+
+    monkeypatch.setattr(grants, "_PROBES", ())
+    assert not grants.covers_everything("[!\x00]*") and not grants.covers_everything("[!]]*")
+    assert grants.derived_grant(lookup, "[\x01-\U0010ffff]*") == (True, "[\x01-\U0010ffff]*")
 
 
 async def test_a_suggester_that_fails_grants_nothing(tmp_path):

@@ -31,6 +31,9 @@ ATTACKS = {
     "svg_style_holds_elements": "<svg><style>" + "<g>" * N + "</style></svg>",
     "misnested": "<span><div></span>" * N,
     "table_cells": "<table><tr><td>" * N,
+    "svg_plaintext": "<svg><plaintext>" + "<div>" * N,
+    "math_plaintext": "<math><plaintext>" + "<div>" * N,
+    "svg_desc_closed_plaintext": "<svg><desc><p></desc><plaintext>" + "<div>" * N,
 }
 """Each is under LIMITS.chars and costs the parser quadratic time."""
 
@@ -64,11 +67,15 @@ def test_too_long_markup_is_cut_with_a_note(monkeypatch):
 def _parsed_depth(markup: str) -> int:
     """How deep the tree html5ever builds from `markup` is (nh3 allowing every element the attacks use)."""
     every = {"div", "span", "b", "i", "p", "ul", "li", "details", "summary", "svg", "style", "g", "table", "tbody",
-             "tr", "td", "em", "a", "font", "code", "script", "title", "textarea", "select", "option", "dl", "dt"}
+             "tr", "td", "em", "a", "font", "code", "script", "title", "textarea", "select", "option", "dl", "dt"} | set(RAW) | {
+        "math", "foreignobject", "desc", "annotation-xml", "mi", "mtext"}
     out = nh3.Cleaner(tags=every, clean_content_tags=set(), attributes={"*": {"title", "id"}}).clean(markup)
     depth = [0, 0]
 
     class Walk(html.parser.HTMLParser):
+        # what html5ever serialized as raw text is text here too (html.parser knows only script and style)
+        CDATA_CONTENT_ELEMENTS = tuple(set(RAW) - {"noscript", "textarea", "title"})
+
         def handle_starttag(self, tag, attrs):
             if tag not in ("br", "img", "hr"):
                 depth[0] += 1
@@ -81,7 +88,28 @@ def _parsed_depth(markup: str) -> int:
     return depth[1]
 
 
+RAW = ("plaintext", "script", "style", "textarea", "title", "xmp", "noscript", "iframe", "noembed", "noframes")
+"""What the HTML tokenizer reads as raw text (or, `plaintext`, the rest as text): in svg and math, elements."""
+DIVS = "<div>" * 150
+FOREIGN = {
+    **{f"svg_{raw}": f"<svg><{raw}>" + DIVS for raw in RAW},
+    **{f"math_{raw}": f"<math><{raw}>" + DIVS for raw in RAW},
+    **{f"svg_in_math_{raw}": f"<math><mi><svg><{raw}>" + DIVS for raw in RAW},
+    **{f"math_in_svg_desc_{raw}": f"<svg><desc><math><{raw}>" + DIVS for raw in RAW},
+    **{f"svg_foreignobject_{raw}": f"<svg><foreignObject><{raw}>" + DIVS for raw in RAW},
+    **{f"svg_desc_closed_{raw}": f"<svg><desc><p></desc><{raw}>" + DIVS for raw in RAW},
+    **{f"svg_title_closed_{raw}": f"<svg><title><b></TITLE><{raw}>" + DIVS for raw in RAW},
+    **{f"math_annotation_{raw}": f'<math><annotation-xml encoding="text/html"><{raw}>' + DIVS for raw in RAW},
+    **{f"math_annotation_other_{raw}": f'<math><annotation-xml encoding="x"><{raw}>' + DIVS for raw in RAW},
+    **{f"math_mtext_{raw}": f"<math><mtext><{raw}>" + DIVS for raw in RAW},
+    **{f"svg_closed_then_{raw}": f"<svg></svg><{raw}>" + DIVS for raw in RAW},
+    **{f"svg_self_closed_{raw}": f"<svg/><{raw}>" + DIVS for raw in RAW},
+    **{f"svg_breakout_{raw}": f"<svg><div><{raw}>" + DIVS for raw in RAW},
+}
+"""Foreign content (svg, math, nested, and HTML integration points) around each raw-text name."""
+
 TRICKS = {
+    **FOREIGN,
     "misnested_blocks": "<span><div></span>" * 60,
     "reopened_formatting": "".join(f'<b title="{i}">' for i in range(20)) + "<div>x</div>y" * 20,
     "adoption": "<a><div><b><p></a>x</b>" * 30,
