@@ -20,6 +20,11 @@ names before the person trusted it: a workspace virtualenv's Python runs its `.p
 the interpreter's own library, which no workspace file changes: nothing to pin. Because the search runs
 again at every start, a file put earlier on the path later (a `json.py` beside the server) changes what
 is pinned, and asks again.
+
+What no resolver can see, by kind: what that code loads next (an imported `helper.py`, `require('./lib.js')`,
+an `.npmrc`), covered by pinning every file in the folders it runs from (`code_folders`, walked by
+`_workspace`); and a name a shell builds when it runs (`$`, backquotes, quotes, globs), for which
+`unresolvable` gives the reason the configuration is refused trust.
 """
 
 from __future__ import annotations

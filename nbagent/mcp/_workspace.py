@@ -9,7 +9,8 @@ Reads: `.mcp.json` and `.nbagent/mcp.json` in a workspace, and the workspace fil
 (`python server.py`): files the model (a file edit), a cloned repository or a download could have
 written. What could happen: programs started outside the sandbox, and the kernel's keys sent to a URL the
 file chose. What stops it: every server read here carries the file's real path and a digest of its bytes
-(and of the workspace files its command and args name), and starts only once the person trusted exactly
+(and of the workspace files its servers run: those its configuration names, and every file in the folders
+they run from, `_pinned`), and starts only once the person trusted exactly
 that (`untrusted()` in `_config` is checked before any process starts or any request is sent, and before
 `${VAR}` is expanded); a change to any of those bytes asks again. Headless code never trusts by itself:
 `workspace_servers(folder, trust=True)` is the explicit way to start them unrecorded.
@@ -60,7 +61,8 @@ class WorkspaceConfig:
     """sha256 of its bytes, and of the workspace files its servers run."""
     servers: dict[str, ServerConfig] = field(default_factory=dict)
     pinned: dict[str, str] = field(default_factory=dict)
-    """Workspace files its servers run (command, args): path -> sha256; a change asks again."""
+    """Workspace files its servers run (named, and every file in the folders they run from): path -> sha256;
+    a file added, removed or changed asks again."""
     error: str | None = None
     """Why it could not be read (it then configures nothing)."""
 
@@ -238,7 +240,8 @@ def changed_since_read(config: ServerConfig) -> str | None:
     fresh = _read(Path(config.source), Path(config.workspace))
     if fresh.error is None and fresh.digest == config.digest:
         return None
-    files = ", ".join([str(config.source), *fresh.pinned])
+    names = [str(config.source), *fresh.pinned]
+    files = ", ".join(names[:SHOWN_PINS]) + (f" and {len(names) - SHOWN_PINS} more" if len(names) > SHOWN_PINS else "")
     return (f"not started: the MCP server {config.name!r} was trusted as configured in {config.source}, and its "
             f"configuration or a workspace file it runs ({files}) changed since"
             + (f" ({fresh.error})" if fresh.error else "") + "; nothing starts until you trust the new content "
