@@ -20,6 +20,11 @@ names before the person trusted it: a workspace virtualenv's Python runs its `.p
 the interpreter's own library, which no workspace file changes: nothing to pin. Because the search runs
 again at every start, a file put earlier on the path later (a `json.py` beside the server) changes what
 is pinned, and asks again.
+
+What no resolver can see, by kind: what that code loads next (an imported `helper.py`, `require('./lib.js')`,
+an `.npmrc`), covered by pinning every file in the folders it runs from (`code_folders`, walked by
+`_workspace`); and a name a shell builds when it runs (`$`, backquotes, quotes, globs), for which
+`unresolvable` gives the reason the configuration is refused trust.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from typing import Callable, Iterable, Iterator
 
 from ._config import find_command
 
-__all__ = ["Launch", "RESOLVERS", "launch_of", "resolved_files"]
+__all__ = ["Launch", "RESOLVERS", "code_folders", "launch_of", "resolved_files", "unresolvable"]
 
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _PIECES_RE = re.compile(r"[\s=,;&|'\"()<>`" + re.escape(os.pathsep) + r"]+")
@@ -229,3 +234,44 @@ def resolved_files(launch: Launch) -> dict[str, str]:
             if name is not None and os.path.isfile(real):
                 out.setdefault(os.path.relpath(name, root), real)
     return dict(sorted(out.items()))
+
+
+# ---------------------------------------------------------------------------------------------------
+# What the resolvers cannot see: what the code loads next, and names a shell builds when it runs
+# ---------------------------------------------------------------------------------------------------
+_CONFIG_REF_RE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}")
+"""`${NAME}` / `${NAME:-default}`: nbagent's own expansion from the kernel's environment, not the shell's."""
+_SHELL_BUILT_RE = re.compile(r"[$`'\"*?\[]")
+"""What a shell expands or joins before it reads a name: `$`, backquotes, quotes, globs."""
+
+
+def _shell_built(text: str) -> str | None:
+    found = _SHELL_BUILT_RE.search(_CONFIG_REF_RE.sub("", text))
+    return found.group(0) if found else None
+
+
+def unresolvable(launch: Launch) -> str | None:
+    """Why the files `launch` runs cannot be read from its configuration literally (None: they can): a shell
+    `-c` string, or an environment value, holding a name the shell builds when it runs (`BASH_ENV=$PWD/x.sh`,
+    `. ./e""vil.sh`, `source ./*.sh`). A pin taken from such text would pin nothing; the caller refuses."""
+    shell = os.path.basename(launch.command).endswith("sh")  # sh, bash, dash, zsh, ksh...: by kind of name
+    for i, arg in enumerate(launch.args):
+        if shell and i > 0 and launch.args[i - 1].startswith("-") and "c" in launch.args[i - 1].lstrip("-"):
+            char = _shell_built(arg)
+            if char:
+                return f"its shell command {arg!r} builds names when it runs ({char!r})"
+    for name, value in launch.env:
+        char = _shell_built(value)
+        if char and ("/" in value or os.sep in value or char in "$`"):
+            return f"its environment value {name}={value!r} builds a name when it runs ({char!r})"
+    return None
+
+
+def code_folders(launch: Launch, files: Iterable[str]) -> list[str]:
+    """(`files`: relative to the workspace.) The workspace folders whose every file a trust covers: the server's cwd and the folder of each file
+    it runs, when inside the workspace; what its code imports, requires or reads next (`helper.py`, a
+    `json.py` beside it, `./lib.js`, `.npmrc`, `pyproject.toml`) is there. Nested folders are kept once."""
+    root = launch.root
+    found = {os.path.realpath(launch.cwd), *(os.path.dirname(os.path.join(root, f)) for f in files)}
+    inside = sorted(f for f in found if f == root or f.startswith(root + os.sep))
+    return [f for f in inside if not any(f.startswith(o + os.sep) for o in inside if o != f)]

@@ -9,7 +9,8 @@ Reads: `.mcp.json` and `.nbagent/mcp.json` in a workspace, and the workspace fil
 (`python server.py`): files the model (a file edit), a cloned repository or a download could have
 written. What could happen: programs started outside the sandbox, and the kernel's keys sent to a URL the
 file chose. What stops it: every server read here carries the file's real path and a digest of its bytes
-(and of the workspace files its command and args name), and starts only once the person trusted exactly
+(and of the workspace files its servers run: those its configuration names, and every file in the folders
+they run from, `_pinned`), and starts only once the person trusted exactly
 that (`untrusted()` in `_config` is checked before any process starts or any request is sent, and before
 `${VAR}` is expanded); a change to any of those bytes asks again. Headless code never trusts by itself:
 `workspace_servers(folder, trust=True)` is the explicit way to start them unrecorded.
@@ -21,9 +22,10 @@ import hashlib
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ..errors import ConfigurationError
 from ..safety.secrets import SECRET_VARIABLE_PATTERN, redact
@@ -31,13 +33,19 @@ from ..safety.shown import shown
 from ..safety.trust import content_digest, is_trusted
 from ..safety.trust import trust as _record_trust
 from ._config import CONFIG_FILES, ServerConfig, parse_document
-from ._pins import launch_of, resolved_files
+from ._pins import Launch, code_folders, launch_of, resolved_files, unresolvable
 
 __all__ = ["WorkspaceConfig", "server_summary", "trust_workspace", "workspace_configs", "workspace_servers"]
 
 MAX_CONFIG_BYTES = 1_000_000
-MAX_PINNED = 256
-MAX_PINNED_BYTES = 20 * 1024 * 1024
+MAX_PINNED = 2000
+"""Most workspace files a trust covers (the trees its servers run from); past it, trust is refused."""
+MAX_PINNED_BYTES = 64 * 1024 * 1024
+"""Most bytes of those files, together (each is hashed again at every start); past it, trust is refused."""
+SHOWN_PINS = 40
+"""Pinned files listed one by one in a prompt (the rest are counted)."""
+_NOT_CODE = frozenset({".git", ".nbagent", "__pycache__"})
+"""Folders a tree walk skips: git's own state, nbagent's sessions and trust, Python's byte-code cache."""
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}")
 
 
@@ -53,7 +61,8 @@ class WorkspaceConfig:
     """sha256 of its bytes, and of the workspace files its servers run."""
     servers: dict[str, ServerConfig] = field(default_factory=dict)
     pinned: dict[str, str] = field(default_factory=dict)
-    """Workspace files its servers run (command, args): path -> sha256; a change asks again."""
+    """Workspace files its servers run (named, and every file in the folders they run from): path -> sha256;
+    a file added, removed or changed asks again."""
     error: str | None = None
     """Why it could not be read (it then configures nothing)."""
 
@@ -83,8 +92,13 @@ class WorkspaceConfig:
                 if s["headers"]:
                     lines.append(f"    headers: {', '.join(s['headers'])}")
             lines.extend(f"    ! {w}" for w in s["warnings"])
-        for path, digest in self.pinned.items():
+        if self.pinned:
+            lines.append(f"  runs code from {len(self.pinned)} workspace file(s) (every file in the folders its "
+                         "servers run from): adding, removing or changing one asks again")
+        for path, digest in list(self.pinned.items())[:SHOWN_PINS]:
             lines.append(f"  runs the workspace file {shown(path)} (sha256 {digest[:16]}): a change to it asks again")
+        if len(self.pinned) > SHOWN_PINS:
+            lines.append(f"  ... and {len(self.pinned) - SHOWN_PINS} more")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -118,31 +132,74 @@ def server_summary(config: ServerConfig) -> dict[str, Any]:
     }
 
 
+def _tree(folder: str, root: str) -> Iterator[str]:
+    """Every file under `folder` (links not followed into folders; `_NOT_CODE` skipped), relative to `root`."""
+    for here, dirs, files in os.walk(folder, onerror=None):
+        dirs[:] = sorted(d for d in dirs if d not in _NOT_CODE)
+        for name in sorted(files):
+            yield os.path.relpath(os.path.join(here, name), root)
+
+
 def _pinned(servers: dict[str, ServerConfig], folder: Path) -> dict[str, str]:
-    """The workspace files the servers run (every resolver of `_pins`: command, arguments, `-m` modules,
-    files their environment points to, a workspace virtualenv's start-up files), with their sha256.
-    Raises `ConfigurationError` when there are more than `MAX_PINNED` (a trust could not cover them)."""
-    out: dict[str, str] = {}
+    """The workspace code the servers run, with its sha256: every file a resolver of `_pins` finds (command,
+    arguments, `-m` modules, files their environment points to, a workspace virtualenv's start-up files),
+    and every file in the folder trees they run from (`_pins.code_folders`: the cwd and each found file's
+    folder), so what that code imports, requires or reads next is covered, and an added file (a `json.py`
+    beside a script) changes the listing. Raises `ConfigurationError` when a server's names are built by a
+    shell when it runs (`_pins.unresolvable`), or past `MAX_PINNED` files or `MAX_PINNED_BYTES`: refused,
+    never partly pinned."""
+    found: dict[str, str] = {}
     root = os.path.realpath(folder)
     for config in servers.values():
         if config.command is None:
             continue
         cwd = Path(config.cwd) if config.cwd and os.path.isabs(config.cwd) else folder / (config.cwd or "")
         launch = launch_of(config.command, config.args, config.env, Path(os.path.abspath(cwd)), root)
-        for rel, real in resolved_files(launch).items():
-            if rel in out:
+        why = unresolvable(launch)
+        if why:
+            raise ConfigurationError(f"the server {config.name!r} cannot be pinned: {why}, so which files it runs "
+                                     "is not known before it runs; write the names literally, or configure the "
+                                     "server in code")
+        files = resolved_files(launch)
+        for rel, real in files.items():
+            found.setdefault(rel, real)
+        for tree in _trees(launch, files):
+            for rel in _tree(tree, root):
+                found.setdefault(rel, os.path.join(root, rel))
+                if len(found) > MAX_PINNED:
+                    raise ConfigurationError(
+                        f"its servers run from folders holding more than {MAX_PINNED} files of the workspace "
+                        f"({shown(os.path.relpath(tree, root))}); a trust could not cover each of them (run the "
+                        "server from a smaller folder, or configure it in code)")
+    if len(found) > MAX_PINNED:
+        raise ConfigurationError(f"its servers run more than {MAX_PINNED} files of the workspace; a trust "
+                                 "could not cover each of them (name fewer, or configure the servers in code)")
+    out: dict[str, str] = {}
+    total = 0
+    for rel, real in sorted(found.items()):
+        try:
+            if os.path.islink(os.path.join(root, rel)) and not os.path.exists(real):
+                out[rel] = "link-" + os.readlink(os.path.join(root, rel))
                 continue
-            if len(out) >= MAX_PINNED:
-                raise ConfigurationError(f"its servers run more than {MAX_PINNED} files of the workspace; a trust "
-                                         "could not cover each of them (name fewer, or configure the servers in code)")
-            try:
-                if os.path.getsize(real) > MAX_PINNED_BYTES:
-                    out[rel] = f"too-large-{os.path.getsize(real)}-{os.path.getmtime(real)}"
-                    continue
-                out[rel] = hashlib.sha256(Path(real).read_bytes()).hexdigest()
-            except OSError as exc:
-                out[rel] = f"unreadable-{exc.errno}"
-    return dict(sorted(out.items()))
+            st = os.stat(real)
+            if not stat.S_ISREG(st.st_mode):  # a fifo or a device is never read (it could block)
+                out[rel] = f"special-{stat.S_IFMT(st.st_mode)}"
+                continue
+            total += st.st_size
+            if total > MAX_PINNED_BYTES:
+                raise ConfigurationError(f"its servers run from workspace files of more than {MAX_PINNED_BYTES:,} "
+                                         "bytes together; a trust could not cover them (run the server from a "
+                                         "smaller folder, or configure it in code)")
+            with open(real, "rb") as f:
+                out[rel] = hashlib.file_digest(f, "sha256").hexdigest()
+        except OSError as exc:
+            out[rel] = f"unreadable-{exc.errno}"
+    return out
+
+
+def _trees(launch: Launch, files: dict[str, str]) -> list[str]:
+    """The folder trees whose every file is pinned (`_pins.code_folders`)."""
+    return code_folders(launch, files)
 
 
 def _read(path: Path, folder: Path) -> WorkspaceConfig:
@@ -183,7 +240,8 @@ def changed_since_read(config: ServerConfig) -> str | None:
     fresh = _read(Path(config.source), Path(config.workspace))
     if fresh.error is None and fresh.digest == config.digest:
         return None
-    files = ", ".join([str(config.source), *fresh.pinned])
+    names = [str(config.source), *fresh.pinned]
+    files = ", ".join(names[:SHOWN_PINS]) + (f" and {len(names) - SHOWN_PINS} more" if len(names) > SHOWN_PINS else "")
     return (f"not started: the MCP server {config.name!r} was trusted as configured in {config.source}, and its "
             f"configuration or a workspace file it runs ({files}) changed since"
             + (f" ({fresh.error})" if fresh.error else "") + "; nothing starts until you trust the new content "

@@ -9,6 +9,12 @@ at each start: a file changed after the trust asks again instead of running, res
 list (`nbagent.mcp._pins.RESOLVERS`): a resolver with no example, or an example whose kind has no resolver,
 fails; and each example is shown to be caught by its own resolver only (with it removed, the file goes
 unpinned: the defence off).
+
+What the code loads next (an imported `helper.py`, a `json.py` added beside a script, `-c` importing from
+its cwd, `require('./lib.js')`, an `.npmrc`) is no name in the configuration: every file in the folders a
+server runs from is pinned instead (`LOADED_NEXT`, each shown getting through with the trees off). A name
+a shell builds when it runs (`BASH_ENV=$PWD/evil.sh`, `. ./e""vil.sh`) is refused trust (`SHELL_BUILT`,
+each shown pinning nothing with the refusal off).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import pytest
 import nbagent.mcp
 from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall
 from nbagent.mcp import MCPServers, trust_workspace, workspace_configs, workspace_servers
-from nbagent.mcp import _pins
+from nbagent.mcp import _pins, _workspace
 from nbagent.mcp._workspace import changed_since_read
 
 pytestmark = pytest.mark.timeout(120)
@@ -195,12 +201,14 @@ def test_a_file_it_runs_is_pinned_and_a_change_asks_again_at_the_next_start(ws, 
 
 @pytest.mark.parametrize("name", list(EXAMPLES))
 def test_each_example_is_caught_by_its_own_resolver(ws, name, monkeypatch):
-    """The defence off: without its kind's resolver, the example's file is not pinned (so the example
-    tests that resolver, and a new kind needs one)."""
+    """The defence off: without its kind's resolver (and without the folder trees, which cover the
+    example's file by where it lies), the example's file is not pinned (so the example tests that resolver,
+    and a new kind needs one)."""
     kind, build = EXAMPLES[name]
     entry, runs = build(ws)
     _config(ws, entry)
     monkeypatch.delitem(_pins.RESOLVERS, kind)
+    monkeypatch.setattr(_workspace, "_trees", lambda launch, files: [])
     [config] = workspace_configs(ws)
     assert _rel(ws, runs) not in config.pinned
 
@@ -236,7 +244,7 @@ def test_a_module_put_earlier_on_the_path_later_asks_again(ws):
     """`-m json` runs the standard library's json (nothing pinned) until a json.py appears beside it."""
     _config(ws, {"command": sys.executable, "args": ["-m", "json.tool"]})
     [config] = trust_workspace(ws)
-    assert config.pinned == {}
+    assert not any(p.startswith("json") for p in config.pinned)  # the library's json is nobody's file here
     server = workspace_servers(ws)["srv"]
     _write(ws / "json" / "__init__.py", "")
     _write(ws / "json" / "tool.py", "pass\n")
@@ -319,3 +327,127 @@ def test_a_workspace_link_to_a_file_elsewhere_is_pinned_by_what_it_leads_to(ws, 
     (ws / "server.py").unlink()
     (ws / "server.py").symlink_to(other)
     assert "changed since" in (changed_since_read(server) or "")
+
+
+# ---------------------------------------------------------------------------------------------------
+# What the code loads next (the folder trees) and names a shell builds (refused): by kind, not by resolver
+# ---------------------------------------------------------------------------------------------------
+def _change_helper(ws: Path) -> None:
+    _write(ws / "helper.py", "import os\nos.system('touch /tmp/owned')\n")
+
+
+def _add_json(ws: Path) -> None:
+    _write(ws / "json.py", "raise SystemExit('shadowed')\n")
+
+
+def _script_importing_helper(ws: Path) -> dict:
+    _write(ws / "srv" / "server.py", "import json, helper\n")
+    _write(ws / "srv" / "helper.py", "VALUE = 1\n")
+    return {"command": "python3", "args": ["srv/server.py"]}
+
+
+LOADED_NEXT: dict[str, tuple[Callable[[Path], dict], Callable[[Path], None]]] = {
+    "a changed imported helper": (
+        _script_importing_helper, lambda ws: _write(ws / "srv" / "helper.py", "import os\nos.system('id')\n")),
+    "an added json.py beside the script": (
+        _script_importing_helper, lambda ws: _write(ws / "srv" / "json.py", "raise SystemExit\n")),
+    "-c importing from its cwd": (
+        lambda ws: (_write(ws / "helper.py", "VALUE = 1\n"),
+                    {"command": "python3", "args": ["-c", "import helper"]})[1], _change_helper),
+    "-c with a json.py added in its cwd": (
+        lambda ws: {"command": "python3", "args": ["-c", "import json"]}, _add_json),
+    "node requiring a sibling": (
+        lambda ws: (_write(ws / "js" / "srv.js", "require('./lib.js')\n"), _write(ws / "js" / "lib.js", "1\n"),
+                    {"command": "node", "args": ["js/srv.js"]})[2],
+        lambda ws: _write(ws / "js" / "lib.js", "require('child_process').execSync('id')\n")),
+    ".npmrc added in the cwd of npx": (
+        lambda ws: {"command": "npx", "args": ["-y", "some-mcp-server"]},
+        lambda ws: _write(ws / ".npmrc", "node-options=--require ./evil.js\n")),
+    "a removed file": (
+        _script_importing_helper, lambda ws: (ws / "srv" / "helper.py").unlink()),
+}
+
+
+@pytest.mark.parametrize("name", list(LOADED_NEXT))
+def test_what_the_code_loads_next_is_pinned_by_its_folder(ws, name):
+    build, change = LOADED_NEXT[name]
+    _config(ws, build(ws))
+    [config] = trust_workspace(ws)
+    assert config.error is None and config.trusted
+    server = workspace_servers(ws)["srv"]
+    assert changed_since_read(server) is None
+    change(ws)
+    assert "changed since" in (changed_since_read(server) or "")
+    assert not workspace_configs(ws)[0].trusted
+
+
+@pytest.mark.parametrize("name", list(LOADED_NEXT))
+def test_without_the_folder_trees_what_the_code_loads_next_gets_through(ws, name, monkeypatch):
+    """The mechanism off: only the files the configuration names are pinned, and each change starts unasked."""
+    monkeypatch.setattr(_workspace, "_trees", lambda launch, files: [])
+    build, change = LOADED_NEXT[name]
+    _config(ws, build(ws))
+    trust_workspace(ws)
+    server = workspace_servers(ws)["srv"]
+    change(ws)
+    assert changed_since_read(server) is None
+
+
+def test_the_folder_trees_skip_git_and_caches_and_a_large_tree_is_refused_not_partly_pinned(ws, monkeypatch):
+    entry = _script_importing_helper(ws)
+    _write(ws / ".git" / "index", "x")
+    _write(ws / "srv" / "__pycache__" / "helper.cpython-311.pyc", "x")
+    _write(ws / ".nbagent" / "sessions" / "a.jsonl", "{}\n")
+    _config(ws, entry)
+    [config] = workspace_configs(ws)
+    assert {"srv/server.py", "srv/helper.py", ".mcp.json"} <= set(config.pinned)
+    assert not any(p.startswith((".git/", ".nbagent/")) or "__pycache__" in p for p in config.pinned)
+    monkeypatch.setattr(_workspace, "MAX_PINNED_BYTES", 10)
+    [config] = workspace_configs(ws)
+    assert config.error and "bytes together" in config.error and not config.pinned and not config.trusted
+    with pytest.raises(nbagent.ConfigurationError):
+        config.trust()
+
+
+SHELL_BUILT = {
+    "BASH_ENV=$PWD/evil.sh": {"command": "bash", "args": ["-c", "exec true"], "env": {"BASH_ENV": "$PWD/evil.sh"}},
+    ". ./e\"\"vil.sh": {"command": "bash", "args": ["-c", '. ./e""vil.sh; exec true']},
+    "source $PWD/evil.sh": {"command": "sh", "args": ["-c", "source $PWD/evil.sh"]},
+    ". ./evi?.sh": {"command": "bash", "args": ["-ec", ". ./evi?.sh"]},
+    "ENV=`pwd`/evil.sh": {"command": "dash", "args": ["-c", "true"], "env": {"ENV": "`pwd`/evil.sh"}},
+}
+
+
+@pytest.mark.parametrize("name", list(SHELL_BUILT))
+def test_a_name_a_shell_builds_is_refused_trust_not_pinned_as_nothing(ws, name, monkeypatch):
+    monkeypatch.setattr(_workspace, "_trees", lambda launch, files: [])  # the refusal alone stops it
+    _write(ws / "sub" / "evil.sh", "true\n")
+    entry = dict(SHELL_BUILT[name], cwd="sub")
+    _config(ws, entry)
+    [config] = workspace_configs(ws)
+    assert config.error and "builds" in config.error and "cannot be pinned" in config.error, config.error
+    assert not config.trusted and "srv" not in workspace_servers(ws)
+    with pytest.raises(nbagent.ConfigurationError):
+        config.trust()
+
+
+@pytest.mark.parametrize("name", list(SHELL_BUILT))
+def test_without_the_refusal_a_shell_built_name_pins_nothing_it_runs(ws, name, monkeypatch):
+    """The mechanism off (the refusal, and the trees, which would cover a file in the server's cwd): the
+    configuration is trusted, and the file the shell runs changes unasked: the resolvers pin nothing."""
+    monkeypatch.setattr(_workspace, "unresolvable", lambda launch: None)
+    monkeypatch.setattr(_workspace, "_trees", lambda launch, files: [])
+    evil = _write(ws / "sub" / "evil.sh", "true\n")
+    _config(ws, dict(SHELL_BUILT[name], cwd="sub"))
+    trust_workspace(ws)
+    server = workspace_servers(ws)["srv"]
+    evil.write_text("touch /tmp/owned\n")
+    assert changed_since_read(server) is None
+
+
+def test_literal_text_in_a_shell_string_and_a_config_variable_still_pin(ws):
+    _write(ws / "run" / "serve.py", "pass\n")
+    _config(ws, {"command": "bash", "args": ["-c", "exec python3 run/serve.py"],
+                 "env": {"TOKEN": "${API_TOKEN}", "MODE": "fast"}})
+    [config] = workspace_configs(ws)
+    assert config.error is None and "run/serve.py" in config.pinned

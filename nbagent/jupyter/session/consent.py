@@ -36,6 +36,7 @@ def consent_html(config: Any) -> str:
     their values (credentials redacted), the names of its headers, the kernel's variables it reads, warnings,
     and every workspace file its servers run. All of it through `shown_html` (escaped, hidden characters shown)."""
     from nbagent.mcp import server_summary
+    from nbagent.mcp._workspace import SHOWN_PINS
 
     e = shown_html
     rows = []
@@ -56,9 +57,14 @@ def consent_html(config: Any) -> str:
                 what += "<br>headers: " + ", ".join(f"<code>{e(n)}</code>" for n in s["headers"])
         warnings = "".join(f"<br><b>! {e(w)}</b>" for w in s["warnings"])
         rows.append(f"<tr><td><b>{e(s['name'])}</b></td><td>{what}{warnings}</td></tr>")
-    for path, digest in config.pinned.items():
+    if config.pinned:
+        rows.append(f"<tr><td></td><td>runs code from {len(config.pinned)} workspace file(s) (every file in the "
+                    "folders its servers run from): adding, removing or changing one asks again</td></tr>")
+    for path, digest in list(config.pinned.items())[:SHOWN_PINS]:
         rows.append(f"<tr><td></td><td>runs the workspace file <code>{e(path)}</code> (sha256 {e(digest[:16])}): "
                     "a change to it asks again</td></tr>")
+    if len(config.pinned) > SHOWN_PINS:
+        rows.append(f"<tr><td></td><td>... and {len(config.pinned) - SHOWN_PINS} more</td></tr>")
     return (f"<div class='nbagent-consent'><b>MCP servers configured in this workspace: not started (not trusted "
             f"yet)</b><br><code>{e(str(config.path))}</code> · sha256 {e(config.digest[:16])}<br>Anything that "
             "can write the workspace could have written this file (the model, a cloned repository, a download). "
