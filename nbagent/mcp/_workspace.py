@@ -44,8 +44,12 @@ MAX_PINNED_BYTES = 64 * 1024 * 1024
 """Most bytes of those files, together (each is hashed again at every start); past it, trust is refused."""
 SHOWN_PINS = 40
 """Pinned files listed one by one in a prompt (the rest are counted)."""
-_NOT_CODE = frozenset({".git", ".nbagent", "__pycache__"})
-"""Folders a tree walk skips: git's own state, nbagent's sessions and trust, Python's byte-code cache."""
+_NOT_CODE = frozenset({".git", ".nbagent", "__pycache__", ".ipynb_checkpoints"})
+"""Folders a tree walk skips: git's own state, nbagent's sessions and trust, Python's byte-code cache, Jupyter's
+checkpoints of notebooks."""
+_DOCUMENT = ".ipynb"
+"""Files a tree walk skips: notebooks are documents a person saves all day, run only by a kernel (a notebook a
+server's command or environment names is still pinned by the resolvers, like any file named there)."""
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}")
 
 
@@ -137,7 +141,8 @@ def _tree(folder: str, root: str) -> Iterator[str]:
     for here, dirs, files in os.walk(folder, onerror=None):
         dirs[:] = sorted(d for d in dirs if d not in _NOT_CODE)
         for name in sorted(files):
-            yield os.path.relpath(os.path.join(here, name), root)
+            if not name.endswith(_DOCUMENT):
+                yield os.path.relpath(os.path.join(here, name), root)
 
 
 def _pinned(servers: dict[str, ServerConfig], folder: Path) -> dict[str, str]:

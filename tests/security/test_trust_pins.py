@@ -451,3 +451,23 @@ def test_literal_text_in_a_shell_string_and_a_config_variable_still_pin(ws):
                  "env": {"TOKEN": "${API_TOKEN}", "MODE": "fast"}})
     [config] = workspace_configs(ws)
     assert config.error is None and "run/serve.py" in config.pinned
+
+
+def test_saving_a_notebook_beside_a_trusted_server_does_not_ask_again(tmp_path):
+    """Notebooks (and their checkpoints) are documents: the tree walk leaves them out, so a person saving one
+    does not make the trust ask again; a notebook the server's command names is still pinned."""
+    (tmp_path / "server.py").write_text("print('hi')\n")
+    (tmp_path / "notes.ipynb").write_text("{}\n")
+    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {
+        "s": {"command": "python3", "args": ["server.py"]},
+        "p": {"command": "papermill", "args": ["notes.ipynb", "out.ipynb"]}}}))
+    [config] = trust_workspace(tmp_path)
+    assert config.error is None and config.trusted
+    assert "server.py" in config.pinned and "notes.ipynb" in config.pinned  # named by p's arguments
+    server = workspace_servers(tmp_path)["s"]
+    (tmp_path / "other.ipynb").write_text("{}\n")
+    (tmp_path / ".ipynb_checkpoints").mkdir()
+    (tmp_path / ".ipynb_checkpoints" / "other-checkpoint.ipynb").write_text("{}\n")
+    assert changed_since_read(server) is None and workspace_configs(tmp_path)[0].trusted
+    (tmp_path / "notes.ipynb").write_text('{"cells": []}\n')
+    assert "changed since" in (changed_since_read(server) or "")
