@@ -9,12 +9,18 @@ So there the whole workspace is writable, and what protects the protected paths 
 
 - before the command, `ProtectedCopy` takes what of each protected top-level entry can run programs:
   which entry it is (device and inode, so a rename away or a replacement is seen), and every file, folder
-  and link inside it with its mode and content, except the data that changes as a person works (git's
-  objects, refs, logs and index; nbagent's sessions and batches), which runs nothing;
+  and link inside it with its mode and content and each file's link count, except the data that changes as
+  a person works (git's objects, refs, logs and index, decided by kind: `_DATA`; nbagent's sessions and
+  batches), which runs nothing;
 - after the command (and, for a command left running in the background, before every later call and
   when it ends: `check_running`), `restore()` compares and puts back what changed: an entry renamed away is
   renamed back from where it went (found by its inode), a replaced or removed one made again from the copy,
-  a changed file written back, a new file removed; the result names each path put back.
+  a changed file written back, a new file removed, a file hard-linked elsewhere (its link count grew)
+  replaced by a fresh copy with a new inode; the result names each path put back.
+
+A command that goes on in the background is not kept by a copy at all (`sandbox_landlock`: the top level
+stays closed for it), since a put-back comes after what a program outside ran meanwhile; `check_running`
+stays for a copy that a command in the background still holds.
 
 What this does not give (the mount namespace does, `nbagent.safety.sandbox_landlock`): while the command
 runs, a program outside the sandbox (a git prompt, JupyterLab's git panel, an editor) can read what the
