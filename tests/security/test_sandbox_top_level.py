@@ -303,16 +303,40 @@ def test_a_background_command_at_the_top_level_is_refused_with_why(repo: Path, b
     assert "goes on in the background" in text and "notes.txt would be a new entry" in text, text
 
 
+def _unguarded(prepared):
+    """A prepared command whose copy the background start does not see (that check turned off too)."""
+
+    class Unguarded:
+        def __getattr__(self, name):
+            return None if name == "copy" else getattr(prepared, name)
+
+    return Unguarded()
+
+
 def test_defence_off_a_background_command_plants_before_it_is_put_back(repo: Path, backend, monkeypatch) -> None:
     """With background commands copied and put back like foreground ones, the planted config is there for a
     program outside (and the next call) to run until it is put back."""
     if not copies(backend):
         pytest.skip("only Landlock alone lets the command write there")
     real = _sandbox.landlock_prepared
-    monkeypatch.setattr(_sandbox, "landlock_prepared", lambda *a, **kw: real(*a, **{**kw, "long_lived": False}))
+    monkeypatch.setattr(_sandbox, "landlock_prepared", lambda *a, **kw: _unguarded(real(*a, **{**kw, "long_lived": False})))
     monkeypatch.setattr(_restore, "check_running", list)
     monkeypatch.setattr("nbagent.calls.execution.check_running", list)
     run = run_agent(repo, [sh(PLANT_LATER, yield_ms=500)], [sh("sleep 3; cat .git/config", timeout=30)],
                     [ToolCall(name="process", arguments={"action": "kill", "id": "p1"})], approver=Recorder(True))
     assert "fsmonitor" in text_of(run.calls[1])
     assert "fsmonitor" not in (repo / ".git" / "config").read_text()  # put back only when it ended
+
+
+def test_a_command_prepared_to_be_put_back_never_goes_on_in_the_background(
+        repo: Path, backend, monkeypatch) -> None:
+    """The background start is the choke point: a command prepared with a copy (to be put back after it) is
+    refused there, whoever prepared it."""
+    if not copies(backend):
+        pytest.skip("only Landlock alone copies protected paths")
+    real = _sandbox.landlock_prepared
+    monkeypatch.setattr(_sandbox, "landlock_prepared", lambda *a, **kw: real(*a, **{**kw, "long_lived": False}))
+    run = run_agent(repo, [sh(PLANT_LATER, yield_ms=500)], approver=Recorder(True))
+    text = text_of(run.calls[0])
+    assert run.calls[0].status == "error" and "cannot protect what runs meanwhile" in text, text
+    assert not (repo / "sub" / "below.txt").exists()
