@@ -407,9 +407,11 @@ def prepare(
     policy: Any = "workspace-write",
     hidden: Iterable[Path] = (),
     backend: SandboxBackend | None = None,
+    long_lived: bool = False,
 ) -> Prepared:
     """How to start `argv` under `policy` with this machine's backend (plainly where there is none); the
-    parameters are `sandbox_command`'s, which builds the bubblewrap command line."""
+    parameters are `sandbox_command`'s, which builds the bubblewrap command line. `long_lived`: the command
+    may go on in the background (Landlock without a mount namespace then keeps the top level closed)."""
     if (in_force := _in_force(policy, backend)) is None:
         return Prepared(list(argv))
     policy, backend = in_force
@@ -431,4 +433,5 @@ def prepare(
     readable += [os.path.join(home, name) for name in _HOME_FILES_SHOWN]
     writable = [ws] + [os.path.realpath(p) for p in policy.writable] if writes else []
     return landlock_prepared(list(argv), ws=ws, writes=writes, network=network, readable=readable,
-                             writable=writable, secret=secret_places(), hidden=hidden, mounts=backend.mounts)
+                             writable=writable, secret=secret_places(), hidden=hidden, mounts=backend.mounts,
+                             long_lived=long_lived)

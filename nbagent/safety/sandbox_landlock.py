@@ -208,10 +208,14 @@ def protected_mounts(ws: Path) -> tuple[list[str], list[str]]:
 # -- Landlock -------------------------------------------------------------------------------------------
 
 def landlock_prepared(argv: list[str], *, ws: str, writes: bool, network: bool, readable: list[str],
-                      writable: list[str], secret: Iterable[str], hidden: Iterable[str], mounts: bool) -> Prepared:
+                      writable: list[str], secret: Iterable[str], hidden: Iterable[str], mounts: bool,
+                      long_lived: bool = False) -> Prepared:
     """`argv` ready to start under Landlock. `ws`: the workspace's real path; `writes`: workspace-write
     (else read-only); `writable`: more directories it may write; `secret`: places never shown; `hidden`:
-    real paths of what read deny rules protect; `mounts`: the process may make a mount namespace."""
+    real paths of what read deny rules protect; `mounts`: the process may make a mount namespace;
+    `long_lived`: the command goes on in the background, so without a mount namespace its protected paths
+    are not copied but kept read-only, and the top level with them (a put-back at its end, or between calls,
+    cannot protect what other programs run from them meanwhile)."""
     ws_path = Path(ws)
     secret = [os.path.realpath(p) for p in secret]
     hidden = [os.path.realpath(p) for p in hidden]
@@ -236,9 +240,12 @@ def landlock_prepared(argv: list[str], *, ws: str, writes: bool, network: bool, 
             # paths are copied now and put back after the command (`sandbox_restore`); where they hold more
             # than may be copied, they stay read-only and so does the top level above them
             try:
+                if long_lived:
+                    raise _Closed
                 copy = _restore.take(ws, PROTECTED_PATHS)
-            except OSError as exc:
-                too_big = (f"too large to copy and put back: {exc}" if isinstance(exc, _restore.CopyTooLarge)
+            except (OSError, _Closed) as exc:
+                too_big = (LONG_LIVED if isinstance(exc, _Closed) else
+                           f"too large to copy and put back: {exc}" if isinstance(exc, _restore.CopyTooLarge)
                            else f"they could not be copied: {exc}")
                 read_only = [os.path.join(ws, rel) for rel in PROTECTED_PATHS
                              if os.path.lexists(os.path.join(ws, rel))]
@@ -266,6 +273,14 @@ def landlock_prepared(argv: list[str], *, ws: str, writes: bool, network: bool, 
     top = _closed_top(ws, read_only, secret, hidden, too_big) if writes and plan is None else ""
     return Prepared(list(argv), env=env, preexec_fn=child, ruleset=ruleset, marker=marker, tmpdir=tmpdir,
                     watched=watched, links=links, mounts=plan, top_level=top, copy=copy)
+
+
+class _Closed(Exception):
+    """The protected paths are not copied for this command: they stay read-only."""
+
+
+LONG_LIVED = ("the command goes on in the background, and copying them to put them back after it cannot protect "
+              "what other programs (git, an editor) run from them while it runs")
 
 
 def _inside(path: str, ws: str) -> bool:

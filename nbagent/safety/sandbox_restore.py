@@ -9,12 +9,18 @@ So there the whole workspace is writable, and what protects the protected paths 
 
 - before the command, `ProtectedCopy` takes what of each protected top-level entry can run programs:
   which entry it is (device and inode, so a rename away or a replacement is seen), and every file, folder
-  and link inside it with its mode and content, except the data that changes as a person works (git's
-  objects, refs, logs and index; nbagent's sessions and batches), which runs nothing;
+  and link inside it with its mode and content and each file's link count, except the data that changes as
+  a person works (git's objects, refs, logs and index, decided by kind: `_DATA`; nbagent's sessions and
+  batches), which runs nothing;
 - after the command (and, for a command left running in the background, before every later call and
   when it ends: `check_running`), `restore()` compares and puts back what changed: an entry renamed away is
   renamed back from where it went (found by its inode), a replaced or removed one made again from the copy,
-  a changed file written back, a new file removed; the result names each path put back.
+  a changed file written back, a new file removed, a file hard-linked elsewhere (its link count grew)
+  replaced by a fresh copy with a new inode; the result names each path put back.
+
+A command that goes on in the background is not kept by a copy at all (`sandbox_landlock`: the top level
+stays closed for it), since a put-back comes after what a program outside ran meanwhile; `check_running`
+stays for a copy that a command in the background still holds.
 
 What this does not give (the mount namespace does, `nbagent.safety.sandbox_landlock`): while the command
 runs, a program outside the sandbox (a git prompt, JupyterLab's git panel, an editor) can read what the
@@ -44,12 +50,26 @@ ENTRY_LIMIT = 20_000
 SEARCH_LIMIT = 100_000
 """How many workspace entries `restore` looks through for an entry renamed away."""
 
-_DATA = {".git": frozenset({"objects", "refs", "logs", "index", "HEAD", "FETCH_HEAD", "ORIG_HEAD", "MERGE_HEAD",
-                            "CHERRY_PICK_HEAD", "REVERT_HEAD", "AUTO_MERGE", "COMMIT_EDITMSG", "packed-refs", "lfs",
-                            "rr-cache", "shallow", "sequencer", "rebase-merge", "rebase-apply", "BISECT_LOG"}),
+_DATA = {".git": frozenset({"objects", "refs", "logs", "packed-refs", "index", "HEAD", "ORIG_HEAD", "FETCH_HEAD",
+                            "COMMIT_EDITMSG"}),
          ".nbagent": frozenset({"sessions", "batches"})}
-"""Per protected folder: names (at any depth in it) of data that changes as the person or nbagent works and
-runs no program; not copied, not put back (a commit or a stored session made meanwhile is kept)."""
+"""Per protected folder: names of data that changes as the person or nbagent works and runs no program; not
+copied, not put back (a commit or a stored session made meanwhile is kept). Decided by kind: in `.git` only
+object, ref, log and index data is data (directly in `.git`, or in a git folder it holds: `modules/<name>`,
+`worktrees/<name>`); everything else there (config, hooks, info, a pending rebase's or sequencer's todo, which
+can run `exec` lines, `config.worktree`, a submodule's config and hooks) is copied and put back, and what is
+new there is removed."""
+
+
+def _is_data(rel: str, name: str) -> bool:
+    """Whether `name` inside the folder `rel` is data (`_DATA`), not copied nor put back."""
+    parts = rel.split("/")
+    data = _DATA.get(parts[0], frozenset())
+    if name not in data:
+        return False
+    if parts[0] != ".git":
+        return True
+    return len(parts) == 1 or (len(parts) >= 3 and parts[-2] in ("modules", "worktrees"))
 
 
 class CopyTooLarge(OSError):
@@ -70,6 +90,10 @@ class ProtectedCopy:
         self.entries: dict[str, _Entry] = {}
         """Workspace-relative path: what it was."""
         self.names = tuple(names)
+        self.data_links: dict[str, int] = {}
+        """The same for the data files directly in a copied folder (`.git/HEAD`), whose content is not kept."""
+        self.links: dict[str, int] = {}
+        """Workspace-relative path: its link count when copied (a hard link made to it is seen after)."""
         self.users = 0
         """Commands kept by this copy now (`take`, `ended`)."""
         self.background = 0
@@ -85,13 +109,13 @@ class ProtectedCopy:
             except OSError:
                 continue
             self.tops[name] = (st.st_dev, st.st_ino, _kind(st.st_mode))
-            self._take(name, _DATA.get(name, frozenset()))
+            self._take(name)
             if stat.S_ISLNK(st.st_mode):  # where it leads, when that is in the workspace, is kept too
                 real = os.path.realpath(path)
                 if real.startswith(self.ws + "/") and os.path.exists(real):
-                    self._take(os.path.relpath(real, self.ws), frozenset())
+                    self._take(os.path.relpath(real, self.ws), outside=True)
 
-    def _take(self, rel: str, data: frozenset[str]) -> None:
+    def _take(self, rel: str, outside: bool = False) -> None:
         pending = [rel]
         while pending:
             here = pending.pop()
@@ -114,10 +138,13 @@ class ProtectedCopy:
             else:
                 content = None
             self.entries[here] = (kind, stat.S_IMODE(st.st_mode), content)
+            self.links[here] = st.st_nlink
             if kind == "d":
                 for entry in os.scandir(full):
-                    if entry.name not in data:
+                    if outside or not _is_data(here, entry.name):
                         pending.append(os.path.join(here, entry.name))
+                    elif entry.is_file(follow_symlinks=False):  # data (HEAD): not copied, but a link to it is seen
+                        self.data_links[os.path.join(here, entry.name)] = entry.stat(follow_symlinks=False).st_nlink
 
     # -- after -------------------------------------------------------------------------------------------
 
@@ -135,6 +162,16 @@ class ProtectedCopy:
                 said = self._one(rel)
                 if rel.split("/")[0] not in remade:  # a top made again whole is reported once, by its name
                     done += said
+            for rel, count in self.data_links.items():
+                st = _At(self.ws).lstat(rel)
+                if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink > count:
+                    content = _At(self.ws).content(rel, "f")
+                    try:
+                        _At(self.ws).replace(rel, content, stat.S_IMODE(st.st_mode))  # type: ignore[arg-type]
+                        done.append(f"{rel} (hard-linked elsewhere: replaced by a fresh copy, the other name no "
+                                    "longer reaches it)")
+                    except (OSError, TypeError):
+                        done.append(f"{rel} (hard-linked elsewhere: could not be replaced)")
             for rel in self._new_entries():
                 try:
                     self._remove_new(rel)
@@ -166,6 +203,13 @@ class ProtectedCopy:
         at = _At(self.ws)
         st = at.lstat(rel)
         same = st is not None and _kind(st.st_mode) == kind
+        linked = same and kind == "f" and st.st_nlink > self.links.get(rel, 1)  # type: ignore[union-attr]
+        if linked:  # a hard link made to it: a fresh file (a new inode) takes its place, out of the link's reach
+            try:
+                at.replace(rel, content, mode)  # type: ignore[arg-type]
+            except OSError:
+                return [f"{rel} (hard-linked elsewhere: could not be replaced)"]
+            return [f"{rel} (hard-linked elsewhere: replaced by a fresh copy, the other name no longer reaches it)"]
         if same and stat.S_IMODE(st.st_mode) == mode and (kind in ("d", "o") or at.content(rel, kind) == content):
             return []
         if kind == "o":
@@ -190,10 +234,9 @@ class ProtectedCopy:
         for rel, (kind, _mode, _content) in self.entries.items():
             if kind != "d":
                 continue
-            data = _DATA.get(rel.split("/")[0], frozenset())
             for name in at.listdir(rel):
                 child = os.path.join(rel, name)
-                if child not in self.entries and name not in data and not _transient(name):
+                if child not in self.entries and not _is_data(rel, name) and not _transient(name):
                     found.append(child)
         return sorted(found)
 
@@ -287,6 +330,27 @@ class _At:
                 os.fchmod(file, mode)
             finally:
                 os.close(file)
+        finally:
+            os.close(fd)
+
+    def replace(self, rel: str, content: bytes, mode: int) -> None:
+        """A new file with `content` takes `rel`'s place (renamed over it: a new inode)."""
+        fd, name = self._parent(rel)
+        try:
+            fresh = f".{name}.nbagent-fresh"
+            try:
+                os.unlink(fresh, dir_fd=fd)
+            except FileNotFoundError:
+                pass
+            file = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600, dir_fd=fd)
+            try:
+                view = memoryview(content)
+                while view:
+                    view = view[os.write(file, view):]
+                os.fchmod(file, mode)
+            finally:
+                os.close(file)
+            os.rename(fresh, name, src_dir_fd=fd, dst_dir_fd=fd)
         finally:
             os.close(fd)
 

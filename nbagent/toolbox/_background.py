@@ -374,6 +374,10 @@ async def start_background(ctx: ToolContext, *, command: str, argv: list[str], c
                            foreground_result: Any) -> ToolResult:
     """Start a prepared command as a background process of the run. With `yield_ms`, wait that long
     first: a command that ends meanwhile gets its ordinary result (`foreground_result(...)`)."""
+    if getattr(prepared, "copy", None) is not None:  # Landlock alone: only a command closed to the top level
+        prepared.cleanup()  # (`prepare(long_lived=True)`) may go on; a put-back after it comes too late
+        return ToolResult([TextBlock("not run: it was prepared to be put back after it ends, which cannot protect "
+                                     "what runs meanwhile in the background")], is_error=True)
     registry = ctx.scope.get(ProcessRegistry, lambda: ProcessRegistry(ctx.scope.emit))
     proc = await asyncio.create_subprocess_exec(
         *argv, cwd=cwd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,

@@ -259,7 +259,8 @@ def make_shell_tool(binding: Binding) -> Tool:
                               is_error=True)
         try:
             hidden = hidden_paths(ws.root, denied) if sandboxed and denied is not None else ()
-            prepared = prepare([_bash(), "-c", command], workspace=ws.root, policy=policy, hidden=hidden)
+            prepared = prepare([_bash(), "-c", command], workspace=ws.root, policy=policy, hidden=hidden,
+                               long_lived=bool(background or yield_ms))
         except OSError as exc:
             return ToolResult([TextBlock(f"the sandbox could not be set up ({exc}); the command did not run")],
                               is_error=True)

@@ -182,3 +182,52 @@ def test_a_fifo_is_never_opened(ws: Path) -> None:
     os.mkfifo(ws / ".git" / "config")
     assert ".git/config (changed: put back)" in copy.restore()
     assert (ws / ".git" / "config").read_text() == "[core]\n"
+
+
+# -- git state that runs code, and hard links ------------------------------------------------------------------
+
+def test_git_state_that_is_not_object_ref_log_or_index_data_is_put_back(ws: Path) -> None:
+    (ws / ".git" / "info").mkdir()
+    (ws / ".git" / "info" / "attributes").write_text("")
+    (ws / ".git" / "modules" / "lib" / "hooks").mkdir(parents=True)
+    (ws / ".git" / "modules" / "lib" / "config").write_text("[core]\n")
+    (ws / ".git" / "modules" / "lib" / "objects").mkdir()
+    copy = ProtectedCopy(ws)
+    assert ".git/modules/lib/config" in copy.entries and ".git/modules/lib/objects" not in copy.entries
+    todo = ws / ".git" / "rebase-merge" / "git-rebase-todo"
+    todo.parent.mkdir()
+    todo.write_text("exec touch pwned\n")
+    (ws / ".git" / "sequencer").mkdir()
+    (ws / ".git" / "config.worktree").write_text("[core]\n\tfsmonitor = touch pwned\n")
+    (ws / ".git" / "info" / "attributes").write_text("* filter=evil\n")
+    (ws / ".git" / "modules" / "lib" / "hooks" / "post-checkout").write_text("#!/bin/sh\ntouch pwned\n")
+    (ws / ".git" / "worktrees" / "w").mkdir(parents=True)
+    (ws / ".git" / "objects" / "ab" / "new").write_bytes(b"object")  # data: kept
+    (ws / ".git" / "modules" / "lib" / "objects" / "x").write_bytes(b"object")
+    done = copy.restore()
+    assert ".git/info/attributes (changed: put back)" in done
+    for made in (".git/rebase-merge", ".git/sequencer", ".git/config.worktree", ".git/worktrees",
+                 ".git/modules/lib/hooks/post-checkout"):
+        assert f"{made} (made by the command: removed)" in done and not (ws / made).exists()
+    assert (ws / ".git" / "objects" / "ab" / "new").exists() and (ws / ".git/modules/lib/objects/x").exists()
+    assert copy.restore() == []
+
+
+def test_the_data_kinds_are_exactly_objects_refs_logs_and_index(ws: Path) -> None:
+    names = ("objects", "refs", "logs", "packed-refs", "index", "HEAD", "ORIG_HEAD", "FETCH_HEAD", "COMMIT_EDITMSG")
+    assert sandbox_restore._DATA[".git"] == frozenset(names)
+    for name in ("rebase-merge", "rebase-apply", "sequencer", "info", "hooks", "modules", "worktrees", "config"):
+        assert not sandbox_restore._is_data(".git", name)
+
+
+@pytest.mark.parametrize("target", [".git/config", ".git/HEAD"])
+def test_a_hard_link_made_to_a_protected_file_no_longer_reaches_it(ws: Path, target: str) -> None:
+    copy = ProtectedCopy(ws)
+    before = (ws / target).read_text()
+    os.link(ws / target, ws / "sub" / "notes.cfg")
+    done = copy.restore()
+    assert done == [f"{target} (hard-linked elsewhere: replaced by a fresh copy, the other name no longer reaches it)"]
+    with open(ws / "sub" / "notes.cfg", "a") as f:
+        f.write("[core]\n\tfsmonitor = touch pwned\n")
+    assert (ws / target).read_text() == before and (ws / target).stat().st_nlink == 1
+    assert copy.restore() == []

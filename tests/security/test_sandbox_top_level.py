@@ -277,28 +277,66 @@ def test_a_change_made_outside_while_the_command_runs_is_kept(repo: Path) -> Non
     assert (repo / ".nbagent" / "sessions" / "s.jsonl").read_text() == '{"kept": true}\n'
 
 
-def test_a_background_command_is_checked_before_every_later_call(repo: Path, backend) -> None:
-    """A command left running by the `process` tool: under Landlock alone what it planted is put back before
-    the next call runs (whatever the tool), and that call's result says so; in the other lanes it planted
-    nothing."""
-    plant = f"printf '{EVIL_CONFIG}' >> .git/config; echo planted; sleep 20"
-    run = run_agent(repo, [sh(plant, yield_ms=1500)], [sh("cat .git/config", timeout=30)],
+PLANT_LATER = f"echo below > sub/below.txt; echo started; sleep 1; printf '{EVIL_CONFIG}' >> .git/config; sleep 20"
+
+
+def test_a_background_command_cannot_write_protected_paths_while_it_runs(repo: Path, backend) -> None:
+    """A command left running by the `process` tool: in every lane it cannot write `.git/config` at all (under
+    Landlock alone the top level stays closed for it, as a put-back at its end, or between calls, cannot
+    protect what a `git status` outside runs meanwhile), and the result says why; sub-folders stay writable."""
+    run = run_agent(repo, [sh(PLANT_LATER, yield_ms=500)], [sh("sleep 3; cat .git/config", timeout=30)],
                     [ToolCall(name="process", arguments={"action": "kill", "id": "p1"})], approver=Recorder(True))
-    assert "p1" in text_of(run.calls[0]) and "planted" in text_of(run.calls[0])  # control: it went on, having planted
-    later = text_of(run.calls[1])
-    assert "fsmonitor" not in later and "fsmonitor" not in (repo / ".git" / "config").read_text()
+    assert "p1" in text_of(run.calls[0]) and "started" in text_of(run.calls[0])  # control: it went on
+    assert (repo / "sub" / "below.txt").read_text() == "below\n"
+    assert "fsmonitor" not in text_of(run.calls[1]) and "fsmonitor" not in (repo / ".git" / "config").read_text()
+    assert "put back" not in text_of(run.calls[1])  # nothing was planted, so nothing had to be put back
     if copies(backend):
-        assert "[before this call, protected paths a background command changed were put back: .git/config " \
-               "(changed: put back)]" in later
+        assert _restore.check_running() == []
 
 
-def test_defence_off_a_background_command_plants_for_the_next_call(repo: Path, backend, monkeypatch) -> None:
+def test_a_background_command_at_the_top_level_is_refused_with_why(repo: Path, backend) -> None:
+    if not copies(backend):
+        pytest.skip("only Landlock alone copies protected paths for foreground commands")
+    run = run_agent(repo, [sh("echo hi > notes.txt; echo done", yield_ms=2000)], approver=Recorder(True))
+    text = text_of(run.calls[0])
+    assert not (repo / "notes.txt").exists()
+    assert "goes on in the background" in text and "notes.txt would be a new entry" in text, text
+
+
+def _unguarded(prepared):
+    """A prepared command whose copy the background start does not see (that check turned off too)."""
+
+    class Unguarded:
+        def __getattr__(self, name):
+            return None if name == "copy" else getattr(prepared, name)
+
+    return Unguarded()
+
+
+def test_defence_off_a_background_command_plants_before_it_is_put_back(repo: Path, backend, monkeypatch) -> None:
+    """With background commands copied and put back like foreground ones, the planted config is there for a
+    program outside (and the next call) to run until it is put back."""
     if not copies(backend):
         pytest.skip("only Landlock alone lets the command write there")
+    real = _sandbox.landlock_prepared
+    monkeypatch.setattr(_sandbox, "landlock_prepared", lambda *a, **kw: _unguarded(real(*a, **{**kw, "long_lived": False})))
     monkeypatch.setattr(_restore, "check_running", list)
     monkeypatch.setattr("nbagent.calls.execution.check_running", list)
-    plant = f"printf '{EVIL_CONFIG}' >> .git/config; echo planted; sleep 20"
-    run = run_agent(repo, [sh(plant, yield_ms=1500)], [sh("cat .git/config", timeout=30)],
+    run = run_agent(repo, [sh(PLANT_LATER, yield_ms=500)], [sh("sleep 3; cat .git/config", timeout=30)],
                     [ToolCall(name="process", arguments={"action": "kill", "id": "p1"})], approver=Recorder(True))
     assert "fsmonitor" in text_of(run.calls[1])
-    assert "fsmonitor" not in (repo / ".git" / "config").read_text()  # put back when it ended
+    assert "fsmonitor" not in (repo / ".git" / "config").read_text()  # put back only when it ended
+
+
+def test_a_command_prepared_to_be_put_back_never_goes_on_in_the_background(
+        repo: Path, backend, monkeypatch) -> None:
+    """The background start is the choke point: a command prepared with a copy (to be put back after it) is
+    refused there, whoever prepared it."""
+    if not copies(backend):
+        pytest.skip("only Landlock alone copies protected paths")
+    real = _sandbox.landlock_prepared
+    monkeypatch.setattr(_sandbox, "landlock_prepared", lambda *a, **kw: real(*a, **{**kw, "long_lived": False}))
+    run = run_agent(repo, [sh(PLANT_LATER, yield_ms=500)], approver=Recorder(True))
+    text = text_of(run.calls[0])
+    assert run.calls[0].status == "error" and "cannot protect what runs meanwhile" in text, text
+    assert not (repo / "sub" / "below.txt").exists()
