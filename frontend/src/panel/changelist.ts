@@ -16,18 +16,10 @@ import { PanelHub, ShownRun, nameOf } from './hub';
 import { CHANGED_REASON, proposal } from './proposal';
 import type { Change, Review } from './protocol';
 import { undoChange } from './review';
+import { el } from './el';
 
 /** What the lists need from the panel: the notebook and its hub, a way to say what went wrong, a redraw. */
 export type Host = { hub: PanelHub; nb: NotebookPanel; error: (text: string) => void; redraw: () => void };
-
-function el(tag: string, cls: string, text?: string): HTMLElement {
-  const node = document.createElement(tag);
-  node.className = cls;
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
 
 function button(text: string, cls: string, title: string, onclick: (b: HTMLButtonElement) => void): HTMLButtonElement {
   const b = el('button', `jp-Button ${cls}`, text) as HTMLButtonElement;

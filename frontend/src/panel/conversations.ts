@@ -9,15 +9,7 @@
  * the workspace, which anyone who can write it could have written.
  */
 import type { ConversationItem, ConversationsResult } from './protocol';
-
-function el(tag: string, cls: string, text?: string): HTMLElement {
-  const node = document.createElement(tag);
-  node.className = cls;
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
+import { el } from './el';
 
 /** "3 runs · 5 calls · 2 h ago" (when: relative to `now`, both in seconds). */
 export function conversationMeta(item: ConversationItem, now: number): string {

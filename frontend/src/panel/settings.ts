@@ -9,15 +9,7 @@
  */
 import type { PanelHub } from './hub';
 import type { OptionSetting, ProviderSettings, SettingsResult } from './protocol';
-
-function el(tag: string, cls: string, text?: string): HTMLElement {
-  const node = document.createElement(tag);
-  node.className = cls;
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
+import { el } from './el';
 
 function button(text: string, cls: string, onclick: () => void): HTMLButtonElement {
   const b = el('button', `jp-Button nba-set-button ${cls}`, text) as HTMLButtonElement;

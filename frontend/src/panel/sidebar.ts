@@ -20,6 +20,7 @@ import { makeCellsButton } from './tocells';
 import { conversationList } from './conversations';
 import { SettingsView } from './settings';
 import { stepLine } from './step';
+import { el } from './el';
 
 export const WIDGET_MIME = 'application/vnd.jupyter.widget-view+json';
 
@@ -32,15 +33,6 @@ type Card = {
   shown: string; // what the body shows: "w:<model id>", "h:<html>", "n:<note>"
   renderer: (IRenderMime.IRenderer & Widget) | null;
 };
-
-function el(tag: string, cls: string, text?: string): HTMLElement {
-  const node = document.createElement(tag);
-  node.className = cls;
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
 
 /** A run's status in words (the kernel sends its enum). */
 export function statusWord(status: string): string {
