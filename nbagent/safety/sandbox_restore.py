@@ -72,6 +72,13 @@ def _is_data(rel: str, name: str) -> bool:
     return len(parts) == 1 or (len(parts) >= 3 and parts[-2] in ("modules", "worktrees"))
 
 
+def _write_all(file: int, content: bytes) -> None:
+    """All of `content` to the open file `file` (a write may take only part of it)."""
+    view = memoryview(content)
+    while view:
+        view = view[os.write(file, view):]
+
+
 class CopyTooLarge(OSError):
     """The protected paths hold more than `ProtectedCopy` may copy."""
 
@@ -324,9 +331,7 @@ class _At:
             try:
                 os.fchmod(file, mode | stat.S_IWUSR)
                 os.ftruncate(file, 0)
-                view = memoryview(content)
-                while view:
-                    view = view[os.write(file, view):]
+                _write_all(file, content)
                 os.fchmod(file, mode)
             finally:
                 os.close(file)
@@ -344,9 +349,7 @@ class _At:
                 pass
             file = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600, dir_fd=fd)
             try:
-                view = memoryview(content)
-                while view:
-                    view = view[os.write(file, view):]
+                _write_all(file, content)
                 os.fchmod(file, mode)
             finally:
                 os.close(file)
