@@ -177,14 +177,18 @@ def test_one_review_of_every_change_with_keep_all_and_undo_all(server):
         assert row.count() == 1 and row.first.inner_text().startswith("inserted ")
         href = row.first.locator("a").get_attribute("href")
         assert href.startswith("#nbagent-cell=") and href != "#nbagent-cell=c2", href
-        assert "kept" in p.locator("#nbagent-panel .nba-panel-run .nba-panel-change").first.inner_text()
+        wait_for(page, "the run's card did not say the edit was kept",
+                 "() => { const c = document.querySelectorAll('#nbagent-panel .nba-panel-run .nba-panel-change'); "
+                 "return c.length > 0 && /kept/.test(c[0].innerText); }")
         page.shot(f"panel-review-{app}-changes", p.locator("#nbagent-panel"))
         # Undo all: the inserted cell goes; the kept edit stays
         review.locator("button.nba-panel-review-undo-all").click()
         wait_sources(page, lambda s: s[2:] == ["a = 2"], "Undo all did not put the notebook back")
         wait_for(page, "the review did not empty after Undo all",
                  "() => !document.querySelector('#nbagent-panel .nba-panel-review').innerText.trim()")
-        assert "undone" in p.locator("#nbagent-panel .nba-panel-run .nba-panel-change").nth(1).inner_text()
+        wait_for(page, "the run's card did not say the insert was undone",
+                 "() => { const c = document.querySelectorAll('#nbagent-panel .nba-panel-run .nba-panel-change'); "
+                 "return c.length > 1 && /undone/.test(c[1].innerText); }")
     except Exception:
         page.shot(f"panel-review-{app}-failure")
         raise
