@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 
 import pytest
 
@@ -47,34 +49,98 @@ SERVERS = ("tests/batch/test_dask.py", "tests/providers/test_llamacpp.py", "test
 marked `servers`, which the fast lane (`./dev test --fast`) leaves out with `kernel` and `browser`."""
 
 
+COLLECTED = pytest.StashKey[list]()
+"""Every test this run collected, before `-m` or `-k` chose among them: `Collected` rows (tests/test_dev.py
+reads them to check what the fast lane leaves out)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Collected:
+    nodeid: str
+    markers: frozenset[str]
+    lane: str | None  # the sandbox lane it runs in (`sandbox_lane`), if any
+    base: str  # the test and its other parameters: the same for the test in every sandbox lane
+
+
+@pytest.hookimpl(tryfirst=True)  # before the -m and -k of `_pytest.mark` deselect any
 def pytest_collection_modifyitems(config, items):
+    host = host_sandbox_lane() if any("sandbox_lane" in getattr(i, "fixturenames", ()) for i in items) else None
+    rows = []
     for item in items:
         if item.nodeid.split("::")[0] in SERVERS:
             item.add_marker(pytest.mark.servers)
+        callspec = getattr(item, "callspec", None)
+        lane = callspec.params.get("sandbox_lane") if callspec else None
+        if lane is not None and host is not None and lane != host:
+            item.add_marker(pytest.mark.other_sandbox)
+        others = sorted((k, repr(v)) for k, v in callspec.params.items() if k != "sandbox_lane") if callspec else []
+        rows.append(Collected(item.nodeid, frozenset(m.name for m in item.iter_markers()), lane,
+                              f"{item.nodeid.split('[')[0]}{others}"))
+    config.stash[COLLECTED] = rows
 
 
-@pytest.fixture(autouse=True)
-def kernels_only_where_marked(request, monkeypatch):
+def pytest_collection_finish(session):
+    """What collection made (every test module, its imports, the items) lives to the end of the run: frozen
+    out of the garbage collector's full passes, which would walk all of it at every `gc.collect()` (IPython's
+    `reset` calls one; a test process holds hundreds of thousands of such objects)."""
+    gc.freeze()
+
+
+_running: dict[str, pytest.Item | None] = {"item": None}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """The test being set up, for the kernel guard below: a module- or session-scoped fixture is set up
+    within the setup of the first test that asks for it, so the guard knows whose fixture starts a kernel."""
+    _running["item"] = item
+
+
+@pytest.fixture(scope="session", autouse=True)
+def kernels_only_where_marked():
     """A test that starts a Jupyter kernel says so (`@pytest.mark.kernel`, or `browser`): every local kernel
     jupyter_client starts (KernelManager, nbclient) passes its provisioner, which refuses for the others, so
-    the fast lane's `-m "not kernel"` cannot let one through by a missing mark."""
-    if request.node.get_closest_marker("kernel") or request.node.get_closest_marker("browser"):
-        return
+    the fast lane's `-m "not kernel"` cannot let one through by a missing mark. Patched for the whole session,
+    so a kernel started by a module-scoped fixture is refused too (it is set up before any function fixture)."""
     try:
         from jupyter_client.provisioning.local_provisioner import LocalProvisioner
     except ImportError:  # pragma: no cover - the front's extra is not installed
+        yield
         return
 
-    async def refuse(self, *args, **kwargs):
-        raise RuntimeError(f"{request.node.nodeid} starts a Jupyter kernel: mark it @pytest.mark.kernel")
+    launch = LocalProvisioner.launch_kernel
 
-    monkeypatch.setattr(LocalProvisioner, "launch_kernel", refuse)
+    async def guarded(self, *args, **kwargs):
+        item = _running["item"]
+        if item is not None and not (item.get_closest_marker("kernel") or item.get_closest_marker("browser")):
+            raise RuntimeError(f"{item.nodeid} starts a Jupyter kernel: mark it @pytest.mark.kernel")
+        return await launch(self, *args, **kwargs)
+
+    LocalProvisioner.launch_kernel = guarded
+    yield
+    LocalProvisioner.launch_kernel = launch
 
 
 SANDBOX_LANES = ("bubblewrap", "landlock", "landlock-nomount")
 """The sandboxes a host can give shell commands (`NBAGENT_SANDBOX`): bubblewrap; Landlock with a mount
 namespace per command (root in a VM or a privileged container, without bubblewrap); Landlock alone (a
 container without user namespaces or privileges: the usual Docker or Kubernetes JupyterHub)."""
+
+
+def host_sandbox_lane() -> str | None:
+    """The lane of the sandbox this host gives commands by itself (`sandbox_backend()` as `NBAGENT_SANDBOX`
+    leaves it), None without one. The fast lane runs the sandbox tests in this lane only (the others are
+    marked `other_sandbox`); the full lane runs them in every lane."""
+    from nbagent.safety.sandbox import sandbox_backend
+
+    sandbox_backend.cache_clear()
+    try:
+        chosen = sandbox_backend()
+    finally:
+        sandbox_backend.cache_clear()
+    if chosen.name == "landlock":
+        return "landlock" if chosen.mounts else "landlock-nomount"
+    return chosen.name if chosen.name in SANDBOX_LANES else None
 
 
 @pytest.fixture(params=SANDBOX_LANES)

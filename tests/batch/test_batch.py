@@ -34,6 +34,7 @@ def spacing(limiter) -> float:
     return min(b - a for a, b in zip(granted, granted[1:]))
 
 
+@pytest.mark.slow  # seconds of real pacing per window (the fast lane keeps tests/budget/test_ratelimit.py)
 @pytest.mark.parametrize("burst", BURSTS, ids=WINDOWS)
 async def test_hundreds_of_items_paced_under_each_window_every_answer_in_its_place(tmp_path, burst):
     """The provider enforces its per-minute limit over a second, a quarter second, or no window at all: the
@@ -91,6 +92,7 @@ async def test_concurrency_is_the_bound_on_runs_in_flight(tmp_path):
     assert [r.output for r in batch.results] == [f"echo: n {i}" for i in range(30)]
 
 
+@pytest.mark.slow  # seconds of real pacing per window (the fast lane keeps tests/budget/test_ratelimit.py)
 @pytest.mark.parametrize("burst", BURSTS, ids=WINDOWS)
 async def test_a_limit_nobody_told_is_learned_from_the_429s(tmp_path, burst):
     """The server sends no limit headers and the person set none: the first burst meets 429s. The batch
@@ -106,6 +108,7 @@ async def test_a_limit_nobody_told_is_learned_from_the_429s(tmp_path, burst):
     assert all(r.attempts == 1 for r in batch.results)  # the provider's retries were the limiter's waits
 
 
+@pytest.mark.slow  # seconds of real pacing per window (the fast lane keeps tests/budget/test_ratelimit.py)
 @pytest.mark.parametrize("burst", BURSTS, ids=WINDOWS)
 async def test_the_limit_is_learned_from_the_provider_headers(tmp_path, burst):
     async with RateLimitedServer(requests_per_minute=1200, burst_seconds=burst, latency=0.01) as server:
@@ -118,6 +121,7 @@ async def test_the_limit_is_learned_from_the_provider_headers(tmp_path, burst):
         assert server.limited <= 8 + 3  # the first flight (before any header), then paced
 
 
+@pytest.mark.slow  # seconds of real pacing per window (the fast lane keeps tests/budget/test_ratelimit.py)
 @pytest.mark.parametrize("burst", BURSTS, ids=WINDOWS)
 async def test_tokens_per_minute_hold(tmp_path, burst):
     async with RateLimitedServer(tokens_per_minute=60_000, burst_seconds=burst, latency=0.01, headers="none") as server:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import functools
 import json
 import re
 from pathlib import Path
@@ -35,7 +36,9 @@ TAIL = "END-OF-VALUE"
 LONG = "a" * 5000 + TAIL
 
 
+@functools.cache
 def _modules() -> dict[str, ast.Module]:
+    """Every module of the package, parsed once per test process (the trees are only read)."""
     return {p.relative_to(PACKAGE).as_posix(): ast.parse(p.read_text(encoding="utf-8"))
             for p in sorted(PACKAGE.rglob("*.py"))}
 
@@ -69,9 +72,10 @@ def _docstrings(tree: ast.Module) -> set[int]:
     return {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
 
 
-def consent_surfaces() -> set[str]:
+@functools.cache
+def consent_surfaces() -> frozenset[str]:
     """Modules that draw a consent: a string of theirs (not a docstring) asks for a decision or binds one, or
-    they make grant labels (what an "Always allow" button says)."""
+    they make grant labels (what an "Always allow" button says). Found once per test process."""
     found = set()
     for path, tree in _modules().items():
         docs = _docstrings(tree)
@@ -80,7 +84,7 @@ def consent_surfaces() -> set[str]:
         labels = any(isinstance(n, ast.Call) and getattr(n.func, "id", None) == "GrantLabel" for n in ast.walk(tree))
         if asks or labels:
             found.add(path)
-    return found
+    return frozenset(found)
 
 
 def _check_text(text: str, *, whole: bool = True) -> None:

@@ -22,6 +22,8 @@ from tests.jupyter.protocols import panel_problems
 SECRET = "sk-proj-REDTEAMpanelSECRET0123456789abcdef"
 MARK = "INJECTED-ORDER-7f3a"
 
+pytestmark = pytest.mark.kernel
+
 
 class Panel:
     """The page's end of the comm (what the kernel sends it is checked against the protocol at the end)."""
