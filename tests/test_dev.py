@@ -55,10 +55,10 @@ marker means). The full lane (`./dev test`, what .ci/run runs) leaves out nothin
 def _lanes() -> dict[str, list[str]]:
     """The arguments each lane of `./dev test` gives pytest, as the shell splits them."""
     dev = (ROOT / "dev").read_text()
-    case = dev[dev.index("\n  test)"):dev.index(";;", dev.index("\n  test)"))]
+    case = dev[dev.index("\n  test)"):dev.index(";;", dev.index("\n  test)"))].replace("\\\n", " ")
     found = {}
     for line in case.splitlines():
-        words = shlex.split(line.split("  #")[0])
+        words = shlex.split(line, comments=True)
         if "pytest" in words and words[words.index("pytest") - 1] == "-m":
             found["fast" if "NBAGENT_TEST_LANE=fast" in words else "full"] = words[words.index("pytest") + 1:]
     assert set(found) == {"fast", "full"}, found

@@ -142,7 +142,10 @@ def notebook(tmp_path, monkeypatch):
 
     from nbagent.jupyter.notebook.kernel_tools import kernel_toolbox
 
-    return kernel_toolbox(InteractiveShell.instance(), workspace=tmp_path), tmp_path
+    shell = InteractiveShell.instance()
+    for name in ("_nbagent_frontend", "_nbagent_notebook", "_nbagent_session"):  # another test's page, if one ran
+        monkeypatch.delattr(shell, name, raising=False)  # before in this process: this notebook is the file
+    return kernel_toolbox(shell, workspace=tmp_path), tmp_path
 
 
 def _notebook_run(notebook, *calls, approver):
