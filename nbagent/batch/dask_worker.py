@@ -35,6 +35,7 @@ from collections import deque
 from typing import Any
 
 from ..budget.ratelimit import MAX_PAUSE, request_gate
+from ..budget.sending import wait_until
 from ..budget.ratelimit_headers import read_limits
 from ..calls.permissions import Grants, PermissionPolicy
 from ..errors import ConfigurationError
@@ -134,8 +135,9 @@ class _Permits:
             self.delays.append(time.time() - float(permit[2]))
             self.ready.put_nowait(permit)
 
-    async def get(self) -> tuple[int, int]:
-        """Wait for a permit and for its time; its number and the tokens it carries."""
+    async def get(self) -> tuple[int, int, float]:
+        """Wait for a permit; its number, the tokens it carries and the time (this runner's wall clock) its request
+        may go (`_RemoteGate.send` waits for it)."""
         while True:
             seq, when, _put, tokens, spacing = await self.ready.get()
             self.room.release()
@@ -148,27 +150,40 @@ class _Permits:
             if due < now or due < self.hold_until:  # late, or held: spaced from this runner's previous request
                 due = max(now, self.hold_until, self.last + min(max(float(spacing), 0.0), 5.0))
             self.last = due
-            if due > now:
-                await asyncio.sleep(due - now)
-            return seq, int(tokens)
+            return seq, int(tokens), due
 
 
 class _RemoteGate:
     """The worker's side of the gate: a permit (from the client's queue, by `_Permits`) before each request,
     and reports back."""
 
-    __slots__ = ("permits", "out", "reserved", "headers", "seq")
+    __slots__ = ("permits", "out", "reserved", "headers", "seq", "due", "sent")
 
     def __init__(self, permits: Any, out: _Outbox) -> None:
         self.permits, self.out = permits, out
         self.reserved = 0
         self.headers: dict[str, str] = {}
         self.seq: int | None = None
+        self.due = 0.0
+        self.sent: float | None = None
 
-    async def before(self, body_bytes: int) -> None:
-        self.seq, self.reserved = await self.permits.get()  # a permit carries the tokens the client reserved
+    async def before(self, body_bytes: int, early: bool = False) -> None:
+        """A permit (`early`: the transport calls `send` just before it writes; else its time is waited for here)."""
+        # a permit carries the tokens the client reserved
+        self.seq, self.reserved, self.due = await self.permits.get()
+        self.sent = None
         # used: the client's side may put another in the queue
         self.out.add({"kind": "took", "seq": self.seq, "late": round(self.permits.late, 4)})
+        if not early:
+            await self.send()
+
+    async def send(self) -> None:
+        """Wait for the permit's time, slept then spun to the moment (nbagent.budget.sending); once per attempt.
+        A request that goes late moves this runner's next one with it."""
+        if self.sent is not None:
+            return
+        self.sent = await wait_until(lambda: self.due, time.time)
+        self.permits.last = max(self.permits.last, self.sent)
 
     def after(self, status: int, headers: Any, retry_after: float | None) -> float | None:
         keep = {k: v for k, v in headers.items() if k.lower().startswith(("x-ratelimit", "anthropic-ratelimit"))
