@@ -41,7 +41,7 @@ from ..calls.permissions import Grants, PermissionPolicy
 from ..errors import ConfigurationError
 from .dask_keys import KeyPair, give_keys, has_key
 
-__all__ = ["agent_on_worker", "runner"]
+__all__ = ["agent_on_worker", "clock_id", "runner"]
 
 _HEADERS = ("retry-after", "retry-after-ms", "ratelimit-policy")
 STALE = 0.25
@@ -53,6 +53,16 @@ _POLL = 0.5
 
 _AGENTS: dict[str, Any] = {}
 """On a worker: the agents it was sent, unpickled once each (by the hash of their bytes)."""
+
+
+def clock_id() -> str | None:
+    """The kernel this process runs on (Linux's boot id): processes on one kernel read one wall clock, so a
+    runner there uses a permit's time as it is, with no offset estimated (None: not known, estimated)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read(64).strip() or None
+    except OSError:
+        return None
 
 
 def agent_on_worker(blob: bytes) -> Any:
@@ -115,8 +125,11 @@ class _Permits:
     slot is long past) and is reported so. A runner keeps few permits (`KEEP`): one it holds while its slots
     are all busy is one another runner could have used."""
 
-    def __init__(self, queue: Any, keep: int, out: _Outbox) -> None:
+    def __init__(self, queue: Any, keep: int, out: _Outbox, same_clock: bool = False) -> None:
         self.queue, self.out = queue, out
+        self.same_clock = same_clock
+        """The client's wall clock is this runner's (one kernel): no offset is estimated (the least delivery time
+        of each runner's permits differs, and would shift their schedules apart)."""
         self.ready: asyncio.Queue = asyncio.Queue()
         self.room = asyncio.Semaphore(max(1, keep))
         self.delays: deque[float] = deque(maxlen=64)
@@ -141,7 +154,7 @@ class _Permits:
         while True:
             seq, when, _put, tokens, spacing = await self.ready.get()
             self.room.release()
-            due = float(when) + (min(self.delays) if self.delays else 0.0)
+            due = float(when) + (min(self.delays) if self.delays and not self.same_clock else 0.0)
             now = time.time()
             if now - due > STALE:  # its slot is long past: using it would only add to a burst
                 self.out.add({"kind": "took", "seq": seq, "expired": True, "reserved": tokens})
@@ -322,7 +335,8 @@ async def runner(blob: bytes, names: tuple[str, str, str], number: int, share: i
             if message.get("start"):  # the first message: the model's keys sealed to this life, if any
                 if message.get("keys") is not None and pair is not None:
                     agent = give_keys(agent, pair.open(message["keys"], f"{names[2]}|{number}|{life}".encode()))
-                stock = _Permits(permits, min(share, KEEP), out)
+                mine = clock_id()
+                stock = _Permits(permits, min(share, KEEP), out, mine is not None and message.get("clock") == mine)
                 slots = [loop.create_task(_slot(agent, waiting, stock, out, max_retries, worth_retrying))
                          for _ in range(share)]
                 continue

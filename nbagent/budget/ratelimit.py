@@ -7,8 +7,9 @@
     request_gate.reset(token)
 
 The providers' HTTP layer (`nbagent.providers._http`) looks up `request_gate` before each attempt: the gate
-waits for a request permit and for the estimated tokens (the body's size, plus the output the batch has
-seen so far per request), then tells the limiter what the response said. The run settles the estimate with
+(`nbagent.budget.sending`) waits for a request permit and for the estimated tokens (the body's size, plus the
+output the batch has seen so far per request), then for the request's time at the write (spaced from the
+previous request's actual send: `Limiter.due`, `Limiter.sent`), then tells the limiter what the response said. The run settles the estimate with
 the usage the provider reported (`ItemGate.settle`).
 
 How it paces (one `_Pace` per kind, requests and tokens): a token bucket that holds one request's worth
