@@ -38,6 +38,7 @@ import re
 import time
 from typing import Any
 
+from . import shapes as _shapes
 from .shapes import TOKEN_PATTERNS, credential_parts, shape_spans
 
 __all__ = ["MIN_PIECE_SECRET_LENGTH", "MIN_SECRET_LENGTH", "PIECE_LENGTH", "SECRET_VARIABLE_PATTERN", "TOKEN_PATTERNS",
@@ -269,6 +270,8 @@ def _skeleton(text: str) -> str:
 
 def _spans(text: str, compiled: Any, shapes: bool = True) -> list[tuple[int, int, str]]:
     _, pattern, values, piece_pattern, pieces, runs, heads, gappy = compiled
+    if not gappy and text.isascii() and _glance(text, compiled):
+        return []
     found: list[tuple[int, int, str, int]] = []  # (start, end, label, rank): whole values rank first
     gaps = _GAPS.search(text) is not None
     skeleton = _skeleton(text) if gaps and runs is not None else text
@@ -290,6 +293,62 @@ def _spans(text: str, compiled: Any, shapes: bool = True) -> list[tuple[int, int
     return _merge(found)
 
 
+def _glance(text: str, compiled: Any) -> bool:
+    """True when ASCII `text` holds nothing `_spans` could find: one look for both first looks below (the
+    secrets' heads, the shapes' needles), cheap on the store's lines, whose words repeat from one batch to the
+    next. Never wrong the other way: False only sends the text on to the full first looks.
+
+    The text with its gaps left out (`_skeleton`, by one `bytes.translate`) is cut at its commas (one split:
+    a JSON line falls into its fields) and each part is looked through once: `_glanced` remembers those found
+    clean, for these secrets and needles. Why nothing is missed: a head `_may_hold_secret` would find in the
+    text with its gaps left out lies in one part (no secret's character is a comma, or there is no glance);
+    a needle `shapes._may_hold_shape` would find in the text's lower case holds no gap and no comma (both
+    checked when the needles are taken), so it lies in the text with its gaps left out, in one part. Not for a
+    text a gap-holding value could be in whole (`_spans` looks at the text itself then): that and non-ASCII
+    text take the full looks."""
+    state = _glanced
+    if state[0] is not compiled or state[1] is not _shapes._NEEDLES:
+        state = _glance_state(compiled)
+    _, _, clean, usable, needles, runs, heads, digits = state
+    if not usable:
+        return False
+    new = set(text.encode("ascii").translate(None, _ASCII_GAPS).split(b",")).difference(clean)
+    if not new:
+        return True
+    parts = b",".join(new).decode("ascii")
+    lower = parts.lower()
+    for needle in needles:
+        if needle in lower:
+            return False
+    if runs is not None:
+        for run in runs.findall(parts):
+            if not digits and run.isdigit():  # a number (a time, a duration) when no head is one
+                continue
+            for i in range(len(run) - PIECE_LENGTH + 1):
+                if run[i : i + PIECE_LENGTH] in heads:
+                    return False
+    if len(clean) > _CLEAN_RUNS_KEPT:
+        clean.clear()
+    clean.update(part for part in new if len(part) <= _CLEAN_RUN_LENGTH)
+    return True
+
+
+def _glance_state(compiled: Any) -> tuple[Any, ...]:
+    """`_glance`'s memory and what it looks for, for these secrets (`_compiled`) and needles."""
+    global _glanced
+    runs, heads = compiled[5], compiled[6] or frozenset()
+    needles = tuple(_shapes._NEEDLES)
+    usable = (all(_GAPS.search(n) is None and "," not in n for n in needles)
+              and (runs is None or runs.fullmatch("," * PIECE_LENGTH) is None))
+    _glanced = (compiled, _shapes._NEEDLES, set(), usable, needles, runs, heads, any(h.isdigit() for h in heads))
+    return _glanced
+
+
+_glanced: tuple[Any, ...] = (None, None, set(), False, (), None, frozenset(), False)
+"""`_glance`'s state: `(compiled secrets, needles, parts found clean, whether it can look, needles, the secrets'
+runs, their heads, whether a head is all digits)`."""
+
+
 def _may_hold_secret(text: str, runs: re.Pattern[str], heads: frozenset[str]) -> bool:
     """Whether a secret's value or piece can be in `text`: one of its runs of the secrets' characters holds
     a `head` (the first characters of a value, or a piece). A first look for the passes that find known
@@ -297,20 +356,28 @@ def _may_hold_secret(text: str, runs: re.Pattern[str], heads: frozenset[str]) ->
     of the text and of the text with its gaps left out (where a wrapped key's pieces are looked for). Each
     run is looked through once for the secrets known (`_clean_runs`): the store's lines repeat their words,
     and only a new run (an id, a number, a new result) costs its windows."""
-    found = runs.findall(text)
-    if not found:
-        return False
     checked = _clean_runs
     if checked[0] is not heads:  # the secrets changed: what was clean before is looked at again
-        checked = (heads, set(), any(head.isdigit() for head in heads))
+        checked = (heads, set(), any(head.isdigit() for head in heads), *_byte_runs(runs, heads))
         globals()["_clean_runs"] = checked
-    _, clean, digits = checked
-    new = set(found).difference(clean)
+    _, clean, digits, table, sep, byte_heads = checked
+    if table is not None and text.isascii():
+        # ASCII text: the runs by two C loops (bytes.translate: every character outside the secrets' alphabet
+        # made `sep`, which is outside it too; then a split), not the regular expression's; runs shorter than
+        # a head come too and hold none
+        found = set(text.encode("ascii").translate(table).split(sep))
+        heads_here = byte_heads
+    else:
+        found = set(runs.findall(text))
+        heads_here = heads
+    new = found.difference(clean)
+    if not new:
+        return False
     for run in new:
-        if not digits and run.isdigit():  # a number (a time, a duration): no head is one
-            continue
+        if len(run) < PIECE_LENGTH or (not digits and run.isdigit()):  # too short, or a number (a time, a
+            continue  # duration) when no head is one
         for i in range(len(run) - PIECE_LENGTH + 1):
-            if run[i : i + PIECE_LENGTH] in heads:
+            if run[i : i + PIECE_LENGTH] in heads_here:
                 return True
     if len(clean) > _CLEAN_RUNS_KEPT:
         clean.clear()
@@ -318,10 +385,25 @@ def _may_hold_secret(text: str, runs: re.Pattern[str], heads: frozenset[str]) ->
     return False
 
 
-_clean_runs: tuple[frozenset[str] | None, set[str], bool] = (None, set(), True)
-"""`(heads, runs, whether a head is all digits)`: runs `_may_hold_secret` found no head in, for those heads (a
-text's words repeat from one line to the next: the JSON keys, the tools' names, the same messages; each is
-looked through once). A set made for other heads is never consulted: new secrets start an empty one."""
+def _byte_runs(runs: re.Pattern[str], heads: frozenset[str]) -> tuple[bytes | None, bytes, frozenset[bytes]]:
+    """For `_may_hold_secret` on ASCII text: a `bytes.translate` table that keeps the secrets' alphabet (the
+    character class of `runs`) and makes every other byte `sep`, a byte outside the alphabet; and the heads as
+    bytes (see `_compiled`). `(None, b"", ...)` when every ASCII character is in the alphabet."""
+    inside = [c for c in range(128) if runs.fullmatch(chr(c) * PIECE_LENGTH)]
+    outside = [c for c in range(128) if c not in inside]
+    ascii_heads = frozenset(h.encode("ascii") for h in heads if h.isascii())  # (ASCII text holds no other)
+    if not outside:
+        return None, b"", ascii_heads
+    sep = bytes([outside[0]])
+    table = bytes(c if c in inside else outside[0] for c in range(256))
+    return table, sep, ascii_heads
+
+
+_clean_runs: tuple[Any, ...] = (None, set(), True, None, b"", frozenset())
+"""`(heads, runs, whether a head is all digits, and `_byte_runs`'s three)`: runs `_may_hold_secret` found no
+head in, for those heads (a text's words repeat from one line to the next: the JSON keys, the tools' names, the
+same messages; each is looked through once). A set made for other heads is never consulted: new secrets start
+an empty one. Runs of ASCII text are kept as bytes, others as str."""
 _CLEAN_RUNS_KEPT = 20_000
 _CLEAN_RUN_LENGTH = 256
 """Longer runs (an encoded blob) are looked through each time, not kept."""
