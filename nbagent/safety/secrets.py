@@ -42,7 +42,7 @@ from . import shapes as _shapes
 from .shapes import TOKEN_PATTERNS, credential_parts, shape_spans
 
 __all__ = ["MIN_PIECE_SECRET_LENGTH", "MIN_SECRET_LENGTH", "PIECE_LENGTH", "SECRET_VARIABLE_PATTERN", "TOKEN_PATTERNS",
-           "add_secret", "redact", "redact_exception", "redact_value", "secret_bearing", "secret_spans", "secret_values"]
+           "add_secret", "nothing_to_redact", "redact", "redact_exception", "redact_value", "secret_bearing", "secret_spans", "secret_values"]
 
 MIN_SECRET_LENGTH = 8
 """Shorter values of credential variables are left alone."""
@@ -209,6 +209,14 @@ def redact(text: str, *, fresh: bool = True, spare: tuple[str, ...] = ()) -> str
     return _redact(text, _compiled(fresh), spare)
 
 
+def nothing_to_redact(data: bytes) -> bool:
+    """True when `redact(data.decode())` would return the text as it is, told at a glance (see `_glance`):
+    for ASCII text whose parts between commas were mostly seen clean before (the store's batches of lines).
+    False says nothing: redact the text."""
+    compiled = _compiled()
+    return not compiled[7] and data.isascii() and _glance(data, compiled)
+
+
 def secret_spans(text: str, *, fresh: bool = True) -> list[tuple[int, int, str]]:
     """Where the secrets in `text` are: `(start, end, label)`, in order, not overlapping (label as in
     `[REDACTED:label]`)."""
@@ -293,7 +301,7 @@ def _spans(text: str, compiled: Any, shapes: bool = True) -> list[tuple[int, int
     return _merge(found)
 
 
-def _glance(text: str, compiled: Any) -> bool:
+def _glance(text: str | bytes, compiled: Any) -> bool:
     """True when ASCII `text` holds nothing `_spans` could find: one look for both first looks below (the
     secrets' heads, the shapes' needles), cheap on the store's lines, whose words repeat from one batch to the
     next. Never wrong the other way: False only sends the text on to the full first looks.
@@ -312,7 +320,8 @@ def _glance(text: str, compiled: Any) -> bool:
     _, _, clean, usable, needles, runs, heads, digits = state
     if not usable:
         return False
-    new = set(text.encode("ascii").translate(None, _ASCII_GAPS).split(b",")).difference(clean)
+    data = text if type(text) is bytes else text.encode("ascii")
+    new = set(data.translate(None, _ASCII_GAPS).split(b",")).difference(clean)
     if not new:
         return True
     parts = b",".join(new).decode("ascii")

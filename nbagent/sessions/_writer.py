@@ -34,7 +34,7 @@ from typing import Any, Iterable
 import orjson
 
 from ..messages import Message, TextBlock, ToolResultMessage, UserMessage
-from ..safety.secrets import redact, redact_value
+from ..safety.secrets import nothing_to_redact, redact, redact_value
 from ..safety.signing import START, has_mac, key_id, seal, signer
 from ..safety.trust import config_dir, session_key
 from ..transcript import neutral_message
@@ -296,6 +296,8 @@ class SessionWriter:
                     run.append(line)
             return out + (self._redacted(run) if run else [])
         joined = b"\n".join(lines)
+        if nothing_to_redact(joined):  # told at a glance, on the bytes (most batches: see the function)
+            return lines
         text = joined.decode("utf-8")
         clean = redact(text)
         return lines if clean is text else clean.encode("utf-8").split(b"\n")
