@@ -16,7 +16,8 @@
    kernel has it) and a secret registered with `add_secret` (a key given as `api_key=`): redaction then looks
    for both, their pieces and their encodings in every line. Goal: under 0.25x here too.
 3. Resuming: a session of 10,000 messages loaded and repaired (`Agent.resume`). Goal: under 0.5 s.
-4. The record-encoding step alone (`SessionWriter._encode`: redact, then sign each line), on the lines one
+4. The record-encoding step alone (`SessionWriter._encode`: redact, or tell at a glance that redacting would
+   change nothing (`nbagent.safety.secrets.nothing_to_redact`), then sign each line), on the lines one
    tool call writes (the model's call, its result, the call record, the request; each batch its own id and
    duration), unsigned, signed, and signed with the key and the registered secret of (2), alternating, best of
    many rounds: robust to a loaded machine where (1) and (2) are noisy.

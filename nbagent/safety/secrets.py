@@ -365,28 +365,20 @@ def _may_hold_secret(text: str, runs: re.Pattern[str], heads: frozenset[str]) ->
     of the text and of the text with its gaps left out (where a wrapped key's pieces are looked for). Each
     run is looked through once for the secrets known (`_clean_runs`): the store's lines repeat their words,
     and only a new run (an id, a number, a new result) costs its windows."""
+    found = runs.findall(text)
+    if not found:
+        return False
     checked = _clean_runs
     if checked[0] is not heads:  # the secrets changed: what was clean before is looked at again
-        checked = (heads, set(), any(head.isdigit() for head in heads), *_byte_runs(runs, heads))
+        checked = (heads, set(), any(head.isdigit() for head in heads))
         globals()["_clean_runs"] = checked
-    _, clean, digits, table, sep, byte_heads = checked
-    if table is not None and text.isascii():
-        # ASCII text: the runs by two C loops (bytes.translate: every character outside the secrets' alphabet
-        # made `sep`, which is outside it too; then a split), not the regular expression's; runs shorter than
-        # a head come too and hold none
-        found = set(text.encode("ascii").translate(table).split(sep))
-        heads_here = byte_heads
-    else:
-        found = set(runs.findall(text))
-        heads_here = heads
-    new = found.difference(clean)
-    if not new:
-        return False
+    _, clean, digits = checked
+    new = set(found).difference(clean)
     for run in new:
-        if len(run) < PIECE_LENGTH or (not digits and run.isdigit()):  # too short, or a number (a time, a
-            continue  # duration) when no head is one
+        if not digits and run.isdigit():  # a number (a time, a duration): no head is one
+            continue
         for i in range(len(run) - PIECE_LENGTH + 1):
-            if run[i : i + PIECE_LENGTH] in heads_here:
+            if run[i : i + PIECE_LENGTH] in heads:
                 return True
     if len(clean) > _CLEAN_RUNS_KEPT:
         clean.clear()
@@ -394,25 +386,10 @@ def _may_hold_secret(text: str, runs: re.Pattern[str], heads: frozenset[str]) ->
     return False
 
 
-def _byte_runs(runs: re.Pattern[str], heads: frozenset[str]) -> tuple[bytes | None, bytes, frozenset[bytes]]:
-    """For `_may_hold_secret` on ASCII text: a `bytes.translate` table that keeps the secrets' alphabet (the
-    character class of `runs`) and makes every other byte `sep`, a byte outside the alphabet; and the heads as
-    bytes (see `_compiled`). `(None, b"", ...)` when every ASCII character is in the alphabet."""
-    inside = [c for c in range(128) if runs.fullmatch(chr(c) * PIECE_LENGTH)]
-    outside = [c for c in range(128) if c not in inside]
-    ascii_heads = frozenset(h.encode("ascii") for h in heads if h.isascii())  # (ASCII text holds no other)
-    if not outside:
-        return None, b"", ascii_heads
-    sep = bytes([outside[0]])
-    table = bytes(c if c in inside else outside[0] for c in range(256))
-    return table, sep, ascii_heads
-
-
-_clean_runs: tuple[Any, ...] = (None, set(), True, None, b"", frozenset())
-"""`(heads, runs, whether a head is all digits, and `_byte_runs`'s three)`: runs `_may_hold_secret` found no
-head in, for those heads (a text's words repeat from one line to the next: the JSON keys, the tools' names, the
-same messages; each is looked through once). A set made for other heads is never consulted: new secrets start
-an empty one. Runs of ASCII text are kept as bytes, others as str."""
+_clean_runs: tuple[frozenset[str] | None, set[str], bool] = (None, set(), True)
+"""`(heads, runs, whether a head is all digits)`: runs `_may_hold_secret` found no head in, for those heads (a
+text's words repeat from one line to the next: the JSON keys, the tools' names, the same messages; each is
+looked through once). A set made for other heads is never consulted: new secrets start an empty one."""
 _CLEAN_RUNS_KEPT = 20_000
 _CLEAN_RUN_LENGTH = 256
 """Longer runs (an encoded blob) are looked through each time, not kept."""
