@@ -317,7 +317,7 @@ def _glance(text: str | bytes, compiled: Any) -> bool:
     state = _glanced
     if state[0] is not compiled or state[1] is not _shapes._NEEDLES:
         state = _glance_state(compiled)
-    _, _, clean, usable, needles, runs, heads, digits = state
+    _, _, clean, usable, needles, runs, heads = state
     if not usable:
         return False
     data = text if type(text) is bytes else text.encode("ascii")
@@ -329,13 +329,8 @@ def _glance(text: str | bytes, compiled: Any) -> bool:
     for needle in needles:
         if needle in lower:
             return False
-    if runs is not None:
-        for run in runs.findall(parts):
-            if not digits and run.isdigit():  # a number (a time, a duration) when no head is one
-                continue
-            for i in range(len(run) - PIECE_LENGTH + 1):
-                if run[i : i + PIECE_LENGTH] in heads:
-                    return False
+    if runs is not None and _may_hold_secret(parts, runs, heads):  # (its runs: the new parts' own, as a comma
+        return False  # is none of the secrets' characters)
     if len(clean) > _CLEAN_RUNS_KEPT:
         clean.clear()
     clean.update(part for part in new if len(part) <= _CLEAN_RUN_LENGTH)
@@ -349,13 +344,13 @@ def _glance_state(compiled: Any) -> tuple[Any, ...]:
     needles = tuple(_shapes._NEEDLES)
     usable = (all(_GAPS.search(n) is None and "," not in n for n in needles)
               and (runs is None or runs.fullmatch("," * PIECE_LENGTH) is None))
-    _glanced = (compiled, _shapes._NEEDLES, set(), usable, needles, runs, heads, any(h.isdigit() for h in heads))
+    _glanced = (compiled, _shapes._NEEDLES, set(), usable, needles, runs, heads)
     return _glanced
 
 
-_glanced: tuple[Any, ...] = (None, None, set(), False, (), None, frozenset(), False)
+_glanced: tuple[Any, ...] = (None, None, set(), False, (), None, frozenset())
 """`_glance`'s state: `(compiled secrets, needles, parts found clean, whether it can look, needles, the secrets'
-runs, their heads, whether a head is all digits)`."""
+runs, their heads)`."""
 
 
 def _may_hold_secret(text: str, runs: re.Pattern[str], heads: frozenset[str]) -> bool:
