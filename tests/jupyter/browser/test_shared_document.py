@@ -6,18 +6,13 @@ approval is there and works. Screenshots go to test-artifacts/ (also on failure)
 
 from __future__ import annotations
 
-import shutil
 import time
-from pathlib import Path
 
 import pytest
 
 from .lab import LabPage, LabServer, write_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(400)]
-
-if shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists():  # pragma: no cover
-    pytest.skip("chromium is not installed (./dev test installs it)", allow_module_level=True)
 
 SETUP = r'''%load_ext nbagent
 from nbagent import AssistantMessage, ScriptedModel, ToolCall
