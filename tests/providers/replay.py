@@ -81,6 +81,17 @@ async def collect(model, messages, tools=(), **kwargs):
     return deltas, final
 
 
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
+"""The bytes of a PNG image, as the adapters send them (they do not decode it)."""
+
+
+def accumulate(state, provider: str, name: str) -> tuple[list, AssistantMessage]:
+    """A recorded stream's events fed to a provider's accumulator (its `_StreamState`): the deltas it returned,
+    and the message it made of them."""
+    deltas = [d for event in recorded_events(provider, name) for d in state.process(event)]
+    return deltas, state.result()
+
+
 async def stream_fails(server: FakeServer, model, reply: Reply, error: type[Exception],
                        match: str | None = None) -> Exception:
     """`model` reading `reply` (served once) raises `error` (its message matching `match`): returned."""

@@ -31,6 +31,7 @@ from nbagent.providers.scripted import ScriptedModel
 
 from .fakeserver import FakeServer, Reply
 from .replay import (
+    PNG,
     collect,
     cut_before,
     fixture_json,
@@ -43,7 +44,6 @@ from .replay import (
 )
 
 KEY = "sk-ant-test-0123456789SECRETKEY"
-PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 
 
 def model_for(server: FakeServer, policy=None, **options) -> AnthropicModel:

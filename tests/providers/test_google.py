@@ -39,6 +39,8 @@ from nbagent.providers.scripted import ScriptedModel
 
 from .fakeserver import FakeServer, Reply
 from .replay import (
+    PNG,
+    accumulate,
     collect,
     cut_before,
     fixture_json,
@@ -51,7 +53,6 @@ from .replay import (
 )
 
 KEY = "AIzaSyTEST0123456789SECRETKEY"
-PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 
 
 def model_for(server: FakeServer, name: str = "gemini-2.5-flash", policy=None, **options) -> GeminiModel:
@@ -61,11 +62,7 @@ def model_for(server: FakeServer, name: str = "gemini-2.5-flash", policy=None, *
 
 
 def replay(name: str) -> tuple[list, AssistantMessage]:
-    state = _StreamState()
-    deltas = []
-    for event in recorded_events("google", name):
-        deltas.extend(state.process(event))
-    return deltas, state.result()
+    return accumulate(_StreamState(), "google", name)
 
 
 class Point(BaseModel):

@@ -38,6 +38,8 @@ from nbagent.providers.scripted import ScriptedModel
 
 from .fakeserver import FakeServer, Reply
 from .replay import (
+    PNG,
+    accumulate,
     collect,
     cut_before,
     fixture_json,
@@ -50,7 +52,6 @@ from .replay import (
 )
 
 KEY = "sk-proj-test-0123456789SECRETKEY"
-PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 
 
 def model_for(server: FakeServer, name: str = "gpt-5", policy=None, **options) -> OpenAIResponsesModel:
@@ -60,9 +61,7 @@ def model_for(server: FakeServer, name: str = "gpt-5", policy=None, **options) -
 
 
 def replay(name: str) -> tuple[list, AssistantMessage]:
-    state = _StreamState()
-    deltas = [d for e in recorded_events("openai_responses", name) for d in state.process(e)]
-    return deltas, state.result()
+    return accumulate(_StreamState(), "openai_responses", name)
 
 
 # --------------------------------------------------------------------------------------------------
