@@ -179,6 +179,14 @@ def write_notebook(path: Path, cells: list[str | tuple[str, dict]]) -> Path:
     return path
 
 
+SCRIPT = '''from nbagent import AssistantMessage, ScriptedModel, ToolCall
+
+
+def call(name, **arguments):
+    return AssistantMessage(tool_calls=[ToolCall(name=name, arguments=arguments)])
+'''
+"""Notebook code that the tests' scripted models start with: `call(name, **arguments)`, a turn that calls a tool."""
+
 REMOVE_TOOL = '''from pathlib import Path
 from nbagent import tool
 
@@ -205,10 +213,10 @@ class LabPage:
     """
 
     def __init__(self, server: LabServer, notebook: str | None = None, *, width: int = 1280, height: int = 1000,
-                 page: Any = None, owner: LabPage | None = None) -> None:
+                 page: Any = None, owner: LabPage | None = None, label: str | None = None) -> None:
         self.server = server
         self.owner = owner
-        self.label = f"{server.app}-{Path(notebook).stem if notebook else 'page'}"  # of its screenshots
+        self.label = label or f"{server.app}-{Path(notebook).stem if notebook else 'files'}"  # of its screenshots
         if page is not None:  # opened by another page: same browser, which that page closes
             self._pw = self.browser = None
             self.page = page
@@ -251,7 +259,7 @@ class LabPage:
             second.goto(f"{self.server.url}/lab/tree/{notebook}?reset&token={self.server.token}")
         else:
             second.goto(f"{self.server.url}/notebooks/{notebook}?token={self.server.token}")
-        return LabPage(self.server, page=second, owner=self)
+        return LabPage(self.server, page=second, owner=self, label=f"{self.label}-second-tab")
 
     def another_person(self, notebook: str, *, width: int = 1280, height: int = 1000) -> LabPage:
         """The notebook opened by someone else: a browser context of their own in this page's browser (their own
@@ -259,7 +267,7 @@ class LabPage:
         browser = self.browser if self.browser is not None else self.owner.browser  # type: ignore[union-attr]
         second = browser.new_context(viewport={"width": width, "height": height}, device_scale_factor=1).new_page()
         second.goto(f"{self.server.url}/lab/tree/{notebook}?reset&token={self.server.token}")
-        return LabPage(self.server, page=second, owner=self)
+        return LabPage(self.server, page=second, owner=self, label=f"{self.label}-another-person")
 
     def check_build(self) -> None:
         """The page runs this checkout's build of the frontend part (nbagent/labextension), not another's: the

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from .lab import LabPage, write_notebook
+from .lab import SCRIPT, LabPage, write_notebook
 
 pytestmark = pytest.mark.browser
 
-SETUP = r'''import re
-from nbagent import AssistantMessage, ScriptedModel, ToolCall
+SETUP = SCRIPT + r'''import re
 
 
 def said(messages, pattern):
@@ -27,10 +26,6 @@ def said(messages, pattern):
             if found:
                 return found.group(1)
     return None
-
-
-def call(name, **arguments):
-    return AssistantMessage(tool_calls=[ToolCall(name=name, arguments=arguments)])
 
 
 model = ScriptedModel([

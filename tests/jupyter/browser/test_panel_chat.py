@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from .lab import LabPage, Panel, write_notebook
+from .lab import SCRIPT, LabPage, Panel, write_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -72,12 +72,7 @@ def test_conversations_new_chat_and_continuing_a_picked_one(server):
         assert "@[1] is the cell c0 (shown as [1] in the notebook)" in sent and "%load_ext nbagent" in sent, sent
 
 
-REVIEW_SETUP = r'''from nbagent import AssistantMessage, ScriptedModel, ToolCall
-
-
-def call(name, **arguments):
-    return AssistantMessage(tool_calls=[ToolCall(name=name, arguments=arguments)])
-
+REVIEW_SETUP = SCRIPT + r'''
 
 model = ScriptedModel([
     call("read_notebook", cell_id="c2"),

@@ -16,16 +16,11 @@ from __future__ import annotations
 
 import pytest
 
-from .lab import LabPage, Panel, write_notebook
+from .lab import SCRIPT, LabPage, Panel, write_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
-SETUP = r'''from nbagent import AssistantMessage, ScriptedModel, ToolCall
-
-
-def call(name, **arguments):
-    return AssistantMessage(tool_calls=[ToolCall(name=name, arguments=arguments)])
-
+SETUP = SCRIPT + r'''
 
 model = ScriptedModel([
     # 1. a prompt typed in the panel
