@@ -56,10 +56,14 @@ describe('Insert as cell', () => {
 const MARK = 'nba-live-0123456789abcdef01234567';
 const OLD = 'nba-live-fedcba9876543210fedcba98';
 
-/** An nbagent view's model text holding one code block with `classes`. */
-function view(classes: string): HTMLElement {
+/** An nbagent view's model text holding one code block with `classes`, in a code cell's output (or, with
+ * `cell: 'markdown'`, in a rendered Markdown cell: markup anyone may write). */
+function view(classes: string, cell: 'output' | 'markdown' = 'output'): HTMLElement {
   const root = document.createElement('div');
-  root.innerHTML = `<div class="nba"><div class="nba-body"><div class="nba-md"><pre class="nba-code-block nba-lang-python ${classes}"><code>print(1)</code></pre></div></div></div>`;
+  const block = `<div class="nba"><div class="nba-body"><div class="nba-md"><pre class="nba-code-block nba-lang-python ${classes}"><code>print(1)</code></pre></div></div></div>`;
+  root.innerHTML = cell === 'output'
+    ? `<div class="jp-OutputArea"><div class="jp-OutputArea-output">${block}</div></div>`
+    : `<div class="jp-Cell jp-MarkdownCell"><div class="jp-RenderedHTMLCommon jp-RenderedMarkdown jp-MarkdownOutput">${block}</div></div>`;
   document.body.append(root);
   return root;
 }
@@ -72,6 +76,16 @@ describe('which blocks get Copy and Insert as cell', () => {
     expect(isModelCode(pre(''), MARK)).toBe(false); // forged with nbagent's classes and no mark
     expect(isModelCode(pre(MARK), null)).toBe(false); // no hello from a kernel yet: nothing qualifies
     expect(isModelCode(pre(''))).toBe(true); // the panel: drawn from the live kernel's messages only
+  });
+
+  it("never in a Markdown cell, whose source anyone may write, even with the live mark", () => {
+    const inMarkdown = view(MARK, 'markdown').querySelector('pre')!;
+    expect(isModelCode(inMarkdown, MARK)).toBe(false);
+    const outside = document.createElement('div'); // nor outside any output (markup the page did not draw there)
+    outside.innerHTML = view(MARK).querySelector('.nba')!.outerHTML;
+    document.body.append(outside);
+    expect(isModelCode(outside.querySelector('pre')!, MARK)).toBe(false);
+    expect(isModelCode(view(MARK).querySelector('pre')!, MARK)).toBe(true); // control: the same in a code output
   });
 
   it("gives buttons once the kernel says its mark, and takes them from another kernel's blocks", async () => {

@@ -101,7 +101,7 @@ export function isModelCode(pre: Element, mark?: string | null): boolean {
   if (!pre.matches(BLOCK) || !pre.closest('.nba, .nba-view')) {
     return false;
   }
-  if (mark !== undefined && (mark === null || !pre.classList.contains(mark))) {
+  if (mark !== undefined && (mark === null || !pre.classList.contains(mark) || !inCodeOutput(pre))) {
     return false;
   }
   const md = pre.closest('.nba-md');
@@ -110,6 +110,15 @@ export function isModelCode(pre: Element, mark?: string | null): boolean {
   // (sanitize.py `visible`, from the same list as HIDDEN). A block that holds one raw was not written by nbagent
   // (a saved output can hold any markup): no buttons, since it would insert what it hides.
   return code !== null && !HIDDEN.test(code.textContent ?? '');
+}
+
+/**
+ * Whether a notebook's block sits in a code cell's output, where only what ran puts markup. A Markdown cell
+ * renders whatever its source says, and its source is text anyone can write (the model can insert one): the
+ * live mark is no secret from what reads the saved notebook, so a block there is never the live kernel's.
+ */
+function inCodeOutput(pre: Element): boolean {
+  return pre.closest('.jp-OutputArea-output') !== null && pre.closest('.jp-MarkdownCell, .jp-MarkdownOutput') === null;
 }
 
 /** Where the page's own nodes begin: what is inside is the output's HTML (or nbagent's panel). */
