@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import pytest
 
-from .lab import DONE, REMOVE_TOOL, LabPage, Panel, write_notebook
+from .lab import DONE, REMOVE_TOOL, LabPage, write_notebook
+from .panel import Panel
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from .lab import LabPage, Panel, write_notebook
+from .lab import LabPage, write_notebook
+from .panel import Panel
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 

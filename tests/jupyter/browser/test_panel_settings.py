@@ -12,7 +12,8 @@ from contextlib import closing
 import pytest
 
 from ..fake_openai import FakeOpenAI
-from .lab import LabPage, Panel, serve, write_notebook
+from .lab import LabPage, serve, write_notebook
+from .panel import Panel
 
 pytestmark = pytest.mark.browser
 

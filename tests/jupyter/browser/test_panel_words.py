@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import pytest
 
-from .lab import SCRIPT, LabPage, Panel, write_notebook
+from .lab import SCRIPT, LabPage, write_notebook
+from .panel import Panel
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 

@@ -10,7 +10,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from .lab import LabPage, Panel, write_notebook
+from .lab import LabPage, write_notebook
+from .panel import Panel
 
 pytestmark = pytest.mark.browser
 
