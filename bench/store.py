@@ -11,12 +11,16 @@
    thread before it goes on (what the disk's flush costs a run that waits for it; two rounds after the
    others, since its fsyncs load the disk for the runs after them). Each row gives wall-clock time and,
    in brackets, the CPU time of the whole process (every thread): on a busy machine the wall clock also
-   counts waiting for a core. Goal: the store's cost, fsync included, under 0.25x the loop's own.
+   counts waiting for a core. Goal: the store's cost, fsync included, under 0.25x the loop's own. Each run
+   starts with a `gc.collect()`: without it, the collector's full collection (tens of ms, whatever is
+   running) fell, by the modes' fixed order, on the same mode round after round (it made the keyed store
+   read +130 µs a call more than it costs). Each run's own young collections stay in its time.
 2. The same two, the loop alone and with the store, with a provider key in the environment (as a person's
    kernel has it) and a secret registered with `add_secret` (a key given as `api_key=`): redaction then looks
    for both, their pieces and their encodings in every line. Goal: under 0.25x here too.
 3. Resuming: a session of 10,000 messages loaded and repaired (`Agent.resume`). Goal: under 0.5 s.
-4. The record-encoding step alone (`SessionWriter._encode`: redact, then sign each line), on the lines one
+4. The record-encoding step alone (`SessionWriter._encode`: redact, or tell at a glance that redacting would
+   change nothing (`nbagent.safety.secrets.nothing_to_redact`), then sign each line), on the lines one
    tool call writes (the model's call, its result, the call record, the request; each batch its own id and
    duration), unsigned, signed, and signed with the key and the registered secret of (2), alternating, best of
    many rounds: robust to a loaded machine where (1) and (2) are noisy.
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import statistics
@@ -80,6 +85,7 @@ async def one_run(n: int, workspace: Path, mode: str) -> tuple[float, float]:
         os.environ["OPENAI_API_KEY"] = KEY
         add_secret(REGISTERED, "api_key")
     secrets.secret_values()  # the secrets' patterns made now, as a kernel makes them once, not in the timing
+    gc.collect()  # each run starts with the collector's counts at zero: see the module docstring
     try:
         t0, c0 = time.perf_counter(), time.process_time()
         run = await agent.run("add them")

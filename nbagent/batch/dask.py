@@ -290,10 +290,13 @@ class _Cluster:
     def _start(self, hello: dict[str, Any], life: _Life) -> dict[str, Any] | None:
         """The first message of a runner's life: the model's secrets sealed to it, when there are some; None
         (and the batch fails, with one message) when its worker has no key for the model."""
+        from .dask_worker import clock_id
+
         model = self.batch.item_agent.model
         if self.secrets:
             try:
-                return {"start": True, "keys": seal(hello.get("public"), self.secrets, self.context(hello))}
+                return {"start": True, "keys": seal(hello.get("public"), self.secrets, self.context(hello)),
+                        "clock": clock_id()}
             except ValueError:
                 self.fail(f"worker {life.worker} gave no key to seal the model's key to (it needs the "
                           "cryptography package: pip install 'nbagent[dask]' there); no item was run")
@@ -302,7 +305,7 @@ class _Cluster:
             problem = hello.get("problem")
             self.fail(missing_key_message(model, life.worker, problem if isinstance(problem, str) else None))
             return None
-        return {"start": True}
+        return {"start": True, "clock": clock_id()}  # a runner on this kernel reads the client's clock as it is
 
     def context(self, hello: dict[str, Any]) -> bytes:
         """What a runner's keys are sealed for: this batch, this runner, this life."""

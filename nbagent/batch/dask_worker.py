@@ -35,12 +35,13 @@ from collections import deque
 from typing import Any
 
 from ..budget.ratelimit import MAX_PAUSE, request_gate
+from ..budget.sending import wait_until
 from ..budget.ratelimit_headers import read_limits
 from ..calls.permissions import Grants, PermissionPolicy
 from ..errors import ConfigurationError
 from .dask_keys import KeyPair, give_keys, has_key
 
-__all__ = ["agent_on_worker", "runner"]
+__all__ = ["agent_on_worker", "clock_id", "runner"]
 
 _HEADERS = ("retry-after", "retry-after-ms", "ratelimit-policy")
 STALE = 0.25
@@ -52,6 +53,16 @@ _POLL = 0.5
 
 _AGENTS: dict[str, Any] = {}
 """On a worker: the agents it was sent, unpickled once each (by the hash of their bytes)."""
+
+
+def clock_id() -> str | None:
+    """The kernel this process runs on (Linux's boot id): processes on one kernel read one wall clock, so a
+    runner there uses a permit's time as it is, with no offset estimated (None: not known, estimated)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read(64).strip() or None
+    except OSError:
+        return None
 
 
 def agent_on_worker(blob: bytes) -> Any:
@@ -114,8 +125,11 @@ class _Permits:
     slot is long past) and is reported so. A runner keeps few permits (`KEEP`): one it holds while its slots
     are all busy is one another runner could have used."""
 
-    def __init__(self, queue: Any, keep: int, out: _Outbox) -> None:
+    def __init__(self, queue: Any, keep: int, out: _Outbox, same_clock: bool = False) -> None:
         self.queue, self.out = queue, out
+        self.same_clock = same_clock
+        """The client's wall clock is this runner's (one kernel): no offset is estimated (the least delivery time
+        of each runner's permits differs, and would shift their schedules apart)."""
         self.ready: asyncio.Queue = asyncio.Queue()
         self.room = asyncio.Semaphore(max(1, keep))
         self.delays: deque[float] = deque(maxlen=64)
@@ -134,12 +148,13 @@ class _Permits:
             self.delays.append(time.time() - float(permit[2]))
             self.ready.put_nowait(permit)
 
-    async def get(self) -> tuple[int, int]:
-        """Wait for a permit and for its time; its number and the tokens it carries."""
+    async def get(self) -> tuple[int, int, float]:
+        """Wait for a permit; its number, the tokens it carries and the time (this runner's wall clock) its request
+        may go (`_RemoteGate.send` waits for it)."""
         while True:
             seq, when, _put, tokens, spacing = await self.ready.get()
             self.room.release()
-            due = float(when) + (min(self.delays) if self.delays else 0.0)
+            due = float(when) + (min(self.delays) if self.delays and not self.same_clock else 0.0)
             now = time.time()
             if now - due > STALE:  # its slot is long past: using it would only add to a burst
                 self.out.add({"kind": "took", "seq": seq, "expired": True, "reserved": tokens})
@@ -148,27 +163,40 @@ class _Permits:
             if due < now or due < self.hold_until:  # late, or held: spaced from this runner's previous request
                 due = max(now, self.hold_until, self.last + min(max(float(spacing), 0.0), 5.0))
             self.last = due
-            if due > now:
-                await asyncio.sleep(due - now)
-            return seq, int(tokens)
+            return seq, int(tokens), due
 
 
 class _RemoteGate:
     """The worker's side of the gate: a permit (from the client's queue, by `_Permits`) before each request,
     and reports back."""
 
-    __slots__ = ("permits", "out", "reserved", "headers", "seq")
+    __slots__ = ("permits", "out", "reserved", "headers", "seq", "due", "sent")
 
     def __init__(self, permits: Any, out: _Outbox) -> None:
         self.permits, self.out = permits, out
         self.reserved = 0
         self.headers: dict[str, str] = {}
         self.seq: int | None = None
+        self.due = 0.0
+        self.sent: float | None = None
 
-    async def before(self, body_bytes: int) -> None:
-        self.seq, self.reserved = await self.permits.get()  # a permit carries the tokens the client reserved
+    async def before(self, body_bytes: int, early: bool = False) -> None:
+        """A permit (`early`: the transport calls `send` just before it writes; else its time is waited for here)."""
+        # a permit carries the tokens the client reserved
+        self.seq, self.reserved, self.due = await self.permits.get()
+        self.sent = None
         # used: the client's side may put another in the queue
         self.out.add({"kind": "took", "seq": self.seq, "late": round(self.permits.late, 4)})
+        if not early:
+            await self.send()
+
+    async def send(self) -> None:
+        """Wait for the permit's time, slept then spun to the moment (nbagent.budget.sending); once per attempt.
+        A request that goes late moves this runner's next one with it."""
+        if self.sent is not None:
+            return
+        self.sent = await wait_until(lambda: self.due, time.time)
+        self.permits.last = max(self.permits.last, self.sent)
 
     def after(self, status: int, headers: Any, retry_after: float | None) -> float | None:
         keep = {k: v for k, v in headers.items() if k.lower().startswith(("x-ratelimit", "anthropic-ratelimit"))
@@ -307,7 +335,8 @@ async def runner(blob: bytes, names: tuple[str, str, str], number: int, share: i
             if message.get("start"):  # the first message: the model's keys sealed to this life, if any
                 if message.get("keys") is not None and pair is not None:
                     agent = give_keys(agent, pair.open(message["keys"], f"{names[2]}|{number}|{life}".encode()))
-                stock = _Permits(permits, min(share, KEEP), out)
+                mine = clock_id()
+                stock = _Permits(permits, min(share, KEEP), out, mine is not None and message.get("clock") == mine)
                 slots = [loop.create_task(_slot(agent, waiting, stock, out, max_retries, worth_retrying))
                          for _ in range(share)]
                 continue

@@ -7,8 +7,9 @@
     request_gate.reset(token)
 
 The providers' HTTP layer (`nbagent.providers._http`) looks up `request_gate` before each attempt: the gate
-waits for a request permit and for the estimated tokens (the body's size, plus the output the batch has
-seen so far per request), then tells the limiter what the response said. The run settles the estimate with
+(`nbagent.budget.sending`) waits for a request permit and for the estimated tokens (the body's size, plus the
+output the batch has seen so far per request), then for the request's time at the write (spaced from the
+previous request's actual send: `Limiter.due`, `Limiter.sent`), then tells the limiter what the response said. The run settles the estimate with
 the usage the provider reported (`ItemGate.settle`).
 
 How it paces (one `_Pace` per kind, requests and tokens): a token bucket that holds one request's worth
@@ -48,11 +49,11 @@ import asyncio
 import math
 import time
 from collections import deque
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .ratelimit_headers import MAX_WAIT, Said, read_limits
+from .sending import SPIN, ItemGate, estimate_tokens, request_gate
 
 __all__ = ["DECREASE", "ItemGate", "Limiter", "MAX_PAUSE", "RateLimit", "estimate_tokens", "request_gate"]
 
@@ -66,6 +67,8 @@ SLACK = 0.5
 late (an event loop wakes up to a millisecond late, and a busy one later): never two at once, and the rate
 is kept rather than lost to lateness. A provider that allows no burst refuses such a request: the 429 ends
 the slack for the rest of the batch."""
+_EPSILON = 1e-9
+"""Seconds a wait may be short by (the rounding of a clock's floats)."""
 MIN_RATE = 1.0 / 60.0
 """Per second: the slowest a run of 429s can make a kind (one request a minute)."""
 _NEAR_KNEE = 0.97
@@ -120,18 +123,13 @@ class RateLimit:
             raise ValueError(f"burst is seconds' worth of requests allowed at once (0 to 60) or None, not {burst!r}")
 
 
-def estimate_tokens(body_bytes: int) -> int:
-    """Prompt tokens of a request body of this many bytes (about four bytes a token, rounded up)."""
-    return body_bytes // 4 + 1
-
-
 class _Pace:
     """One kind (requests or tokens): a token bucket filling at `rate` a second up to `capacity`, whose `level`
     may go below 0 (a debt: a request larger than the bucket, or permits taken ahead of their time); nothing is
     granted before `not_before` (a pause); the rate backs off on a 429 and recovers (see the module docstring)."""
 
     __slots__ = ("rate", "ceiling", "burst", "header_burst", "slack", "level", "stamp", "not_before", "knee",
-                 "cut_seq", "past_knee", "refused", "share", "margin")
+                 "cut_seq", "past_knee", "refused", "share", "margin", "anchor")
 
     def __init__(self, rate: float, *, ceiling: float | None, burst: float | None, slack: float = 0.0,
                  now: float | None = None) -> None:
@@ -156,6 +154,8 @@ class _Pace:
         """The running share of 429s among the last `_SHARE_OVER` responses."""
         self.margin = 0.0
         """The share of the limit kept in hand, learned from rare 429s (see `DENSE`)."""
+        self.anchor = 0.0
+        """Nothing before this: the previous request's actual send plus the least spacing (see `sent`)."""
 
     @property
     def bucket(self) -> float:
@@ -182,12 +182,19 @@ class _Pace:
         self.refill(now)
         need = min(amount, self.capacity)
         wait = max(0.0, self.stamp - now) + (0.0 if self.level >= need else (need - self.level) / self.rate)
-        return max(wait, self.not_before - now)
+        return max(wait, self.not_before - now, self.anchor - now)
 
     def take(self, amount: float, at: float) -> None:
         """Take `amount` at `at` (now, or the future time a permit taken ahead is for)."""
         self.refill(at)
         self.level -= amount
+
+    def sent(self, at: float) -> None:
+        """A request went at `at` (its actual write): when paced smoothly, the next goes no sooner than one
+        interval after it (less the slack, until the first 429), whatever the schedule said; a send that came
+        late moves the next one with it rather than letting the two bunch."""
+        if self.bucket <= 1.0:
+            self.anchor = max(self.anchor, at + (1.0 - (self.capacity - self.bucket)) / self.rate)
 
     def set_rate(self, rate: float, now: float) -> None:
         self.refill(now)
@@ -261,11 +268,13 @@ class _Pace:
 class Limiter:
     """The limits of one batch: every item's requests take permits here (first come, first served)."""
 
-    def __init__(self, limit: RateLimit | None = None, *, clock: Any = time.monotonic) -> None:
+    def __init__(self, limit: RateLimit | None = None, *, clock: Any = time.monotonic, sleep: Any = asyncio.sleep,
+                 spin: float = SPIN) -> None:
         limit = limit or RateLimit()
         self.limit = limit
-        self.clock = clock
-        """The monotonic clock it reads (a test gives its own)."""
+        self.clock, self.sleep, self.spin = clock, sleep, spin
+        """The monotonic clock it reads, how it sleeps and how long it spins at the end of a request's wait (a test
+        gives its own clock and sleep, and no spin)."""
         self.requests = self._pace(limit.requests_per_minute, SLACK)
         self.tokens = self._pace(limit.tokens_per_minute)
         self.pauses = 0
@@ -310,9 +319,9 @@ class Limiter:
                     wait = max(wait, self.requests.wait_for(1, now))
                 if self.tokens is not None:
                     wait = max(wait, self.tokens.wait_for(tokens, now))
-                if wait <= ahead:
+                if wait <= ahead + _EPSILON:
                     break
-                await asyncio.sleep(wait - ahead)
+                await self.sleep(wait - ahead)
             at = now + wait
             if self.requests is not None:
                 self.requests.take(1, at)
@@ -348,6 +357,16 @@ class Limiter:
             if pace is not None:
                 pace.pause(now + seconds, now)
         self.pauses += 1
+
+    def due(self, at: float) -> float:
+        """When a request whose permit is for `at` may go: not before the previous one's actual send plus the least
+        spacing (`_Pace.sent`), which a permit taken ahead did not know of."""
+        return at if self.requests is None else max(at, self.requests.anchor)
+
+    def sent(self, at: float) -> None:
+        """A request went at `at` (by `clock`): the next is spaced from it."""
+        if self.requests is not None:
+            self.requests.sent(at)
 
     def spacing(self) -> float:
         """The least time between two requests that went late (a cluster's permits that waited): one interval
@@ -433,49 +452,3 @@ class Limiter:
             "tokens_per_minute": self.tokens_per_minute(),
             "granted": self.granted, "rate_limited": self.rate_limited, "pauses": self.pauses, "cuts": self.cuts,
         }
-
-
-class ItemGate:
-    """What one item's requests go through: the shared limiter, and the permit of the request in flight."""
-
-    __slots__ = ("limiter", "reserved", "requests", "seq", "sent")
-
-    def __init__(self, limiter: Any) -> None:
-        self.limiter = limiter
-        self.reserved = 0
-        self.requests = 0
-        self.seq: int | None = None
-        self.sent: float | None = None
-
-    async def before(self, body_bytes: int) -> None:
-        """Before an attempt: wait for a permit and the request's estimated tokens."""
-        tokens = estimate_tokens(body_bytes) + int(self.limiter.output_per_request)
-        self.seq, self.sent = await self.limiter.acquire(tokens)
-        self.reserved += tokens
-        self.requests += 1
-
-    def after(self, status: int, headers: Mapping[str, str], retry_after: float | None) -> float | None:
-        """After the status line: learn from it. On a 429 the limiter takes over the wait: the seconds until it
-        lets a request of the batch go again (the HTTP layer then retries at once: its next `before` waits)."""
-        reserved = self.reserved
-        if status >= 400:  # a refused request used no tokens
-            self.limiter.settle(self.reserved, 0)
-            self.reserved = 0
-        self.limiter.observe(status, headers, retry_after, seq=self.seq, sent=self.sent, reserved=reserved)
-        if status != 429:
-            return None
-        return max(0.0, self.limiter.paused_until - self.limiter.clock())
-
-    def settle(self, usage: Any) -> None:
-        """The run reported a response's usage: settle the reservation with it."""
-        if usage is None:
-            used, output = self.reserved, None
-        else:
-            output = int(getattr(usage, "output_tokens", 0) or 0)
-            used = int(getattr(usage, "input_tokens", 0) or 0) + output
-        self.limiter.settle(self.reserved, used, output)
-        self.reserved = 0
-
-
-request_gate: ContextVar[ItemGate | None] = ContextVar("nbagent_request_gate", default=None)
-"""Set around one batch item's run: the providers' HTTP layer sends through it."""

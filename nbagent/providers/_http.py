@@ -40,7 +40,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
 import httpx
 
-from ..budget.ratelimit import request_gate
+from ..budget.sending import SocketPacing, request_gate, socket_hook
 from ..errors import ConfigurationError, ProviderConnectionError, ProviderError, StreamError
 from ..events import report_retry, report_silence
 from ..safety import secrets as _secrets
@@ -213,6 +213,8 @@ class ProviderHTTP:
         self._given_client = client
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._pacing = SocketPacing()
+        """Whether the client's transport reports its writes: then a batch's request waits for its time there."""
 
     def __repr__(self) -> str:
         return f"<ProviderHTTP {self.provider} {self.base_url}>"
@@ -370,7 +372,7 @@ class ProviderHTTP:
             attempt += 1
             gated: float | None = None  # on a 429 under a batch's limiter: the seconds it holds the batch
             if gate is not None:
-                await gate.before(len(content))
+                await gate.before(len(content), early=self._pacing.reports)
             headers = {"content-type": "application/json", "accept": "text/event-stream", **request_headers}
             client = self.client()
             try:
@@ -378,6 +380,8 @@ class ProviderHTTP:
             except httpx.InvalidURL as exc:
                 raise ConfigurationError(
                     f"{self.provider}: the base URL {self.base_url!r} is not valid: {exc}") from None
+            if gate is not None:  # the last wait for the request's time is at the write (nbagent.budget.sending)
+                request.extensions["trace"] = socket_hook(gate, self._pacing)
             error: ProviderError
             cause: BaseException | None = None
             response: httpx.Response | None = None

@@ -38,10 +38,11 @@ import re
 import time
 from typing import Any
 
+from . import shapes as _shapes
 from .shapes import TOKEN_PATTERNS, credential_parts, shape_spans
 
 __all__ = ["MIN_PIECE_SECRET_LENGTH", "MIN_SECRET_LENGTH", "PIECE_LENGTH", "SECRET_VARIABLE_PATTERN", "TOKEN_PATTERNS",
-           "add_secret", "redact", "redact_exception", "redact_value", "secret_bearing", "secret_spans", "secret_values"]
+           "add_secret", "nothing_to_redact", "redact", "redact_exception", "redact_value", "secret_bearing", "secret_spans", "secret_values"]
 
 MIN_SECRET_LENGTH = 8
 """Shorter values of credential variables are left alone."""
@@ -208,6 +209,14 @@ def redact(text: str, *, fresh: bool = True, spare: tuple[str, ...] = ()) -> str
     return _redact(text, _compiled(fresh), spare)
 
 
+def nothing_to_redact(data: bytes) -> bool:
+    """True when `redact(data.decode())` would return the text as it is, told at a glance (see `_glance`):
+    for ASCII text whose parts between commas were mostly seen clean before (the store's batches of lines).
+    False says nothing: redact the text."""
+    compiled = _compiled()
+    return not compiled[7] and data.isascii() and _glance(data, compiled)
+
+
 def secret_spans(text: str, *, fresh: bool = True) -> list[tuple[int, int, str]]:
     """Where the secrets in `text` are: `(start, end, label)`, in order, not overlapping (label as in
     `[REDACTED:label]`)."""
@@ -269,6 +278,8 @@ def _skeleton(text: str) -> str:
 
 def _spans(text: str, compiled: Any, shapes: bool = True) -> list[tuple[int, int, str]]:
     _, pattern, values, piece_pattern, pieces, runs, heads, gappy = compiled
+    if not gappy and text.isascii() and _glance(text, compiled):
+        return []
     found: list[tuple[int, int, str, int]] = []  # (start, end, label, rank): whole values rank first
     gaps = _GAPS.search(text) is not None
     skeleton = _skeleton(text) if gaps and runs is not None else text
@@ -288,6 +299,58 @@ def _spans(text: str, compiled: Any, shapes: bool = True) -> list[tuple[int, int
     if not found:
         return []
     return _merge(found)
+
+
+def _glance(text: str | bytes, compiled: Any) -> bool:
+    """True when ASCII `text` holds nothing `_spans` could find: one look for both first looks below (the
+    secrets' heads, the shapes' needles), cheap on the store's lines, whose words repeat from one batch to the
+    next. Never wrong the other way: False only sends the text on to the full first looks.
+
+    The text with its gaps left out (`_skeleton`, by one `bytes.translate`) is cut at its commas (one split:
+    a JSON line falls into its fields) and each part is looked through once: `_glanced` remembers those found
+    clean, for these secrets and needles. Why nothing is missed: a head `_may_hold_secret` would find in the
+    text with its gaps left out lies in one part (no secret's character is a comma, or there is no glance);
+    a needle `shapes._may_hold_shape` would find in the text's lower case holds no gap and no comma (both
+    checked when the needles are taken), so it lies in the text with its gaps left out, in one part. Not for a
+    text a gap-holding value could be in whole (`_spans` looks at the text itself then): that and non-ASCII
+    text take the full looks."""
+    state = _glanced
+    if state[0] is not compiled or state[1] is not _shapes._NEEDLES:
+        state = _glance_state(compiled)
+    _, _, clean, usable, needles, runs, heads = state
+    if not usable:
+        return False
+    data = text if type(text) is bytes else text.encode("ascii")
+    new = set(data.translate(None, _ASCII_GAPS).split(b",")).difference(clean)
+    if not new:
+        return True
+    parts = b",".join(new).decode("ascii")
+    lower = parts.lower()
+    for needle in needles:
+        if needle in lower:
+            return False
+    if runs is not None and _may_hold_secret(parts, runs, heads):  # (its runs: the new parts' own, as a comma
+        return False  # is none of the secrets' characters)
+    if len(clean) > _CLEAN_RUNS_KEPT:
+        clean.clear()
+    clean.update(part for part in new if len(part) <= _CLEAN_RUN_LENGTH)
+    return True
+
+
+def _glance_state(compiled: Any) -> tuple[Any, ...]:
+    """`_glance`'s memory and what it looks for, for these secrets (`_compiled`) and needles."""
+    global _glanced
+    runs, heads = compiled[5], compiled[6] or frozenset()
+    needles = tuple(_shapes._NEEDLES)
+    usable = (all(_GAPS.search(n) is None and "," not in n for n in needles)
+              and (runs is None or runs.fullmatch("," * PIECE_LENGTH) is None))
+    _glanced = (compiled, _shapes._NEEDLES, set(), usable, needles, runs, heads)
+    return _glanced
+
+
+_glanced: tuple[Any, ...] = (None, None, set(), False, (), None, frozenset())
+"""`_glance`'s state: `(compiled secrets, needles, parts found clean, whether it can look, needles, the secrets'
+runs, their heads)`."""
 
 
 def _may_hold_secret(text: str, runs: re.Pattern[str], heads: frozenset[str]) -> bool:

@@ -100,11 +100,14 @@ def _may_hold_shape(text: str) -> bool:
     word holds no double quote, so it lies inside one of the pieces the text's double quotes cut it into;
     the pieces of JSON lines repeat (keys, names, the same messages) and each is looked through once."""
     new = set(text.split('"')).difference(_clean_pieces)
-    for piece in new:
-        lower = piece.lower()
-        for needle in _NEEDLES:
-            if needle in lower:
-                return True
+    if not new:
+        return False
+    # the new pieces looked through as one text, joined by the double quote no needle holds (so a needle found
+    # lies in one piece); lower case char by char, as each piece's own would be
+    lower = '"'.join(new).lower()
+    for needle in _NEEDLES:
+        if needle in lower:
+            return True
     if len(_clean_pieces) > 20_000:  # (at most a few MB)
         _clean_pieces.clear()
     _clean_pieces.update(piece for piece in new if len(piece) <= 256)

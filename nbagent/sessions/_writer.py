@@ -5,8 +5,9 @@ transcript): one `write` under an exclusive `flock`; the fsync follows on the st
 what a commit promises, and when). A killed kernel loses at most the batch in flight, and two kernels
 writing into one workspace never interleave lines of one file. Each line is JSON (`orjson`), redacted
 (`nbagent.safety.secrets.redact`, once over the batch's text: every line but the store's own identifying
-facts, the header and the notebook it belongs to, which name paths the store looks conversations up by),
-then signed (`nbagent.safety.signing`: HMAC-SHA256, chained, with a key kept outside the workspace); a tool
+facts, the header and the notebook it belongs to, which name paths the store looks conversations up by; a
+batch that `nothing_to_redact` tells at a glance redaction would leave as it is goes as it is, unchanged
+either way), then signed (`nbagent.safety.signing`: HMAC-SHA256, chained, with a key kept outside the workspace); a tool
 result's text longer than `SIDE_FILE_CHARS` is stored cut, with the whole text in a side file named in its
 line with its digest.
 
@@ -34,7 +35,7 @@ from typing import Any, Iterable
 import orjson
 
 from ..messages import Message, TextBlock, ToolResultMessage, UserMessage
-from ..safety.secrets import redact, redact_value
+from ..safety.secrets import nothing_to_redact, redact, redact_value
 from ..safety.signing import START, has_mac, key_id, seal, signer
 from ..safety.trust import config_dir, session_key
 from ..transcript import neutral_message
@@ -296,6 +297,8 @@ class SessionWriter:
                     run.append(line)
             return out + (self._redacted(run) if run else [])
         joined = b"\n".join(lines)
+        if nothing_to_redact(joined):  # told at a glance, on the bytes (most batches: see the function)
+            return lines
         text = joined.decode("utf-8")
         clean = redact(text)
         return lines if clean is text else clean.encode("utf-8").split(b"\n")

@@ -135,6 +135,7 @@ def test_redaction_is_the_same_with_the_fast_paths_as_with_the_slow(keyed, monke
             assert secret not in clean and secret[3:11] not in clean
     monkeypatch.setattr(_secrets, "_may_hold_secret", _slow_first_look)
     monkeypatch.setattr(_secrets, "_skeleton", lambda text: _secrets._GAPS.sub("", text))
+    monkeypatch.setattr(_secrets, "_glance", lambda text, compiled: False)
     _slow_shapes(monkeypatch)
     assert [_secrets.redact(t) for t in texts] == fast
 
@@ -152,8 +153,54 @@ def test_mixed_texts_redact_the_same_both_ways(noise, picks, keyed, monkeypatch)
     with monkeypatch.context() as m:
         m.setattr(_secrets, "_may_hold_secret", _slow_first_look)
         m.setattr(_secrets, "_skeleton", lambda t: _secrets._GAPS.sub("", t))
+        m.setattr(_secrets, "_glance", lambda t, compiled: False)
         _slow_shapes(m)
         assert fast == (_secrets.redact(text),) * 2
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(noise=st.lists(st.text(ALPHABET + ",[]", max_size=25), min_size=1, max_size=5),
+       picks=st.lists(st.integers(0, 10_000), max_size=4))
+def test_the_glance_calls_clean_only_what_redaction_leaves_alone(noise, picks, keyed_plain):
+    """`nothing_to_redact` on store-like batches (JSON lines) and on mixed texts: True only where `redact`, with
+    every first look off, changes nothing; and it does say True for ordinary lines (the store's fast path)."""
+    pool = corpus()
+    lines = [json.dumps({"kind": "message", "text": n, "more": [pool[p % len(pool)] for p in picks[:i]]})
+             for i, n in enumerate(noise)]
+    mixed = "".join(n + (pool[picks[i] % len(pool)] if i < len(picks) else "") for i, n in enumerate(noise))
+    for text in ("\n".join(lines), mixed, ",".join(noise)):
+        if text.isascii() and _secrets.nothing_to_redact(text.encode()):
+            assert _redacted_slowly(text) == text
+
+
+@pytest.fixture
+def keyed_plain(monkeypatch, registered_secrets):
+    """Keys without a gap (a quote, a space): the glance looks only then."""
+    monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
+    monkeypatch.delenv("DB_PASSWORD", raising=False)
+    _secrets.add_secret(KEY, "my_key")
+    return _secrets._compiled()
+
+
+def test_a_gap_holding_secret_turns_the_glance_off(keyed):
+    assert not _secrets.nothing_to_redact(b'{"kind":"message","text":"hello"}')
+
+
+def test_the_glance_passes_ordinary_lines_and_stops_at_every_carrier(keyed_plain):
+    line = '{"kind":"call","id":"call_71d7eaa8001101","arguments":{"a":1,"b":2},"duration":0.00018}'
+    assert _secrets.nothing_to_redact(line.encode()) and _secrets.nothing_to_redact(line.encode())
+    for text in corpus():
+        if text.isascii() and _redacted_slowly(text) != text:
+            assert not _secrets.nothing_to_redact(json.dumps({"kind": "message", "text": text}).encode()), text
+            assert not _secrets.nothing_to_redact(text.encode()), text
+
+
+def _redacted_slowly(text: str) -> str:
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(_secrets, "_may_hold_secret", lambda text, runs, heads: True)
+        m.setattr(_secrets, "_glance", lambda t, compiled: False)
+        _slow_shapes(m)
+        return _secrets.redact(text)
 
 
 def test_a_number_is_looked_through_when_a_secret_holds_six_digits_in_a_row(registered_secrets):
