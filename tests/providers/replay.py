@@ -1,5 +1,6 @@
 """Helpers for replaying recorded streams: as parsed events (for the pure accumulators) or as bytes
-(for the fake server), plus fault injection on the recorded bytes."""
+(for the fake server), plus fault injection on the recorded bytes and the checks every provider's stream
+reader passes (a faulty stream fails with a named error; one-byte chunks read the same as whole ones)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from nbagent import AssistantMessage, Tool, tool
+import pytest
+
+from nbagent import AssistantMessage, Tool, UserMessage, tool
 from nbagent.providers._http import SSEDecoder
 
-from .fakeserver import FIXTURES
+from .fakeserver import FIXTURES, FakeServer, Reply
 
 __all__ = ["cut_before", "fixture_json", "recorded", "recorded_events", "replace_event"]
 
@@ -76,3 +79,33 @@ async def collect(model, messages, tools=(), **kwargs):
         else:
             deltas.append(item)
     return deltas, final
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
+"""The bytes of a PNG image, as the adapters send them (they do not decode it)."""
+
+
+def accumulate(state, provider: str, name: str) -> tuple[list, AssistantMessage]:
+    """A recorded stream's events fed to a provider's accumulator (its `_StreamState`): the deltas it returned,
+    and the message it made of them."""
+    deltas = [d for event in recorded_events(provider, name) for d in state.process(event)]
+    return deltas, state.result()
+
+
+async def stream_fails(server: FakeServer, model, reply: Reply, error: type[Exception],
+                       match: str | None = None) -> Exception:
+    """`model` reading `reply` (served once) raises `error` (its message matching `match`): returned."""
+    server.add(reply)
+    with pytest.raises(error, match=match) as info:
+        await collect(model, [UserMessage("x")])
+    return info.value
+
+
+async def same_in_one_byte_chunks(server: FakeServer, model, body: bytes) -> AssistantMessage:
+    """`body` served in one-byte HTTP chunks (which split multi-byte characters), then whole: `model` reads the
+    same message from both, which is returned."""
+    server.add(Reply.sse(body, chunk_size=1), Reply.sse(body))
+    _, slow = await collect(model, [UserMessage("x")])
+    _, fast = await collect(model, [UserMessage("x")])
+    assert slow == fast
+    return slow

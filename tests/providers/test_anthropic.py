@@ -30,10 +30,20 @@ from nbagent.providers.anthropic import AnthropicModel, _StreamState
 from nbagent.providers.scripted import ScriptedModel
 
 from .fakeserver import FakeServer, Reply
-from .replay import collect, cut_before, fixture_json, make_tool, recorded, recorded_events, replace_event
+from .replay import (
+    PNG,
+    collect,
+    cut_before,
+    fixture_json,
+    make_tool,
+    recorded,
+    recorded_events,
+    replace_event,
+    same_in_one_byte_chunks,
+    stream_fails,
+)
 
 KEY = "sk-ant-test-0123456789SECRETKEY"
-PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 
 
 def model_for(server: FakeServer, policy=None, **options) -> AnthropicModel:
@@ -370,34 +380,25 @@ async def test_overloaded_event_after_content_is_raised(fake_server: FakeServer,
 
 
 async def test_connection_dropped_mid_stream(fake_server: FakeServer) -> None:
-    fake_server.add(Reply.sse(recorded("anthropic", "parallel_tool_calls"), drop_after=1500))
-    with pytest.raises(ProviderConnectionError, match="dropped"):
-        await collect(model_for(fake_server), [UserMessage("x")])
+    dropped = Reply.sse(recorded("anthropic", "parallel_tool_calls"), drop_after=1500)
+    await stream_fails(fake_server, model_for(fake_server), dropped, ProviderConnectionError, "dropped")
 
 
 async def test_body_cut_before_message_stop(fake_server: FakeServer) -> None:
     body = cut_before(recorded("anthropic", "parallel_tool_calls"), b'"type":"message_delta"')
-    fake_server.add(Reply.sse(body))
-    with pytest.raises(StreamError, match="before message_stop"):
-        await collect(model_for(fake_server), [UserMessage("x")])
+    await stream_fails(fake_server, model_for(fake_server), Reply.sse(body), StreamError, "before message_stop")
 
 
 async def test_malformed_event(fake_server: FakeServer) -> None:
     body = replace_event(recorded("anthropic", "text_then_tool_call"), b'"partial_json":"ar"',
                          lambda _: b'event: content_block_delta\ndata: {"type":"content_block_delta",\n\n')
-    fake_server.add(Reply.sse(body))
-    with pytest.raises(StreamError, match="malformed"):
-        await collect(model_for(fake_server), [UserMessage("x")])
+    await stream_fails(fake_server, model_for(fake_server), Reply.sse(body), StreamError, "malformed")
 
 
 async def test_one_byte_chunks_split_utf8_and_give_the_same_message(fake_server: FakeServer) -> None:
     body = recorded("anthropic", "thinking_signature")
-    fake_server.add(Reply.sse(body, chunk_size=1), Reply.sse(body))
-    model = model_for(fake_server)
-    _, slow = await collect(model, [UserMessage("x")])
-    _, fast = await collect(model, [UserMessage("x")])
-    assert slow == fast
-    assert "≥ 790" in slow.reasoning[0].text  # multi-byte characters were split across chunks
+    message = await same_in_one_byte_chunks(fake_server, model_for(fake_server), body)
+    assert "≥ 790" in message.reasoning[0].text  # multi-byte characters were split across chunks
 
 
 # --------------------------------------------------------------------------------------------------

@@ -38,10 +38,21 @@ from nbagent.providers.openai_responses import OpenAIResponsesModel
 from nbagent.providers.scripted import ScriptedModel
 
 from .fakeserver import FakeServer, Reply
-from .replay import collect, cut_before, fixture_json, make_tool, recorded, recorded_events, replace_event
+from .replay import (
+    PNG,
+    accumulate,
+    collect,
+    cut_before,
+    fixture_json,
+    make_tool,
+    recorded,
+    recorded_events,
+    replace_event,
+    same_in_one_byte_chunks,
+    stream_fails,
+)
 
 KEY = "AIzaSyTEST0123456789SECRETKEY"
-PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 
 
 def model_for(server: FakeServer, name: str = "gemini-2.5-flash", policy=None, **options) -> GeminiModel:
@@ -51,11 +62,7 @@ def model_for(server: FakeServer, name: str = "gemini-2.5-flash", policy=None, *
 
 
 def replay(name: str) -> tuple[list, AssistantMessage]:
-    state = _StreamState()
-    deltas = []
-    for event in recorded_events("google", name):
-        deltas.extend(state.process(event))
-    return deltas, state.result()
+    return accumulate(_StreamState(), "google", name)
 
 
 class Point(BaseModel):
@@ -345,29 +352,23 @@ async def test_503_overloaded_until_retries_run_out(fake_server: FakeServer, no_
 async def test_rate_limit_error_inside_the_stream(fake_server: FakeServer) -> None:
     body = recorded("google", "thinking").split(b"\n\n")[0] + b"\n\n" + \
         b'data: {"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED"}}\n\n'
-    fake_server.add(Reply.sse(body))
-    with pytest.raises(RateLimitError, match="Quota exceeded"):
-        await collect(model_for(fake_server), [UserMessage("x")])
+    await stream_fails(fake_server, model_for(fake_server), Reply.sse(body), RateLimitError, "Quota exceeded")
 
 
 async def test_connection_dropped(fake_server: FakeServer) -> None:
-    fake_server.add(Reply.sse(recorded("google", "thinking"), drop_after=1500))
-    with pytest.raises(ProviderConnectionError):
-        await collect(model_for(fake_server), [UserMessage("x")])
+    dropped = Reply.sse(recorded("google", "thinking"), drop_after=1500)
+    await stream_fails(fake_server, model_for(fake_server), dropped, ProviderConnectionError)
 
 
 async def test_cut_before_the_final_chunk(fake_server: FakeServer) -> None:
-    fake_server.add(Reply.sse(cut_before(recorded("google", "thinking"), b'"finishReason"')))
-    with pytest.raises(StreamError, match="finishReason"):
-        await collect(model_for(fake_server), [UserMessage("x")])
+    body = cut_before(recorded("google", "thinking"), b'"finishReason"')
+    await stream_fails(fake_server, model_for(fake_server), Reply.sse(body), StreamError, "finishReason")
 
 
 async def test_malformed_chunk(fake_server: FakeServer) -> None:
     body = replace_event(recorded("google", "parallel_tool_calls.followup"), b'"finishReason"',
                          lambda _: b'data: {"candidates": [\n\n')
-    fake_server.add(Reply.sse(body))
-    with pytest.raises(StreamError, match="malformed"):
-        await collect(model_for(fake_server), [UserMessage("x")])
+    await stream_fails(fake_server, model_for(fake_server), Reply.sse(body), StreamError, "malformed")
 
 
 async def test_one_byte_chunks_split_utf8(fake_server: FakeServer) -> None:
@@ -375,9 +376,8 @@ async def test_one_byte_chunks_split_utf8(fake_server: FakeServer) -> None:
     body = (f'data: {json.dumps({"candidates": [{"content": {"parts": [{"text": text}], "role": "model"}}]})}\n\n'
             f'data: {json.dumps({"candidates": [{"content": {"parts": [{"text": "!"}], "role": "model"}, "finishReason": "STOP"}]})}\n\n'
             ).encode()
-    fake_server.add(Reply.sse(body, chunk_size=1))
-    _, msg = await collect(model_for(fake_server), [UserMessage("x")])
-    assert msg.text == text + "!"
+    message = await same_in_one_byte_chunks(fake_server, model_for(fake_server), body)
+    assert message.text == text + "!"
 
 
 # --------------------------------------------------------------------------------------------------

@@ -37,10 +37,21 @@ from nbagent.providers.openai_responses import (
 from nbagent.providers.scripted import ScriptedModel
 
 from .fakeserver import FakeServer, Reply
-from .replay import collect, cut_before, fixture_json, make_tool, recorded, recorded_events, replace_event
+from .replay import (
+    PNG,
+    accumulate,
+    collect,
+    cut_before,
+    fixture_json,
+    make_tool,
+    recorded,
+    recorded_events,
+    replace_event,
+    same_in_one_byte_chunks,
+    stream_fails,
+)
 
 KEY = "sk-proj-test-0123456789SECRETKEY"
-PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 
 
 def model_for(server: FakeServer, name: str = "gpt-5", policy=None, **options) -> OpenAIResponsesModel:
@@ -50,9 +61,7 @@ def model_for(server: FakeServer, name: str = "gpt-5", policy=None, **options) -
 
 
 def replay(name: str) -> tuple[list, AssistantMessage]:
-    state = _StreamState()
-    deltas = [d for e in recorded_events("openai_responses", name) for d in state.process(e)]
-    return deltas, state.result()
+    return accumulate(_StreamState(), "openai_responses", name)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -330,33 +339,25 @@ async def test_quota_error_event_is_not_retried(fake_server: FakeServer, no_wait
 
 
 async def test_connection_dropped(fake_server: FakeServer) -> None:
-    fake_server.add(Reply.sse(recorded("openai_responses", "parallel_tool_calls"), drop_after=3000))
-    with pytest.raises(ProviderConnectionError):
-        await collect(model_for(fake_server), [UserMessage("x")])
+    dropped = Reply.sse(recorded("openai_responses", "parallel_tool_calls"), drop_after=3000)
+    await stream_fails(fake_server, model_for(fake_server), dropped, ProviderConnectionError)
 
 
 async def test_cut_before_completed(fake_server: FakeServer) -> None:
-    fake_server.add(Reply.sse(cut_before(recorded("openai_responses", "parallel_tool_calls"),
-                                         b'"type":"response.completed"')))
-    with pytest.raises(StreamError, match="before response.completed"):
-        await collect(model_for(fake_server), [UserMessage("x")])
+    body = cut_before(recorded("openai_responses", "parallel_tool_calls"), b'"type":"response.completed"')
+    await stream_fails(fake_server, model_for(fake_server), Reply.sse(body), StreamError, "before response.completed")
 
 
 async def test_malformed_event(fake_server: FakeServer) -> None:
     body = replace_event(recorded("openai_responses", "parallel_tool_calls"), b'"type":"response.in_progress"',
                          lambda _: b"event: response.in_progress\ndata: {not json\n\n")
-    fake_server.add(Reply.sse(body))
-    with pytest.raises(StreamError, match="malformed"):
-        await collect(model_for(fake_server), [UserMessage("x")])
+    await stream_fails(fake_server, model_for(fake_server), Reply.sse(body), StreamError, "malformed")
 
 
 async def test_one_byte_chunks(fake_server: FakeServer) -> None:
     body = recorded("openai_responses", "reasoning_text_tool_call")
-    fake_server.add(Reply.sse(body, chunk_size=1), Reply.sse(body))
-    model = model_for(fake_server)
-    _, slow = await collect(model, [UserMessage("x")])
-    _, fast = await collect(model, [UserMessage("x")])
-    assert slow == fast and "“PotatoLand.”" in slow.text  # curly quotes were split byte by byte
+    message = await same_in_one_byte_chunks(fake_server, model_for(fake_server), body)
+    assert "“PotatoLand.”" in message.text  # curly quotes were split byte by byte
 
 
 # --------------------------------------------------------------------------------------------------

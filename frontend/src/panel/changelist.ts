@@ -1,11 +1,11 @@
 /**
  * The agent's changes in the panel: per run (its card's "Changes", with Undo and Undo all), and one review of
- * every change of the conversation shown (./sidebar.ts draws it above the prompt box): each change made and
- * each proposed edit waiting for a decision, linked to its cell (a click scrolls to it), with **Keep all**
- * (accepts every proposed edit that still applies, each bound to the digest of the exact arguments shown, and
- * keeps what was changed) and **Undo all** (rejects the proposed edits and puts back every change, the latest
- * first, each only while its cell still holds what nbagent left). Per change, Accept / Reject (on a proposal)
- * and Undo (on a change) stay.
+ * every change of the conversation shown (./sidebar.ts draws it above the prompt box of ./promptbox.ts): each
+ * change made and each proposed edit waiting for a decision, linked to its cell (a click scrolls to it), with
+ * **Keep all** (accepts every proposed edit that still applies, each bound to the digest of the exact arguments
+ * shown, and keeps what was changed) and **Undo all** (rejects the proposed edits and puts back every change, the
+ * latest first, each only while its cell still holds what nbagent left). Per change, Accept / Reject (on a
+ * proposal) and Undo (on a change) stay.
  *
  * Everything drawn is text (textContent): cell sources, the model's arguments and ids never become HTML.
  */

@@ -6,9 +6,10 @@
  * (the kernel refuses it too: nbagent/jupyter/panel/conversations.py).
  *
  * Everything shown is text (textContent): the first words are the person's, but the file they come from is in
- * the workspace, which anyone who can write it could have written.
+ * the workspace, which anyone who can write it could have written. So are a stored conversation's messages
+ * (`storedConversation`), each with what the model was sent with it folded under it.
  */
-import type { ConversationItem, ConversationsResult } from './protocol';
+import type { ConversationItem, ConversationsResult, StoredConversation } from './protocol';
 import { el } from './el';
 
 /** "3 runs · 5 calls · 2 h ago" (when: relative to `now`, both in seconds). */
@@ -72,4 +73,35 @@ export function conversationList(result: ConversationsResult, shown: string | nu
     box.append(el('div', 'nba-panel-note', `and ${result.more} older (%agent --sessions lists them all)`));
   }
   return box;
+}
+
+/** What the model was sent with the person's words (a button's instructions, the cell, its error), folded. */
+export function contextFold(sent: string): HTMLElement {
+  const fold = el('details', 'nba-context');
+  const lines = sent.split('\n').length;
+  fold.append(el('summary', '', `what nbagent was sent with it (${lines} line${lines === 1 ? '' : 's'})`),
+    el('div', 'nba-pre', sent));
+  return fold;
+}
+
+/** A stored conversation's messages, under a line that says which it is: the one `picked` from the list, or the
+ * `latest` one, shown after a restart or a reload; the next prompt continues it. Fills `into`. */
+export function storedConversation(into: HTMLElement, stored: StoredConversation, how: 'picked' | 'latest'): void {
+  const runs = `${stored.runs} run${stored.runs === 1 ? '' : 's'}`;
+  const title = stored.error
+    ? String(stored.error)
+    : how === 'picked'
+      ? `The conversation that began "${(stored.messages ?? []).find(m => m.role === 'you')?.text ?? stored.id}" ` +
+        `(${runs}), picked from the list: your next prompt continues it.`
+      : `Stored conversation ${stored.id} (${runs}): the next prompt continues it (as %agent --resume).`;
+  into.append(el('div', 'nba-panel-stored-title', title));
+  for (const m of stored.messages ?? []) {
+    const item = el('div', `nba-panel-msg nba-panel-msg-${m.role === 'you' ? 'you' : 'agent'}`);
+    const text = el('span', 'nba-panel-text', m.text);
+    if (typeof m.context === 'string') {
+      text.append(contextFold(m.context));
+    }
+    item.append(el('span', 'nba-panel-role', m.role === 'you' ? 'YOU' : 'nbagent'), text);
+    into.append(item);
+  }
 }

@@ -1,7 +1,7 @@
 /**
  * "Make cells" on a finished run whose code left names that exist only in the kernel: on the line the run's
  * view in its cell says it on (`.nba-kernel-only`, written by nbagent/render/lineage.py with the run's id in
- * `data-run`), and in the run's card in the panel (./sidebar.ts, from the summary's `kernel_only`). A click
+ * `data-run`), and in the run's card in the panel (./runcards.ts, from the summary's `kernel_only`). A click
  * asks the kernel (op `to_cells`, what `%agent --to-cells` does) to propose the run's cells below its cell:
  * each one a change reviewed as any agent edit (Accept / Reject on the cell, Undo in the panel); nothing runs.
  *

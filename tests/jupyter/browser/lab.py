@@ -2,12 +2,19 @@
 
 `LabServer` runs `jupyter lab` on a free port with a private settings directory (no news pop-up, no
 restored workspace) and stops it by its process id. `LabPage` opens a notebook in Debian's chromium
-through Playwright (never `playwright install`) and runs its cells the way a person does. Every wait has
-a timeout; `LabPage.shot()` saves screenshots under test-artifacts/.
+through Playwright (never `playwright install`) and runs its cells the way a person does (./panel.py has
+the nbagent panel in such a page). Both are context managers that stop or close what they started (a page
+saves a screenshot first when the block failed).
+
+What a test reads of the page it waits for (`wait_text`, `wait_for`, `wait_cells`, `wait_sources`): the
+page draws asynchronously, so a test that reads it once fails on a loaded machine. Every wait has a
+generous timeout and says, when it fails, what it waited for and what it saw; `LabPage.shot()` saves
+screenshots under test-artifacts/.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -17,6 +24,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +116,12 @@ class LabServer:
                 time.sleep(0.25)
         raise TimeoutError(f"jupyter lab did not start within {timeout} s")
 
+    def __enter__(self) -> LabServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
@@ -117,6 +131,13 @@ class LabServer:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=5)
         self.log.close()
+
+
+def serve(request: Any, tmp_path_factory: Any, app: str, **env: str) -> Any:
+    """A fixture's `jupyter <app>` (with `env`) serving a fresh folder named after the test module; stopped after."""
+    root = tmp_path_factory.mktemp(f"{request.module.__name__.rsplit('.', 1)[-1]}-{app}")
+    with LabServer(root, app=app, JUPYTER_PATH=str(extension_path(root)), **env) as server:
+        yield server
 
 
 def _without_collaboration(root: Path) -> Path:
@@ -158,6 +179,32 @@ def write_notebook(path: Path, cells: list[str | tuple[str, dict]]) -> Path:
     return path
 
 
+SCRIPT = '''from nbagent import AssistantMessage, ScriptedModel, ToolCall
+
+
+def call(name, **arguments):
+    return AssistantMessage(tool_calls=[ToolCall(name=name, arguments=arguments)])
+'''
+"""Notebook code that the tests' scripted models start with: `call(name, **arguments)`, a turn that calls a tool."""
+
+REMOVE_TOOL = '''from pathlib import Path
+from nbagent import tool
+
+
+@tool(destructive=True, describe_activity=lambda a: f"Removing {a.path}",
+      describe_completed_activity=lambda a, r: f"Removed {a.path}")
+def remove(path: str) -> str:
+    """Remove a file."""
+    Path(path).unlink()
+    return f"removed {path}"
+'''
+"""Notebook code: `remove`, a destructive tool (so each call waits for the person's approval) that the scripted
+models of these tests call, with the words its call is shown with."""
+
+DONE = ".jp-OutputArea .nba:not(.nba-view) .nba-head .nba-s-done"
+"""The run's static rendering, which replaces the live view in its cell when the run ends."""
+
+
 class LabPage:
     """A notebook open in JupyterLab (or Notebook 7), in chromium.
 
@@ -166,9 +213,10 @@ class LabPage:
     """
 
     def __init__(self, server: LabServer, notebook: str | None = None, *, width: int = 1280, height: int = 1000,
-                 page: Any = None, owner: LabPage | None = None) -> None:
+                 page: Any = None, owner: LabPage | None = None, label: str | None = None) -> None:
         self.server = server
         self.owner = owner
+        self.label = label or f"{server.app}-{Path(notebook).stem if notebook else 'files'}"  # of its screenshots
         if page is not None:  # opened by another page: same browser, which that page closes
             self._pw = self.browser = None
             self.page = page
@@ -191,6 +239,18 @@ class LabPage:
         self.wait_kernel_idle(timeout=90)
         self.check_build()
 
+    def __enter__(self) -> LabPage:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        """Close the page; a screenshot first when the block failed (`<app>-<notebook>-failure.png`)."""
+        try:
+            if kind is not None:
+                with contextlib.suppress(Exception):  # the failure is what the test reports, not the screenshot
+                    self.shot(f"{self.label}-failure")
+        finally:
+            self.close()
+
     def open_page(self, notebook: str, *, width: int = 1280, height: int = 1000) -> LabPage:
         """The same notebook (or another) in a second tab of this page's browser: another kernel connection."""
         browser = self.browser if self.browser is not None else self.owner.browser  # type: ignore[union-attr]
@@ -199,7 +259,7 @@ class LabPage:
             second.goto(f"{self.server.url}/lab/tree/{notebook}?reset&token={self.server.token}")
         else:
             second.goto(f"{self.server.url}/notebooks/{notebook}?token={self.server.token}")
-        return LabPage(self.server, page=second, owner=self)
+        return LabPage(self.server, page=second, owner=self, label=f"{self.label}-second-tab")
 
     def another_person(self, notebook: str, *, width: int = 1280, height: int = 1000) -> LabPage:
         """The notebook opened by someone else: a browser context of their own in this page's browser (their own
@@ -207,7 +267,7 @@ class LabPage:
         browser = self.browser if self.browser is not None else self.owner.browser  # type: ignore[union-attr]
         second = browser.new_context(viewport={"width": width, "height": height}, device_scale_factor=1).new_page()
         second.goto(f"{self.server.url}/lab/tree/{notebook}?reset&token={self.server.token}")
-        return LabPage(self.server, page=second, owner=self)
+        return LabPage(self.server, page=second, owner=self, label=f"{self.label}-another-person")
 
     def check_build(self) -> None:
         """The page runs this checkout's build of the frontend part (nbagent/labextension), not another's: the
@@ -253,9 +313,34 @@ class LabPage:
                 raise AssertionError(f"waited {timeout:g} s for {texts!r}; the text is {last[:3000]!r}")
             time.sleep(0.1)
 
+    def wait_for(self, what: str, predicate_js: str, arg: Any = None, timeout: float = 30) -> None:
+        """Wait until `predicate_js` (a JavaScript function of `arg`) holds in the page; on timeout a screenshot,
+        and an AssertionError that says `what` did not happen."""
+        try:
+            self.page.wait_for_function(predicate_js, arg=arg, timeout=timeout * 1000)
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                self.shot(f"{self.label}-waited-{int(time.time())}")
+            raise AssertionError(f"{what} (waited {timeout:g} s): {exc}") from None
+
+    def click_until_gone(self, locator: Any) -> None:
+        """Click a button until it goes (again if the click was lost: the notebook may scroll under the pointer
+        between press and release, or a click into a view makes its cell the active one first)."""
+        target = locator.element_handle(timeout=30_000)  # this button, not whichever matches next
+        for attempt in range(3):
+            target.click()
+            try:
+                target.wait_for_element_state("hidden", timeout=5000)
+                return
+            except Exception:
+                if attempt == 2:
+                    with contextlib.suppress(Exception):
+                        self.shot(f"{self.label}-failed-click-{int(time.time())}")
+                    raise
+
     def hide_sidebar(self) -> None:
-        """Fold the left sidebar away (View > Show Left Sidebar)."""
-        if self.page.locator("#jp-left-stack:visible").count():
+        """Fold JupyterLab's left sidebar away (View > Show Left Sidebar); Notebook 7 shows none."""
+        if self.server.app == "lab" and self.page.locator("#jp-left-stack:visible").count():
             self.page.locator(".jp-Notebook").first.click(position={"x": 5, "y": 5})
             self.page.keyboard.press("Control+b")
             self.page.wait_for_selector("#jp-left-stack", state="hidden", timeout=5000)
@@ -290,6 +375,11 @@ class LabPage:
             self.page.wait_for_function(
                 "el => /\\[\\d+\\]/.test(el.textContent)", arg=prompt.element_handle(), timeout=timeout * 1000)
 
+    def run_cells(self, *indexes: int) -> None:
+        """Run these code cells one after the other, each to its end."""
+        for index in indexes:
+            self.run_cell(index)
+
     def cells(self) -> list[dict]:
         """Each cell of the notebook in front: its source (as the editor shows it), prompt, number of outputs
         and whether it is a Markdown cell."""
@@ -312,6 +402,15 @@ class LabPage:
         self.shot(f"{self.server.app}-failure-cells")
         raise AssertionError(f"{what}: the cells are {[c['source'] for c in last]!r}")
 
+    def sources(self) -> list[str]:
+        """The source of each cell of the notebook in front, as its editor shows it."""
+        return [c["source"] for c in self.cells()]
+
+    def wait_sources(self, predicate: Callable[[list[str]], bool], what: str, timeout: float = 30) -> list[str]:
+        """`sources()` once `predicate` holds for them; fails after `timeout` s, saying `what` and what they were."""
+        cells = self.wait_cells(lambda cells: predicate([c["source"] for c in cells]), what, timeout)
+        return [c["source"] for c in cells]
+
     def run_all(self) -> None:
         """Run > Run All Cells, as a person would."""
         self.page.click(".lm-MenuBar-item:has-text('Run')")
@@ -331,3 +430,4 @@ class LabPage:
             self.browser.close()
         finally:
             self._pw.stop()
+

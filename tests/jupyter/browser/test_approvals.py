@@ -13,29 +13,14 @@ Screenshots go to test-artifacts/ (also on failure)."""
 
 from __future__ import annotations
 
-import shutil
-import time
-from pathlib import Path
-
 import pytest
 
-from .lab import LabPage, LabServer, extension_path, write_notebook
+from .lab import DONE, REMOVE_TOOL, LabPage, write_notebook
+from .panel import Panel
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
-if shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists():  # pragma: no cover
-    pytest.skip("chromium is not installed (./dev test installs it)", allow_module_level=True)
-
-MODEL = '''from pathlib import Path
-from nbagent import AssistantMessage, ScriptedModel, ToolCall, tool
-
-
-@tool(destructive=True, describe_activity=lambda a: f"Removing {a.path}",
-      describe_completed_activity=lambda a, r: f"Removed {a.path}")
-def remove(path: str) -> str:
-    """Remove a file."""
-    Path(path).unlink()
-    return f"removed {path}"
+MODEL = REMOVE_TOOL + '''from nbagent import AssistantMessage, ScriptedModel, ToolCall
 
 
 def removing(path):
@@ -62,34 +47,6 @@ COUNT_SENT = """
 })();
 """
 
-DONE = ".jp-OutputArea .nba:not(.nba-view) .nba-head .nba-s-done"
-"""The run's static rendering, which replaces the live view in its cell when the run ends."""
-
-
-def wait_for(page: LabPage, what: str, predicate_js: str, arg=None, timeout: float = 30) -> None:
-    try:
-        page.page.wait_for_function(predicate_js, arg=arg, timeout=timeout * 1000)
-    except Exception:
-        page.shot(f"approvals-failed-{int(time.time())}")
-        raise AssertionError(f"{what} (waited {timeout} s)") from None
-
-
-@pytest.fixture(scope="module")
-def notebook7(tmp_path_factory):
-    root = tmp_path_factory.mktemp("approvals-nb7")
-    server = LabServer(root, app="notebook", JUPYTER_PATH=str(extension_path(root)))
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    root = tmp_path_factory.mktemp("approvals-lab")
-    server = LabServer(root, app="lab", JUPYTER_PATH=str(extension_path(root)))
-    yield server
-    server.stop()
-
-
 def type_and_run(page: LabPage, index: int, code: str) -> None:
     """Put `code` in the index-th cell of a new notebook (a new cell below the last, if there is none; inserted as
     one piece: no brackets auto-closed) and run it."""
@@ -110,51 +67,41 @@ def test_notebook_7_new_from_the_file_browser_approve_and_stop_work(notebook7):
         "\nrun = %agent --model model --tools remove Remove old-export.csv, it is out of date.\n")
     (root / "old-export.csv").write_text("a,b\n1,2\n")
     (root / "keep.csv").write_text("a,b\n3,4\n")
-    tree = LabPage(notebook7, None)  # the file browser, which stays open
-    tree.page.add_init_script(COUNT_SENT)
-    tree.page.reload()
-    tree.page.wait_for_selector(".jp-DirListing-content", timeout=60_000)
-    nb = None
-    try:
+    with LabPage(notebook7, None) as tree:  # the file browser, which stays open
+        tree.page.add_init_script(COUNT_SENT)
+        tree.page.reload()
+        tree.page.wait_for_selector(".jp-DirListing-content", timeout=60_000)
         with tree.page.context.expect_page(timeout=60_000) as opened:
             tree.page.locator(".jp-Toolbar-item:has-text('New')").first.click()
             tree.page.locator(".lm-Menu-item:has-text('Python 3')").first.click()
-        nb = LabPage(notebook7, page=opened.value, owner=tree)
-        type_and_run(nb, 0, "%run -i agent_setup.ipy")
-        p = nb.page
-        approve = p.locator(".nba-view button.nba-approve")
-        approve.wait_for(state="visible", timeout=60_000)
-        view = p.locator(".nba-view").first
-        # the failure's cause is there: the file-browser tab answered the view's comm_open messages with comm_close
-        wait_for(tree, "the file-browser tab did not close the view's widgets",
-                 "() => (window.__nba_sent.comm_close || 0) > 10")
-        # the view says so, in one line, and offers view(run)
-        nb.wait_text(view, "Needs your approval", "old-export.csv", "closed this view's widgets", "view(run)")
-        nb.shot("approvals-nb7-waiting", view)
-        approve.click()
-        p.wait_for_selector(DONE, timeout=30_000)
-        final = p.locator(".jp-OutputArea .nba").first
-        nb.wait_text(final, "Removed old-export.csv", "approved by you", "The old export is gone.")
-        assert not (root / "old-export.csv").exists()
-        nb.shot("approvals-nb7-approved", final)
+        with LabPage(notebook7, page=opened.value, owner=tree, label="approvals-nb7") as nb:
+            type_and_run(nb, 0, "%run -i agent_setup.ipy")
+            p = nb.page
+            approve = p.locator(".nba-view button.nba-approve")
+            approve.wait_for(state="visible", timeout=60_000)
+            view = p.locator(".nba-view").first
+            # the failure's cause is there: the file-browser tab answered the view's comm_open messages with comm_close
+            tree.wait_for("the file-browser tab did not close the view's widgets",
+                          "() => (window.__nba_sent.comm_close || 0) > 10")
+            # the view says so, in one line, and offers view(run)
+            nb.wait_text(view, "Needs your approval", "old-export.csv", "closed this view's widgets", "view(run)")
+            nb.shot("approvals-nb7-waiting", view)
+            approve.click()
+            p.wait_for_selector(DONE, timeout=30_000)
+            final = p.locator(".jp-OutputArea .nba").first
+            nb.wait_text(final, "Removed old-export.csv", "approved by you", "The old export is gone.")
+            assert not (root / "old-export.csv").exists()
+            nb.shot("approvals-nb7-approved", final)
 
-        # Stop, in the same flow: the second run asks, Stop ends it, the file stays
-        type_and_run(nb, 1, "run2 = %agent --model model --tools remove Remove keep.csv too.")
-        second = p.locator(".jp-Cell").nth(1).locator(".nba-view")
-        second.locator("button.nba-approve").wait_for(state="visible", timeout=60_000)
-        nb.wait_text(second, "keep.csv", "closed this view's widgets")
-        second.locator("button.nba-stop").click()
-        nb.wait_text(p.locator(".jp-Cell").nth(1).locator(".jp-OutputArea .nba").first, "stopped", timeout=30)
-        assert (root / "keep.csv").exists()
-        nb.shot("approvals-nb7-stopped", p.locator(".jp-Cell").nth(1))
-    except Exception:
-        (nb or tree).shot("approvals-nb7-failure")
-        tree.shot("approvals-nb7-failure-tree")
-        raise
-    finally:
-        if nb is not None:
-            nb.close()
-        tree.close()
+            # Stop, in the same flow: the second run asks, Stop ends it, the file stays
+            type_and_run(nb, 1, "run2 = %agent --model model --tools remove Remove keep.csv too.")
+            second = p.locator(".jp-Cell").nth(1).locator(".nba-view")
+            second.locator("button.nba-approve").wait_for(state="visible", timeout=60_000)
+            nb.wait_text(second, "keep.csv", "closed this view's widgets")
+            second.locator("button.nba-stop").click()
+            nb.wait_text(p.locator(".jp-Cell").nth(1).locator(".jp-OutputArea .nba").first, "stopped", timeout=30)
+            assert (root / "keep.csv").exists()
+            nb.shot("approvals-nb7-stopped", p.locator(".jp-Cell").nth(1))
 
 
 def test_jupyterlab_two_tabs_on_one_kernel_decide_once(lab):
@@ -165,37 +112,25 @@ def test_jupyterlab_two_tabs_on_one_kernel_decide_once(lab):
         "run = %agent --model model --tools remove Remove old-export.csv, it is out of date.",
     ])
     (root / "old-export.csv").write_text("a,b\n1,2\n")
-    first = LabPage(lab, "two_tabs.ipynb", width=1300, height=1000)
-    second = None
-    try:
+    with LabPage(lab, "two_tabs.ipynb", width=1300, height=1000) as first:
         first.hide_sidebar()
-        second = first.open_page("two_tabs.ipynb", width=1300, height=1000)
-        for i in range(3):
-            first.run_cell(i)
-        first.page.locator(".nba-view button.nba-approve").wait_for(state="visible", timeout=60_000)
-        # the second tab shows the same run in its panel, drawn by its own widget manager
-        second.page.locator(".nba-toolbar-ask").first.click()
-        live = second.page.locator("#nbagent-panel .nba-panel-live")
-        live.locator("button.nba-approve").wait_for(state="visible", timeout=60_000)
-        second.wait_text(live, "Needs your approval", "old-export.csv")
-        assert "closed this view's widgets" not in live.inner_text()  # both pages keep the widgets here
-        second.shot("approvals-lab-second-tab-waiting", second.page.locator("#nbagent-panel"))
-        # Approve in the second tab, then (too late) in the first: one decision
-        live.locator("button.nba-approve").click()
-        first.page.wait_for_selector(DONE, timeout=30_000)
-        final = first.page.locator(".jp-OutputArea .nba").first
-        text = first.wait_text(final, "Removed old-export.csv", "The old export is gone.")
-        assert text.count("approved by you") == 1, text
-        assert not (root / "old-export.csv").exists()
-        first.shot("approvals-lab-first-tab-done", final)
-        wait_for(second, "the second tab's panel did not show the run done",
-                 "() => /The old export is gone/.test(document.querySelector('#nbagent-panel .nba-panel-runs').innerText)")
-    except Exception:
-        first.shot("approvals-lab-failure")
-        if second is not None:
-            second.shot("approvals-lab-failure-second")
-        raise
-    finally:
-        if second is not None:
-            second.close()
-        first.close()
+        with first.open_page("two_tabs.ipynb", width=1300, height=1000) as second:
+            first.run_cells(0, 1, 2)
+            first.page.locator(".nba-view button.nba-approve").wait_for(state="visible", timeout=60_000)
+            # the second tab shows the same run in its panel, drawn by its own widget manager
+            panel = Panel(second)
+            second.page.locator(".nba-toolbar-ask").first.click()
+            live = panel.find(".nba-panel-live")
+            live.locator("button.nba-approve").wait_for(state="visible", timeout=60_000)
+            second.wait_text(live, "Needs your approval", "old-export.csv")
+            assert "closed this view's widgets" not in live.inner_text()  # both pages keep the widgets here
+            second.shot("approvals-lab-second-tab-waiting", panel.find())
+            # Approve in the second tab, then (too late) in the first: one decision
+            live.locator("button.nba-approve").click()
+            first.page.wait_for_selector(DONE, timeout=30_000)
+            final = first.page.locator(".jp-OutputArea .nba").first
+            text = first.wait_text(final, "Removed old-export.csv", "The old export is gone.")
+            assert text.count("approved by you") == 1, text
+            assert not (root / "old-export.csv").exists()
+            first.shot("approvals-lab-first-tab-done", final)
+            panel.wait_runs("the second tab's panel did not show the run done", "The old export is gone")

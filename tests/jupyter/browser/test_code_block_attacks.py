@@ -23,18 +23,14 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import time
 from pathlib import Path
 
 import pytest
 
-from .lab import LabPage, LabServer, extension_path
+from .lab import LabPage
 
 pytestmark = pytest.mark.browser
-
-if shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists():  # pragma: no cover
-    pytest.skip("chromium is not installed (./dev test installs it)", allow_module_level=True)
 
 LONG_TAIL = "; import shutil; shutil.rmtree('data')"
 LONG = "print('hello')" + " " * 400 + LONG_TAIL
@@ -98,14 +94,6 @@ def write(path: Path) -> Path:
     ]
     path.write_text(json.dumps(nb, indent=1))
     return path
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("redteam4")
-    srv = LabServer(root, app="lab", JUPYTER_PATH=str(extension_path(root)))
-    yield srv
-    srv.stop()
 
 
 STATIC = ".jp-OutputArea .nba:not(.nba-view)"
@@ -180,11 +168,10 @@ def plain_pre(page: LabPage, text: str, width: int) -> object:
         document.body.append(pre); return pre; }""", [text, width])
 
 
-def test_what_a_code_block_shows_is_what_insert_puts_in_the_cell(server):
-    path = write(server.root / "redteam4.ipynb")
-    page = LabPage(server, path.name, width=1100, height=1200)
-    p = page.page
-    try:
+def test_what_a_code_block_shows_is_what_insert_puts_in_the_cell(lab):
+    path = write(lab.root / "code_block_attacks.ipynb")
+    with LabPage(lab, path.name, width=1100, height=1200) as page:
+        p = page.page
         page.hide_sidebar()
         bypasses: list[str] = []
         page.run_cell(0)
@@ -284,21 +271,15 @@ def test_what_a_code_block_shows_is_what_insert_puts_in_the_cell(server):
         whole = re.sub(r"<style>.*?</style>", "", json.dumps(saved), flags=re.S)  # nbagent's own sheet names them
         assert "nba-code-wrap" not in whole and "nba-code-tools" not in whole and "<button" not in whole
         assert not bypasses, "\n".join(bypasses)
-    except Exception:
-        page.shot("redteam4-failure")
-        raise
-    finally:
-        page.close()
 
 
-def test_a_forged_output_cannot_insert_a_block_it_hides_part_of(server):
+def test_a_forged_output_cannot_insert_a_block_it_hides_part_of(lab):
     """Blocks forged with a clipping style on an ancestor (JupyterLab's sanitizer keeps inline styles), made in
     this kernel by code that read its mark (so they do get buttons): Copy and Insert must not put in the
     lines nobody sees."""
-    path = write(server.root / "redteam4-clip.ipynb")
-    page = LabPage(server, path.name, width=1100, height=1200)
-    p = page.page
-    try:
+    path = write(lab.root / "code_block_attacks_clip.ipynb")
+    with LabPage(lab, path.name, width=1100, height=1200) as page:
+        p = page.page
         page.run_cell(0)
         page.run_cell(7)
         wrap = p.locator(".nba-code-wrap:has-text('drawn whole')")
@@ -326,5 +307,3 @@ def test_a_forged_output_cannot_insert_a_block_it_hides_part_of(server):
             assert len(page.cells()) == count, f"Insert put in a block whose lines are hidden ({name})"
             assert box.locator(".nba-code-insert").text_content() != "Inserted"
         assert "clipped by style" in tried, tried  # the attack was tried (the <style> sheet, a transparent colour: JupyterLab drops or overrides them)
-    finally:
-        page.close()

@@ -8,17 +8,13 @@ there) does, and is the control that the test sees buttons when they are given.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
-from .lab import LabPage, LabServer, extension_path
+from .lab import LabPage
 
 pytestmark = pytest.mark.browser
-
-if shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists():  # pragma: no cover
-    pytest.skip("chromium is not installed (./dev test installs it)", allow_module_level=True)
 
 
 def block(code: str, mark: str) -> str:
@@ -46,26 +42,16 @@ def write(path: Path) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("mark")
-    srv = LabServer(root, app="lab", JUPYTER_PATH=str(extension_path(root)))
-    yield srv
-    srv.stop()
-
-
 def wrapped(page: LabPage, text: str):
     return page.page.locator(f".nba-code-wrap:has(pre.nba-code-block:has-text({json.dumps(text)}))")
 
 
-def test_a_markdown_cell_carrying_the_live_mark_gets_no_buttons(server):
-    path = write(server.root / "mark.ipynb")
-    page = LabPage(server, path.name, width=1100, height=1000)
-    p = page.page
-    try:
+def test_a_markdown_cell_carrying_the_live_mark_gets_no_buttons(lab):
+    path = write(lab.root / "mark.ipynb")
+    with LabPage(lab, path.name, width=1100, height=1000) as page:
+        p = page.page
         page.hide_sidebar()
-        page.run_cell(0)
-        page.run_cell(1)
+        page.run_cells(0, 1)
         # control: the marked block in a code cell's output gets its buttons
         wrapped(page, "in a code output").locator(".nba-code-insert").wait_for(state="attached", timeout=60_000)
         mark = page.wait_text(page.code_cells.nth(1).locator(".jp-OutputArea-output").first, "nba-live-").strip()
@@ -92,8 +78,3 @@ def test_a_markdown_cell_carrying_the_live_mark_gets_no_buttons(server):
         assert wrapped(page, "from a markdown cell").count() == 0, (
             "a Markdown cell carrying the live mark got Copy / Insert as cell: the mark, which the saved notebook "
             "shows to whoever reads it, passed for the live kernel's block")
-    except Exception:
-        page.shot("mark-failure")
-        raise
-    finally:
-        page.close()

@@ -13,19 +13,14 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import time
-from pathlib import Path
 
 import pytest
 
 from ...page_checks import active
-from .lab import ARTIFACTS, LabPage, LabServer, extension_path, write_notebook
+from .lab import ARTIFACTS, LabPage, write_notebook
 
 pytestmark = pytest.mark.browser
-
-if shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists():  # pragma: no cover
-    pytest.skip("chromium is not installed (./dev test installs it)", allow_module_level=True)
 
 SETUP = r'''from nbagent import AssistantMessage, Presentation, ScriptedModel, ToolCall, ToolResult, tool
 
@@ -68,14 +63,6 @@ STATIC = ".jp-OutputArea .nba:not(.nba-view)"
 TOOLS = ".nba-code-tools"
 
 
-@pytest.fixture(scope="module", params=["lab", "notebook"])
-def server(request, tmp_path_factory):
-    root = tmp_path_factory.mktemp("codeblocks-" + request.param)
-    srv = LabServer(root, app=request.param, JUPYTER_PATH=str(extension_path(root)))
-    yield srv
-    srv.stop()
-
-
 def block(page: LabPage, scope: str, text: str):
     """The decorated code block under `scope` whose code holds `text`."""
     return page.page.locator(f"{scope} .nba-code-wrap:has(pre.nba-code-block:has-text({json.dumps(text)}))").first
@@ -93,14 +80,11 @@ def test_copy_and_insert_as_cell_on_the_models_code_blocks(server):
         (SETUP, {"jupyter": {"source_hidden": True}}),
         AGENT,
     ])
-    page = LabPage(server, name, width=1200, height=1300)
-    p = page.page
-    p.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.url)
-    try:
-        if app == "lab":
-            page.hide_sidebar()
-        page.run_cell(0)
-        page.run_cell(1)
+    with LabPage(server, name, width=1200, height=1300) as page:
+        p = page.page
+        p.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.url)
+        page.hide_sidebar()
+        page.run_cells(0, 1)
         page.run_cell(2, wait=False)
 
         # 1. the live view, waiting for an approval: the model's first block has Copy and Insert as cell;
@@ -174,7 +158,7 @@ def test_copy_and_insert_as_cell_on_the_models_code_blocks(server):
 
         # 7. the panel: its copy of the run has buttons; Insert puts the cell below the active cell
         p.locator(".jp-Notebook .jp-Cell").nth(0).locator(".jp-InputPrompt").click()
-        p.locator(".nba-toolbar-ask").first.click()
+        p.locator(".nba-toolbar-ask").first.click()  # the panel, about the active cell (Insert goes below it)
         panel_block = block(page, "#nbagent-panel", "echo hello from bash")
         panel_block.locator(".nba-code-insert").wait_for(state="attached", timeout=30_000)
         assert p.locator("#nbagent-panel pre:has-text('import forged_result')").count() == 1
@@ -217,8 +201,3 @@ def test_copy_and_insert_as_cell_on_the_models_code_blocks(server):
         ARTIFACTS.mkdir(exist_ok=True)  # the answer with a margin of the view around it: docs/code-block-buttons.png
         p.screenshot(path=str(ARTIFACTS / f"codeblocks-{app}-answer.png"), clip={
             "x": view_box["x"], "y": answer["y"] - 14, "width": view_box["width"], "height": answer["height"] + 28})
-    except Exception:
-        page.shot(f"codeblocks-{app}-failure")
-        raise
-    finally:
-        page.close()

@@ -9,29 +9,17 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from pathlib import Path
+from contextlib import contextmanager
 
 import pytest
 
-from .lab import LabPage, LabServer, write_notebook
+from .lab import REMOVE_TOOL, LabPage, LabServer, write_notebook
 
 pytestmark = pytest.mark.browser
 
-if shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists():  # pragma: no cover
-    pytest.skip("chromium is not installed (./dev test installs it)", allow_module_level=True)
-
 WIDGET = "application/vnd.jupyter.widget-view+json"
 
-SETUP = '''from pathlib import Path
-from nbagent import AssistantMessage, ScriptedModel, ToolCall, tool
-
-
-@tool(destructive=True, describe_activity=lambda a: f"Removing {a.path}",
-      describe_completed_activity=lambda a, r: f"Removed {a.path}")
-def remove(path: str) -> str:
-    """Remove a file."""
-    Path(path).unlink()
-    return f"removed {path}"
+SETUP = REMOVE_TOOL + '''from nbagent import AssistantMessage, ScriptedModel, ToolCall
 
 
 @tool(read_only=True, describe_activity=lambda a: f"Counting the lines of {a.path}",
@@ -59,13 +47,6 @@ CELLS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    server = LabServer(tmp_path_factory.mktemp("doclab"))
-    yield server
-    server.stop()
-
-
 def _save(page: LabPage) -> None:
     page.page.keyboard.press("Control+s")
     page.page.wait_for_function(
@@ -77,11 +58,9 @@ def test_a_saved_notebook_reopened_without_widget_state_shows_every_run(lab, tmp
     write_notebook(lab.root / "document.ipynb", CELLS)
     (lab.root / "old-export.csv").write_text("a,b\n1,2\n")
     (lab.root / "notes.txt").write_text("one\ntwo\nthree\n")
-    page = LabPage(lab, "document.ipynb", width=1200, height=1300)
-    try:
+    with LabPage(lab, "document.ipynb", width=1200, height=1300) as page:
         page.hide_sidebar()
-        for i in range(4):
-            page.run_cell(i)
+        page.run_cells(0, 1, 2, 3)
         page.page.wait_for_selector(".nba-view button.nba-approve", state="visible", timeout=30_000)
         page.page.click(".nba-view button.nba-approve")
         # the live views give way to the static renderings once the runs end
@@ -91,11 +70,6 @@ def test_a_saved_notebook_reopened_without_widget_state_shows_every_run(lab, tmp
         page.wait_text(cells.nth(3), "notes.txt has 3 lines.")
         page.shot("document-lab-ended")
         _save(page)
-    except Exception:
-        page.shot("document-lab-failure")
-        raise
-    finally:
-        page.close()
     saved = json.loads((lab.root / "document.ipynb").read_text())
     assert "widgets" not in saved["metadata"] or not saved["metadata"]["widgets"]
     outputs = [o for c in saved["cells"] for o in c.get("outputs", [])]
@@ -103,36 +77,10 @@ def test_a_saved_notebook_reopened_without_widget_state_shows_every_run(lab, tmp
     plain = [o["data"]["text/plain"] for o in saved["cells"][2]["outputs"] if "data" in o]
     assert plain and "".join(plain[0]).startswith("nbagent run · scripted · default mode · done")
 
-    # reopened in JupyterLab (a fresh page, a fresh kernel: no widget state anywhere)
-    page = LabPage(lab, "document.ipynb", width=1200, height=1300)
-    try:
-        page.hide_sidebar()
-        text = page.wait_text(page.page.locator(".jp-Notebook"), "The old export is gone.", "notes.txt has 3 lines.")
-        assert "Error displaying widget" not in text
-        page.shot("document-lab-reopened")
-    except Exception:
-        page.shot("document-lab-reopened-failure")
-        raise
-    finally:
-        page.close()
-
-    # and in Notebook 7
-    nb7 = LabServer(tmp_path_factory.mktemp("docnb7"), app="notebook")
-    try:
-        shutil.copy(lab.root / "document.ipynb", nb7.root / "document.ipynb")
-        page = LabPage(nb7, "document.ipynb", width=1200, height=1300)
-        try:
-            # Notebook 7 draws the outputs after the kernel is idle: wait for them, however loaded the machine
-            text = page.wait_text(page.page.locator(".jp-Notebook"), "The old export is gone.", "notes.txt has 3 lines.")
-            assert "Error displaying widget" not in text
-            page.shot("document-notebook7-reopened")
-        except Exception:
-            page.shot("document-notebook7-failure")
-            raise
-        finally:
-            page.close()
-    finally:
-        nb7.stop()
+    # reopened in JupyterLab (a fresh page, a fresh kernel: no widget state anywhere), and in Notebook 7 (which
+    # draws the outputs after the kernel is idle: waited for, however loaded the machine)
+    _reopened_shows(lab, tmp_path_factory, "document.ipynb", "document", "The old export is gone.",
+                    "notes.txt has 3 lines.", height=1300)
 
 
 STOPPED = "the kernel stopped while the run was going on"
@@ -143,14 +91,7 @@ def test_a_kernel_restarted_mid_approval_leaves_the_run_in_the_saved_notebook(la
     as it shuts down does not arrive, and the widget's model dies with the kernel. The page kept the run's
     static rendering as it went (frontend/src/notebook/snapshots.ts): it takes the widget's place at the restart, and the
     saved notebook, reopened in JupyterLab and in Notebook 7, shows the run as far as it went."""
-    write_notebook(lab.root / "restart.ipynb", CELLS[:3])
-    (lab.root / "old-export.csv").write_text("a,b\n1,2\n")
-    page = LabPage(lab, "restart.ipynb", width=1200, height=900)
-    try:
-        page.hide_sidebar()
-        for i in range(3):
-            page.run_cell(i)
-        page.page.wait_for_selector(".nba-view button.nba-approve", state="visible", timeout=30_000)
+    with _waiting(lab, "restart.ipynb") as page:
         _wait_kept(page, "restart.ipynb", 2)
         page.page.click(".lm-MenuBar-item:has-text('Kernel')")
         page.page.click(".lm-Menu-item:has-text('Restart Kernel…')")
@@ -165,39 +106,23 @@ def test_a_kernel_restarted_mid_approval_leaves_the_run_in_the_saved_notebook(la
         print("after the restart the cell shows:", text.replace("\n", " | ")[:300])
         page.wait_kernel_idle()
         _save(page)
-    except Exception:
-        page.shot("document-restart-failure")
-        raise
-    finally:
-        page.close()
     saved = json.loads((lab.root / "restart.ipynb").read_text())
     outputs = saved["cells"][2]["outputs"]
     assert not any(WIDGET in o.get("data", {}) for o in outputs)
     assert any(STOPPED in "".join(o.get("data", {}).get("text/html", "")) for o in outputs)
     assert "nbagent_live" not in saved["cells"][2]["metadata"]  # the kept copy is not left behind
-    _reopened_shows_the_run(lab, tmp_path_factory, "restart.ipynb", "restart")
+    _reopened_shows(lab, tmp_path_factory, "restart.ipynb", "restart", STOPPED, "Removing old-export.csv")
 
 
 def test_a_notebook_saved_mid_approval_and_reopened_elsewhere_shows_the_run(lab, tmp_path_factory):
     """Saved while the run waits (autosave does that), then opened with another kernel: the widget has no
     model there ("Error displaying widget: model not found"); the page puts the kept rendering in its place."""
-    write_notebook(lab.root / "autosaved.ipynb", CELLS[:3])
-    (lab.root / "old-export.csv").write_text("a,b\n1,2\n")
-    page = LabPage(lab, "autosaved.ipynb", width=1200, height=900)
-    try:
-        page.hide_sidebar()
-        for i in range(3):
-            page.run_cell(i)
-        page.page.wait_for_selector(".nba-view button.nba-approve", state="visible", timeout=30_000)
+    with _waiting(lab, "autosaved.ipynb") as page:
         _wait_kept(page, "autosaved.ipynb", 2)
-    except Exception:
-        page.shot("document-autosaved-failure")
-        raise
-    finally:
-        page.close()
     saved = json.loads((lab.root / "autosaved.ipynb").read_text())
     assert any(WIDGET in o.get("data", {}) for o in saved["cells"][2]["outputs"])  # saved live
-    _reopened_shows_the_run(lab, tmp_path_factory, "autosaved.ipynb", "autosaved", lab_too=False)
+    _reopened_shows(lab, tmp_path_factory, "autosaved.ipynb", "autosaved", STOPPED, "Removing old-export.csv",
+                    lab_too=False)
 
 
 def _wait_kept(page: LabPage, name: str, index: int, timeout: float = 30) -> None:
@@ -219,25 +144,29 @@ def _saved_cell_metadata(page: LabPage, name: str, index: int) -> dict:
         return {}
 
 
-def _reopened_shows_the_run(lab, tmp_path_factory, name: str, tag: str, *, lab_too: bool = True) -> None:
-    servers = [lab] if lab_too else []
-    nb7 = LabServer(tmp_path_factory.mktemp(f"{tag}nb7"), app="notebook")
-    shutil.copy(lab.root / name, nb7.root / name)
-    servers.append(nb7)
-    try:
-        for server in servers:
-            page = LabPage(server, name, width=1200, height=900)
-            try:
-                text = page.wait_text(page.page.locator(".jp-Notebook"), STOPPED, "Removing old-export.csv")
+@contextmanager
+def _waiting(lab, name: str):
+    """The notebook `name` (written first: the agent's run) open, its cells run: the run waits for an approval."""
+    write_notebook(lab.root / name, CELLS[:3])
+    (lab.root / "old-export.csv").write_text("a,b\n1,2\n")
+    with LabPage(lab, name, width=1200, height=900) as page:
+        page.hide_sidebar()
+        page.run_cells(0, 1, 2)
+        page.page.wait_for_selector(".nba-view button.nba-approve", state="visible", timeout=30_000)
+        yield page
+
+
+def _reopened_shows(lab, tmp_path_factory, name: str, tag: str, *texts: str, height: int = 900,
+                    lab_too: bool = True) -> None:
+    """The saved notebook, opened afresh in JupyterLab (unless not `lab_too`) and in Notebook 7, shows `texts`
+    and no widget error."""
+    with LabServer(tmp_path_factory.mktemp(f"{tag}-notebook"), app="notebook") as nb7:
+        shutil.copy(lab.root / name, nb7.root / name)
+        for server in [lab, nb7] if lab_too else [nb7]:
+            with LabPage(server, name, width=1200, height=height) as page:
+                text = page.wait_text(page.page.locator(".jp-Notebook"), *texts)
                 assert "Error displaying widget" not in text
                 page.shot(f"document-{tag}-reopened-{server.app}")
-            except Exception:
-                page.shot(f"document-{tag}-reopened-{server.app}-failure")
-                raise
-            finally:
-                page.close()
-    finally:
-        nb7.stop()
 
 
 def test_a_blocking_cell_makes_the_view_say_what_it_waits_for(lab):
@@ -251,11 +180,9 @@ def test_a_blocking_cell_makes_the_view_say_what_it_waits_for(lab):
         "run = %agent --model slow Tell me a long story.",
         "import time\ntime.sleep(12)",
     ])
-    page = LabPage(lab, "blocking.ipynb", width=1200, height=800)
-    try:
+    with LabPage(lab, "blocking.ipynb", width=1200, height=800) as page:
         page.hide_sidebar()
-        for i in range(3):
-            page.run_cell(i)
+        page.run_cells(0, 1, 2)
         page.page.wait_for_selector(".nba-view .nba-md", timeout=30_000)
         page.run_cell(3, wait=False)
         note = page.page.locator(".nba-view .nba-stale")
@@ -268,22 +195,10 @@ def test_a_blocking_cell_makes_the_view_say_what_it_waits_for(lab):
         page.page.wait_for_function(
             "() => { const n = document.querySelector('.nba-view .nba-stale');"
             " return !n || getComputedStyle(n).opacity === '0'; }", timeout=60_000)
-    except Exception:
-        page.shot("document-blocked-failure")
-        raise
-    finally:
-        page.close()
 
 
 def test_a_cell_run_again_while_its_run_waits_keeps_it_reachable(lab):
-    write_notebook(lab.root / "rerun.ipynb", CELLS[:3])
-    (lab.root / "old-export.csv").write_text("a,b\n1,2\n")
-    page = LabPage(lab, "rerun.ipynb", width=1200, height=1000)
-    try:
-        page.hide_sidebar()
-        for i in range(3):
-            page.run_cell(i)
-        page.page.wait_for_selector(".nba-view button.nba-approve", state="visible", timeout=30_000)
+    with _waiting(lab, "rerun.ipynb") as page:
         page.run_cell(2)  # the same cell again, while its run waits for approval
         cell = page.code_cells.nth(2)
         page.page.wait_for_function(
@@ -296,8 +211,3 @@ def test_a_cell_run_again_while_its_run_waits_keeps_it_reachable(lab):
         cell.locator(".nba:not(.nba-view) .nba-head .nba-s-done").wait_for(timeout=30_000)
         page.wait_text(cell, "The old export is gone.")
         assert not (lab.root / "old-export.csv").exists()
-    except Exception:
-        page.shot("document-rerun-failure")
-        raise
-    finally:
-        page.close()

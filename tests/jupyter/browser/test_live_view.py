@@ -5,28 +5,13 @@ Screenshots of the view are saved under test-artifacts/ (also on failure)."""
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 
-from .lab import LabPage, LabServer, write_notebook
+from .lab import DONE, REMOVE_TOOL, LabPage, LabServer, write_notebook
 
 pytestmark = pytest.mark.browser
 
-if shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists():  # pragma: no cover
-    pytest.skip("chromium is not installed (./dev test installs it)", allow_module_level=True)
-
-SETUP = '''from pathlib import Path
-from nbagent import AssistantMessage, ScriptedModel, ToolCall, ToolResultMessage, tool
-
-
-@tool(destructive=True, describe_activity=lambda a: f"Removing {a.path}",
-      describe_completed_activity=lambda a, r: f"Removed {a.path}")
-def remove(path: str) -> str:
-    """Remove a file."""
-    Path(path).unlink()
-    return f"removed {path}"
+SETUP = REMOVE_TOOL + '''from nbagent import AssistantMessage, ScriptedModel, ToolCall, ToolResultMessage
 
 
 def answer(messages):
@@ -39,24 +24,6 @@ model = ScriptedModel([
                      tool_calls=[ToolCall(name="remove", arguments={"path": "old-export.csv"})]),
     answer,
 ], delay=0.02)'''
-
-
-DONE = ".jp-OutputArea .nba:not(.nba-view) .nba-head .nba-s-done"
-"""The run's static rendering, which replaces the live view in its cell when the run ends."""
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    server = LabServer(tmp_path_factory.mktemp("lab"))
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def notebook7(tmp_path_factory):
-    server = LabServer(tmp_path_factory.mktemp("nb7"), app="notebook")
-    yield server
-    server.stop()
 
 
 def open_page(server: LabServer, name: str) -> LabPage:
@@ -78,10 +45,8 @@ def page(lab, request):
 
 
 def run_agent(page: LabPage) -> None:
-    if page.server.app == "lab":
-        page.hide_sidebar()
-    for i in range(3):
-        page.run_cell(i)
+    page.hide_sidebar()
+    page.run_cells(0, 1, 2)
     page.page.wait_for_selector(".nba-view button.nba-approve", state="visible", timeout=30_000)
 
 

@@ -9,20 +9,13 @@ test-artifacts/ (also on failure)."""
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 
-from .lab import LabPage, LabServer, extension_path, write_notebook
+from .lab import SCRIPT, LabPage, write_notebook
 
 pytestmark = pytest.mark.browser
 
-if shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists():  # pragma: no cover
-    pytest.skip("chromium is not installed (./dev test installs it)", allow_module_level=True)
-
-SETUP = r'''import re
-from nbagent import AssistantMessage, ScriptedModel, ToolCall
+SETUP = SCRIPT + r'''import re
 
 
 def said(messages, pattern):
@@ -33,10 +26,6 @@ def said(messages, pattern):
             if found:
                 return found.group(1)
     return None
-
-
-def call(name, **arguments):
-    return AssistantMessage(tool_calls=[ToolCall(name=name, arguments=arguments)])
 
 
 model = ScriptedModel([
@@ -56,52 +45,11 @@ TYPED = "typed = 40 + 2"
 INSERTED = "print('hello from the agent')"
 
 
-@pytest.fixture(scope="module", params=["lab", "notebook"])
-def server(request, tmp_path_factory):
-    root = tmp_path_factory.mktemp(request.param)
-    srv = LabServer(root, app=request.param, JUPYTER_PATH=str(extension_path(root)))
-    yield srv
-    srv.stop()
-
-
-def sources(page: LabPage) -> list[str]:
-    return page.page.evaluate("""() => [...document.querySelectorAll(
-        '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell')].map(
-        c => [...c.querySelectorAll('.jp-InputArea .cm-line')].map(l => l.textContent).join('\\n'))""")
-
-
-def wait_sources(page: LabPage, predicate, what: str, timeout: float = 30) -> list[str]:
-    import time
-
-    deadline = time.monotonic() + timeout
-    last: list[str] = []
-    while time.monotonic() < deadline:
-        last = sources(page)
-        if predicate(last):
-            return last
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: the cells are {last!r}")
-
-
 def ask(page: LabPage, tool: str):
     """The row of the call to `tool` that waits for approval."""
     row = page.page.locator(f".nba-view .nba-call:has(.nba-tool:text-is('{tool}')):has(button.nba-approve:visible)")
     row.first.wait_for(state="visible", timeout=30_000)
     return row.first
-
-
-def press(row, button: str) -> None:
-    """Click a button of a waiting call (again if the click was lost: clicking into the view makes its cell
-    the active one, and the notebook may scroll under the pointer between press and release)."""
-    target = row.locator(f"button.nba-{button}").element_handle()  # this row's button, not the next one's
-    for attempt in range(3):
-        target.click()
-        try:
-            target.wait_for_element_state("hidden", timeout=4000)
-            return
-        except Exception:
-            if attempt == 2:
-                raise
 
 
 def test_the_agent_works_in_the_notebook(server):
@@ -114,13 +62,10 @@ def test_the_agent_works_in_the_notebook(server):
         "run = %agent --model model Tidy up this notebook.",
         "%config NBAgent.python_in_cells = True\nrun2 = %agent --model model2 --new --mode acceptEdits What is 21 * 2?",
     ])
-    page = LabPage(server, name, width=1200, height=1400)
     app = server.app
-    try:
-        if app == "lab":
-            page.hide_sidebar()
-        page.run_cell(0)
-        page.run_cell(1)
+    with LabPage(server, name, width=1200, height=1400) as page:
+        page.hide_sidebar()
+        page.run_cells(0, 1)
         # the person types into a cell and never runs it (nor saves the notebook)
         page.code_cells.nth(3).locator(".cm-content").click()
         page.page.keyboard.type(TYPED)
@@ -131,24 +76,24 @@ def test_the_agent_works_in_the_notebook(server):
         row = ask(page, "insert_cell")
         page.wait_text(row, "a new code cell, after cell 3 x = 1", "+" + INSERTED)
         page.shot(f"notebook-tools-{app}-insert-pending", p.locator(".nba-view"))
-        press(row, "approve")
-        cells = wait_sources(page, lambda s: len(s) == 7, "the inserted cell did not appear")
+        page.click_until_gone(row.locator("button.nba-approve"))
+        cells = page.wait_sources(lambda s: len(s) == 7, "the inserted cell did not appear")
         assert cells[2] == "x = 1" and cells[3] == INSERTED and cells[4] == TYPED
 
         # 2. edit_cell: Approve, the cell changes
         row = ask(page, "edit_cell")
         page.wait_text(row, "-x = 1", "+x = 2")
-        press(row, "approve")
-        wait_sources(page, lambda s: s[2] == "x = 2", "the edit was not applied")
+        page.click_until_gone(row.locator("button.nba-approve"))
+        page.wait_sources(lambda s: s[2] == "x = 2", "the edit was not applied")
 
         # 3. run_cell: Approve, the output lands under the inserted cell
-        press(ask(page, "run_cell"), "approve")
+        page.click_until_gone(ask(page, "run_cell").locator("button.nba-approve"))
         out = p.locator(".jp-Notebook .jp-Cell").nth(3).locator(".jp-OutputArea-output")
         out.first.wait_for(state="visible", timeout=30_000)
         page.wait_text(out, "hello from the agent")
 
         # 4. a denied edit changes nothing
-        press(ask(page, "edit_cell"), "deny")
+        page.click_until_gone(ask(page, "edit_cell").locator("button.nba-deny"))
 
         # 5. the person edits the cell the agent wants to change, then approves: the edit is refused
         row = ask(page, "edit_cell")
@@ -156,15 +101,15 @@ def test_the_agent_works_in_the_notebook(server):
         p.keyboard.press("End")
         p.keyboard.type(" + 1")
         p.keyboard.press("Escape")
-        press(row, "approve")
+        page.click_until_gone(row.locator("button.nba-approve"))
         # the run ended: its live view was replaced by the run's static rendering (a div.nba)
         p.wait_for_selector(".nba-head .nba-pill.nba-s-done", timeout=30_000)
         view = page.wait_text(p.locator(":is(.nba-view, div.nba)"), "changed since you last read it", "denied by you",
                               "notebook: this tab")  # no collaboration engine here: the header says the page's path
-        wait_sources(page, lambda s: s[4] == TYPED + " + 1", "the person's edit is not in the cell")
+        page.wait_sources(lambda s: s[4] == TYPED + " + 1", "the person's edit is not in the cell")
         assert "denied by you" in view
         assert f"The cell you typed holds: {TYPED}" in view  # read_notebook saw the unsaved, never-run cell
-        wait_sources(page, lambda s: s[2] == "x = 2", "the approved edit is not in the cell")
+        page.wait_sources(lambda s: s[2] == "x = 2", "the approved edit is not in the cell")
         p.locator(".jp-Notebook .jp-Cell").nth(2).evaluate("el => el.scrollIntoView({block: 'start'})")
         page.shot(f"notebook-tools-{app}-done")
 
@@ -177,21 +122,16 @@ def test_the_agent_works_in_the_notebook(server):
         cell = p.locator(".jp-Notebook .jp-Cell").nth(2)
         cell.locator(".cm-content").click()
         p.keyboard.press("Control+z")
-        wait_sources(page, lambda s: s[2] == "x = 1", "Ctrl+Z did not undo the edit")
-        assert sources(page)[3] == INSERTED
+        page.wait_sources(lambda s: s[2] == "x = 1", "Ctrl+Z did not undo the edit")
+        assert page.sources()[3] == INSERTED
         page.shot(f"notebook-tools-{app}-undone")
 
         # 8. python_in_cells: the python tool's code becomes a cell at the end, run there
         page.run_cell(6)
-        press(ask(page, "python"), "approve")
-        cells = wait_sources(page, lambda s: len(s) == 8 and s[7] == "21 * 2", "the python cell did not appear")
+        page.click_until_gone(ask(page, "python").locator("button.nba-approve"))
+        cells = page.wait_sources(lambda s: len(s) == 8 and s[7] == "21 * 2", "the python cell did not appear")
         out = p.locator(".jp-Notebook .jp-Cell").nth(7).locator(".jp-OutputArea-output")
         out.first.wait_for(state="visible", timeout=30_000)
         page.wait_text(out, "42")
         p.locator(".nba-head .nba-pill.nba-s-done").nth(1).wait_for(timeout=30_000)
         page.shot(f"notebook-tools-{app}-python-in-cells")
-    except Exception:
-        page.shot(f"notebook-tools-{app}-failure")
-        raise
-    finally:
-        page.close()

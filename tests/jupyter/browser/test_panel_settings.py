@@ -6,91 +6,75 @@ key ends, and the saved notebook does not hold it. Screenshots go to test-artifa
 from __future__ import annotations
 
 import json
-import shutil
 import time
-from pathlib import Path
+from contextlib import closing
 
 import pytest
 
 from ..fake_openai import FakeOpenAI
-from .lab import LabPage, LabServer, write_notebook
-from .test_notebook_tools import extension_path
-from .test_panel import open_panel, panel_text, wait_for
+from .lab import LabPage, serve, write_notebook
+from .panel import Panel
 
 pytestmark = pytest.mark.browser
-
-if shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists():  # pragma: no cover
-    pytest.skip("chromium is not installed (./dev test installs it)", allow_module_level=True)
 
 KEY = "sk-typed-Qm4Wx8Zr2Tn6Yp1Lk5"
 
 
 @pytest.fixture(scope="module", params=["lab", "notebook"])
 def server(request, tmp_path_factory):
-    root = tmp_path_factory.mktemp("settings-" + request.param)
     config = tmp_path_factory.mktemp("settings-config-" + request.param)
-    srv = LabServer(root, app=request.param, JUPYTER_PATH=str(extension_path(root)), NBAGENT_CONFIG_DIR=str(config))
-    srv.config = config
-    yield srv
-    srv.stop()
+    for srv in serve(request, tmp_path_factory, request.param, NBAGENT_CONFIG_DIR=str(config)):
+        srv.config = config
+        yield srv
 
 
 def test_a_local_server_and_a_key_set_in_the_page_answer_a_prompt(server):
     app = server.app
     name = f"settings_{app}.ipynb"
     write_notebook(server.root / name, ["%load_ext nbagent", "1 + 1"])
-    fake = FakeOpenAI()
-    page = LabPage(server, name, width=1400, height=1000)
-    p = page.page
-    try:
-        if app == "lab":
-            page.hide_sidebar()
+    with closing(FakeOpenAI()) as fake, LabPage(server, name, width=1400, height=1000) as page:
+        p = page.page
+        page.hide_sidebar()
         page.run_cell(0)
-        open_panel(page)
-        wait_for(page, "the panel did not connect to the kernel",
-                 "() => !!document.querySelector('#nbagent-panel .nba-panel-m') && "
-                 "!document.querySelector('#nbagent-panel .nba-panel-absent')")
-        p.locator("#nbagent-panel .nba-panel-settings").click()
-        local = p.locator("#nbagent-panel .nba-provider-ollama")
+        panel = Panel(page).open()
+        panel.find(".nba-panel-settings").click()
+        local = panel.find(".nba-provider-ollama")
         local.wait_for(state="visible", timeout=15_000)
 
         # a bad base URL is refused with why
         local.locator(".nba-settings-urlfield").fill("localhost:8000/v1")
         local.locator(".nba-settings-saveurl").click()
-        page.wait_text(p.locator("#nbagent-panel .nba-settings-error"), "starts with http:// or https://")
+        panel.wait_text(".nba-settings-error", "starts with http:// or https://")
 
         local.locator(".nba-settings-urlfield").fill(fake.url)
         local.locator(".nba-settings-saveurl").click()
-        page.wait_text(p.locator("#nbagent-panel .nba-provider-ollama .nba-settings-url"), f"{fake.url} (stored)")
-        local = p.locator("#nbagent-panel .nba-provider-ollama")
+        panel.wait_text(".nba-provider-ollama .nba-settings-url", f"{fake.url} (stored)")
+        local = panel.find(".nba-provider-ollama")
         local.locator(".nba-settings-keyfield").fill(KEY)
         local.locator(".nba-settings-storekey").click()
-        page.wait_text(p.locator("#nbagent-panel .nba-provider-ollama .nba-settings-key"), f"stored, ends in …{KEY[-4:]}")
-        assert p.locator("#nbagent-panel .nba-provider-ollama .nba-settings-remove").is_visible()
-        assert all(f.input_value() == "" for f in p.locator("#nbagent-panel .nba-settings-keyfield").all())
-        model = p.locator("#nbagent-panel .nba-option-model")
-        drawn = p.locator("#nbagent-panel .nba-settings").get_attribute("data-drawn")
+        panel.wait_text(".nba-provider-ollama .nba-settings-key", f"stored, ends in …{KEY[-4:]}")
+        assert panel.find(".nba-provider-ollama .nba-settings-remove").is_visible()
+        assert all(f.input_value() == "" for f in panel.find(".nba-settings-keyfield").all())
+        model = panel.find(".nba-option-model")
+        drawn = panel.find(".nba-settings").get_attribute("data-drawn")
         model.locator("input").fill("ollama:local-model")
         model.locator(".nba-settings-set").click()
-        wait_for(page, "the model setting was not taken",  # drawn again from the kernel's answer
-                 "n => document.querySelector('#nbagent-panel .nba-settings').dataset.drawn !== n && "
-                 "document.querySelector('#nbagent-panel .nba-option-model input').value === 'ollama:local-model' && "
-                 "!document.querySelector('#nbagent-panel .nba-settings-error').textContent", arg=drawn)
-        p.locator("#nbagent-panel .nba-provider-ollama").scroll_into_view_if_needed()
-        page.shot(f"settings-{app}", p.locator("#nbagent-panel"))
-        assert KEY not in panel_text(page) and KEY not in p.content()
+        page.wait_for("the model setting was not taken",  # drawn again from the kernel's answer
+                      "n => document.querySelector('#nbagent-panel .nba-settings').dataset.drawn !== n && "
+                      "document.querySelector('#nbagent-panel .nba-option-model input').value === 'ollama:local-model' && "
+                      "!document.querySelector('#nbagent-panel .nba-settings-error').textContent", arg=drawn)
+        panel.find(".nba-provider-ollama").scroll_into_view_if_needed()
+        page.shot(f"settings-{app}", panel.find())
+        assert KEY not in panel.text() and KEY not in p.content()
 
         # back to the chat: the prompt runs on the local server, with the key
-        p.locator("#nbagent-panel .nba-panel-settings").click()
-        wait_for(page, "the chat did not come back with the chosen model",
-                 "() => /model: ollama:local-model/.test(document.querySelector('#nbagent-panel .nba-panel-conv').innerText)")
-        p.locator("#nbagent-panel .nba-panel-prompt").fill("Say something.")
-        p.locator("#nbagent-panel .nba-panel-send").click()
-        wait_for(page, "the panel's run did not end with the local server's answer",
-                 "() => /answer 1/.test(document.querySelector('#nbagent-panel .nba-panel-runs').innerText)")
+        panel.find(".nba-panel-settings").click()
+        panel.wait_text(".nba-panel-conv", "model: ollama:local-model")
+        panel.send("Say something.")
+        panel.wait_runs("the panel's run did not end with the local server's answer", "answer 1")
         assert fake.requests[-1]["headers"]["authorization"] == f"Bearer {KEY}"
         assert fake.requests[-1]["body"]["model"] == "local-model"
-        page.shot(f"settings-{app}-answer", p.locator("#nbagent-panel"))
+        page.shot(f"settings-{app}-answer", panel.find())
 
         # saved, the notebook does not hold the key; the key file does, private
         page.run_cell(1)
@@ -111,9 +95,3 @@ def test_a_local_server_and_a_key_set_in_the_page_answer_a_prompt(server):
         assert json.loads(key_file.read_text())["values"]["OLLAMA_API_KEY"] == KEY
         assert oct(key_file.stat().st_mode & 0o777) == "0o600"
         assert [str(f) for f in server.root.rglob("*") if f.is_file() and KEY.encode() in f.read_bytes()] == []
-    except Exception:
-        page.shot(f"settings-{app}-failure")
-        raise
-    finally:
-        page.close()
-        fake.close()

@@ -14,26 +14,14 @@ Screenshots go to test-artifacts/ (also on failure)."""
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 
-from .lab import LabPage, LabServer, extension_path, write_notebook
-from .test_notebook_tools import wait_sources
-from .test_panel import click_until_gone, open_panel, wait_for
+from .lab import SCRIPT, LabPage, write_notebook
+from .panel import Panel
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
-if shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists():  # pragma: no cover
-    pytest.skip("chromium is not installed (./dev test installs it)", allow_module_level=True)
-
-SETUP = r'''from nbagent import AssistantMessage, ScriptedModel, ToolCall
-
-
-def call(name, **arguments):
-    return AssistantMessage(tool_calls=[ToolCall(name=name, arguments=arguments)])
-
+SETUP = SCRIPT + r'''
 
 model = ScriptedModel([
     # 1. a prompt typed in the panel
@@ -67,18 +55,6 @@ MEASURE = """() => {
 }"""
 
 
-@pytest.fixture(scope="module", params=["lab", "notebook"])
-def server(request, tmp_path_factory):
-    root = tmp_path_factory.mktemp("panel-words-" + request.param)
-    srv = LabServer(root, app=request.param, JUPYTER_PATH=str(extension_path(root)))
-    yield srv
-    srv.stop()
-
-
-def panel(page: LabPage):
-    return page.page.locator("#nbagent-panel")
-
-
 def test_the_panel_reads_as_the_person_sees_the_notebook(server):
     app = server.app
     name = f"words_{app}.ipynb"
@@ -88,39 +64,30 @@ def test_the_panel_reads_as_the_person_sees_the_notebook(server):
         BROKEN,
         "%agent --sessions",
     ])
-    page = LabPage(server, name, width=1300, height=1000)
-    p = page.page
-    try:
-        if app == "lab":
-            page.hide_sidebar()
-        page.run_cell(0)
-        page.run_cell(1)
-        open_panel(page)
-        wait_for(page, "the panel did not connect to the kernel",
-                 "() => !!document.querySelector('#nbagent-panel .nba-panel-m') && "
-                 "!document.querySelector('#nbagent-panel .nba-panel-absent')")
-        width = panel(page).bounding_box()["width"]
+    with LabPage(server, name, width=1300, height=1000) as page:
+        p = page.page
+        page.hide_sidebar()
+        page.run_cells(0, 1)
+        panel = Panel(page).open()
+        width = panel.find().bounding_box()["width"]
         assert 230 <= width <= 300, f"the panel opened {width} px wide"
 
         # 1. at the default width, each call row shows what the call does
-        p.locator("#nbagent-panel .nba-panel-prompt").fill("Add up the regions")
-        p.locator("#nbagent-panel .nba-panel-send").click()
-        approve = p.locator("#nbagent-panel .nba-panel-live button.nba-approve:visible")
-        approve.first.wait_for(state="visible", timeout=30_000)
+        panel.send("Add up the regions")
+        panel.find(".nba-panel-live button.nba-approve:visible").first.wait_for(state="visible", timeout=30_000)
         rows = p.evaluate(MEASURE)
         assert rows, "no call row in the panel"
         for row in rows:
             assert row["label"] >= 100, f"the call's title is {row['label']} px wide in a {row['head']} px row: {row}"
             assert "Running Python" in row["text"] or "Ran Python" in row["text"], row
             assert not row["over"] and row["status"] > 0, f"parts of the row run past its edge: {row}"
-        always = p.locator("#nbagent-panel .nba-panel-live button.nba-always").first
+        always = panel.find(".nba-panel-live button.nba-always").first
         cut = always.evaluate("b => [b.scrollWidth - b.clientWidth, b.getBoundingClientRect().right, "
                               "document.querySelector('#nbagent-panel').getBoundingClientRect().right]")
         assert cut[0] <= 1 and cut[1] <= cut[2] + 1, f"the Always allow button is cut: {cut}"
-        page.shot(f"panel-words-{app}-narrow-waiting", panel(page))
-        click_until_gone(page, approve.first)
-        wait_for(page, "the prompt's run did not end",
-                 "() => /add up to 12/.test(document.querySelector('#nbagent-panel .nba-panel-runs').innerText)")
+        page.shot(f"panel-words-{app}-narrow-waiting", panel.find())
+        panel.approve()
+        panel.wait_runs("the prompt's run did not end", "add up to 12")
         assert all(r["label"] >= 100 and not r["over"] for r in p.evaluate(MEASURE))
 
         # 2. Fix with nbagent: the person's words, the context folded under them, the cell named as it is seen
@@ -128,7 +95,7 @@ def test_the_panel_reads_as_the_person_sees_the_notebook(server):
         page.code_cells.nth(2).locator("button.nba-fix").click()
         review = page.code_cells.nth(2).locator(".nba-review")
         review.wait_for(state="visible", timeout=30_000)
-        card = p.locator("#nbagent-panel .nba-panel-run").nth(1)
+        card = panel.find(".nba-panel-run").nth(1)
         page.wait_text(card.locator(".nba-panel-run-title"), f"Fix the error in {NAME}")
         said = card.locator(".nba-prompt").first
         said.wait_for(state="visible", timeout=30_000)
@@ -140,7 +107,7 @@ def test_the_panel_reads_as_the_person_sees_the_notebook(server):
         said.locator("summary").click()
         title = review.locator(".nba-review-title").inner_text()
         assert title == f"nbagent proposes this edit of {NAME}", title
-        assert p.locator("#nbagent-panel .nba-panel-run-title").nth(1).inner_text().count("c2") == 0
+        assert panel.find(".nba-panel-run-title").nth(1).inner_text().count("c2") == 0
 
         # 3. the person edits the cell while the review waits: the review says so before anyone clicks
         editor = page.code_cells.nth(2).locator(".cm-content")
@@ -152,12 +119,11 @@ def test_the_panel_reads_as_the_person_sees_the_notebook(server):
         assert stale.inner_text().startswith("You changed [3] # checked by hand after nbagent read it"), stale.inner_text()
         assert review.locator("button.nba-accept").is_disabled()
         page.shot(f"panel-words-{app}-review-cell-changed", page.code_cells.nth(2))
-        click_until_gone(page, review.locator("button.nba-reject"))
+        page.click_until_gone(review.locator("button.nba-reject"))
         # the card's live view is drawn asynchronously (again after any re-draw of the panel): wait for the words,
         # do not read once
-        wait_for(page, "the rejected run did not say the person changed the cell",
-                 "() => { const t = document.querySelector('#nbagent-panel .nba-panel-runs').innerText; "
-                 "return /read the cell again/.test(t) && /changed this cell after you read it/.test(t); }")
+        panel.wait_runs("the rejected run did not say the person changed the cell",
+                        "read the cell again", "changed this cell after you read it")
 
         # 4. the cell put back: the next proposal applies; the changes name the cell as it is seen
         p.keyboard.press("Escape")
@@ -165,32 +131,26 @@ def test_the_panel_reads_as_the_person_sees_the_notebook(server):
         p.keyboard.press("Control+Home")
         p.keyboard.press("Shift+ArrowDown")
         p.keyboard.press("Delete")
-        wait_sources(page, lambda s: s[2] == BROKEN, "the hand edit was not taken back")
+        page.wait_sources(lambda s: s[2] == BROKEN, "the hand edit was not taken back")
         p.keyboard.press("Escape")
         page.code_cells.nth(2).locator("button.nba-fix").click()
         review.wait_for(state="visible", timeout=30_000)
         assert review.locator(".nba-review-stale").count() == 0
-        click_until_gone(page, review.locator("button.nba-accept"))
-        wait_sources(page, lambda s: s[2] == FIXED, "the accepted edit was not applied")
-        change = p.locator("#nbagent-panel .nba-panel-run .nba-panel-change").first
-        change.wait_for(state="visible", timeout=30_000)
-        assert change.locator(".nba-panel-change-link").inner_text() == f"edited {NAME}"
+        page.click_until_gone(review.locator("button.nba-accept"))
+        page.wait_sources(lambda s: s[2] == FIXED, "the accepted edit was not applied")
+        link = panel.wait_text(".nba-panel-run .nba-panel-change .nba-panel-change-link", f"edited {NAME}")
+        assert link == f"edited {NAME}", link
 
         # the About chip names the selected cell as it is seen
         page.code_cells.nth(2).locator(".jp-InputPrompt").click()
         p.keyboard.press("Escape")
         p.keyboard.press("Control+Alt+a")
-        page.wait_text(p.locator("#nbagent-panel .nba-panel-about"), f"About {NAME}")
-        page.shot(f"panel-words-{app}-fixed", panel(page))
-        p.locator("#nbagent-panel .nba-panel-chip-x").click()
+        panel.wait_text(".nba-panel-about", f"About {NAME}")
+        page.shot(f"panel-words-{app}-fixed", panel.find())
+        panel.find(".nba-panel-chip-x").click()
 
         # 5. %agent --sessions lists the person's words as the last prompt, not the prompt the button made
         page.run_cell(3)
         table = page.code_cells.nth(3).locator(".jp-OutputArea-output").first
         listed = page.wait_text(table, "last prompt", "Fix the error in")
         assert "of this notebook failed" not in listed, listed
-    except Exception:
-        page.shot(f"panel-words-{app}-failure")
-        raise
-    finally:
-        page.close()

@@ -6,12 +6,12 @@ on the run's view (and on its card in the panel) does the same in one click."""
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 
 import pytest
 
-from .lab import LabPage, LabServer, write_notebook
-from .test_notebook_tools import extension_path, sources, wait_sources
-from .test_panel import click_until_gone, open_panel
+from .lab import LabPage, write_notebook
+from .panel import Panel
 
 pytestmark = pytest.mark.browser
 
@@ -29,35 +29,33 @@ KEPT = [CODES[0], CODES[3], CODES[4]]
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("repro-lab")
-    (root / "sales.csv").write_text(CSV)
-    srv = LabServer(root, JUPYTER_PATH=str(extension_path(root)))
-    yield srv
-    srv.stop()
+def server(lab):
+    (lab.root / "sales.csv").write_text(CSV)
+    return lab
 
 
-def test_to_cells_in_the_notebook(server):
-    name = "sales.ipynb"
+@contextmanager
+def after_the_run(server, name: str, *more: str):
+    """The notebook `name` (nbagent loaded, the scripted model, the prompt, then `more` cells) open, its agent run
+    ended: yields the page and the run's header, which names what exists only in the kernel."""
     write_notebook(server.root / name, ["%load_ext nbagent", (SETUP, {"jupyter": {"source_hidden": True}}), PROMPT,
-                                        USE, "%agent --to-cells"])
-    page = LabPage(server, name, width=1300, height=1000)
-    p = page.page
-    try:
+                                        *more])
+    with LabPage(server, name, width=1300, height=1000) as page:
         page.hide_sidebar()
         for i in range(3):
             page.run_cell(i, timeout=90)
         header = page.code_cells.nth(2).locator(".nba-kernel-only")
         page.wait_text(header, "3 names exist only in the kernel", "df, df_clean, total_of", timeout=60)
+        yield page, header
 
+
+def test_to_cells_in_the_notebook(server):
+    name = "sales.ipynb"
+    with after_the_run(server, name, USE, "%agent --to-cells") as (page, _):
+        p = page.page
         page.run_cell(4, wait=False)
         accept_proposals(page)  # each proposal is shown on the cell it goes below: Accept it there
-        cells = sources(page)
-        assert cells[2] == PROMPT and cells[6] == USE
-        assert [c.split("\n", 1)[1] for c in cells[3:6]] == KEPT
-        badge = page.code_cells.nth(3).locator(".nba-cell-badge")
-        badge.wait_for(state="visible", timeout=15_000)
-        assert badge.inner_text() == "nbagent · recreated"
+        cells_recreated(page)
 
         # the saved file keeps where each cell came from
         page.code_cells.nth(3).locator(".jp-InputPrompt").click()
@@ -73,20 +71,15 @@ def test_to_cells_in_the_notebook(server):
         assert all(m["action"] == "recreated" and m["model"] == "scripted" for m in marks[3:6])
 
         # the panel's changes list takes them back out
-        open_panel(page)
+        panel = Panel(page).open()
         for _ in range(3):
-            undo = p.locator("#nbagent-panel .nba-panel-change:not(:has-text('undone')) button.nba-panel-undo").first
+            undo = panel.find(".nba-panel-change:not(:has-text('undone')) button.nba-panel-undo").first
             undo.wait_for(state="visible", timeout=15_000)
             undo.scroll_into_view_if_needed()
             undo.click()
             p.wait_for_timeout(300)
-        wait_sources(page, lambda s: not any(x.startswith("# nbagent: step") for x in s), "Undo left cells behind")
-        assert sources(page)[2:4] == [PROMPT, USE]
-    except Exception:
-        page.shot("reproduce-failure")
-        raise
-    finally:
-        page.close()
+        page.wait_sources(lambda s: not any(x.startswith("# nbagent: step") for x in s), "Undo left cells behind")
+        assert page.sources()[2:4] == [PROMPT, USE]
 
 
 def accept_proposals(page: LabPage) -> None:
@@ -97,45 +90,33 @@ def accept_proposals(page: LabPage) -> None:
         review.wait_for(state="visible", timeout=60_000)
         text = review.inner_text()
         assert "proposes a new code cell after " in text and KEPT[step].splitlines()[0] in text, text
-        assert len([s for s in sources(page) if s.startswith("# nbagent: step")]) == step
-        click_until_gone(page, review.locator("button.nba-accept"))
-        wait_sources(page, lambda s, n=step + 1: len([x for x in s if x.startswith("# nbagent: step")]) == n,
-                     f"step {step + 1} was not inserted", timeout=60)
+        assert len([s for s in page.sources() if s.startswith("# nbagent: step")]) == step
+        page.click_until_gone(review.locator("button.nba-accept"))
+        page.wait_sources(lambda s, n=step + 1: len([x for x in s if x.startswith("# nbagent: step")]) == n,
+                          f"step {step + 1} was not inserted", timeout=60)
+
+
+def cells_recreated(page: LabPage) -> None:
+    """The three kept cells are in, between the prompt and the cell that uses them, marked as recreated."""
+    cells = page.sources()
+    assert cells[2] == PROMPT and cells[6] == USE
+    assert [c.split("\n", 1)[1] for c in cells[3:6]] == KEPT
+    assert page.wait_text(page.code_cells.nth(3).locator(".nba-cell-badge"), "nbagent") == "nbagent · recreated"
 
 
 def test_make_cells_on_a_finished_run(server):
-    name = "sales_button.ipynb"
-    write_notebook(server.root / name, ["%load_ext nbagent", (SETUP, {"jupyter": {"source_hidden": True}}), PROMPT,
-                                        USE])
-    page = LabPage(server, name, width=1300, height=1000)
-    p = page.page
-    try:
-        page.hide_sidebar()
-        for i in range(3):
-            page.run_cell(i, timeout=90)
-        header = page.code_cells.nth(2).locator(".nba-kernel-only")
-        page.wait_text(header, "3 names exist only in the kernel", "df, df_clean, total_of", timeout=60)
+    with after_the_run(server, "sales_button.ipynb", USE) as (page, header):
         button = header.locator("button.nba-to-cells")
         button.wait_for(state="visible", timeout=15_000)
         assert button.count() == 1 and button.inner_text() == "Make cells"
 
         # the run's card in the panel says the same, with its own button
-        open_panel(page)
-        card = p.locator("#nbagent-panel .nba-panel-kernel-only")
+        panel = Panel(page).open()
+        card = panel.find(".nba-panel-kernel-only")
         page.wait_text(card, "3 names exist only in the kernel: df, df_clean, total_of", timeout=30)
         assert card.locator("button.nba-to-cells").count() == 1
 
         button.click()
         page.wait_text(button, "Proposed below", timeout=60)
         accept_proposals(page)
-        cells = sources(page)
-        assert cells[2] == PROMPT and cells[6] == USE
-        assert [c.split("\n", 1)[1] for c in cells[3:6]] == KEPT
-        badge = page.code_cells.nth(3).locator(".nba-cell-badge")
-        badge.wait_for(state="visible", timeout=15_000)
-        assert badge.inner_text() == "nbagent · recreated"
-    except Exception:
-        page.shot("make-cells-failure")
-        raise
-    finally:
-        page.close()
+        cells_recreated(page)

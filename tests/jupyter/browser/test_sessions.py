@@ -9,18 +9,13 @@ Screenshots go to test-artifacts/ (also on failure)."""
 from __future__ import annotations
 
 import json
-import shutil
 import time
-from pathlib import Path
 
 import pytest
 
 from .lab import LabPage, LabServer, write_notebook
 
 pytestmark = pytest.mark.browser
-
-if shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists():  # pragma: no cover
-    pytest.skip("chromium is not installed (./dev test installs it)", allow_module_level=True)
 
 ECHO = ("from nbagent import ScriptedModel, UserMessage\n"
         "echo = ScriptedModel([lambda messages: ' | '.join(m.text for m in messages "

@@ -6,25 +6,15 @@ approval is there and works. Screenshots go to test-artifacts/ (also on failure)
 
 from __future__ import annotations
 
-import shutil
 import time
-from pathlib import Path
 
 import pytest
 
-from .lab import LabPage, LabServer, write_notebook
+from .lab import SCRIPT, LabPage, LabServer, write_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(400)]
 
-if shutil.which("chromium") is None and not Path("/usr/bin/chromium").exists():  # pragma: no cover
-    pytest.skip("chromium is not installed (./dev test installs it)", allow_module_level=True)
-
-SETUP = r'''%load_ext nbagent
-from nbagent import AssistantMessage, ScriptedModel, ToolCall
-
-def call(name, **arguments):
-    return AssistantMessage(tool_calls=[ToolCall(name=name, arguments=arguments)])
-
+SETUP = "%load_ext nbagent\n" + SCRIPT + r'''
 model = ScriptedModel([call("read_notebook", cell_id="c0"), call("edit_cell", cell_id="c0", old=OLD, new=NEW),
                        "done"], delay=0.02)
 run = %agent --model model Change the cell'''
@@ -65,10 +55,8 @@ def approve_row(page: LabPage):
 def test_two_people_and_the_agent_in_one_cell(server):
     write_notebook(server.root / "nb.ipynb", ["x = 1\ny = 2\nprint(x + y)",
                                               SETUP.replace("OLD", "'y = 2'").replace("NEW", "'y = 3'")])
-    watcher = LabPage(server, "nb.ipynb", width=1200, height=1100)
-    typist = None
-    try:
-        typist = watcher.another_person("nb.ipynb", width=1200, height=1100)
+    with LabPage(server, "nb.ipynb", width=1200, height=1100) as watcher, \
+            watcher.another_person("nb.ipynb", width=1200, height=1100) as typist:
         watcher.run_cell(1)
         row = approve_row(watcher)
         watcher.wait_text(row, "-y = 2", "+y = 3")
@@ -86,39 +74,22 @@ def test_two_people_and_the_agent_in_one_cell(server):
         watcher.shot("shared-document-watcher")
         head = watcher.wait_text(watcher.page.locator(":is(.nba-view, div.nba) .nba-head"), "notebook: shared document")
         assert "done" in head or "notebook: shared document" in head
-    except Exception:
-        watcher.shot("shared-document-failure")
-        if typist is not None:
-            typist.shot("shared-document-typist-failure")
-        raise
-    finally:
-        if typist is not None:
-            typist.close()
-        watcher.close()
 
 
 def test_an_approval_outlives_its_tab(server):
     write_notebook(server.root / "wait.ipynb", ["x = 1", SETUP.replace("OLD", "'x = 1'").replace("NEW", "'x = 2'")])
-    page = LabPage(server, "wait.ipynb")
-    try:
+    with LabPage(server, "wait.ipynb") as page:
         page.run_cell(1)
         approve_row(page)
-    finally:
-        page.close()  # the tab goes while the call waits
+    # the tab went while the call waits
     time.sleep(2.0)
-    page = LabPage(server, "wait.ipynb")
-    try:
+    with LabPage(server, "wait.ipynb") as page:
         row = approve_row(page)  # the run's live view came back with its buttons
         page.wait_text(row, "-x = 1", "+x = 2")
         page.shot("shared-document-reopened")
         row.locator("button.nba-approve").click()
         wait_cell(page, 0, "x = 2")
         page.wait_text(page.page.locator(":is(.nba-view, div.nba) .nba-head"), "notebook: shared document")
-    except Exception:
-        page.shot("shared-document-reopen-failure")
-        raise
-    finally:
-        page.close()
 
 
 def test_a_run_that_ends_with_no_tab_open_leaves_its_rendering_in_the_document(server):
@@ -127,12 +98,10 @@ def test_a_run_that_ends_with_no_tab_open_leaves_its_rendering_in_the_document(s
     slow = SETUP.replace("OLD", "'x = 1'").replace("NEW", "'x = 2'").replace("delay=0.02", "delay=2.0")
     slow = slow.replace("%agent --model model", "%agent --model model --mode acceptEdits")
     write_notebook(server.root / "gone.ipynb", ["x = 1", slow])
-    page = LabPage(server, "gone.ipynb")
-    try:
+    with LabPage(server, "gone.ipynb") as page:
         page.run_cell(1)
         page.page.locator(".nba-view").first.wait_for(state="visible", timeout=30_000)
-    finally:
-        page.close()  # the run goes on without a page
+    # the run goes on without a page
 
     def settled():
         import json
