@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .ratelimit_headers import MAX_WAIT, Said, read_limits
-from .sending import SPIN, ItemGate, estimate_tokens, request_gate
+from .sending import EPSILON, SPIN, ItemGate, estimate_tokens, request_gate
 
 __all__ = ["DECREASE", "ItemGate", "Limiter", "MAX_PAUSE", "RateLimit", "estimate_tokens", "request_gate"]
 
@@ -67,8 +67,6 @@ SLACK = 0.5
 late (an event loop wakes up to a millisecond late, and a busy one later): never two at once, and the rate
 is kept rather than lost to lateness. A provider that allows no burst refuses such a request: the 429 ends
 the slack for the rest of the batch."""
-_EPSILON = 1e-9
-"""Seconds a wait may be short by (the rounding of a clock's floats)."""
 MIN_RATE = 1.0 / 60.0
 """Per second: the slowest a run of 429s can make a kind (one request a minute)."""
 _NEAR_KNEE = 0.97
@@ -319,7 +317,7 @@ class Limiter:
                     wait = max(wait, self.requests.wait_for(1, now))
                 if self.tokens is not None:
                     wait = max(wait, self.tokens.wait_for(tokens, now))
-                if wait <= ahead + _EPSILON:
+                if wait <= ahead + EPSILON:
                     break
                 await self.sleep(wait - ahead)
             at = now + wait

@@ -2,7 +2,7 @@
 
     gate = request_gate.get()
     await gate.before(len(body), early=True)        # a permit, up to `AHEAD` before its time
-    request.extensions["trace"] = socket_hook(gate)    # httpx's trace extension: the last wait is at the write
+    request.extensions["trace"] = socket_hook(gate, pacing)  # httpx's trace: the last wait is at the write
     ...                                                # (`gate.send()` runs just before the body is written)
 
 A provider that allows no burst refuses a request that reaches it less than one interval after the one before.
@@ -25,7 +25,7 @@ import time
 from contextvars import ContextVar
 from typing import Any, Awaitable, Callable, Mapping
 
-__all__ = ["AHEAD", "SPIN", "ItemGate", "SocketPacing", "estimate_tokens", "request_gate", "socket_hook", "wait_until"]
+__all__ = ["AHEAD", "EPSILON", "SPIN", "ItemGate", "SocketPacing", "estimate_tokens", "request_gate", "socket_hook", "wait_until"]
 
 AHEAD = 0.004
 """Seconds before its time a permit is taken when the wait is done at the socket: time to build the request
@@ -34,6 +34,8 @@ SPIN = 0.0012
 """The last seconds of a wait are spun on the clock rather than slept: an event loop's timer rounds up to the
 millisecond and wakes late, which would bring the next request closer to this one than the limiter spaced
 them. At most this much CPU a request, only while paced (the interval is what is kept exact)."""
+EPSILON = 1e-9
+"""Seconds a wait may be short by (the rounding of a clock's floats)."""
 _WRITE = "send_request_body.started"
 """httpcore's trace event just before the request's body is written (HTTP/1.1 and HTTP/2 alike)."""
 
@@ -45,7 +47,7 @@ async def wait_until(due: Callable[[], float], clock: Callable[[], float] = time
     while True:
         now = clock()
         left = due() - now
-        if left <= 1e-9:  # (a nanosecond short: the rounding of the clock's floats)
+        if left <= EPSILON:
             return now
         if left > spin:
             await sleep(left - spin)
