@@ -4,9 +4,9 @@
     nbagent/jupyter/panel/protocol.json      the `nbagent.panel` comm (the page asks the kernel)
 
 The page's TypeScript types are generated from the same files (frontend/scripts/protocol.mjs, checked by a
-test), and the kernel checks what the page sends against them (`problem`): a message is taken only in a shape
-its schema names, and refused with why, in words, otherwise. The tests check every message the kernel sends
-against them too.
+test), and the kernel checks what the page sends against them (`problem`, with protocol_check.py): a message
+is taken only in a shape its schema names, and refused with why, in words, otherwise. The tests check every
+message the kernel sends against them too.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import functools
 import json
 from importlib import resources
 from typing import Any
+
+from .protocol_check import Check
 
 __all__ = ["ROOMS", "definition", "problem", "request_ops", "schema"]
 
@@ -31,14 +33,14 @@ def schema(room: str) -> dict[str, Any]:
 
 
 @functools.cache
-def _validator(room: str, name: str) -> Any:
-    import jsonschema
-
+def _validator(room: str, name: str) -> Check:
+    """The check of one definition (protocol_check.py: the protocols' keywords with jsonschema's semantics,
+    without importing jsonschema, whose import costs a kernel seconds at the panel's first message)."""
     whole = schema(room)
     if name not in whole["$defs"]:
         raise KeyError(f"the {room} protocol defines no {name!r}")
     # the definition, with the whole schema around it so its $refs resolve
-    return jsonschema.Draft202012Validator({**whole, "$ref": f"#/$defs/{name}"})
+    return Check({**whole, "$ref": f"#/$defs/{name}"})
 
 
 def definition(room: str, name: str) -> dict[str, Any]:

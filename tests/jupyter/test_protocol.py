@@ -107,3 +107,86 @@ def test_problem_says_where_in_a_nested_message():
                                                        "nbagent": None}, "status": "ok"}}
     assert problem("notebook", "PageReply", reply) is not None
     assert problem("notebook", "RunResult", reply["result"]) == "cell.index has the wrong type"
+
+
+# -- the kernel's check (protocol_check.py) against jsonschema, the reference ---------------------------------
+def _example(spec: dict, whole: dict) -> object:
+    """A message the definition takes: required fields filled, the first branch of a union."""
+    if "$ref" in spec:
+        return _example(whole["$defs"][spec["$ref"].rsplit("/", 1)[1]], whole)
+    if "const" in spec or "enum" in spec:
+        return spec.get("const", (spec.get("enum") or [None])[0])
+    if "anyOf" in spec or "oneOf" in spec:
+        return _example((spec.get("anyOf") or spec["oneOf"])[0], whole)
+    kind = spec.get("type")
+    kind = kind[0] if isinstance(kind, list) else kind
+    if kind == "object":
+        out = {k: _example(spec["properties"].get(k, {}), whole) for k in spec.get("required", [])}
+        if "if" in spec:  # the condition's fields too, and what it then needs
+            for k, v in spec["if"].get("properties", {}).items():
+                out[k] = _example(v, whole)
+            for k in spec["then"].get("required", []):
+                out[k] = _example(spec["then"]["properties"][k], whole)
+        return out
+    return {"array": [], "string": "x" * spec.get("minLength", 1), "integer": spec.get("minimum", 1),
+            "number": 1.5, "boolean": True, "null": None}.get(kind, "x")
+
+
+WRONG = [None, True, 0, -1, 1.0, 2.5, "", "x", "nope", "x" * 300_000, [], [{}] * 101, {}, {"x": 1}]
+
+
+def _messages(spec: dict, whole: dict) -> list:
+    """The example and its mutations: each field dropped, set to each wrong value, an unknown field added."""
+    good = _example(spec, whole)
+    out = [good, *WRONG]
+    if isinstance(good, dict):
+        out.append({**good, "smuggled": 1})
+        resolved = spec
+        while "$ref" in resolved:
+            resolved = whole["$defs"][resolved["$ref"].rsplit("/", 1)[1]]
+        for name in {*good, *resolved.get("properties", {})}:
+            out.append({k: v for k, v in good.items() if k != name})
+            out += [{**good, name: value} for value in WRONG]
+            if "kind" in good:  # each kind, with and without its cell
+                out += [{**good, "kind": kind} for kind in definition("panel", "StartKind")["enum"]]
+    return out
+
+
+@pytest.mark.parametrize("room", ROOMS)
+def test_the_kernels_check_says_what_jsonschema_says_word_for_word(room):
+    from nbagent.jupyter import protocol
+    from nbagent.jupyter.protocol_check import Check
+
+    whole = schema(room)
+    checked = 0
+    for name, spec in whole["$defs"].items():
+        ours = Check({**whole, "$ref": f"#/$defs/{name}"})
+        reference = jsonschema.Draft202012Validator({**whole, "$ref": f"#/$defs/{name}"})
+        for message in _messages(spec, whole):
+            mine, theirs = list(ours.iter_errors(message)), list(reference.iter_errors(message))
+            assert bool(mine) == bool(theirs), (name, str(message)[:200])
+            if theirs:
+                words = [protocol._words(protocol._pick(e), spec) for e in (mine, theirs)]
+                assert words[0] == words[1], (name, str(message)[:200])
+            checked += 1
+    assert checked > 1000
+
+
+def test_a_keyword_the_check_does_not_know_is_refused_not_skipped():
+    from nbagent.jupyter.protocol_check import Check, SchemaError
+
+    with pytest.raises(SchemaError, match="uniqueItems"):
+        Check({"$defs": {"A": {"type": "array", "uniqueItems": True}}, "$ref": "#/$defs/A"})
+    assert not Check({"type": "array", "maxItems": 1}).is_valid([1, 2])
+
+
+def test_the_kernel_checks_the_page_without_importing_jsonschema():
+    import subprocess
+    import sys
+
+    code = ("import sys; from nbagent.jupyter.panel.hub import check; "
+            "assert check({'id': 1, 'op': 'start', 'prompt': 1}) == 'start: prompt has the wrong type'; "
+            "print('jsonschema' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=PACKAGE.parents[1])
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stdout + done.stderr
