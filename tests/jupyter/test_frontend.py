@@ -21,7 +21,9 @@ def test_the_frontend_unit_tests_pass():
         pytest.skip("Node is not installed (./dev installs it)")
     if not (FRONTEND / "node_modules" / "vitest").is_dir():
         pytest.skip("the frontend's packages are not installed: ./dev setup (or npm ci in frontend/)")
-    done = subprocess.run([npm, "test", "--silent"], cwd=FRONTEND, capture_output=True, text=True, timeout=300, check=False,
+    # --no-isolate: the files share one worker instead of a fresh one each (half the CPU, measured); they are
+    # pure (no mocks, no stubbed globals), and a file's own `@vitest-environment` still applies to it
+    done = subprocess.run([npm, "test", "--silent", "--", "--no-isolate"], cwd=FRONTEND, capture_output=True, text=True, timeout=300, check=False,
                           env={**os.environ, "CI": "1", "NO_COLOR": "1"})
     assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
     assert " passed" in done.stdout and " failed" not in done.stdout, done.stdout[-3000:]
