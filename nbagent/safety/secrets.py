@@ -36,6 +36,7 @@ import json
 import os
 import re
 import time
+from itertools import filterfalse
 from typing import Any
 
 from . import shapes as _shapes
@@ -313,24 +314,28 @@ def _glance(text: str | bytes, compiled: Any) -> bool:
     a needle `shapes._may_hold_shape` would find in the text's lower case holds no gap and no comma (both
     checked when the needles are taken), so it lies in the text with its gaps left out, in one part. Not for a
     text a gap-holding value could be in whole (`_spans` looks at the text itself then): that and non-ASCII
-    text take the full looks."""
+    text take the full looks.
+
+    Numbers: when no needle and no secret's head holds a digit (no secret known, most often), every digit
+    1-9 is read as `0` (in the same `translate`): a part that differs from one seen clean only in its numbers
+    (a duration, a count, a time, an id's counter) is clean too. Why nothing is missed: a needle or a head
+    found in the text is found, unchanged, in it with its digits read so (none of its characters is a digit,
+    and the run of the secrets' characters it lies in keeps its characters around it)."""
     state = _glanced
     if state[0] is not compiled or state[1] is not _shapes._NEEDLES:
         state = _glance_state(compiled)
-    _, _, clean, usable, needles, runs, heads = state
+    _, _, clean, usable, needles, runs, heads, digits = state
     if not usable:
         return False
     data = text if type(text) is bytes else text.encode("ascii")
-    new = set(data.translate(None, _ASCII_GAPS).split(b",")).difference(clean)
+    new = set(filterfalse(clean.__contains__, data.translate(digits, _ASCII_GAPS).split(b",")))
     if not new:
         return True
-    parts = b",".join(new).decode("ascii")
-    lower = parts.lower()
-    for needle in needles:
-        if needle in lower:
-            return False
-    if runs is not None and _may_hold_secret(parts, runs, heads):  # (its runs: the new parts' own, as a comma
-        return False  # is none of the secrets' characters)
+    joined = b",".join(new)
+    if needles.search(joined.lower()) is not None:  # (one look for every needle: `_needle_pattern`)
+        return False
+    if runs is not None and _may_hold_secret(joined.decode("ascii"), runs, heads):  # (its runs: the new parts'
+        return False  # own, as a comma is none of the secrets' characters)
     if len(clean) > _CLEAN_RUNS_KEPT:
         clean.clear()
     clean.update(part for part in new if len(part) <= _CLEAN_RUN_LENGTH)
@@ -338,19 +343,44 @@ def _glance(text: str | bytes, compiled: Any) -> bool:
 
 
 def _glance_state(compiled: Any) -> tuple[Any, ...]:
-    """`_glance`'s memory and what it looks for, for these secrets (`_compiled`) and needles."""
+    """`_glance`'s memory and what it looks for, for these secrets (`_compiled`) and needles: the needles as
+    one pattern, and whether numbers can be read as 0s (see `_glance`)."""
     global _glanced
     runs, heads = compiled[5], compiled[6] or frozenset()
     needles = tuple(_shapes._NEEDLES)
-    usable = (all(_GAPS.search(n) is None and "," not in n for n in needles)
+    usable = (all(_GAPS.search(n) is None and "," not in n and n.isascii() and n == n.lower() for n in needles)
               and (runs is None or runs.fullmatch("," * PIECE_LENGTH) is None))
-    _glanced = (compiled, _shapes._NEEDLES, set(), usable, needles, runs, heads)
+    pattern = re.compile(_needle_pattern(needles).encode("ascii") if usable else b"$^")
+    numbers = not any(ch.isdigit() for word in (*needles, *heads) for ch in word)
+    digits = bytes.maketrans(b"123456789", b"000000000") if numbers else None
+    _glanced = (compiled, _shapes._NEEDLES, set(), usable, pattern, runs, heads, digits)
     return _glanced
 
 
-_glanced: tuple[Any, ...] = (None, None, set(), False, (), None, frozenset())
-"""`_glance`'s state: `(compiled secrets, needles, parts found clean, whether it can look, needles, the secrets'
-runs, their heads)`."""
+def _needle_pattern(needles: tuple[str, ...]) -> str:
+    """One regular expression that finds any of `needles` (a trie: one pass over the text, about two thirds
+    of the time of looking for each in turn on the glance's short texts). A needle that another starts with
+    ends the branch: finding the shorter is enough."""
+    tree: dict[str, Any] = {}
+    for needle in needles:
+        node = tree
+        for ch in needle:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def emit(node: dict[str, Any]) -> str:
+        if "" in node:
+            return ""
+        parts = [re.escape(ch) + emit(child) for ch, child in sorted(node.items())]
+        return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+    return emit(tree) if needles else "$^"
+
+
+_glanced: tuple[Any, ...] = (None, None, set(), False, None, None, frozenset(), None)
+"""`_glance`'s state: `(compiled secrets, needles, parts found clean, whether it can look, the needles' pattern
+(`_needle_pattern`, on bytes), the secrets' runs, their heads, the table reading every digit as 0 (None: a
+needle or a head holds a digit, and numbers are read as they are))`."""
 
 
 def _may_hold_secret(text: str, runs: re.Pattern[str], heads: frozenset[str]) -> bool:
@@ -372,9 +402,8 @@ def _may_hold_secret(text: str, runs: re.Pattern[str], heads: frozenset[str]) ->
     for run in new:
         if not digits and run.isdigit():  # a number (a time, a duration): no head is one
             continue
-        for i in range(len(run) - PIECE_LENGTH + 1):
-            if run[i : i + PIECE_LENGTH] in heads:
-                return True
+        if not heads.isdisjoint([run[i : i + PIECE_LENGTH] for i in range(len(run) - PIECE_LENGTH + 1)]):
+            return True
     if len(clean) > _CLEAN_RUNS_KEPT:
         clean.clear()
     clean.update(run for run in new if len(run) <= _CLEAN_RUN_LENGTH)
