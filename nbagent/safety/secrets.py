@@ -320,25 +320,35 @@ def _glance(text: str | bytes, compiled: Any) -> bool:
     1-9 is read as `0` (in the same `translate`): a part that differs from one seen clean only in its numbers
     (a duration, a count, a time, an id's counter) is clean too. Why nothing is missed: a needle or a head
     found in the text is found, unchanged, in it with its digits read so (none of its characters is a digit,
-    and the run of the secrets' characters it lies in keeps its characters around it)."""
+    and the run of the secrets' characters it lies in keeps its characters around it). When a head holds a
+    digit (a random key's pieces do) and no needle does, only the needles' look reads numbers so: the new
+    parts as they are go to the secrets' look, and those of them whose reading was not found free of needles
+    before go to the needles'."""
     state = _glanced
     if state[0] is not compiled or state[1] is not _shapes._NEEDLES:
         state = _glance_state(compiled)
-    _, _, clean, usable, needles, runs, heads, digits = state
+    _, _, clean, usable, needles, runs, heads, digits, words, seen = state
     if not usable:
         return False
     data = text if type(text) is bytes else text.encode("ascii")
     new = set(filterfalse(clean.__contains__, data.translate(digits, _ASCII_GAPS).split(b",")))
     if not new:
         return True
-    joined = b",".join(new)
-    if needles.search(joined.lower()) is not None:  # (one look for every needle: `_needle_pattern`)
+    if words is None:  # the parts as they are, or (numbers read as 0s) as every look reads them
+        look = new
+    else:  # a secret's head holds a digit: its look reads the parts as they are, the needles' with numbers as 0s
+        look = set(filterfalse(seen.__contains__, [part.translate(words) for part in new]))
+    if look and needles.search(b",".join(look).lower()) is not None:  # (every needle at once: `_needle_pattern`)
         return False
-    if runs is not None and _may_hold_secret(joined.decode("ascii"), runs, heads):  # (its runs: the new parts'
-        return False  # own, as a comma is none of the secrets' characters)
+    if runs is not None and _may_hold_secret(b",".join(new).decode("ascii"), runs, heads):  # (its runs: the new
+        return False  # parts' own, as a comma is none of the secrets' characters)
     if len(clean) > _CLEAN_RUNS_KEPT:
         clean.clear()
     clean.update(part for part in new if len(part) <= _CLEAN_RUN_LENGTH)
+    if words is not None:
+        if len(seen) > _CLEAN_RUNS_KEPT:
+            seen.clear()
+        seen.update(part for part in look if len(part) <= _CLEAN_RUN_LENGTH)
     return True
 
 
@@ -351,10 +361,15 @@ def _glance_state(compiled: Any) -> tuple[Any, ...]:
     usable = (all(_GAPS.search(n) is None and "," not in n and n.isascii() and n == n.lower() for n in needles)
               and (runs is None or runs.fullmatch("," * PIECE_LENGTH) is None))
     pattern = re.compile(_needle_pattern(needles).encode("ascii") if usable else b"$^")
-    numbers = not any(ch.isdigit() for word in (*needles, *heads) for ch in word)
-    digits = bytes.maketrans(b"123456789", b"000000000") if numbers else None
-    _glanced = (compiled, _shapes._NEEDLES, set(), usable, pattern, runs, heads, digits)
+    zeros = None if any(ch.isdigit() for needle in needles for ch in needle) else _ZEROS
+    digits = zeros if not any(ch.isdigit() for head in heads for ch in head) else None
+    words = zeros if digits is None else None
+    _glanced = (compiled, _shapes._NEEDLES, set(), usable, pattern, runs, heads, digits, words, set())
     return _glanced
+
+
+_ZEROS = bytes.maketrans(b"123456789", b"000000000")
+"""Every digit read as 0 (`_glance`)."""
 
 
 def _needle_pattern(needles: tuple[str, ...]) -> str:
@@ -377,10 +392,11 @@ def _needle_pattern(needles: tuple[str, ...]) -> str:
     return emit(tree) if needles else "$^"
 
 
-_glanced: tuple[Any, ...] = (None, None, set(), False, None, None, frozenset(), None)
+_glanced: tuple[Any, ...] = (None, None, set(), False, None, None, frozenset(), None, None, set())
 """`_glance`'s state: `(compiled secrets, needles, parts found clean, whether it can look, the needles' pattern
-(`_needle_pattern`, on bytes), the secrets' runs, their heads, the table reading every digit as 0 (None: a
-needle or a head holds a digit, and numbers are read as they are))`."""
+(`_needle_pattern`, on bytes), the secrets' runs, their heads, the table reading every digit as 0 for every look
+(None: a needle or a head holds a digit), the same table for the needles' look alone (when a head holds a digit
+and no needle does), the parts so read found free of needles)`."""
 
 
 def _may_hold_secret(text: str, runs: re.Pattern[str], heads: frozenset[str]) -> bool:
