@@ -185,15 +185,17 @@ def _encodings(value: str) -> list[str]:
     return out
 
 
-def _trie(words: list[str]) -> str:
-    """One regular expression matching any of `words` (all the same length), as a trie: fast to scan."""
+def _trie(words: Any) -> str:
+    """One regular expression matching any of `words`, as a trie: fast to scan. A word another starts with
+    ends its branch (finding the shorter is enough: no caller needs the longer)."""
     tree: dict = {}
     for word in words:
         node = tree
         for ch in word:
             node = node.setdefault(ch, {})
+        node[""] = {}
     def emit(node: dict) -> str:
-        if not node:
+        if "" in node:
             return ""
         parts = [re.escape(ch) + emit(child) for ch, child in sorted(node.items())]
         return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
@@ -276,7 +278,6 @@ def _skeleton(text: str) -> str:
     return _GAPS.sub("", text)
 
 
-
 def _spans(text: str, compiled: Any, shapes: bool = True) -> list[tuple[int, int, str]]:
     _, pattern, values, piece_pattern, pieces, runs, heads, gappy = compiled
     if not gappy and text.isascii() and _glance(text, compiled):
@@ -316,51 +317,47 @@ def _glance(text: str | bytes, compiled: Any) -> bool:
     text a gap-holding value could be in whole (`_spans` looks at the text itself then): that and non-ASCII
     text take the full looks.
 
-    Numbers: when no needle and no secret's head holds a digit (no secret known, most often), every digit
-    1-9 is read as `0` (in the same `translate`): a part that differs from one seen clean only in its numbers
-    (a duration, a count, a time, an id's counter) is clean too. Why nothing is missed: a needle or a head
-    found in the text is found, unchanged, in it with its digits read so (none of its characters is a digit,
-    and the run of the secrets' characters it lies in keeps its characters around it). When a head holds a
-    digit (a random key's pieces do) and no needle does, only the needles' look reads numbers so: the new
-    parts as they are go to the secrets' look, and those of them whose reading was not found free of needles
-    before go to the needles'."""
+    Numbers: with no digit in any needle or head (no secret known), digits are read as `0` (same `translate`):
+    a part new only in its numbers (a duration, a count, an id's counter) is clean from memory. Nothing is
+    missed: a needle or head found in the text is found, unchanged, with its digits so read (it holds none,
+    and its run keeps its characters). A head with a digit (a random key's pieces): only the needles' look
+    reads numbers so, on the new parts; the secrets' look reads them as they are."""
     state = _glanced
     if state[0] is not compiled or state[1] is not _shapes._NEEDLES:
         state = _glance_state(compiled)
     _, _, clean, usable, needles, runs, heads, digits, words, seen = state
     if not usable:
         return False
-    data = text if type(text) is bytes else text.encode("ascii")
-    new = set(filterfalse(clean.__contains__, data.translate(digits, _ASCII_GAPS).split(b",")))
+    data = (text if type(text) is bytes else text.encode("ascii")).translate(digits, _ASCII_GAPS)
+    new = set(filterfalse(clean.__contains__, data.split(b",")))
     if not new:
         return True
-    if words is None:  # the parts as they are, or (numbers read as 0s) as every look reads them
-        look = new
-    else:  # a secret's head holds a digit: its look reads the parts as they are, the needles' with numbers as 0s
-        look = set(filterfalse(seen.__contains__, [part.translate(words) for part in new]))
-    if look and needles.search(b",".join(look).lower()) is not None:  # (every needle at once: `_needle_pattern`)
+    # the needles' look: the new parts as every look reads them, or (a head holds a digit) with numbers as 0s
+    look = new if words is None else set(filterfalse(seen.__contains__, [p.translate(words) for p in new]))
+    if look and needles.search(b",".join(look).lower()) is not None:  # (every needle at once: a `_trie`)
         return False
     if runs is not None and _may_hold_secret(b",".join(new).decode("ascii"), runs, heads):  # (its runs: the new
         return False  # parts' own, as a comma is none of the secrets' characters)
-    if len(clean) > _CLEAN_RUNS_KEPT:
-        clean.clear()
-    clean.update(part for part in new if len(part) <= _CLEAN_RUN_LENGTH)
-    if words is not None:
-        if len(seen) > _CLEAN_RUNS_KEPT:
-            seen.clear()
-        seen.update(part for part in look if len(part) <= _CLEAN_RUN_LENGTH)
+    _keep(clean, new)
+    _keep(seen, () if words is None else look)
     return True
 
 
+def _keep(clean: set[Any], found: Any) -> None:
+    """Remember `found` clean (but for long ones: an encoded blob is looked through each time), within bounds."""
+    if len(clean) > _CLEAN_RUNS_KEPT:
+        clean.clear()
+    clean.update(item for item in found if len(item) <= _CLEAN_RUN_LENGTH)
+
+
 def _glance_state(compiled: Any) -> tuple[Any, ...]:
-    """`_glance`'s memory and what it looks for, for these secrets (`_compiled`) and needles: the needles as
-    one pattern, and whether numbers can be read as 0s (see `_glance`)."""
+    """`_glance`'s memory and what it looks for, for these secrets (`_compiled`) and needles."""
     global _glanced
     runs, heads = compiled[5], compiled[6] or frozenset()
     needles = tuple(_shapes._NEEDLES)
     usable = (all(_GAPS.search(n) is None and "," not in n and n.isascii() and n == n.lower() for n in needles)
               and (runs is None or runs.fullmatch("," * PIECE_LENGTH) is None))
-    pattern = re.compile(_needle_pattern(needles).encode("ascii") if usable else b"$^")
+    pattern = re.compile(_trie(needles).encode("ascii") if usable else b"")
     zeros = None if any(ch.isdigit() for needle in needles for ch in needle) else _ZEROS
     digits = zeros if not any(ch.isdigit() for head in heads for ch in head) else None
     words = zeros if digits is None else None
@@ -368,35 +365,11 @@ def _glance_state(compiled: Any) -> tuple[Any, ...]:
     return _glanced
 
 
-_ZEROS = bytes.maketrans(b"123456789", b"000000000")
-"""Every digit read as 0 (`_glance`)."""
-
-
-def _needle_pattern(needles: tuple[str, ...]) -> str:
-    """One regular expression that finds any of `needles` (a trie: one pass over the text, about two thirds
-    of the time of looking for each in turn on the glance's short texts). A needle that another starts with
-    ends the branch: finding the shorter is enough."""
-    tree: dict[str, Any] = {}
-    for needle in needles:
-        node = tree
-        for ch in needle:
-            node = node.setdefault(ch, {})
-        node[""] = {}
-
-    def emit(node: dict[str, Any]) -> str:
-        if "" in node:
-            return ""
-        parts = [re.escape(ch) + emit(child) for ch, child in sorted(node.items())]
-        return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
-
-    return emit(tree) if needles else "$^"
-
-
+_ZEROS = bytes.maketrans(b"123456789", b"000000000")  # every digit read as 0 (`_glance`)
 _glanced: tuple[Any, ...] = (None, None, set(), False, None, None, frozenset(), None, None, set())
-"""`_glance`'s state: `(compiled secrets, needles, parts found clean, whether it can look, the needles' pattern
-(`_needle_pattern`, on bytes), the secrets' runs, their heads, the table reading every digit as 0 for every look
-(None: a needle or a head holds a digit), the same table for the needles' look alone (when a head holds a digit
-and no needle does), the parts so read found free of needles)`."""
+"""`_glance`'s state: `(compiled secrets, needles, parts found clean, whether it can look, the needles' `_trie`
+(bytes), the secrets' runs, their heads, the digits-as-0 table for every look (None: a needle or a head holds
+a digit), that table for the needles' look alone (a head holds one, no needle), the parts so read free of needles)`."""
 
 
 def _may_hold_secret(text: str, runs: re.Pattern[str], heads: frozenset[str]) -> bool:
@@ -406,23 +379,19 @@ def _may_hold_secret(text: str, runs: re.Pattern[str], heads: frozenset[str]) ->
     of the text and of the text with its gaps left out (where a wrapped key's pieces are looked for). Each
     run is looked through once for the secrets known (`_clean_runs`): the store's lines repeat their words,
     and only a new run (an id, a number, a new result) costs its windows."""
-    found = runs.findall(text)
-    if not found:
+    if not (found := runs.findall(text)):
         return False
     checked = _clean_runs
     if checked[0] is not heads:  # the secrets changed: what was clean before is looked at again
         checked = (heads, set(), any(head.isdigit() for head in heads))
         globals()["_clean_runs"] = checked
     _, clean, digits = checked
-    new = set(found).difference(clean)
-    for run in new:
+    for run in (new := set(found).difference(clean)):
         if not digits and run.isdigit():  # a number (a time, a duration): no head is one
             continue
         if not heads.isdisjoint([run[i : i + PIECE_LENGTH] for i in range(len(run) - PIECE_LENGTH + 1)]):
             return True
-    if len(clean) > _CLEAN_RUNS_KEPT:
-        clean.clear()
-    clean.update(run for run in new if len(run) <= _CLEAN_RUN_LENGTH)
+    _keep(clean, new)
     return False
 
 

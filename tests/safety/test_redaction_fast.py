@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -221,11 +222,13 @@ def test_a_run_found_clean_is_looked_at_again_once_a_secret_it_holds_is_known(re
 
 
 @pytest.fixture
-def bare(monkeypatch, registered_secrets):
+def bare(registered_secrets, monkeypatch):
     """No secret known (no credential variable, nothing registered): the glance reads numbers as 0s."""
-    for name in list(__import__("os").environ):
-        if _secrets.SECRET_VARIABLE_PATTERN.search(name) or _secrets._parts(__import__("os").environ[name]):
+    for name, value in list(os.environ.items()):
+        if _secrets.SECRET_VARIABLE_PATTERN.search(name) or _secrets._parts(value):
             monkeypatch.delenv(name)
+    monkeypatch.setattr(_secrets, "_registered", {})
+    monkeypatch.setattr(_secrets, "_cache", None)
     compiled = _secrets._compiled()
     assert compiled[5] is None
     return compiled
