@@ -118,7 +118,7 @@ class SessionRecorder:
                     new = new[1:]  # written when the model answered
                 self._early = None
             writer.messages(new)
-            self._messages = len(messages)
+        self._messages = len(messages)
         calls = run.calls
         while self._calls < len(calls) and getattr(calls[self._calls], "status", "") not in _UNFINISHED:
             writer.call(calls[self._calls])
