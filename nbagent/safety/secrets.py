@@ -320,26 +320,24 @@ def _glance(text: str | bytes, compiled: Any) -> bool:
     Numbers: with no digit in any needle or head (no secret known), digits are read as `0` (same `translate`):
     a part new only in its numbers (a duration, a count, an id's counter) is clean from memory. Nothing is
     missed: a needle or head found in the text is found, unchanged, with its digits so read (it holds none,
-    and its run keeps its characters). A head with a digit (a random key's pieces): only the needles' look
-    reads numbers so, on the new parts; the secrets' look reads them as they are."""
+    and its run keeps its characters). A head with a digit (a random key's pieces, its hex): numbers are read as
+    they are (read as 0s, such heads would be found in every number and id)."""
     state = _glanced
     if state[0] is not compiled or state[1] is not _shapes._NEEDLES:
         state = _glance_state(compiled)
-    _, _, clean, usable, needles, runs, heads, digits, words, seen = state
+    _, _, clean, usable, needles, runs, heads, digits = state
     if not usable:
         return False
     data = (text if type(text) is bytes else text.encode("ascii")).translate(digits, _ASCII_GAPS)
     new = set(filterfalse(clean.__contains__, data.split(b",")))
     if not new:
         return True
-    # the needles' look: the new parts as every look reads them, or (a head holds a digit) with numbers as 0s
-    look = new if words is None else set(filterfalse(seen.__contains__, [p.translate(words) for p in new]))
-    if look and needles.search(b",".join(look).lower()) is not None:  # (every needle at once: a `_trie`)
+    joined = b",".join(new)
+    if needles.search(joined.lower()) is not None:  # (every needle at once: a `_trie`)
         return False
-    if runs is not None and _may_hold_secret(b",".join(new).decode("ascii"), runs, heads):  # (its runs: the new
-        return False  # parts' own, as a comma is none of the secrets' characters)
+    if runs is not None and _may_hold_secret(joined.decode("ascii"), runs, heads):  # (its runs: the new parts'
+        return False  # own, as a comma is none of the secrets' characters)
     _keep(clean, new)
-    _keep(seen, () if words is None else look)
     return True
 
 
@@ -358,18 +356,15 @@ def _glance_state(compiled: Any) -> tuple[Any, ...]:
     usable = (all(_GAPS.search(n) is None and "," not in n and n.isascii() and n == n.lower() for n in needles)
               and (runs is None or runs.fullmatch("," * PIECE_LENGTH) is None))
     pattern = re.compile(_trie(needles).encode("ascii") if usable else b"")
-    zeros = None if any(ch.isdigit() for needle in needles for ch in needle) else _ZEROS
-    digits = zeros if not any(ch.isdigit() for head in heads for ch in head) else None
-    words = zeros if digits is None else None
-    _glanced = (compiled, _shapes._NEEDLES, set(), usable, pattern, runs, heads, digits, words, set())
+    digits = None if any(ch.isdigit() for word in (*needles, *heads) for ch in word) else _ZEROS
+    _glanced = (compiled, _shapes._NEEDLES, set(), usable, pattern, runs, heads, digits)
     return _glanced
 
 
 _ZEROS = bytes.maketrans(b"123456789", b"000000000")  # every digit read as 0 (`_glance`)
-_glanced: tuple[Any, ...] = (None, None, set(), False, None, None, frozenset(), None, None, set())
+_glanced: tuple[Any, ...] = (None, None, set(), False, None, None, frozenset(), None)
 """`_glance`'s state: `(compiled secrets, needles, parts found clean, whether it can look, the needles' `_trie`
-(bytes), the secrets' runs, their heads, the digits-as-0 table for every look (None: a needle or a head holds
-a digit), that table for the needles' look alone (a head holds one, no needle), the parts so read free of needles)`."""
+(bytes), the secrets' runs, their heads, the table reading digits as 0 (None: a needle or a head holds one))`."""
 
 
 def _may_hold_secret(text: str, runs: re.Pattern[str], heads: frozenset[str]) -> bool:
