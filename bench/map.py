@@ -3,10 +3,13 @@
 at the same rate, its default bucket of one request, checked every 5 ms), and pydantic-ai with `asyncio.gather` and a
 semaphore, against fake OpenAI servers (tests/providers/ratelimited.py, each in a process of its own) that answer
 after 40 ms and enforce the rate over three windows: a second's worth at once, a quarter second's, and none
-(requests at least one interval apart), answering 429 with OpenAI's headers.
+(requests at least one interval apart), answering 429 with OpenAI's headers. A server times a request by its
+arrival (the kernel's receive time of its bytes), as a provider's edge does; `--stamp read` times it when the
+server's event loop has read it, which adds that process's wait for one of the machine's cores (milliseconds on a
+busy machine, where the client, the servers and the cluster share two cores; no provider's clock has it).
 
     python bench/map.py [--n 600] [--concurrency 8] [--rpm 3000] [--latency 0.04] [--bursts 1,0.25,0]
-                        [--rounds 1] [--dask] [--stored] [--memory]
+                        [--rounds 1] [--dask] [--stored] [--memory] [--stamp arrival|read]
 
 For each window and each: throughput (of the items answered) as a share of the bound min(concurrency / latency,
 rate), 429s per 1,000 items, the items that failed (a peer's retries given up on a 429), and the client's CPU
@@ -40,10 +43,11 @@ KEY = "sk-bench-map-0000000000000000"
 class Server:
     """The fake provider in a process of its own: `reset()` zeroes its counters, `stats()` reads them."""
 
-    def __init__(self, rpm: float, latency: float, burst: float) -> None:
+    def __init__(self, rpm: float, latency: float, burst: float, stamp: str = "arrival") -> None:
         self.burst = burst
         self.proc = subprocess.Popen([sys.executable, "-m", "tests.providers.ratelimited", "--rpm", str(rpm),
-                                      "--latency", str(latency), "--burst", str(burst)], cwd=ROOT, stdin=subprocess.PIPE,
+                                      "--latency", str(latency), "--burst", str(burst), "--stamp", stamp],
+                                     cwd=ROOT, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         self.url = f"http://127.0.0.1:{int(line.split()[1])}"
@@ -162,11 +166,14 @@ async def main() -> None:
     parser.add_argument("--only-dask", action="store_true", help="just the 2-worker cluster rows")
     parser.add_argument("--stored", action="store_true", help="add the map with session=True (the batch store)")
     parser.add_argument("--memory", action="store_true", help="measure memory per item too (a second pass)")
+    parser.add_argument("--stamp", default="arrival", choices=("arrival", "read"),
+                        help="the servers' time of a request: when it reached the machine (the kernel's receive "
+                             "time), or when their event loop read it (later by their wait for a core)")
     parser.add_argument("--rounds", type=int, default=1, help="rounds alternating the peers; the best of each kept")
     opts = parser.parse_args()
     bound = min(opts.concurrency / opts.latency, opts.rpm / 60.0)
     bursts = [float(b) for b in opts.bursts.split(",")]
-    servers = [Server(opts.rpm, opts.latency, burst) for burst in bursts]
+    servers = [Server(opts.rpm, opts.latency, burst, opts.stamp) for burst in bursts]
     rows: list[dict[str, Any]] = []
     cluster = client = None
     try:
@@ -205,7 +212,9 @@ async def main() -> None:
         for server in servers:
             server.close()
     print(f"n={opts.n} concurrency={opts.concurrency} rpm={opts.rpm:g} latency={opts.latency * 1000:g} ms: "
-          f"bound {bound:.0f} items/s; the server's window: how much of the rate it takes at once")
+          f"bound {bound:.0f} items/s; the server's window: how much of the rate it takes at once; a request's time: "
+          f"{'its arrival' if opts.stamp == 'arrival' else 'when the server read it'}; load average "
+          f"{os.getloadavg()[0]:.1f}")
     print(f"{'window':>7}  {'':28} {'share of bound':>14} {'items/s':>8} {'429s/1000':>10} {'failed':>7} "
           f"{'CPU µs/item':>12}" + (f" {'KiB/item':>9}" if opts.memory else ""))
     for r in rows:

@@ -2,10 +2,11 @@
 bench/map.py's "none" window: a bare asyncio client (raw sockets, no HTTP library, no agent, eight keep-alive
 connections) sends each request at its exact time, at a share of the rate, to the fake provider of
 tests/providers/ratelimited.py (in a process of its own) that takes one request per interval and refuses one that
-arrives early. What is refused is the machine's own timing noise (timers, the two processes' scheduling), which
-no limiter can pace away; `map.py` reads against it.
+arrives early, by its arrival (the kernel's receive time; `--stamp read`: when the provider's event loop read it,
+which adds the provider process's own wait for a core on this machine). What is refused is the machine's own timing
+noise (the client's timers and its wait for a core), which no limiter can pace away; `map.py` reads against it.
 
-    python bench/pacing_floor.py [--rpm 3000] [--n 400] [--shares 1,0.97,0.95,0.9,0.85]
+    python bench/pacing_floor.py [--rpm 3000] [--n 400] [--shares 1,0.97,0.95,0.9,0.85] [--stamp arrival|read]
 
 For each share of the rate: 429s per 1,000 requests, and how many of the gaps between arrivals the provider saw
 were under its interval.
@@ -66,8 +67,10 @@ async def main() -> None:
     parser.add_argument("--rpm", type=float, default=3000)
     parser.add_argument("--n", type=int, default=400)
     parser.add_argument("--shares", default="1,0.97,0.95,0.9,0.85")
+    parser.add_argument("--stamp", default="arrival", choices=("arrival", "read"),
+                        help="the provider's time of a request: its arrival, or when its loop read it")
     opts = parser.parse_args()
-    server = Server(opts.rpm, 0.04, 0.0)
+    server = Server(opts.rpm, 0.04, 0.0, opts.stamp)
     try:
         rows = [(share, *await paced(server, opts.rpm / 60.0, share, opts.n))
                 for share in (float(s) for s in opts.shares.split(","))]

@@ -36,6 +36,7 @@ import json
 import os
 import re
 import time
+from itertools import filterfalse
 from typing import Any
 
 from . import shapes as _shapes
@@ -184,15 +185,17 @@ def _encodings(value: str) -> list[str]:
     return out
 
 
-def _trie(words: list[str]) -> str:
-    """One regular expression matching any of `words` (all the same length), as a trie: fast to scan."""
+def _trie(words: Any) -> str:
+    """One regular expression matching any of `words`, as a trie: fast to scan. A word another starts with
+    ends its branch (finding the shorter is enough: no caller needs the longer)."""
     tree: dict = {}
     for word in words:
         node = tree
         for ch in word:
             node = node.setdefault(ch, {})
+        node[""] = {}
     def emit(node: dict) -> str:
-        if not node:
+        if "" in node:
             return ""
         parts = [re.escape(ch) + emit(child) for ch, child in sorted(node.items())]
         return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
@@ -275,7 +278,6 @@ def _skeleton(text: str) -> str:
     return _GAPS.sub("", text)
 
 
-
 def _spans(text: str, compiled: Any, shapes: bool = True) -> list[tuple[int, int, str]]:
     _, pattern, values, piece_pattern, pieces, runs, heads, gappy = compiled
     if not gappy and text.isascii() and _glance(text, compiled):
@@ -313,28 +315,37 @@ def _glance(text: str | bytes, compiled: Any) -> bool:
     a needle `shapes._may_hold_shape` would find in the text's lower case holds no gap and no comma (both
     checked when the needles are taken), so it lies in the text with its gaps left out, in one part. Not for a
     text a gap-holding value could be in whole (`_spans` looks at the text itself then): that and non-ASCII
-    text take the full looks."""
+    text take the full looks.
+
+    Numbers: with no digit in any needle or head (no secret known), digits are read as `0` (same `translate`):
+    a part new only in its numbers (a duration, a count, an id's counter) is clean from memory. Nothing is
+    missed: a needle or head found in the text is found, unchanged, with its digits so read (it holds none,
+    and its run keeps its characters). A head with a digit (a random key's pieces, its hex): numbers are read as
+    they are (read as 0s, such heads would be found in every number and id)."""
     state = _glanced
     if state[0] is not compiled or state[1] is not _shapes._NEEDLES:
         state = _glance_state(compiled)
-    _, _, clean, usable, needles, runs, heads = state
+    _, _, clean, usable, needles, runs, heads, digits = state
     if not usable:
         return False
-    data = text if type(text) is bytes else text.encode("ascii")
-    new = set(data.translate(None, _ASCII_GAPS).split(b",")).difference(clean)
+    data = (text if type(text) is bytes else text.encode("ascii")).translate(digits, _ASCII_GAPS)
+    new = set(filterfalse(clean.__contains__, data.split(b",")))
     if not new:
         return True
-    parts = b",".join(new).decode("ascii")
-    lower = parts.lower()
-    for needle in needles:
-        if needle in lower:
-            return False
-    if runs is not None and _may_hold_secret(parts, runs, heads):  # (its runs: the new parts' own, as a comma
-        return False  # is none of the secrets' characters)
+    joined = b",".join(new)
+    if needles.search(joined.lower()) is not None:  # (every needle at once: a `_trie`)
+        return False
+    if runs is not None and _may_hold_secret(joined.decode("ascii"), runs, heads):  # (its runs: the new parts'
+        return False  # own, as a comma is none of the secrets' characters)
+    _keep(clean, new)
+    return True
+
+
+def _keep(clean: set[Any], found: Any) -> None:
+    """Remember `found` clean (but for long ones: an encoded blob is looked through each time), within bounds."""
     if len(clean) > _CLEAN_RUNS_KEPT:
         clean.clear()
-    clean.update(part for part in new if len(part) <= _CLEAN_RUN_LENGTH)
-    return True
+    clean.update(item for item in found if len(item) <= _CLEAN_RUN_LENGTH)
 
 
 def _glance_state(compiled: Any) -> tuple[Any, ...]:
@@ -342,15 +353,18 @@ def _glance_state(compiled: Any) -> tuple[Any, ...]:
     global _glanced
     runs, heads = compiled[5], compiled[6] or frozenset()
     needles = tuple(_shapes._NEEDLES)
-    usable = (all(_GAPS.search(n) is None and "," not in n for n in needles)
+    usable = (all(_GAPS.search(n) is None and "," not in n and n.isascii() and n == n.lower() for n in needles)
               and (runs is None or runs.fullmatch("," * PIECE_LENGTH) is None))
-    _glanced = (compiled, _shapes._NEEDLES, set(), usable, needles, runs, heads)
+    pattern = re.compile(_trie(needles).encode("ascii") if usable else b"")
+    digits = None if any(ch.isdigit() for word in (*needles, *heads) for ch in word) else _ZEROS
+    _glanced = (compiled, _shapes._NEEDLES, set(), usable, pattern, runs, heads, digits)
     return _glanced
 
 
-_glanced: tuple[Any, ...] = (None, None, set(), False, (), None, frozenset())
-"""`_glance`'s state: `(compiled secrets, needles, parts found clean, whether it can look, needles, the secrets'
-runs, their heads)`."""
+_ZEROS = bytes.maketrans(b"123456789", b"000000000")  # every digit read as 0 (`_glance`)
+_glanced: tuple[Any, ...] = (None, None, set(), False, None, None, frozenset(), None)
+"""`_glance`'s state: `(compiled secrets, needles, parts found clean, whether it can look, the needles' `_trie`
+(bytes), the secrets' runs, their heads, the table reading digits as 0 (None: a needle or a head holds one))`."""
 
 
 def _may_hold_secret(text: str, runs: re.Pattern[str], heads: frozenset[str]) -> bool:
@@ -360,24 +374,19 @@ def _may_hold_secret(text: str, runs: re.Pattern[str], heads: frozenset[str]) ->
     of the text and of the text with its gaps left out (where a wrapped key's pieces are looked for). Each
     run is looked through once for the secrets known (`_clean_runs`): the store's lines repeat their words,
     and only a new run (an id, a number, a new result) costs its windows."""
-    found = runs.findall(text)
-    if not found:
+    if not (found := runs.findall(text)):
         return False
     checked = _clean_runs
     if checked[0] is not heads:  # the secrets changed: what was clean before is looked at again
         checked = (heads, set(), any(head.isdigit() for head in heads))
         globals()["_clean_runs"] = checked
     _, clean, digits = checked
-    new = set(found).difference(clean)
-    for run in new:
+    for run in (new := set(found).difference(clean)):
         if not digits and run.isdigit():  # a number (a time, a duration): no head is one
             continue
-        for i in range(len(run) - PIECE_LENGTH + 1):
-            if run[i : i + PIECE_LENGTH] in heads:
-                return True
-    if len(clean) > _CLEAN_RUNS_KEPT:
-        clean.clear()
-    clean.update(run for run in new if len(run) <= _CLEAN_RUN_LENGTH)
+        if not heads.isdisjoint([run[i : i + PIECE_LENGTH] for i in range(len(run) - PIECE_LENGTH + 1)]):
+            return True
+    _keep(clean, new)
     return False
 
 

@@ -222,10 +222,11 @@ class SessionWriter:
             raise
         try:
             data, chain = self._sealed(data)
-            view = memoryview(data)
-            while view:
-                written = os.write(self._fd, view)
-                view = view[written:]
+            written = os.write(self._fd, data)  # (a regular file takes it whole; the loop is for one that does not)
+            if written < len(data):
+                view = memoryview(data)[written:]
+                while view:
+                    view = view[os.write(self._fd, view):]
             self._chain, self._size = chain, size + len(data)
         finally:
             if not self._held:
@@ -285,7 +286,7 @@ class SessionWriter:
         """The lines redacted as one text, in one pass (secrets are also matched in their JSON-escaped
         spelling, see nbagent.safety.secrets; the replacement holds no character JSON would escape and no
         newline), but for the store's own identifying facts (`_add(own=True)`)."""
-        if any(type(line) is _Own for line in lines):
+        if _Own in map(type, lines):
             out: list[bytes] = []
             run: list[bytes] = []
             for line in lines:

@@ -48,41 +48,50 @@ class SessionRecorder:
         return self
 
     def __call__(self, event: Any) -> None:
-        kind = getattr(event, "kind", "")
+        handle = _HANDLERS.get(getattr(event, "kind", ""))
+        if handle is None:  # most events (a call started or finished, deltas) write nothing
+            return
         try:
-            if kind == "model_response":
-                # the calls the model asked for are on disk before they run: if the kernel dies during the
-                # batch, resuming answers them "interrupted"; the last batch's results go with them when
-                # they were still waiting for the loop to wait
-                message = getattr(event, "message", None)
-                if message is not None:
-                    self.flush(commit=False)
-                    self.writer.messages([message])
-                    self._early = message
-                    self.writer.commit()
-            elif kind == "turn_started":
-                # the last batch's results are whole now: written when the loop next waits, or with the
-                # response if it comes first (one callback waits for the loop's next wait at a time)
-                self.flush(commit=False)
-                if self._later is None:
-                    self._write_later()
-            elif kind == "run_started":
-                model = getattr(getattr(self.run, "model", None), "spec", None)
-                self.writer.run_started(getattr(self.run, "prompt", None), model=model,
-                                        mode=getattr(getattr(self.run, "agent", None), "mode", None))
-                self.flush()
-            elif kind == "compacted":
-                # Every message before it was written at the turn's start; the run's list is the new one now.
-                self.writer.compaction(event.compaction)
-                self._messages = len(self.run.messages)
-                self.writer.commit()
-            elif kind == "run_finished":
-                if self._later is not None:
-                    self._later.cancel()
-                    self._later = None
-                self.flush(end=True)
+            handle(self, event)
         except Exception as exc:  # a full disk must not stop the run; the error is kept
             self.error = exc
+
+    def _response(self, event: Any) -> None:
+        # the calls the model asked for are on disk before they run: if the kernel dies during the batch,
+        # resuming answers them "interrupted"; the last batch's results go with them when they were still
+        # waiting for the loop to wait
+        message = getattr(event, "message", None)
+        if message is not None:
+            self.flush(commit=False)
+            self.writer.messages((message,))
+            self._early = message
+            self.writer.commit()
+
+    def _turn(self, event: Any) -> None:
+        # the last batch's results are whole now: written when the loop next waits, or with the response if
+        # it comes first (one callback waits for the loop's next wait at a time)
+        self.flush(commit=False)
+        if self._later is None:
+            self._write_later()
+
+    def _started(self, event: Any) -> None:
+        run = self.run
+        model = getattr(getattr(run, "model", None), "spec", None)
+        self.writer.run_started(getattr(run, "prompt", None), model=model,
+                                mode=getattr(getattr(run, "agent", None), "mode", None))
+        self.flush()
+
+    def _compacted(self, event: Any) -> None:
+        # Every message before it was written at the turn's start; the run's list is the new one now.
+        self.writer.compaction(event.compaction)
+        self._messages = len(self.run.messages)
+        self.writer.commit()
+
+    def _finished(self, event: Any) -> None:
+        if self._later is not None:
+            self._later.cancel()
+            self._later = None
+        self.flush(end=True)
 
     def _write_later(self) -> None:
         try:
@@ -100,35 +109,44 @@ class SessionRecorder:
             self.error = exc
 
     def flush(self, *, end: bool = False, fsync: bool = True, commit: bool = True) -> None:
-        run = self.run
+        run, writer = self.run, self.writer
         messages = run.messages
-        new = messages[self._messages:]
-        if self._early is not None and new and _same_response(new[0], self._early):
-            new = new[1:]  # written when the model answered
-        if new:
-            self._early = None
-        self.writer.messages(new)
+        if len(messages) > self._messages:
+            new = messages[self._messages:]
+            if self._early is not None:
+                if _same_response(new[0], self._early):
+                    new = new[1:]  # written when the model answered
+                self._early = None
+            writer.messages(new)
         self._messages = len(messages)
         calls = run.calls
-        while self._calls < len(calls) and getattr(calls[self._calls], "status", "") not in ("pending", "running",
-                                                                                             "waiting"):
-            self.writer.call(calls[self._calls])
+        while self._calls < len(calls) and getattr(calls[self._calls], "status", "") not in _UNFINISHED:
+            writer.call(calls[self._calls])
             self._calls += 1
         requests = run.requests
-        for body in requests[self._requests:]:
-            self.writer.request(body)
-        self._requests = len(requests)
+        if len(requests) > self._requests:
+            for body in requests[self._requests:]:
+                writer.request(body)
+            self._requests = len(requests)
         if end:
             for rec in calls[self._calls:]:
-                self.writer.call(rec)
+                writer.call(rec)
             self._calls = len(calls)
-            self.writer.run_ended(run.status, usage=getattr(run, "usage", None), error=getattr(run, "error", None),
-                                  cost=getattr(run, "cost", None),
-                                  output=run.output if isinstance(getattr(run, "output", None), str) else None)
-            self.writer.close()
+            writer.run_ended(run.status, usage=getattr(run, "usage", None), error=getattr(run, "error", None),
+                             cost=getattr(run, "cost", None),
+                             output=run.output if isinstance(getattr(run, "output", None), str) else None)
+            writer.close()
             return
         if commit:
-            self.writer.commit(fsync=fsync)
+            writer.commit(fsync=fsync)
+
+
+_UNFINISHED = frozenset(("pending", "running", "waiting", "waiting_for_approval"))
+"""Statuses of a call still going: its record is written once it has ended."""
+_HANDLERS = {"model_response": SessionRecorder._response, "turn_started": SessionRecorder._turn,
+             "run_started": SessionRecorder._started, "compacted": SessionRecorder._compacted,
+             "run_finished": SessionRecorder._finished}
+"""What the recorder does for each kind of event it writes on (the others it lets by)."""
 
 
 def _same_response(a: Any, b: Any) -> bool:

@@ -20,14 +20,18 @@ provider sends (`headers=`):
     "none"          no limit headers; a 429 says only `retry-after` in whole seconds
 
 On an answer, `remaining` and the reset describe the per-minute budget (as the providers' headers do), not the
-shorter window that refuses: the headers do not warn of a burst that is too big. Accepted requests wait
+shorter window that refuses: the headers do not warn of a burst that is too big. A request's time is when its last
+bytes reached the machine (`stamp="arrival"`: the kernel's receive time of the socket's data, `SO_TIMESTAMPNS`,
+as a provider's edge stamps a request on arrival), or when the server's event loop got round to reading it
+(`stamp="read"`: later by however long this process waited for a core, which on a busy machine is milliseconds;
+a provider's rate limiter does not run on the client's cores). Accepted requests wait
 `latency` seconds, then are answered streamed (SSE) or as one JSON body, whichever the request asks. The
 answer is `answer(request)`: by default "echo: <the last user message>"; when the request offers a
 `submit_result` tool the answer is a call to it with `structured(text)`. A prompt containing FAIL is answered
 400 (an item that fails).
 
 Also a command, for the benchmarks (prints `port <n>` once listening):
-    python -m tests.providers.ratelimited --rpm 3000 --latency 0.04 --burst 0.25
+    python -m tests.providers.ratelimited --rpm 3000 --latency 0.04 --burst 0.25 [--stamp arrival|read]
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ import argparse
 import asyncio
 import json
 import math
+import socket
+import struct
 import time
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
@@ -48,6 +54,9 @@ __all__ = ["BURSTS", "HEADER_STYLES", "RateLimitedServer"]
 BURSTS = (1.0, 0.25, 0.0)
 """The windows the suite and the benchmark run against: a second's worth at once, a quarter second's, none."""
 HEADER_STYLES = ("openai", "anthropic", "retry-after-ms", "none")
+STAMPS = ("arrival", "read")
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+_CMSG = socket.CMSG_SPACE(16)
 
 
 class _Bucket:
@@ -58,6 +67,7 @@ class _Bucket:
         self.stamp = time.monotonic()
 
     def refill(self, now: float) -> None:
+        now = max(now, self.stamp)  # a request that arrived before one already counted: as if at the same time
         self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
         self.stamp = now
 
@@ -107,10 +117,15 @@ class RateLimitedServer(LocalServer):
     def __init__(self, *, requests_per_minute: float | None = None, tokens_per_minute: float | None = None,
                  latency: float = 0.0, burst_seconds: float = 1.0, headers: str = "openai",
                  answer: Callable[[dict], str] | None = None, structured: Callable[[str], dict] | None = None,
-                 model: str = "gpt-4o-mini") -> None:
+                 model: str = "gpt-4o-mini", stamp: str = "arrival") -> None:
         super().__init__()
         if headers not in HEADER_STYLES:
             raise ValueError(f"headers is one of {HEADER_STYLES}, not {headers!r}")
+        if stamp not in STAMPS:
+            raise ValueError(f"stamp is one of {STAMPS}, not {stamp!r}")
+        self.stamp = stamp
+        self._listener: socket.socket | None = None
+        self._accepting: asyncio.Task | None = None
         self.burst_seconds = burst_seconds
         self.header_style = headers
         # the windows that refuse, and the per-minute budgets the headers describe
@@ -135,11 +150,47 @@ class RateLimitedServer(LocalServer):
         self.refusals: list[dict[str, str]] = []
         """The headers of every 429 sent."""
         self.arrivals: list[float] = []
-        """When each request was read (`time.monotonic()`, the same clock in every process of the machine)."""
+        """Each request's time (see `stamp`), as `time.monotonic()` reads it (one clock for every process of the
+        machine), in the order they were handled."""
+        self.reordered = 0
+        """Requests handled after one that arrived later (the bucket counts them as arriving with it)."""
 
     def stats(self) -> dict[str, Any]:
         return {"requests": self.requests, "accepted": self.accepted, "limited": self.limited,
-                "max_in_flight": self.max_in_flight}
+                "max_in_flight": self.max_in_flight, "reordered": self.reordered}
+
+    async def start(self, port: int = 0) -> Any:
+        if self.stamp == "read":
+            return await super().start(port)
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # on the listener too: a connection's first bytes may arrive before it is accepted (the option is
+        # inherited, and the kernel stamps what arrives from then on)
+        listener.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+        listener.bind(("127.0.0.1", port))
+        listener.listen(self.backlog)
+        listener.setblocking(False)
+        self._listener, self.port = listener, listener.getsockname()[1]
+        self._accepting = asyncio.create_task(self._accept(listener))
+        return self
+
+    async def _accept(self, listener: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            conn, _ = await loop.sock_accept(listener)
+            conn.setblocking(False)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+            stamped = _StampedConnection(conn, loop)
+            asyncio.create_task(self._serve(stamped, stamped))  # type: ignore[arg-type]
+
+    async def close(self) -> None:
+        if self._accepting is not None:
+            self._accepting.cancel()
+            await asyncio.gather(self._accepting, return_exceptions=True)
+        if self._listener is not None:
+            self._listener.close()
+        await super().close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -168,16 +219,19 @@ class RateLimitedServer(LocalServer):
                 writer.close()
 
     async def _handle(self, writer: asyncio.StreamWriter, headers: dict[str, str], raw: bytes) -> None:
+        arrived = getattr(writer, "arrived", None)  # a `_StampedConnection`'s (stamp="arrival")
+        now = time.monotonic() if arrived is None else arrived
         self.requests += 1
+        if self.arrivals and now < self.arrivals[-1]:
+            self.reordered += 1
         if len(self.arrivals) < 100_000:
-            self.arrivals.append(time.monotonic())
+            self.arrivals.append(now)
         if self.keep_bodies:
             self.bodies.append(raw)
             self.headers_seen.append(headers)
         body = json.loads(raw or b"{}")
         text = self.answer(body)
         tokens = len(raw) // 4 + len(text) // 4 + 1
-        now = time.monotonic()
         waits = {"requests": 0.0, "tokens": 0.0}
         if self.requests_bucket is not None:
             waits["requests"] = self.requests_bucket.take(1, now)
@@ -284,6 +338,85 @@ class RateLimitedServer(LocalServer):
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
 
 
+class _StampedConnection:
+    """A connection's reader and writer in one, that knows when the bytes it returned reached the machine: the
+    kernel's receive time of the last data read (`SO_TIMESTAMPNS`), on `time.monotonic()`'s clock (`arrived`)."""
+
+    def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
+        self.sock, self.loop = sock, loop
+        self.buffer = bytearray()
+        self.arrived: float | None = None
+        self._out: list[bytes] = []
+        self._closed = False
+
+    async def _fill(self) -> None:
+        while True:
+            try:
+                data, ancillary, _, _ = self.sock.recvmsg(65536, _CMSG)
+                break
+            except (BlockingIOError, InterruptedError):
+                ready = self.loop.create_future()
+                self.loop.add_reader(self.sock.fileno(), _wake, ready)
+                try:
+                    await ready
+                finally:
+                    self.loop.remove_reader(self.sock.fileno())
+        if not data:
+            raise asyncio.IncompleteReadError(bytes(self.buffer), None)
+        self.buffer += data
+        self.arrived = _arrival(ancillary)
+
+    async def readuntil(self, separator: bytes) -> bytes:
+        while (at := self.buffer.find(separator)) < 0:
+            await self._fill()
+        out = bytes(self.buffer[: at + len(separator)])
+        del self.buffer[: at + len(separator)]
+        return out
+
+    async def readexactly(self, n: int) -> bytes:
+        while len(self.buffer) < n:
+            await self._fill()
+        out = bytes(self.buffer[:n])
+        del self.buffer[:n]
+        return out
+
+    def write(self, data: bytes) -> None:
+        self._out.append(data)
+
+    async def drain(self) -> None:
+        data, self._out = b"".join(self._out), []
+        if data:
+            await self.loop.sock_sendall(self.sock, data)
+
+    def is_closing(self) -> bool:
+        return self._closed
+
+    @property
+    def transport(self) -> _StampedConnection:
+        return self  # (as a stream writer's: `writer.transport.abort()` cuts the connection)
+
+    def abort(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._closed = True
+        self.sock.close()
+
+
+def _wake(ready: asyncio.Future) -> None:
+    if not ready.done():
+        ready.set_result(None)
+
+
+def _arrival(ancillary: list[tuple[int, int, bytes]]) -> float:
+    """The kernel's receive time in the ancillary data, on `time.monotonic()`'s clock (now, when there is none)."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(data) >= 16:
+            seconds, nanoseconds = struct.unpack("qq", data[:16])
+            return seconds + nanoseconds / 1e9 - (time.time() - time.monotonic())
+    return time.monotonic()
+
+
 async def _main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rpm", type=float, default=None)
@@ -292,9 +425,10 @@ async def _main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--burst", type=float, default=1.0, help="seconds' worth of requests allowed at once")
     parser.add_argument("--headers", default="openai", choices=HEADER_STYLES)
+    parser.add_argument("--stamp", default="arrival", choices=STAMPS)
     opts = parser.parse_args()
     server = RateLimitedServer(requests_per_minute=opts.rpm, tokens_per_minute=opts.tpm, latency=opts.latency,
-                               burst_seconds=opts.burst, headers=opts.headers)
+                               burst_seconds=opts.burst, headers=opts.headers, stamp=opts.stamp)
     server.keep_bodies = False
     await server.start(opts.port)
     print(f"port {server.port}", flush=True)
@@ -305,7 +439,7 @@ async def _main() -> None:
         if line is None:
             break
         if line.strip() == "reset":
-            server.requests = server.accepted = server.limited = server.max_in_flight = 0
+            server.requests = server.accepted = server.limited = server.max_in_flight = server.reordered = 0
             server.arrivals.clear()
         if line.strip() == "arrivals":
             print(json.dumps(server.arrivals), flush=True)

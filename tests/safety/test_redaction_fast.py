@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -218,3 +219,74 @@ def test_a_run_found_clean_is_looked_at_again_once_a_secret_it_holds_is_known(re
     assert _secrets.redact(text) == text  # its run is remembered clean, for the secrets known then
     _secrets.add_secret(later, "later_key")
     assert later not in _secrets.redact(text) and "[REDACTED:later_key" in _secrets.redact(text)
+
+
+@pytest.fixture
+def bare(registered_secrets, monkeypatch):
+    """No secret known (no credential variable, nothing registered): the glance reads numbers as 0s."""
+    for name, value in list(os.environ.items()):
+        if _secrets.SECRET_VARIABLE_PATTERN.search(name) or _secrets._parts(value):
+            monkeypatch.delenv(name)
+    monkeypatch.setattr(_secrets, "_registered", {})
+    monkeypatch.setattr(_secrets, "_cache", None)
+    compiled = _secrets._compiled()
+    assert compiled[5] is None
+    return compiled
+
+
+def test_with_no_secret_known_a_part_that_differs_only_in_its_numbers_is_clean_from_memory(bare):
+    line = '{"kind":"call","id":"call_71d7eaa8001101","arguments":{"a":1,"b":2},"duration":0.00018}'
+    assert _secrets.nothing_to_redact(line.encode())
+    clean = _secrets._glanced[2]
+    remembered = set(clean)
+    assert _secrets._glanced[7] is not None  # numbers are read as 0s
+    for other in ("call_71d7eaa8001102", "call_50d3eaa9007734"):
+        changed = line.replace("call_71d7eaa8001101", other).replace("0.00018", "0.93714").replace('"a":1', '"a":7')
+        assert _secrets.nothing_to_redact(changed.encode())
+    assert clean == remembered  # nothing new was looked at: every part was known clean, numbers read as 0s
+    assert _secrets.nothing_to_redact(line.replace('"a":1', '"a":785').encode())  # (other lengths: looked at)
+    assert clean != remembered
+
+
+def test_with_no_secret_known_a_needle_beside_numbers_is_still_found(bare):
+    line = '{"kind":"message","text":"run 12 of 40"}'
+    assert _secrets.nothing_to_redact(line.encode())
+    for text in ("run 12 of sk-40", "run 12 of 40 ghp_1234567890", "token 12 of 40", "run 12://40"):
+        assert not _secrets.nothing_to_redact(line.replace("run 12 of 40", text).encode()), text
+
+
+def test_a_secret_whose_pieces_hold_digits_turns_the_reading_of_numbers_off(bare, monkeypatch):
+    line = '{"kind":"message","text":"order 1234567890 and 7654321"}'
+    assert _secrets.nothing_to_redact(line.encode())
+    _secrets.add_secret("8675309142", "numeric")  # a secret of digits: its head `867530` is a number
+    assert _secrets._glance_state(_secrets._compiled())[7] is None
+    secret_line = line.replace("1234567890", "8675309142")  # the part seen clean when digits were 0s
+    assert not _secrets.nothing_to_redact(secret_line.encode())
+    assert "[REDACTED:numeric]" in _secrets.redact(secret_line)
+
+
+def test_control_numbers_read_as_0s_with_a_secret_of_digits_would_let_it_through(bare, monkeypatch):
+    line = '{"kind":"message","text":"order 1234567890 and 7654321"}'
+    assert _secrets.nothing_to_redact(line.encode())
+    _secrets.add_secret("8675309142", "numeric")
+    state = _secrets._glance_state(_secrets._compiled())
+    monkeypatch.setattr(_secrets, "_glanced", (*state[:2], {b"{kind:message", b"text:order0000000000and0000000}"},
+                                               *state[3:7], bytes.maketrans(b"123456789", b"000000000")))
+    monkeypatch.setattr(_secrets, "_glance_state", lambda compiled: _secrets._glanced)
+    assert _secrets.nothing_to_redact(line.replace("1234567890", "8675309142").encode())  # wrongly clean
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(noise=st.lists(st.text(ALPHABET + ",[]", max_size=25), min_size=1, max_size=5),
+       picks=st.lists(st.integers(0, 10_000), max_size=4), numbers=st.lists(st.integers(0, 10**12), max_size=4))
+def test_with_no_secret_known_the_glance_calls_clean_only_what_redaction_leaves_alone(noise, picks, numbers, bare):
+    """As `test_the_glance_calls_clean_only_what_redaction_leaves_alone`, numbers read as 0s: every batch once as it
+    is and once with other numbers (what the glance may then answer from memory)."""
+    pool = corpus()
+    lines = [json.dumps({"kind": "message", "text": n, "n": numbers, "more": [pool[p % len(pool)] for p in picks[:i]]})
+             for i, n in enumerate(noise)]
+    mixed = "".join(n + (pool[picks[i] % len(pool)] if i < len(picks) else "") for i, n in enumerate(noise))
+    for text in ("\n".join(lines), mixed, ",".join(noise)):
+        for variant in (text, text.translate(str.maketrans("0123456789", "9876543210"))):
+            if variant.isascii() and _secrets.nothing_to_redact(variant.encode()):
+                assert _redacted_slowly(variant) == variant

@@ -403,3 +403,19 @@ def test_the_listing_counts_a_call_that_was_in_flight_as_resuming_does(tmp_path:
     stored = load_session(tmp_path, w.id)
     assert stored.interrupted == ["call_1"]
     assert list_sessions(tmp_path)[0].calls == 1 == stored.info.calls
+
+
+def test_a_call_waiting_for_approval_while_the_loop_waits_is_recorded_once_it_has_ended(tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    async def approver(request):
+        await asyncio.sleep(0.01)  # the person takes their time: the loop waits, and writes meanwhile
+        seen.append(_session_text(tmp_path, agent))
+        return True
+
+    agent = Agent(model=ScriptedModel(_answers("three")), tools=[add], workspace=tmp_path, session=True,
+                  approver=approver)
+    agent.run_sync("add 1 and 2")
+    assert '"tool_calls"' in seen[0] and '"kind":"call"' not in seen[0]  # asked for, not ended yet
+    calls = [json.loads(line) for line in _session_text(tmp_path, agent).splitlines() if '"kind":"call"' in line]
+    assert [c["status"] for c in calls] == ["ok"] and calls[0]["decision"]["source"] == "user"
