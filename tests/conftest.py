@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import os
 
 import pytest
 
@@ -47,6 +48,29 @@ SERVERS = ("tests/batch/test_dask.py", "tests/providers/test_llamacpp.py", "test
            "tests/mcp/test_servers.py", "tests/mcp/test_notebook.py")
 """Modules whose tests start real outside programs (a Dask cluster, MCP servers from PyPI and npm, llama.cpp):
 marked `servers`, which the fast lane (`./dev test --fast`) leaves out with `kernel` and `browser`."""
+
+
+FAST_LANE_SKIPS = ("tests/jupyter/browser", *SERVERS)
+"""What the fast lane (`NBAGENT_TEST_LANE=fast`) does not collect at all, to spare each of its workers the
+imports (about 1.5 s of CPU a worker, measured): a folder and modules whose every test carries a marker the
+lane leaves out (`browser`; `servers`, by path above). tests/test_dev.py checks that in every run that
+collects the whole suite outside the fast lane (the full lane, and the check run alone)."""
+
+
+def in_fast_lane_skips(nodeid: str) -> bool:
+    module = nodeid.split("::")[0]
+    return any(module == skip or module.startswith(skip + "/") for skip in FAST_LANE_SKIPS)
+
+
+def pytest_ignore_collect(collection_path, config):
+    if os.environ.get("NBAGENT_TEST_LANE") == "fast":
+        try:
+            relative = collection_path.relative_to(config.rootpath).as_posix()
+        except ValueError:
+            return None
+        if relative in FAST_LANE_SKIPS:
+            return True
+    return None
 
 
 COLLECTED = pytest.StashKey[list]()
