@@ -4,18 +4,18 @@
 a newer format with a clear message, and gives calls that were in flight when the writer died a
 synthesised "interrupted" result (`repair_transcript`), so the transcript is valid before the next request.
 
-Reads: files in the workspace, which the model, a cloned repository or anyone who can write the workspace
-could have forged or changed. What could happen: a forged conversation resumed or replayed (calls nobody
-saw, answers nobody gave), an id or a side-file name that builds a path outside the store. What stops it:
-every line is signed (`nbagent.safety.signing`: HMAC-SHA256, chained, with a key kept outside the workspace),
-and `load_session` refuses a file whose lines do not verify, naming the file and the line; side files are
-named by a digest inside their signed line; ids are checked (`_folder.check_id`) before they build a
-path, a header must name its own file, and every path read stays inside the sessions folder. A listing
-(`list_sessions`, and so every "latest conversation") holds only files that verify, and names the others
-(`Sessions.skipped`). A file with
-no signatures (written before they existed, or stripped) is refused unless explicitly allowed
-(`unsigned=True`, or `NBAGENT_UNSIGNED_SESSIONS=allow`), and is then marked `signed=False`. A replay approves nothing by itself
-either way: every call goes through the permission pipeline.
+Reads: files in the workspace, which the model, a cloned repository or anyone who can write the workspace could
+have forged or changed. What could happen: a forged conversation resumed or replayed (calls nobody saw, answers
+nobody gave), an id or a side-file name that builds a path outside the store. What stops it: every line is signed
+(`nbagent.safety.signing`: HMAC-SHA256, chained, with a key kept outside the workspace), and `load_session`
+refuses a file whose lines do not verify, naming the file and the line, or that ends before the line its writer
+last closed it at (`_ends`: lines removed from its end); side files are named by a digest inside their signed
+line; ids are checked (`_folder.check_id`) before they build a path, a header must name its own file, and every
+path read stays inside the sessions folder. A listing (`list_sessions`, and so every "latest conversation") holds
+only files that verify, and names the others (`Sessions.skipped`). A file with no signatures (written before they
+existed, or stripped) is refused unless explicitly allowed (`unsigned=True`, or `NBAGENT_UNSIGNED_SESSIONS=allow`),
+and is then marked `signed=False`. A replay approves nothing by itself either way: every call goes through the
+permission pipeline.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from ..reprs import shortened
 from ..safety.signing import START, key_id, signer, unseal
 from ..safety.trust import config_dir, session_key
 from ..transcript import message_from_neutral
+from . import _ends
 from ._folder import FORMAT, ID, SessionError, check_id, sessions_dir
 
 __all__ = ["INTERRUPTED", "UNSIGNED_VARIABLE", "SessionInfo", "Sessions", "Skipped", "StoredSession", "delete_session",
@@ -84,7 +85,6 @@ class SessionInfo:
         nb = _printable(Path(self.notebook).name) if self.notebook else "-"  # a stored name may carry escapes
         prompt = shortened(self.last_prompt, 50)
         from ..safety.sanitize import terminal_safe  # the file is stored state: anyone who can write it chose these
-
         return terminal_safe(f"{self.id}  {nb}  {when}  {self.runs} run{'s' if self.runs != 1 else ''}, {self.turns} "
                              f"turn{'s' if self.turns != 1 else ''}, {self.calls} call{'s' if self.calls != 1 else ''}"
                              f"  {prompt!r}")
@@ -133,6 +133,7 @@ def _read_lines(path: Path, *, verify: bool = False,
     key: Any = None
     chain = START
     signed = False
+    reached = (end := _ends.expected(path) if verify else None) is None  # the line a writer last closed it at
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -164,8 +165,12 @@ def _read_lines(path: Path, *, verify: bool = False,
                         "than nbagent (a line edited, added, moved, taken from another file, or one before it "
                         "removed), so it is not resumed or replayed")
                 chain = opened[1]
+                reached = reached or chain == end
         fact.pop("mac", None)
         facts.append(fact)
+    if signed and not reached:
+        raise SessionError(f"{path} ends before the last line nbagent wrote to it when it last closed it (recorded "
+                           "outside the workspace): lines were removed from its end, so it is not resumed or replayed")
     return facts, problems, signed
 
 
@@ -489,6 +494,7 @@ def delete_session(workspace: str | os.PathLike[str], session_id: str) -> Path:
     path = sessions_dir(workspace) / f"{check_id(session_id)}.jsonl"
     if not path.exists():
         raise SessionError(f"no session {session_id!r} in {path.parent}")
+    _ends.forget(path)
     path.unlink()
     shutil.rmtree(path.parent / f"{session_id}.d", ignore_errors=True)
     return path

@@ -7,7 +7,8 @@ writing into one workspace never interleave lines of one file. Each line is JSON
 (`nbagent.safety.secrets.redact`, once over the batch's text: every line but the store's own identifying
 facts, the header and the notebook it belongs to, which name paths the store looks conversations up by; a
 batch that `nothing_to_redact` tells at a glance redaction would leave as it is goes as it is, unchanged
-either way), then signed (`nbagent.safety.signing`: HMAC-SHA256, chained, with a key kept outside the workspace); a tool
+either way), then signed (`nbagent.safety.signing`: HMAC-SHA256, chained, with a key kept outside the workspace; `close()`
+records where the file ends, outside the workspace too: `_ends`); a tool
 result's text longer than `SIDE_FILE_CHARS` is stored cut, with the whole text in a side file named in its
 line with its digest.
 
@@ -39,6 +40,7 @@ from ..safety.secrets import nothing_to_redact, redact, redact_value
 from ..safety.signing import START, has_mac, key_id, seal, signer
 from ..safety.trust import config_dir, session_key
 from ..transcript import neutral_message
+from ._ends import mark
 from ._folder import FORMAT, SessionError, check_id, new_session_id, sessions_dir
 from ._syncer import SYNCER
 
@@ -344,6 +346,8 @@ class SessionWriter:
         if self._sync_error is not None:
             error, self._sync_error = self._sync_error, None
             raise error
+        if self._key is not None and self._chain != START:  # where the file ends, kept outside the workspace
+            mark(self.path, self._chain)
 
     def __del__(self) -> None:
         if getattr(self, "_fd", -1) >= 0:

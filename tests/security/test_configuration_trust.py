@@ -403,11 +403,13 @@ def test_the_mac_is_what_refuses_it(ws, monkeypatch):
     sid = _recorded(ws, sh("touch a-marker"))
     _write_lines(ws, sid, [_forge_call(line) for line in _lines(ws, sid)])
     monkeypatch.setattr(store._reader, "unseal", lambda key, chain, line: (line, START))  # the defence off
+    monkeypatch.setattr(store._reader._ends, "expected", lambda path: None)  # (and its end's, which the chain reaches)
     forged = load_session(ws, sid)
     assert "touch forged-marker" in repr(forged.messages)  # the attack gets through
 
 
-@pytest.mark.parametrize("how", ["reordered", "middle_removed", "from_another_file", "header_replaced", "mac_stripped"])
+@pytest.mark.parametrize("how", ["reordered", "middle_removed", "from_another_file", "header_replaced", "mac_stripped",
+                                 "end_removed"])
 def test_lines_moved_removed_or_borrowed_are_refused(ws, how):
     sid = _recorded(ws, sh("touch a-marker"))
     other = _recorded(ws, sh("touch b-marker"))
@@ -420,6 +422,8 @@ def test_lines_moved_removed_or_borrowed_are_refused(ws, how):
         lines[3] = theirs[3]
     elif how == "header_replaced":
         lines[0] = theirs[0].replace(other, sid)
+    elif how == "end_removed":  # every line left verifies: the end recorded outside the workspace is missing
+        del lines[-2:]
     else:
         lines[2] = lines[2][: lines[2].rindex(',"mac"')] + "}"
     _write_lines(ws, sid, lines)

@@ -12,6 +12,7 @@ import pytest
 
 from nbagent import AssistantMessage, ToolCall, UserMessage
 from nbagent.messages import TextBlock, ToolResultMessage
+from nbagent.sessions import _ends
 from nbagent.sessions import (
     FORMAT, INTERRUPTED, SIDE_FILE_CHARS, SessionError, SessionWriter, delete_session, list_sessions, load_session,
     repair_transcript,
@@ -294,6 +295,7 @@ def test_a_kernel_killed_mid_batch_resumes_with_the_call_interrupted(tmp_path: P
     # cut the file just after the assistant message that made the call: its result never reached the disk
     cut = next(i for i, line in enumerate(lines) if '"tool_calls"' in line)
     path.write_text("".join(lines[: cut + 1]))
+    _ends.forget(path)  # a killed kernel never closed the file: no end was recorded for this run
     resumed = Agent(model=ScriptedModel(["fine"]), tools=[add], workspace=tmp_path).resume(agent.session_id)
     assert check_transcript(resumed.conversation) == []
     assert resumed.conversation[-1].content[0].text == INTERRUPTED
