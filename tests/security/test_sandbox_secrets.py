@@ -13,7 +13,6 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -144,23 +143,21 @@ def test_defence_off_root_reads_it_under_landlock(misclassified, ws, kernel_like
 # -- "network off" is every protocol ----------------------------------------------------------------------
 
 def _udp_listener():
+    """A port to send to, and what reached it, read once the command has ended (a datagram sent on this machine is
+    queued by then: nothing to wait for)."""
     server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     server.bind(("127.0.0.1", 0))
-    server.settimeout(3)
-    got: list[bytes] = []
-    done = threading.Event()
 
-    def serve():
+    def received() -> list[bytes]:
+        server.settimeout(0.2)
         try:
-            got.append(server.recvfrom(100)[0])
+            return [server.recvfrom(100)[0]]
         except OSError:
-            pass
+            return []
         finally:
             server.close()
-            done.set()
 
-    threading.Thread(target=serve, daemon=True).start()
-    return server.getsockname()[1], got, done
+    return server.getsockname()[1], received
 
 
 SEND_UDP = "python3 -c \"import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'leak', ('127.0.0.1', {port}))\""
@@ -168,10 +165,9 @@ SEND_UDP = "python3 -c \"import socket; socket.socket(socket.AF_INET, socket.SOC
 
 @pytest.mark.parametrize("policy", ["read-only", "workspace-write"])
 def test_udp_does_not_leave_the_sandbox(ws, policy):
-    port, got, done = _udp_listener()
+    port, received = _udp_listener()
     run = run_agent(ws, [sh(SEND_UDP.format(port=port))], mode="bypassPermissions", sandbox=policy)
-    done.wait(4)
-    assert got == [], run.calls[0].result
+    assert received() == [], run.calls[0].result
 
 
 def test_other_families_are_refused_too(ws, backend):
@@ -189,21 +185,19 @@ def test_other_families_are_refused_too(ws, backend):
 def test_control_udp_when_the_policy_allows_the_network(ws):
     from nbagent.safety.sandbox import SandboxPolicy
 
-    port, got, done = _udp_listener()
+    port, received = _udp_listener()
     run_agent(ws, [sh(SEND_UDP.format(port=port))], mode="bypassPermissions",
               sandbox=SandboxPolicy("workspace-write", network=True))
-    done.wait(4)
-    assert got == [b"leak"]
+    assert received() == [b"leak"]
 
 
 def test_defence_off_udp_gets_out_under_landlock(ws, backend, monkeypatch):
     if backend.name != "landlock":
         pytest.skip("bubblewrap's network namespace is the defence there")
     monkeypatch.setattr(sandbox_linux.NetworkFilter, "install", lambda self: True)
-    port, got, done = _udp_listener()
+    port, received = _udp_listener()
     run_agent(ws, [sh(SEND_UDP.format(port=port))], mode="bypassPermissions")
-    done.wait(4)
-    assert got == [b"leak"]
+    assert received() == [b"leak"]
 
 
 # -- protected paths are protected whole ------------------------------------------------------------------
