@@ -102,7 +102,7 @@ def test_a_stale_digest_does_not_approve_the_call_asked_now(kernel):
     stale = page.ask("decide", run=run_id, call=now, digest=first["digest"], choice="approve")
     assert stale["ok"] is False and "differs" in stale["error"], stale
     assert kernel.value("waiting(rr)") == [now] and not (kernel.work / "second.txt").exists()
-    fresh = question(kernel, run_id)  # control: the question drawn now decides it
+    fresh = question(kernel, run_id, call=now)  # control: the question drawn now decides it
     assert fresh["call"] == now and fresh["digest"] != first["digest"]
     assert page.ask("decide", choice="approve", **fresh)["result"]["taken"]
     kernel.wait_for("rr.done")

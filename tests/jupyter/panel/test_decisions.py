@@ -67,17 +67,21 @@ def drawn(k: KernelSession) -> str:
     return "\n".join(out)
 
 
-def question(k: KernelSession, run_id: str, timeout: float = 30) -> dict[str, str]:
-    """The run, call and digest the view's latest question names (what the page reads from it)."""
+def question(k: KernelSession, run_id: str, timeout: float = 30, call: str | None = None) -> dict[str, str]:
+    """The run, call and digest the view's latest question names (what the page reads from it). With `call`, wait
+    until the latest question names that call: the kernel's state can be read before the view's redraw reaches the
+    page over iopub."""
     deadline = time.monotonic() + timeout
     while True:
         found = re.findall(r'<div class="nba-ask-q" data-nba-run="([^"]*)" data-nba-call="([^"]*)" '
                            r'data-nba-digest="([^"]*)">', drawn(k))
-        mine = [f for f in found if html.unescape(f[0]) == run_id]
-        if mine:
-            return dict(zip(("run", "call", "digest"), (html.unescape(v) for v in mine[-1])))
+        mine = [dict(zip(("run", "call", "digest"), (html.unescape(v) for v in f)))
+                for f in found if html.unescape(f[0]) == run_id]
+        if mine and (call is None or mine[-1]["call"] == call):
+            return mine[-1]
         if time.monotonic() > deadline:
-            raise AssertionError(f"no question of run {run_id} was drawn")
+            raise AssertionError(f"no question of run {run_id} was drawn" + (f" for call {call}" if call else "")
+                                 + (f" (the latest names {mine[-1]['call']})" if mine else ""))
         time.sleep(0.1)
 
 
@@ -148,7 +152,7 @@ def test_one_decision_whichever_path_is_first(kernel):
     assert late["ok"] and late["result"]["taken"] is False, late
     assert kernel.value("run.calls[0].decision.allow") is True
     # the page first, then the button: the click finds nothing waiting
-    second = question(kernel, run_id)
+    second = question(kernel, run_id, call=kernel.value("waiting(run)")[0])
     assert second["call"] != first["call"]
     assert page.ask("decide", choice="always", **second)["result"] == {"taken": True}
     kernel.click(button(kernel, "nba-deny"))
