@@ -34,7 +34,8 @@ FACES = ("nbagent", "nbagent.toolbox", "nbagent.jupyter", "nbagent.mcp", "nbagen
          "nbagent.batch", "nbagent.agent")
 """The modules whose `__all__` is public API: the package and each wing's face."""
 
-pytestmark = pytest.mark.timeout(600)  # one build of the whole site, shared by the tests of this module
+pytestmark = [pytest.mark.timeout(600),  # one build of the whole site, shared by the tests of this module:
+              pytest.mark.xdist_group("site")]  # (with workers, `--dist loadgroup` gives them all to one)
 
 
 def _env(**extra: str) -> dict[str, str]:

@@ -40,6 +40,9 @@ from itertools import filterfalse
 from typing import Any
 
 from . import shapes as _shapes
+from ._forms import encodings as _encodings
+from ._forms import looks_random as _looks_random
+from ._forms import trie as _trie
 from .shapes import TOKEN_PATTERNS, credential_parts, shape_spans
 
 __all__ = ["MIN_PIECE_SECRET_LENGTH", "MIN_SECRET_LENGTH", "PIECE_LENGTH", "SECRET_VARIABLE_PATTERN", "TOKEN_PATTERNS",
@@ -66,6 +69,13 @@ _seen_at = -1.0
 _seen_registered = 0
 _RECHECK = 0.05
 """Seconds during which the environment is not looked at again (a key set just now is covered after)."""
+_REMEMBERED, _MEMO_CHARS = 2048, 8_000_000
+"""Strings this long that `redact_value` looked at are remembered (up to this many characters, the oldest let go
+first), with what redacting them gave, until the secrets change: a request body holds the whole conversation
+again each turn."""
+_memo: dict[tuple[bool, str], str | None] = {}
+_memo_for: Any = None
+_memo_chars = 0
 _registered: dict[str, str] = {}
 
 
@@ -112,7 +122,7 @@ def _compiled(fresh: bool = True) -> Any:
                 values.setdefault(candidate, name)
                 # as it appears inside JSON text, where quotes, backslashes and controls are escaped
                 values.setdefault(json.dumps(candidate, ensure_ascii=False)[1:-1], name)
-                for form in _encodings(candidate):
+                for form in _encodings(candidate, MIN_SECRET_LENGTH):
                     values.setdefault(form, name)
             if len(candidate) >= MIN_PIECE_SECRET_LENGTH:  # pieces are looked for with gaps left out
                 for form in (_GAPS.sub("", candidate), _GAPS.sub("", candidate[::-1])):
@@ -161,45 +171,6 @@ def _parts(value: str) -> tuple[str, ...]:
             _parts_cache.clear()
         found = _parts_cache[value] = tuple(credential_parts(value))
     return found
-
-
-def _looks_random(piece: str) -> bool:
-    """A piece worth matching: it mixes at least two of lower case, upper case and digits (a piece of a
-    random key nearly always does; `mistra`, `-small`, `sk-pro` of a readable test key or prefix do not)."""
-    return sum((any(c.islower() for c in piece), any(c.isupper() for c in piece), any(c.isdigit() for c in piece))) >= 2
-
-
-def _encodings(value: str) -> list[str]:
-    """The secret in base64 (at each of the three alignments it can start at, the characters that depend
-    on it alone) and in hex."""
-    import base64
-    import binascii
-
-    raw = value.encode()
-    out = [binascii.hexlify(raw).decode(), binascii.hexlify(raw).decode().upper()]
-    for skip in range(3):  # the first group of three bytes may hold something else too: start after it
-        rest = raw[skip:]
-        body = base64.b64encode(rest).decode()[: len(rest) // 3 * 4]
-        if len(body) >= MIN_SECRET_LENGTH:
-            out += [body, body.replace("+", "-").replace("/", "_")]  # standard and URL-safe alphabets
-    return out
-
-
-def _trie(words: Any) -> str:
-    """One regular expression matching any of `words`, as a trie: fast to scan. A word another starts with
-    ends its branch (finding the shorter is enough: no caller needs the longer)."""
-    tree: dict = {}
-    for word in words:
-        node = tree
-        for ch in word:
-            node = node.setdefault(ch, {})
-        node[""] = {}
-    def emit(node: dict) -> str:
-        if "" in node:
-            return ""
-        parts = [re.escape(ch) + emit(child) for ch, child in sorted(node.items())]
-        return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
-    return emit(tree)
 
 
 def redact(text: str, *, fresh: bool = True, spare: tuple[str, ...] = ()) -> str:
@@ -463,7 +434,29 @@ def redact_value(value: Any, *, shapes: bool = True) -> Any:
 
 def _redact_value(value: Any, compiled: Any, shapes: bool = True) -> Any:
     if isinstance(value, str):
-        return _redact(value, compiled, (), shapes) if len(value) >= PIECE_LENGTH else value
+        if len(value) < _REMEMBERED:
+            return _redact(value, compiled, (), shapes) if len(value) >= PIECE_LENGTH else value
+        global _memo_for, _memo_chars
+        if _memo_for is not compiled:  # the secrets changed: what was seen must be looked at again
+            _memo.clear()
+            _memo_for, _memo_chars = compiled, 0
+        key = (shapes, value)
+        if key in _memo:
+            done = _memo[key]
+            return value if done is None else done  # None: it was clean
+        done = _redact(value, compiled, (), shapes)
+        _memo[key] = None if done is value else done
+        _memo_chars += len(value)
+        if _memo_chars > _MEMO_CHARS:  # the oldest let go (another thread's turn between two steps: all of it)
+            try:
+                while _memo_chars > _MEMO_CHARS:
+                    oldest = next(iter(_memo))
+                    del _memo[oldest]
+                    _memo_chars -= len(oldest[1])
+            except (RuntimeError, KeyError, StopIteration):
+                _memo.clear()
+                _memo_chars = 0
+        return done
     if isinstance(value, dict):
         changed = False
         out = {}

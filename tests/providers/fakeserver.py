@@ -37,7 +37,9 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     content_type: str = "text/event-stream"
     chunk_size: int | None = None
-    """Send the body in HTTP chunks of this many bytes (default: one chunk per SSE event)."""
+    """Send the body in HTTP chunks of this many bytes (default: one chunk per SSE event). They go without a pause
+    between them, and may share a TCP segment: the client's HTTP parser still gives each chunk on its own (one
+    byte at a time, for `chunk_size=1`, measured), without a read of the socket per byte."""
     delay: float = 0.0
     """Seconds to wait between chunks."""
     drop_after: int | None = None
@@ -209,8 +211,6 @@ class FakeServer(LocalServer):
             await writer.drain()
             if reply.delay:
                 await asyncio.sleep(reply.delay)
-            elif reply.chunk_size:
-                await asyncio.sleep(0)
         if reply.drop_after is not None:
             writer.transport.abort()
             return False

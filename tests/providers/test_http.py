@@ -252,10 +252,14 @@ async def test_stream_events_and_request_recorded(fake_server: FakeServer) -> No
     await client.aclose()
 
 
-async def test_one_byte_chunks(fake_server: FakeServer) -> None:
+async def test_one_byte_chunks(fake_server: FakeServer, monkeypatch) -> None:
     body = 'data: {"t": "h\u00e9llo \U0001F600 \u4e16\u754c"}\r\n\r\ndata: [DONE]\r\n\r\n'.encode()
     fake_server.add(Reply.sse(body, chunk_size=1))
+    fed: list[bytes] = []
+    feed = SSEDecoder.feed
+    monkeypatch.setattr(SSEDecoder, "feed", lambda self, data: fed.append(data) or feed(self, data))
     events = await collect(http(fake_server))
+    assert fed == [body[i:i + 1] for i in range(len(body))]  # the decoder is given one byte at a time
     assert [e.data for e in events] == ['{"t": "h\u00e9llo \U0001F600 \u4e16\u754c"}', "[DONE]"]
 
 

@@ -290,3 +290,47 @@ def test_with_no_secret_known_the_glance_calls_clean_only_what_redaction_leaves_
         for variant in (text, text.translate(str.maketrans("0123456789", "9876543210"))):
             if variant.isascii() and _secrets.nothing_to_redact(variant.encode()):
                 assert _redacted_slowly(variant) == variant
+
+
+def _long_text(tag: str) -> str:
+    return " ".join(f"row{i} {tag} value{i * 7919 % 1000}" for i in range(300))  # about 6,000 characters
+
+
+def test_a_long_string_sent_again_is_not_looked_at_again_and_comes_back_as_itself(registered_secrets, monkeypatch):
+    looked: list[int] = []
+    slow = _secrets._redact
+    monkeypatch.setattr(_secrets, "_redact", lambda text, *a: looked.append(len(text)) or slow(text, *a))
+    body = {"messages": [{"role": "tool", "content": _long_text("alpha")}, {"role": "user", "content": "short"}]}
+    assert _secrets.redact_value(body, shapes=False) is body
+    assert [n for n in looked if n >= _secrets._REMEMBERED] == [len(body["messages"][0]["content"])]
+    looked.clear()
+    again = {"messages": [{"role": "tool", "content": "".join(_long_text("alpha"))}, {"role": "user", "content": "short"}]}
+    assert again["messages"][0]["content"] is not body["messages"][0]["content"]  # equal, another object
+    assert _secrets.redact_value(again, shapes=False) is again  # nothing changed: the same object back
+    assert [n for n in looked if n >= _secrets._REMEMBERED] == []
+
+
+def test_a_long_string_remembered_clean_is_looked_at_again_once_a_secret_in_it_is_known(registered_secrets):
+    later = "Wq3Rt5Yu7Io9Pa1SdLong"
+    text = _long_text(later)
+    for shapes in (True, False):
+        assert _secrets.redact_value([text], shapes=shapes)[0] is text
+    _secrets.add_secret(later, "later_key")
+    for shapes in (True, False):
+        out = _secrets.redact_value([text], shapes=shapes)[0]
+        assert later not in out and "[REDACTED:later_key" in out
+        assert _secrets.redact_value([text], shapes=shapes)[0] == out  # remembered redacted: the same answer
+        if shapes:
+            assert out == _secrets.redact(text)
+
+
+def test_what_is_remembered_is_bounded_and_the_answers_stay_right(registered_secrets, monkeypatch):
+    monkeypatch.setattr(_secrets, "_MEMO_CHARS", 20_000)
+    secret = "Hk4Lm8Np2Qr6St0Vw3"
+    _secrets.add_secret(secret, "bounded_key")
+    texts = [_long_text(f"t{i}" + (secret if i % 3 == 0 else "")) for i in range(12)]
+    for _ in range(2):
+        for i, text in enumerate(texts):
+            out = _secrets.redact_value(text)
+            assert (secret not in out and "[REDACTED:bounded_key" in out) if i % 3 == 0 else out is text
+            assert _secrets._memo_chars <= 20_000 and _secrets._memo_chars == sum(len(k[1]) for k in _secrets._memo)

@@ -271,14 +271,17 @@ def test_read_deny_hides_files_in_folders_the_scan_skips(ws):
     assert "rt3-deny-hidden" not in text, "a .env in a folder the hiding scan skips was readable"
 
 
-def test_read_deny_fails_closed_past_the_scan_limit(ws):
+def test_read_deny_fails_closed_past_the_scan_limit(ws, monkeypatch):
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
-    from nbagent.safety.sandbox import HIDDEN_SCAN_LIMIT
+    from nbagent.safety import sandbox
 
+    # the limit lowered (it is read when a command is prepared): the same folder past it, 2,100 files to make
+    # and remove instead of 50,100 (about 8 s of each lane's time, and as long again removing them)
+    monkeypatch.setattr(sandbox, "HIDDEN_SCAN_LIMIT", 2_000)
     big = ws / "data"
     big.mkdir()
-    for i in range(HIDDEN_SCAN_LIMIT + 100):
+    for i in range(sandbox.HIDDEN_SCAN_LIMIT + 100):
         (big / f"f{i:06d}").touch()
     text = _deny_env_make(ws, "data/zz")
     assert "rt3-deny-hidden" not in text, "past the scan limit the .env was not hidden, and the command still ran"
