@@ -70,10 +70,10 @@ _seen_registered = 0
 _RECHECK = 0.05
 """Seconds during which the environment is not looked at again (a key set just now is covered after)."""
 _REMEMBERED, _MEMO_CHARS = 2048, 8_000_000
-"""Strings this long that `redact_value` looked at are remembered (up to this many characters, the oldest let go
-first), with what redacting them gave, until the secrets change: a request body holds the whole conversation
-again each turn."""
-_memo: dict[tuple[bool, str], str | None] = {}
+"""Texts this long that were redacted are remembered (up to this many characters, the oldest let go first), with
+where their secrets were, until the secrets change: a tool's result is screened when it arrives, then sent in
+every request body after (the whole conversation again each turn)."""
+_memo: dict[tuple[bool, str], list[tuple[int, int, str]]] = {}
 _memo_for: Any = None
 _memo_chars = 0
 _registered: dict[str, str] = {}
@@ -207,7 +207,11 @@ def secret_bearing(text: str, *, fresh: bool = True) -> str | None:
 
 
 def _redact(text: str, compiled: Any, spare: tuple[str, ...] = (), shapes: bool = True) -> str:
-    spans = _spans(text, compiled, shapes)
+    spans = _recalled(text, compiled, shapes) if len(text) >= _REMEMBERED else None
+    if spans is None:
+        spans = _spans(text, compiled, shapes)
+        if len(text) >= _REMEMBERED:
+            _remember(text, compiled, shapes, spans)
     if spans and spare:
         spans = _unspared(text, spans, spare)
     if not spans:
@@ -220,6 +224,35 @@ def _redact(text: str, compiled: Any, spare: tuple[str, ...] = (), shapes: bool 
         last = end
     out.append(text[last:])
     return "".join(out)
+
+
+def _recalled(text: str, compiled: Any, shapes: bool) -> list[tuple[int, int, str]] | None:
+    """Where the secrets of `text` were found before, or None (see `_memo`): found clean with the credential
+    shapes looked for, it is clean without them."""
+    if _memo_for is not compiled:
+        return None
+    found = _memo.get((shapes, text))
+    if found is None and not shapes and _memo.get((True, text)) == []:
+        found = []
+    return found
+
+
+def _remember(text: str, compiled: Any, shapes: bool, spans: list[tuple[int, int, str]]) -> None:
+    global _memo_for, _memo_chars
+    if _memo_for is not compiled:  # the secrets changed: what was seen must be looked at again
+        _memo.clear()
+        _memo_for, _memo_chars = compiled, 0
+    _memo[(shapes, text)] = spans
+    _memo_chars += len(text)
+    if _memo_chars > _MEMO_CHARS:  # the oldest let go (another thread's turn between two steps: all of it)
+        try:
+            while _memo_chars > _MEMO_CHARS:
+                oldest = next(iter(_memo))
+                del _memo[oldest]
+                _memo_chars -= len(oldest[1])
+        except (RuntimeError, KeyError, StopIteration):
+            _memo.clear()
+            _memo_chars = 0
 
 
 def _unspared(text: str, spans: list[tuple[int, int, str]], spare: tuple[str, ...]) -> list[tuple[int, int, str]]:
@@ -434,29 +467,7 @@ def redact_value(value: Any, *, shapes: bool = True) -> Any:
 
 def _redact_value(value: Any, compiled: Any, shapes: bool = True) -> Any:
     if isinstance(value, str):
-        if len(value) < _REMEMBERED:
-            return _redact(value, compiled, (), shapes) if len(value) >= PIECE_LENGTH else value
-        global _memo_for, _memo_chars
-        if _memo_for is not compiled:  # the secrets changed: what was seen must be looked at again
-            _memo.clear()
-            _memo_for, _memo_chars = compiled, 0
-        key = (shapes, value)
-        if key in _memo:
-            done = _memo[key]
-            return value if done is None else done  # None: it was clean
-        done = _redact(value, compiled, (), shapes)
-        _memo[key] = None if done is value else done
-        _memo_chars += len(value)
-        if _memo_chars > _MEMO_CHARS:  # the oldest let go (another thread's turn between two steps: all of it)
-            try:
-                while _memo_chars > _MEMO_CHARS:
-                    oldest = next(iter(_memo))
-                    del _memo[oldest]
-                    _memo_chars -= len(oldest[1])
-            except (RuntimeError, KeyError, StopIteration):
-                _memo.clear()
-                _memo_chars = 0
-        return done
+        return _redact(value, compiled, (), shapes) if len(value) >= PIECE_LENGTH else value
     if isinstance(value, dict):
         changed = False
         out = {}

@@ -296,10 +296,16 @@ def _long_text(tag: str) -> str:
     return " ".join(f"row{i} {tag} value{i * 7919 % 1000}" for i in range(300))  # about 6,000 characters
 
 
-def test_a_long_string_sent_again_is_not_looked_at_again_and_comes_back_as_itself(registered_secrets, monkeypatch):
+def _looked_at(monkeypatch) -> list[int]:
+    """The lengths of the texts redaction looks through (from now on in this test)."""
     looked: list[int] = []
-    slow = _secrets._redact
-    monkeypatch.setattr(_secrets, "_redact", lambda text, *a: looked.append(len(text)) or slow(text, *a))
+    slow = _secrets._spans
+    monkeypatch.setattr(_secrets, "_spans", lambda text, *a: looked.append(len(text)) or slow(text, *a))
+    return looked
+
+
+def test_a_long_string_sent_again_is_not_looked_at_again_and_comes_back_as_itself(registered_secrets, monkeypatch):
+    looked = _looked_at(monkeypatch)
     body = {"messages": [{"role": "tool", "content": _long_text("alpha")}, {"role": "user", "content": "short"}]}
     assert _secrets.redact_value(body, shapes=False) is body
     assert [n for n in looked if n >= _secrets._REMEMBERED] == [len(body["messages"][0]["content"])]
@@ -308,6 +314,27 @@ def test_a_long_string_sent_again_is_not_looked_at_again_and_comes_back_as_itsel
     assert again["messages"][0]["content"] is not body["messages"][0]["content"]  # equal, another object
     assert _secrets.redact_value(again, shapes=False) is again  # nothing changed: the same object back
     assert [n for n in looked if n >= _secrets._REMEMBERED] == []
+
+
+def test_a_result_screened_clean_is_not_looked_at_again_in_the_bodies_that_carry_it(registered_secrets, monkeypatch):
+    looked = _looked_at(monkeypatch)
+    result = _long_text("beta")
+    assert _secrets.redact(result) is result  # the gate: credential shapes looked for too
+    assert _secrets.redact_value({"content": result}, shapes=False)["content"] is result
+    assert [n for n in looked if n >= _secrets._REMEMBERED] == [len(result)]
+    # the other way, or with secrets in it, a body's look does not stand for the gate's
+    other = _long_text("gamma")
+    assert _secrets.redact_value([other], shapes=False)[0] is other and _secrets.redact(other) is other
+    assert [n for n in looked if n >= _secrets._REMEMBERED] == [len(result), len(other), len(other)]
+
+
+def test_a_remembered_text_with_a_secret_is_redacted_the_same_and_spares_what_it_is_asked_to(registered_secrets):
+    secret = "Pq7Rs9Tu1Vw3Xy5Za"
+    _secrets.add_secret(secret, "remembered_key")
+    text = _long_text(secret)
+    first = _secrets.redact(text)
+    assert secret not in first and _secrets.redact(text) == first == _secrets.redact_value(text)
+    assert _secrets.redact(text, spare=(secret,)) == text  # an echo of the caller's own words is spared
 
 
 def test_a_long_string_remembered_clean_is_looked_at_again_once_a_secret_in_it_is_known(registered_secrets):
