@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import html
 import importlib
@@ -34,8 +35,7 @@ FACES = ("nbagent", "nbagent.toolbox", "nbagent.jupyter", "nbagent.mcp", "nbagen
          "nbagent.batch", "nbagent.agent")
 """The modules whose `__all__` is public API: the package and each wing's face."""
 
-pytestmark = [pytest.mark.timeout(600),  # one build of the whole site, shared by the tests of this module:
-              pytest.mark.xdist_group("site")]  # (with workers, `--dist loadgroup` gives them all to one)
+pytestmark = pytest.mark.timeout(600)  # one build of the whole site, shared by the tests of this module
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -46,14 +46,23 @@ def _env(**extra: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The site, built once with `mkdocs build --strict` (what `./dev docs` runs)."""
-    out = tmp_path_factory.mktemp("site")
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file",
-                           str(ROOT / "mkdocs.yml"), "--site-dir", str(out)],
-                          check=False, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=540)
-    log = done.stdout + done.stderr
-    assert done.returncode == 0, f"mkdocs build --strict failed:\n{log}"
-    assert "WARNING" not in log, log
+    """The site, built once with `mkdocs build --strict` (what `./dev docs` runs). Once for the whole run: with
+    workers (`-n`), the first to ask builds it into the folder they share, under a lock the others wait on, and
+    each reads its outcome (the build is ~20 s of CPU; xdist's own grouping of tests does not work with this
+    pytest)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    out, outcome = shared / "docs-site", shared / "docs-site.json"
+    with open(shared / "docs-site.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not outcome.exists():
+            done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file",
+                                   str(ROOT / "mkdocs.yml"), "--site-dir", str(out)],
+                                  check=False, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=540)
+            outcome.write_text(json.dumps({"code": done.returncode, "log": done.stdout + done.stderr}))
+    built = json.loads(outcome.read_text())
+    assert built["code"] == 0, f"mkdocs build --strict failed:\n{built['log']}"
+    assert "WARNING" not in built["log"], built["log"]
     return out
 
 
