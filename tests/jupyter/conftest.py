@@ -60,6 +60,15 @@ def shell(_ipython, tmp_path, monkeypatch):
     _ipython.config.pop("NBAgent", None)
     for name in set(_ipython.user_ns) - before:
         del _ipython.user_ns[name]
+    forget_the_page(_ipython)
+
+
+def forget_the_page(shell: InteractiveShell) -> None:
+    """What nbagent keeps on the shell (`_nbagent_*`: the page's frontend a test connected, the live notebook,
+    the runner, the session) let go: the shell is the process's one instance, and the next test, in this
+    module or another, starts with a kernel no page has talked to."""
+    for name in [n for n in vars(shell) if n.startswith("_nbagent_")]:
+        delattr(shell, name)
 
 
 async def run_cell(shell: InteractiveShell, code: str, cell_id: str | None = None) -> Any:

@@ -73,6 +73,7 @@ def _docstrings(tree: ast.Module) -> set[int]:
 
 
 @functools.cache
+@functools.cache
 def consent_surfaces() -> frozenset[str]:
     """Modules that draw a consent: a string of theirs (not a docstring) asks for a decision or binds one, or
     they make grant labels (what an "Always allow" button says). Found once per test process."""

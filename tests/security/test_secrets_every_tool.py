@@ -122,6 +122,8 @@ def kernel_shell(namespace: dict[str, Any]) -> Any:
 
     shell = InteractiveShell.instance()
     shell.reset(new_session=True)
+    for name in [n for n in vars(shell) if n.startswith("_nbagent_")]:  # a page an earlier test connected, its
+        delattr(shell, name)  # live notebook: this one's tools read analysis.ipynb from the disk, as a new kernel's
     shell.user_ns.update(namespace)
     shell.run_cell(f'service_key = "{namespace["api_key"]}"\nlen(service_key)', store_history=True)
     return shell
