@@ -101,7 +101,7 @@ class BatchWriter:
         else:
             self._pending.append(_ENCODER.encode({"kind": "batch", "format": FORMAT, "id": self.id,
                                                   "created": time.time(), **header}))
-            self._write()
+            self._write(self._taken())
 
     def add(self, fact: dict[str, Any]) -> None:
         """Queue one line; the writer task writes it within `FLUSH_SECONDS`."""
@@ -120,12 +120,17 @@ class BatchWriter:
             if self._closed:
                 break
             await asyncio.sleep(FLUSH_SECONDS)  # gather what ends meanwhile: one fsync for all of it
-            await asyncio.to_thread(self._write)
+            await asyncio.to_thread(self._write, self._taken())
 
-    def _write(self) -> None:
-        if not self._pending:
-            return
+    def _taken(self) -> list[str]:
+        """The lines queued so far, taken on the loop's thread (where `add` queues them): a line queued while
+        the store's thread writes goes with the next write, never into a list already written."""
         lines, self._pending = self._pending, []
+        return lines
+
+    def _write(self, lines: list[str]) -> None:
+        if not lines:
+            return
         data = redact("\n".join(lines)).encode("utf-8")  # redacted as text, once; then each line signed
         if self._signer is None:
             data += b"\n"
@@ -152,7 +157,7 @@ class BatchWriter:
             assert self._wake is not None
             self._wake.set()
             await asyncio.gather(self._task, return_exceptions=True)
-        await asyncio.to_thread(self._write)
+        await asyncio.to_thread(self._write, self._taken())
 
 
 def load_batch(workspace: str | os.PathLike[str], batch_id: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
