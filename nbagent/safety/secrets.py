@@ -73,7 +73,7 @@ _REMEMBERED, _MEMO_CHARS = 2048, 8_000_000
 """Texts this long that were redacted are remembered (up to this many characters, the oldest let go first), with
 where their secrets were, until the secrets change: a tool's result is screened when it arrives, then sent in
 every request body after (the whole conversation again each turn)."""
-_memo: dict[tuple[bool, str], list[tuple[int, int, str]]] = {}
+_memo: dict[tuple[bool, str], tuple[Any, list[tuple[int, int, str]]]] = {}
 _memo_for: Any = None
 _memo_chars = 0
 _registered: dict[str, str] = {}
@@ -229,12 +229,12 @@ def _redact(text: str, compiled: Any, spare: tuple[str, ...] = (), shapes: bool 
 def _recalled(text: str, compiled: Any, shapes: bool) -> list[tuple[int, int, str]] | None:
     """Where the secrets of `text` were found before, or None (see `_memo`): found clean with the credential
     shapes looked for, it is clean without them."""
-    if _memo_for is not compiled:
-        return None
     found = _memo.get((shapes, text))
-    if found is None and not shapes and _memo.get((True, text)) == []:
-        found = []
-    return found
+    if found is None and not shapes:
+        clean = _memo.get((True, text))
+        found = clean if clean is not None and not clean[1] else None
+    # an answer counts only for the secrets it was found with (another thread may have changed them since)
+    return found[1] if found is not None and found[0] is compiled else None
 
 
 def _remember(text: str, compiled: Any, shapes: bool, spans: list[tuple[int, int, str]]) -> None:
@@ -242,7 +242,7 @@ def _remember(text: str, compiled: Any, shapes: bool, spans: list[tuple[int, int
     if _memo_for is not compiled:  # the secrets changed: what was seen must be looked at again
         _memo.clear()
         _memo_for, _memo_chars = compiled, 0
-    _memo[(shapes, text)] = spans
+    _memo[(shapes, text)] = (compiled, spans)
     _memo_chars += len(text)
     if _memo_chars > _MEMO_CHARS:  # the oldest let go (another thread's turn between two steps: all of it)
         try:

@@ -361,3 +361,18 @@ def test_what_is_remembered_is_bounded_and_the_answers_stay_right(registered_sec
             out = _secrets.redact_value(text)
             assert (secret not in out and "[REDACTED:bounded_key" in out) if i % 3 == 0 else out is text
             assert _secrets._memo_chars <= 20_000 and _secrets._memo_chars == sum(len(k[1]) for k in _secrets._memo)
+
+
+def test_an_answer_stored_late_for_secrets_since_changed_is_not_used(registered_secrets):
+    """Another thread looked a text through with the secrets of before and stores its answer after they changed:
+    the answer is kept with the secrets it was found with, and does not answer for the new ones."""
+    later = "Mn5Bv7Cx9Zl2Kj4Hg"
+    text = _long_text(later)
+    before = _secrets._compiled()
+    _secrets.add_secret(later, "late_key")
+    assert _secrets._compiled() is not before
+    _secrets.redact(_long_text("now"))  # the memory is the new secrets' now
+    assert _secrets._memo_for is _secrets._compiled()
+    _secrets._memo[(True, text)] = (before, [])  # what the late store leaves: clean, for the secrets of before
+    assert "[REDACTED:late_key" in _secrets.redact(text)
+    assert "[REDACTED:late_key" in _secrets.redact_value([text], shapes=False)[0]
