@@ -8,6 +8,10 @@ import os
 
 import pytest
 
+from nbagent.tools.schema_library import import_jsonschema
+
+import_jsonschema()  # before a test module imports nbformat or jsonschema: ~3 s of CPU less a worker (see there)
+
 _PROVIDER_ENV = (
     "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL", "GEMINI_API_KEY",
     "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "MISTRAL_API_KEY", "MISTRAL_BASE_URL", "OLLAMA_BASE_URL",

@@ -44,6 +44,11 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
+reads_the_site = pytest.mark.slow
+"""A test of the built site: in the full lane (the build is ~20 s of CPU); the fast lane keeps this module's tests
+without it (the options read from both sides, the README's size, a note in the menu)."""
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The site, built once with `mkdocs build --strict` (what `./dev docs` runs). Once for the whole run: with
@@ -141,6 +146,7 @@ def as_shown(help_text: str) -> str:
 # --------------------------------------------------------------------------------------------------
 # The site builds
 # --------------------------------------------------------------------------------------------------
+@reads_the_site
 def test_the_site_builds_strict_with_every_page(site: Path) -> None:
     import yaml  # mkdocs' own dependency
 
@@ -236,6 +242,7 @@ def parse_page(path: Path) -> tuple[str, str, dict[str, tuple[list[str], str, st
     return usage, description, parsed
 
 
+@reads_the_site
 def test_the_options_page_is_what_agent_help_shows(site: Path) -> None:
     usage, description, options = parse_help(agent_help())
     page_usage, page_description, page_options = parse_page(page(site, "notebook/options.md"))
@@ -261,6 +268,7 @@ def test_the_options_are_parsed_from_both_sides() -> None:
     assert len(options) >= 19
 
 
+@reads_the_site
 def test_the_settings_page_lists_every_setting(site: Path) -> None:
     from nbagent.jupyter.config import NBAgent
 
@@ -285,6 +293,7 @@ def _first_words(doc: str) -> str:
     return " ".join(first.split()[:8])
 
 
+@reads_the_site
 def test_every_public_name_has_its_reference_entry(site: Path) -> None:
     import nbagent
 
@@ -318,6 +327,7 @@ def test_every_public_name_has_its_reference_entry(site: Path) -> None:
 # --------------------------------------------------------------------------------------------------
 # The README's links
 # --------------------------------------------------------------------------------------------------
+@reads_the_site
 def test_the_readme_links_lead_to_real_pages(site: Path) -> None:
     readme = (ROOT / "README.md").read_text()
     links = re.findall(r"\]\(([^)\s]+)\)", readme)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from nbagent.safety.sanitize import terminal_safe
+from nbagent.tools.schema_library import import_jsonschema
 
 __all__ = ["execute_notebook", "main", "runs_summary"]
 
@@ -72,6 +73,7 @@ def execute_notebook(
     `CellExecutionError` (after the partial notebook was saved). `kernel_log` takes the kernel's own
     stderr (its start-up warnings) instead of this terminal.
     """
+    import_jsonschema()  # (nbformat imports it: see nbagent.tools.schema_library)
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
@@ -143,6 +145,7 @@ def prune_widget_state(nb: Any) -> int:
 
 
 def _save(nb: Any, output: str | Path) -> None:
+    import_jsonschema()  # (nbformat imports it: see nbagent.tools.schema_library)
     import nbformat
 
     prune_widget_state(nb)

@@ -6,6 +6,7 @@
     results        what a tool returned, as a `ToolResult` (`images` measured and shrunk before it is sent)
     structured     `Agent(output_type=...)`: a run that finishes through `submit_result`
     paths          the glob engine behind path rules and `list_files`
+    schema_library `import_jsonschema()`: jsonschema without the seconds a format checker's import costs
 
 The rule: this wing imports only the vocabulary at the top of nbagent and `safety`.
 """

@@ -22,6 +22,7 @@ import warnings
 from typing import TYPE_CHECKING, Any, Callable, Union
 
 from ..context import ToolContext
+from .schema_library import import_jsonschema
 
 if TYPE_CHECKING:  # pragma: no cover
     import pydantic
@@ -188,7 +189,7 @@ def _check_raw_schema(name: str, schema: Any) -> dict[str, Any]:
             f"tool {name!r}: function tool parameters must use a root object schema "
             f"(\"type\": \"object\"), got type {schema.get('type')!r}"
         )
-    import jsonschema
+    jsonschema = import_jsonschema()
 
     try:
         jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(schema)
@@ -211,7 +212,7 @@ def _no_retrieval_registry() -> Any:
 
 
 def _raw_validator(name: str, schema: dict[str, Any]):
-    import jsonschema
+    jsonschema = import_jsonschema()
 
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     return cls(schema, format_checker=cls.FORMAT_CHECKER, registry=_no_retrieval_registry())

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..messages import TextBlock, ToolResult
 from .definition import Tool
+from .schema_library import import_jsonschema
 from .schemas import ToolDefinitionError, strip_titles
 
 __all__ = ["SUBMIT_TOOL_NAME", "drop_added_nulls", "make_submit_tool"]
@@ -54,7 +55,7 @@ def make_submit_tool(output_type: Any) -> Tool:
 
 
 def _schema_submit_tool(schema: dict[str, Any]) -> Tool:
-    import jsonschema
+    jsonschema = import_jsonschema()
 
     try:
         jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(schema)

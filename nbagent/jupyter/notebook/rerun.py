@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from nbagent.lineage import CellSource, Reproducibility, compare, defined_names, signature, steps_of
+from nbagent.tools.schema_library import import_jsonschema
 
 __all__ = ["CHECKING_VARIABLE", "NotebookCells", "check_reproducible", "names_of_runs"]
 
@@ -212,6 +213,7 @@ def _probe(names: list[str]) -> str:
 
 
 async def _rerun(path: Path, names: list[str], timeout: int) -> dict[str, Any]:
+    import_jsonschema()  # (nbformat imports it: see nbagent.tools.schema_library)
     import nbformat
     from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
     from jupyter_client.manager import AsyncKernelManager
@@ -249,6 +251,7 @@ def _tail(log: Any, limit: int = 600) -> str:
 async def _run_cells(client: Any, nb: Any, path: Path, names: list[str], timeout: int, out: dict[str, Any],
                      log: Any) -> None:
     """Every code cell in order (going on past one that raises), then the probe of the names' signatures."""
+    import_jsonschema()  # (nbformat imports it: see nbagent.tools.schema_library)
     import nbformat
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
