@@ -10,8 +10,9 @@ server's), every test worker (python-jsonschema/jsonschema#1428 tells the same).
 jsonschema takes from it (`is_valid_syntax`) imports the real module when it is first called: the `iri` and
 `iri-reference` formats are checked as before, by the same code, the first time a schema asks for them. The
 stand-in is taken out of `sys.modules` as soon as jsonschema is imported, so any later `import rfc3987_syntax`
-gets the real module. Where the module is not installed, already imported, or jsonschema is, this is a plain
-import. Code that imports `nbformat` calls it first (nbformat imports jsonschema).
+gets the real module (a thread of the process importing that module itself in the moment jsonschema is
+imported would get the stand-in). Where the module is not installed, already imported, or jsonschema is, this
+is a plain import. Code that imports `nbformat` calls it first (nbformat imports jsonschema).
 """
 
 from __future__ import annotations
