@@ -345,14 +345,23 @@ _TABLE = (f"<table{_TABLE_ATTRS}{_WS}(?:<caption{_ATTRS}{_CELL_TEXT}</caption>{_
           f"(?:(?:{_SECTIONS}){_WS})*+</table>")
 _SHEET = r'<style(?: scoped| type="text/css")?+>[^<"]*+</style>'
 _BLOCK = f"{_SHEET}|{_TABLE}|<p{_ATTRS}{_CELL_TEXT}</p>"
-_PANDAS = re.compile(f"(?:{_WS}(?:<div{_ATTRS}(?:{_WS}(?:{_BLOCK}))*+{_WS}</div>|{_BLOCK}))*+{_WS}")
+_PANDAS = f"(?:{_WS}(?:<div{_ATTRS}(?:{_WS}(?:{_BLOCK}))*+{_WS}</div>|{_BLOCK}))*+{_WS}"
+
+
+@functools.cache
+def _pandas_grammar() -> re.Pattern[str]:
+    """`_PANDAS` compiled at its first use, not at import: compiling its 45,000 characters is ~0.3 s of CPU
+    (measured with `python -X importtime`: half of `import nbagent`), which every process that imports
+    nbagent (a kernel, a Dask worker, a tool's subprocess) would pay whether or not it shows a table."""
+    return re.compile(_PANDAS)
+
 _PANDAS_STYLE = re.compile(r' style="([^"]*)"')
 
 
 def _pandas_table(markup: str) -> str | None:
     """`markup` sanitized without nh3 when it is a table in pandas' regular form (see `_PANDAS`), else None.
     Its sheets are left for `_sanitize` to filter, each a bare `<style>` as nh3's are."""
-    if not markup.lstrip().startswith(("<div", "<style", "<table")) or _PANDAS.fullmatch(markup) is None:
+    if not markup.lstrip().startswith(("<div", "<style", "<table")) or _pandas_grammar().fullmatch(markup) is None:
         return None
     # no `"` in text or sheets, and none in a value: ` id="`, ` style="` are where attributes start
     cleaned = markup.replace(' id="', ' id="' + ID_PREFIX) if ' id="' in markup else markup
