@@ -31,21 +31,43 @@ model = ScriptedModel([removing("old-export.csv"), "The old export is gone.", re
                       delay=0.02)
 '''
 
-COUNT_SENT = """
+COUNT_FRAMES = """
 (() => {
-  // what this page sends its kernels, by message type (the kernel websocket's frames name it in their header)
+  // what this page sends its kernels and receives from them, by message type (a kernel websocket's frames name it
+  // in their header, as text or in the binary protocol's header part)
   window.__nba_sent = {};
-  const send = WebSocket.prototype.send;
-  WebSocket.prototype.send = function (data) {
+  window.__nba_got = {};
+  const count = (into, data) => {
     try {
       const text = typeof data === 'string' ? data : new TextDecoder().decode(data);
-      const type = /"msg_type":"([a-z_]+)"/.exec(text);
-      if (type) { window.__nba_sent[type[1]] = (window.__nba_sent[type[1]] || 0) + 1; }
+      const type = /"msg_type":\\s*"([a-z_]+)"/.exec(text);
+      if (type) { into[type[1]] = (into[type[1]] || 0) + 1; }
     } catch (e) { /* not text */ }
+  };
+  const send = WebSocket.prototype.send;
+  WebSocket.prototype.send = function (data) {
+    count(window.__nba_sent, data);
     return send.call(this, data);
+  };
+  const Native = window.WebSocket;
+  window.WebSocket = class extends Native {
+    constructor(...args) {
+      super(...args);
+      this.addEventListener('message', (event) => count(window.__nba_got, event.data));
+    }
   };
 })();
 """
+
+TREE_CONNECTED = "() => (window.__nba_got.kernel_info_reply || 0) >= 1"
+"""The file-browser tab's own connection to the new notebook's kernel is up: its kernel_info request answered (a
+connection asks it first; the server sends the reply once the kernel's broadcasts reach the connection)."""
+
+
+def frames(page: LabPage) -> str:
+    """What the page's kernel connections sent and received so far, by message type: for a failure's message."""
+    return page.page.evaluate("() => JSON.stringify({sent: window.__nba_sent, got: window.__nba_got})")
+
 
 def type_and_run(page: LabPage, index: int, code: str) -> None:
     """Put `code` in the index-th cell of a new notebook (a new cell below the last, if there is none; inserted as
@@ -68,21 +90,27 @@ def test_notebook_7_new_from_the_file_browser_approve_and_stop_work(notebook7):
     (root / "old-export.csv").write_text("a,b\n1,2\n")
     (root / "keep.csv").write_text("a,b\n3,4\n")
     with LabPage(notebook7, None) as tree:  # the file browser, which stays open
-        tree.page.add_init_script(COUNT_SENT)
+        tree.page.add_init_script(COUNT_FRAMES)
         tree.page.reload()
         tree.page.wait_for_selector(".jp-DirListing-content", timeout=60_000)
         with tree.page.context.expect_page(timeout=60_000) as opened:
             tree.page.locator(".jp-Toolbar-item:has-text('New')").first.click()
             tree.page.locator(".lm-Menu-item:has-text('Python 3')").first.click()
         with LabPage(notebook7, page=opened.value, owner=tree, label="approvals-nb7") as nb:
+            # the condition this test is about, made before the run starts: the file-browser tab connected to the
+            # kernel it started for the new notebook (on a loaded machine the notebook tab can be quicker)
+            tree.wait_for("the file-browser tab never connected to the new notebook's kernel", TREE_CONNECTED, timeout=60)
             type_and_run(nb, 0, "%run -i agent_setup.ipy")
             p = nb.page
             approve = p.locator(".nba-view button.nba-approve")
             approve.wait_for(state="visible", timeout=60_000)
             view = p.locator(".nba-view").first
             # the failure's cause is there: the file-browser tab answered the view's comm_open messages with comm_close
-            tree.wait_for("the file-browser tab did not close the view's widgets",
-                          "() => (window.__nba_sent.comm_close || 0) > 10")
+            try:
+                tree.wait_for("the file-browser tab did not close the view's widgets",
+                              "() => (window.__nba_sent.comm_close || 0) > 10")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; the file-browser tab's kernel frames: {frames(tree)}") from None
             # the view says so, in one line, and offers view(run)
             nb.wait_text(view, "Needs your approval", "old-export.csv", "closed this view's widgets", "view(run)")
             nb.shot("approvals-nb7-waiting", view)
