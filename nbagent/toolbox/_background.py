@@ -52,6 +52,10 @@ MAX_KEPT_CHARS = 1_000_000
 MAX_MODEL_CHARS = 20_000
 KILL_GRACE = 2.0
 MAX_WAIT_MS = 30_000
+# parameter types made once: a `Field` made in each call of a tool factory would rebuild its model (tools/schemas.py)
+_WAIT_MS = Annotated[int, Field(ge=0, le=MAX_WAIT_MS)]
+_OFFSET = Annotated[int, Field(ge=0)]
+_LOG_LIMIT = Annotated[int, Field(gt=0, le=MAX_MODEL_CHARS)]
 
 _REGISTRIES: weakref.WeakSet[ProcessRegistry] = weakref.WeakSet()
 
@@ -425,9 +429,9 @@ def make_process_tool() -> Tool:
         id: str | None = None,  # noqa: A002 - the name the model sees
         input: str | None = None,  # noqa: A002
         eof: bool = False,
-        wait_ms: Annotated[int, Field(ge=0, le=MAX_WAIT_MS)] = 0,
-        offset: Annotated[int, Field(ge=0)] = 0,
-        limit: Annotated[int, Field(gt=0, le=MAX_MODEL_CHARS)] = MAX_MODEL_CHARS,
+        wait_ms: _WAIT_MS = 0,
+        offset: _OFFSET = 0,
+        limit: _LOG_LIMIT = MAX_MODEL_CHARS,
         ctx: ToolContext = None,  # type: ignore[assignment]
     ) -> ToolResult:
         """Work with the processes `shell` started in the background (background=True, or yield_ms).

@@ -54,6 +54,9 @@ MAX_COUNT_BYTES = 64 * 1024 * 1024
 """Files up to this size get their lines counted ("lines 1-2000 of 51,234")."""
 MAX_IMAGE_BYTES = 20 * 1024 * 1024
 _CONTEXT_LINES = 16
+
+# parameter types made once: a `Field` made in each call of a tool factory would rebuild its model (tools/schemas.py)
+_READ_LIMIT = Annotated[int, Field(ge=1, le=10_000)]
 """Lines before and after those shown that read_file screens them with (a key wrapped over the edge)."""
 
 _BINARY_HINTS = {
@@ -84,7 +87,7 @@ def make_file_tools(binding: Binding) -> dict[str, Tool]:
     def read_file(
         path: str,
         offset: int = 1,
-        limit: Annotated[int, Field(ge=1, le=10_000)] = 2000,
+        limit: _READ_LIMIT = 2000,
         ctx: ToolContext = None,  # type: ignore[assignment]
     ) -> ToolResult:
         """Read a text file in the workspace; lines come numbered. Images (PNG, JPEG, GIF, WebP) are shown.

@@ -44,6 +44,9 @@ __all__ = ["GREP_TIMEOUT", "GrepMatch", "GrepResult", "make_grep_tool"]
 
 MAX_GREP_FILE_BYTES = 20 * 1024 * 1024
 GREP_TIMEOUT = 10.0
+
+# parameter types made once: a `Field` made in each call of a tool factory would rebuild its model (tools/schemas.py)
+_MAX_RESULTS = Annotated[int, Field(ge=1, le=1000)]
 """Seconds the regex may spend on one batch of lines before grep gives up on the pattern."""
 _GREP_BATCH_CHARS = 1 << 20
 _WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_grepworker.py")
@@ -74,7 +77,7 @@ def make_grep_tool(binding: Binding, path_matcher: Any) -> Tool:
         path: str = ".",
         glob: str = "",
         ignore_case: bool = False,
-        max_results: Annotated[int, Field(ge=1, le=1000)] = 100,
+        max_results: _MAX_RESULTS = 100,
         ctx: ToolContext = None,  # type: ignore[assignment]
     ) -> ToolResult:
         """Search file contents in the workspace with a regular expression (Python syntax); prints

@@ -33,6 +33,10 @@ __all__ = ["execution_result", "make_namespace_tools"]
 MAX_STDOUT = 20_000
 MAX_STDERR = 8_000
 MAX_IMAGES = 4
+
+# parameter types made once: a `Field` made in each call of a tool factory would rebuild its model (tools/schemas.py)
+_HISTORY_LIMIT = Annotated[int, Field(ge=1, le=50)]
+_HISTORY_OFFSET = Annotated[int, Field(ge=0)]
 """Images (figures, displayed PNGs) the model gets from one call."""
 
 
@@ -208,8 +212,8 @@ def make_namespace_tools(binding: Binding, *, python_timeout: float | None = Non
 
     # -- history ---------------------------------------------------------------------------------------------
     def history(
-        limit: Annotated[int, Field(ge=1, le=50)] = 10,
-        offset: Annotated[int, Field(ge=0)] = 0,
+        limit: _HISTORY_LIMIT = 10,
+        offset: _HISTORY_OFFSET = 0,
         ctx: ToolContext = None,  # type: ignore[assignment]
     ) -> ToolResult:
         """Show what was run in this session so far, most recent first: the notebook's cells with their

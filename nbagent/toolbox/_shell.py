@@ -54,6 +54,10 @@ __all__ = ["DEFAULT_TIMEOUT", "MAX_TIMEOUT", "ShellResult", "make_shell_tool"]
 
 DEFAULT_TIMEOUT = 120.0
 MAX_TIMEOUT = 3600.0
+
+# parameter types made once: a `Field` made in each call of a tool factory would rebuild its model (tools/schemas.py)
+_TIMEOUT = Annotated[float, Field(gt=0, le=MAX_TIMEOUT)]
+_YIELD_MS = Annotated[int, Field(gt=0, le=int(MAX_TIMEOUT * 1000))]
 MAX_MODEL_CHARS = 30_000
 """How much output the model gets (head and tail)."""
 MAX_KEPT_BYTES = 16 * 1024 * 1024
@@ -222,9 +226,9 @@ def make_shell_tool(binding: Binding) -> Tool:
 
     async def shell(
         command: str,
-        timeout: Annotated[float, Field(gt=0, le=MAX_TIMEOUT)] = DEFAULT_TIMEOUT,
+        timeout: _TIMEOUT = DEFAULT_TIMEOUT,
         background: bool = False,
-        yield_ms: Annotated[int, Field(gt=0, le=int(MAX_TIMEOUT * 1000))] | None = None,
+        yield_ms: _YIELD_MS | None = None,
         ctx: ToolContext = None,  # type: ignore[assignment]
     ) -> ToolResult:
         """Run a bash command line in the workspace directory and return its output and exit code.

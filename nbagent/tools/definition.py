@@ -26,7 +26,7 @@ from ..safety import protected
 from .docstrings import parse_docstring
 from .schemas import (
     Arguments, ArgumentsError, ToolDefinitionError, _check_raw_schema, _format_jsonschema_errors,
-    _format_pydantic_errors, _json_type, _raw_call_shape, _raw_errors, _raw_validator, _signature_model, strip_titles,
+    _format_pydantic_errors, _json_type, _raw_call_shape, _raw_errors, _raw_validator, signature_schema,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -175,10 +175,10 @@ class Tool:
             self._validator = _raw_validator(self.name, self.parameters)
             self.ctx_param, self._positional_only, self._accepts = _raw_call_shape(fn)
         else:
-            model, self.ctx_param, self._positional_only = _signature_model(sig_fn, self.name, param_docs, _localns)
+            model, self.ctx_param, self._positional_only, schema = signature_schema(sig_fn, self.name, param_docs,
+                                                                                      _localns)
             self._model = model
             self._validate_model = model.__pydantic_validator__.validate_python
-            schema = strip_titles(model.model_json_schema())
             if schema.get("type") != "object":  # pragma: no cover - create_model always makes objects
                 raise ToolDefinitionError(f"tool {self.name!r}: the parameters schema must be an object")
             schema.setdefault("properties", {})
