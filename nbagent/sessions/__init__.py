@@ -28,11 +28,12 @@ Reading: `load_session` skips a truncated or corrupt line with a warning (never 
 written by a newer format with a clear message, and gives calls that were in flight when the writer
 died a synthesised "interrupted" result, so the transcript is valid before the next request.
 
-The store is four modules: `_folder` (where sessions live, their ids, the format version), `_writer`
+The store is five modules: `_folder` (where sessions live, their ids, the format version), `_writer`
 (`SessionWriter`: gathering a run's facts, cutting long results into side files, one locked, signed write
-per batch), `_syncer` (the fsyncs, off the run's thread) and `_reader` (`load_session`, `list_sessions`,
-`find_session`: verifying every line (a listing, and so "the latest", holds only files that verify), restoring side files, repairing the transcript). What reading trusts, and what stops a forged file, is
-said at the top of `_reader`: every line is signed, and a file whose lines do not verify is refused.
+per batch), `_syncer` (the fsyncs, off the run's thread), `_reader` (`load_session`, `list_sessions`,
+`find_session`: verifying every line; a listing, and so "the latest", holds only files that verify) and
+`_transcript` (what loading makes of the verified facts: side files restored, request bodies made whole, the
+transcript repaired). What reading trusts, and what stops a forged file, is said at the top of `_reader`: every line is signed, and a file whose lines do not verify is refused.
 `recording` (`SessionRecorder`) writes a run into the store as it goes, at the points where its transcript
 is whole.
 
@@ -43,9 +44,10 @@ from __future__ import annotations
 
 from ._folder import FORMAT, SessionError, new_session_id, sessions_dir
 from ._reader import (
-    INTERRUPTED, UNSIGNED_VARIABLE, SessionInfo, Sessions, Skipped, StoredSession, delete_session, find_session,
-    list_sessions, load_session, repair_transcript,
+    UNSIGNED_VARIABLE, SessionInfo, Sessions, Skipped, StoredSession, delete_session, find_session, list_sessions,
+    load_session,
 )
+from ._transcript import INTERRUPTED, repair_transcript
 from ._writer import SIDE_FILE_CHARS, SessionWriter
 
 __all__ = ["FORMAT", "INTERRUPTED", "SIDE_FILE_CHARS", "UNSIGNED_VARIABLE", "SessionError", "SessionInfo", "Sessions",

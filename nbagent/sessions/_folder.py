@@ -37,3 +37,11 @@ def check_id(session_id: str) -> str:
     if not isinstance(session_id, str) or not ID.match(session_id) or session_id.endswith((".jsonl", ".d")):
         raise SessionError(f"{session_id!r} is not a session id (letters, digits, '-', '_', '.')")
     return session_id
+
+
+def inside(path: Path, folder: Path) -> Path:
+    """The real path of `path`, which must stay inside `folder` (no link or name leads out)."""
+    real, top = os.path.realpath(path), os.path.realpath(folder)
+    if not real.startswith(top.rstrip(os.sep) + os.sep):
+        raise SessionError(f"{path} leads outside {folder} (a symbolic link?), so it is not read")
+    return Path(real)

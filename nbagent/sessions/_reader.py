@@ -2,7 +2,7 @@
 
 `load_session` skips a truncated or corrupt line with a warning (never fatal), refuses a file written by
 a newer format with a clear message, and gives calls that were in flight when the writer died a
-synthesised "interrupted" result (`repair_transcript`), so the transcript is valid before the next request.
+synthesised "interrupted" result (`_transcript.repair_transcript`), so the transcript is valid before the next request.
 
 Reads: files in the workspace, which the model, a cloned repository or anyone who can write the workspace could
 have forged or changed. What could happen: a forged conversation resumed or replayed (calls nobody saw, answers
@@ -20,7 +20,6 @@ permission pipeline.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -32,20 +31,18 @@ from typing import Any
 
 import orjson
 
-from ..messages import AssistantMessage, Message, TextBlock, ToolResultMessage, UserMessage
+from ..messages import AssistantMessage, Message
 from ..reprs import shortened
 from ..safety.signing import START, key_id, signer, unseal
 from ..safety.trust import config_dir, session_key
 from ..transcript import message_from_neutral
 from . import _ends
-from ._folder import FORMAT, ID, SessionError, check_id, sessions_dir
+from ._folder import FORMAT, ID, SessionError, check_id, inside, sessions_dir
+from ._transcript import repair_transcript, restore_side_files, whole_body
 
-__all__ = ["INTERRUPTED", "UNSIGNED_VARIABLE", "SessionInfo", "Sessions", "Skipped", "StoredSession", "delete_session",
-           "find_session", "list_sessions", "load_session", "repair_transcript"]
+__all__ = ["UNSIGNED_VARIABLE", "SessionInfo", "Sessions", "Skipped", "StoredSession", "delete_session", "find_session",
+           "list_sessions", "load_session"]
 
-INTERRUPTED = ("interrupted: the kernel stopped before this call finished, so it has no result. "
-               "It may or may not have had its effect; check before repeating it.")
-_SIDE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,100}\.txt$")
 UNSIGNED_VARIABLE = "NBAGENT_UNSIGNED_SESSIONS"
 """`allow`: resume and replay files with no signatures (read as untrusted: `StoredSession.signed` False)."""
 
@@ -320,7 +317,7 @@ def list_sessions(workspace: str | os.PathLike[str], *, notebook: str | None = N
     for path in sorted(folder.glob("*.jsonl")):
         try:
             check_id(path.stem)
-            _inside(path, folder)
+            inside(path, folder)
             info = _verified_info(path)
         except SessionError as exc:
             found.skipped.append(Skipped(_printable(path.name), _printable(str(exc).replace(str(path), path.name))))
@@ -343,14 +340,6 @@ def _same_notebook(a: str | None, b: str) -> bool:
     return os.path.normcase(os.path.abspath(a)) == os.path.normcase(os.path.abspath(b))
 
 
-def _inside(path: Path, folder: Path) -> Path:
-    """The real path of `path`, which must stay inside `folder` (no link or name leads out)."""
-    real, top = os.path.realpath(path), os.path.realpath(folder)
-    if not real.startswith(top.rstrip(os.sep) + os.sep):
-        raise SessionError(f"{path} leads outside {folder} (a symbolic link?), so it is not read")
-    return Path(real)
-
-
 def load_session(workspace: str | os.PathLike[str], session_id: str, *, unsigned: bool | None = None) -> StoredSession:
     """Read a stored conversation back (see the module docstring for what is repaired and verified).
 
@@ -362,7 +351,7 @@ def load_session(workspace: str | os.PathLike[str], session_id: str, *, unsigned
     if not path.exists():
         known = ", ".join(i.id for i in list_sessions(workspace)[-5:]) or "none"
         raise SessionError(f"no session {session_id!r} in {path.parent} (recent: {known})")
-    _inside(path, folder)
+    inside(path, folder)
     facts, problems, signed = _read_lines(path, verify=True, unsigned=unsigned)
     info = _info(path, facts)
     stored = StoredSession(info, warnings=problems, signed=signed)
@@ -373,7 +362,7 @@ def load_session(workspace: str | os.PathLike[str], session_id: str, *, unsigned
         kind = fact.get("kind")
         try:
             if kind == "message":
-                data = _restore(fact["message"], side, signed)
+                data = restore_side_files(fact["message"], side, signed)
                 message = message_from_neutral(data)
                 stored.messages.append(message)
                 if isinstance(message, AssistantMessage):
@@ -382,13 +371,13 @@ def load_session(workspace: str | os.PathLike[str], session_id: str, *, unsigned
                 start, end = int(fact["start"]), int(fact["end"])
                 if not 0 <= start <= end <= len(stored.messages):
                     raise ValueError(f"it replaces messages {start}:{end} of {len(stored.messages)}")
-                stored.messages[start:end] = [message_from_neutral(_restore(m, side, signed)) for m in fact["replacement"]]
+                stored.messages[start:end] = [message_from_neutral(restore_side_files(m, side, signed)) for m in fact["replacement"]]
                 stored.responses.extend(message_from_neutral(m) for m in fact.get("responses", []))
                 stored.compactions.append(fact)
             elif kind == "call":
                 stored.calls.append(fact)
             elif kind == "request":
-                stored.requests.append(_whole_body(fact.get("body"), stored.requests[-1] if stored.requests else None))
+                stored.requests.append(whole_body(fact.get("body"), stored.requests[-1] if stored.requests else None))
             elif kind in ("run", "end"):
                 stored.runs.append(fact)
         except SessionError:
@@ -399,20 +388,6 @@ def load_session(workspace: str | os.PathLike[str], session_id: str, *, unsigned
     for problem in stored.warnings:
         warnings.warn(problem, stacklevel=2)
     return stored
-
-
-def _whole_body(body: Any, previous: Any) -> Any:
-    """A request body as sent, from its stored form (see `SessionWriter.request`)."""
-    if not isinstance(body, dict):
-        return body
-    whole = dict(body)
-    for key, value in body.items():
-        if isinstance(value, dict) and set(value) == {"$prefix", "rest"}:
-            before = previous.get(key) if isinstance(previous, dict) else None
-            if not isinstance(before, list) or len(before) < value["$prefix"]:
-                raise ValueError(f"request field {key!r} continues a request that is missing")
-            whole[key] = before[: value["$prefix"]] + list(value["rest"])
-    return whole
 
 
 def find_session(workspace: str | os.PathLike[str], session_id: str | None = None, *,
@@ -427,64 +402,6 @@ def find_session(workspace: str | os.PathLike[str], session_id: str | None = Non
             raise SessionError(f"no stored conversation in {workspace} to resume{left}")
         session_id = found[-1].id
     return load_session(workspace, session_id, unsigned=unsigned)
-
-
-def _restore(data: dict[str, Any], side: Path, signed: bool = False) -> dict[str, Any]:
-    content = data.get("content")
-    if not isinstance(content, list) or not any(isinstance(b, dict) and b.get("side_file") for b in content):
-        return data
-    blocks = []
-    for block in content:
-        name = block.get("side_file") if isinstance(block, dict) else None
-        if isinstance(name, str) and _SIDE_NAME.match(name):
-            try:
-                path = _inside(side / name, side.parent)
-                text = path.read_text(encoding="utf-8")
-            except (OSError, SessionError):
-                pass  # the cut copy stands in
-            else:
-                digest = block.get("side_sha256")
-                if digest != hashlib.sha256(text.encode("utf-8")).hexdigest() and (signed or digest is not None):
-                    raise SessionError(f"the side file {side.name}/{name} is not the one its signed line names (it "
-                                       "was changed or replaced), so this session is not resumed or replayed")
-                block = {k: v for k, v in block.items() if k != "side_sha256"}
-                block["text"] = text
-        blocks.append(block)
-    return {**data, "content": blocks}
-
-
-def repair_transcript(messages: list[Message]) -> tuple[list[Message], list[str]]:
-    """The transcript with every unanswered tool call given an "interrupted" result right after its
-    message, results whose call is missing dropped, and a prompt directly followed by another prompt (a
-    run that failed before any answer) left out: valid for every provider."""
-    out: list[Message] = []
-    interrupted: list[str] = []
-    pending: dict[str, str] = {}
-
-    def close_pending() -> None:
-        for call_id, name in pending.items():
-            out.append(ToolResultMessage(call_id, name, [TextBlock(INTERRUPTED)], True))
-            interrupted.append(call_id)
-        pending.clear()
-
-    answered: set[str] = set()
-    for i, m in enumerate(messages):
-        if isinstance(m, UserMessage) and i + 1 < len(messages) and isinstance(messages[i + 1], UserMessage):
-            continue  # the prompt of a run that failed before any answer: the next prompt replaces it
-        if isinstance(m, ToolResultMessage):
-            if m.tool_call_id in pending:
-                del pending[m.tool_call_id]
-                answered.add(m.tool_call_id)
-                out.append(m)
-            continue  # a result without its call (or a second one) cannot be sent
-        close_pending()
-        out.append(m)
-        if isinstance(m, AssistantMessage):
-            for call in m.tool_calls:
-                if call.id not in answered:
-                    pending[call.id] = call.name
-    close_pending()
-    return out, interrupted
 
 
 def delete_session(workspace: str | os.PathLike[str], session_id: str) -> Path:
