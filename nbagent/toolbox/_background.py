@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import codecs
-import os
 import signal
 import time
 import weakref
@@ -43,6 +42,7 @@ from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
 from ..safety.gate import screen, screen_part
 from ..tools.definition import Tool
+from ._signals import descendants, dies_with_us, signal_all, signal_family
 from ._values import cut
 
 __all__ = ["BackgroundProcess", "ProcessChanged", "ProcessRegistry", "make_process_tool", "start_background"]
@@ -206,7 +206,7 @@ class BackgroundProcess:
         """From an exit handler: SIGKILL to the group and whatever the sandbox marked, at once."""
         if self.proc.returncode is None:
             self.killed = True
-            _signal(self.proc, signal.SIGKILL, _descendants(self.proc.pid))
+            signal_all(self.proc, signal.SIGKILL, descendants(self.proc.pid))
         try:
             self.prepared.cleanup()
         except Exception:  # pragma: no cover
@@ -248,90 +248,6 @@ class ProcessRegistry:
 def _kill_everything_left() -> None:  # the kernel (or the script) is exiting
     for registry in list(_REGISTRIES):
         registry.kill_now()
-
-
-def _dies_with_us(then: Any) -> Any:
-    """A preexec function that asks Linux to SIGKILL the child if this process dies without running its exit
-    handlers (a kernel killed outright)."""
-    try:
-        import ctypes
-
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):  # not Linux
-        return then
-
-    def preexec() -> None:
-        prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-        if then is not None:
-            then()
-
-    return preexec
-
-
-def kill_group(proc: Any, sig: int) -> None:
-    """`sig` to a command's process group (it was started in a group of its own); to the process alone
-    where the group is gone."""
-    try:
-        os.killpg(proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-    except OSError:  # pragma: no cover
-        try:
-            proc.send_signal(sig)
-        except ProcessLookupError:
-            pass
-
-
-def signal_family(proc: Any, sig: int, family: list[int] | None = None) -> list[int]:
-    """`sig` to a command's process group and to every process descended from it, and return those: a
-    sandbox's PID namespace runs in a session of its own, outside the group, and outlives a killed group
-    when it was still being set up. The first time (`family` None) the group is stopped while its family
-    is read, so nothing forks meanwhile; later (SIGKILL after a grace period) `family` is what was found
-    then, with what has appeared since."""
-    if family is None:
-        _signal(proc, signal.SIGSTOP)
-        family = _descendants(proc.pid)
-        _signal(proc, sig, family)
-        _signal(proc, signal.SIGCONT, family)
-        return family
-    family = family + [pid for pid in _descendants(proc.pid) if pid not in family]
-    _signal(proc, sig, family)
-    return family
-
-
-def _signal(proc: Any, sig: int, family: list[int] = ()) -> None:  # type: ignore[assignment]
-    """`sig` to the process group, then to each process of `family` (descendants found beforehand)."""
-    kill_group(proc, sig)
-    for pid in family:
-        try:
-            os.kill(pid, sig)
-        except OSError:
-            pass
-
-
-def _descendants(root: int) -> list[int]:
-    """Every live process descended from `root` (read from /proc; empty where there is none)."""
-    children: dict[int, list[int]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    found: list[int] = []
-    todo = [root]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 async def read_text(stream: asyncio.StreamReader, add: Callable[[str], None]) -> None:
@@ -386,7 +302,7 @@ async def start_background(ctx: ToolContext, *, command: str, argv: list[str], c
     proc = await asyncio.create_subprocess_exec(
         *argv, cwd=cwd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, start_new_session=True, env=env,
-        preexec_fn=_dies_with_us(prepared.preexec_fn), pass_fds=getattr(prepared, "pass_fds", ()),
+        preexec_fn=dies_with_us(prepared.preexec_fn), pass_fds=getattr(prepared, "pass_fds", ()),
     )
     if hasattr(prepared, "started"):
         prepared.started()  # what the sandbox program read at its start (bubblewrap's seccomp filter)

@@ -39,7 +39,7 @@ from ..reprs import short_line
 from ..safety.sandbox import SandboxPolicy, hidden_paths, prepare, sandbox_backend, sandbox_policy
 from ..safety.secrets import SECRET_VARIABLE_PATTERN, secret_values
 from ..tools.definition import Tool
-from ._background import read_text, signal_family
+from ._background import read_text
 from ._binding import Binding, read_denied_check
 from ._gitsafety import git_safety_env
 from ._leaves import Where
@@ -47,6 +47,7 @@ from ._readdeny import reveals_denied
 from ._readonly import read_only_problem
 from ._refusals import sandbox_refusal
 from ._shellrules import pattern_matches, suggest_pattern
+from ._signals import signal_family
 from ._values import cut
 from ._workspace import WorkspaceError
 

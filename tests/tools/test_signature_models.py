@@ -129,7 +129,7 @@ def test_annotations_left_unresolved_are_never_keys():
     def late(a: "Later", b: int) -> int:  # noqa: F821 - a name defined nowhere
         return 1
 
-    fields, ctx, positional, spec = schemas._signature_fields(late, "late", {}, None)
+    fields, _, _, spec = schemas._signature_fields(late, "late", {}, None)
     assert spec is None and set(fields) == {"a", "b"}
     assert schemas._cache_key("late", spec) is None
 
