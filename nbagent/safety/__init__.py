@@ -1,6 +1,7 @@
 """What keeps the person's secrets, page and machine safe from everything nbagent reads that someone else wrote.
 
     secrets        credential values known to the process; `redact` finds them whole, in pieces, reversed, encoded
+                   (its first looks, which call a text clean only where the full search would find nothing: `_first_look`)
     shapes         what a credential looks like (key prefixes, URLs with passwords, connection strings, DSNs...)
     gate           the one secret gate: what a tool may derive from (screened text), which live values ask first
     hidden         the one source of hidden characters (hidden.json): `visible`, `terminal_safe`, `ANY_HIDDEN`

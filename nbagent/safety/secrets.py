@@ -36,10 +36,9 @@ import json
 import os
 import re
 import time
-from itertools import filterfalse
 from typing import Any
 
-from . import shapes as _shapes
+from ._first_look import _GAPS, PIECE_LENGTH, _glance, _may_hold_secret, _skeleton
 from ._forms import encodings as _encodings
 from ._forms import looks_random as _looks_random
 from ._forms import trie as _trie
@@ -50,8 +49,6 @@ __all__ = ["MIN_PIECE_SECRET_LENGTH", "MIN_SECRET_LENGTH", "PIECE_LENGTH", "SECR
 
 MIN_SECRET_LENGTH = 8
 """Shorter values of credential variables are left alone."""
-PIECE_LENGTH = 6
-"""Runs of this many characters of a secret are redacted wherever they appear."""
 MIN_PIECE_SECRET_LENGTH = 12
 """Only secrets at least this long are matched by the piece (a short password's pieces are ordinary words)."""
 
@@ -268,20 +265,6 @@ def _unspared(text: str, spans: list[tuple[int, int, str]], spare: tuple[str, ..
     return [sp for sp in spans if not any(a <= sp[0] and sp[1] <= b for a, b in echoes)]
 
 
-_GAPS = re.compile(r"[\s\"'\\]+")
-"""What may sit inside a wrapped secret: line breaks, spaces, quotes and backslashes."""
-_ASCII_GAPS = bytes(c for c in range(128) if _GAPS.match(chr(c)))
-"""The ASCII characters `_GAPS` matches, for `bytes.translate` to leave out."""
-
-
-def _skeleton(text: str) -> str:
-    """`text` with its gaps left out (`_GAPS.sub("", text)`): for ASCII text one `bytes.translate`, about a
-    fiftieth of the regular expression's time on JSON (where every quote is a match)."""
-    if text.isascii():
-        return text.encode("ascii").translate(None, _ASCII_GAPS).decode("ascii")
-    return _GAPS.sub("", text)
-
-
 def _spans(text: str, compiled: Any, shapes: bool = True) -> list[tuple[int, int, str]]:
     _, pattern, values, piece_pattern, pieces, runs, heads, gappy = compiled
     if not gappy and text.isascii() and _glance(text, compiled):
@@ -305,102 +288,6 @@ def _spans(text: str, compiled: Any, shapes: bool = True) -> list[tuple[int, int
     if not found:
         return []
     return _merge(found)
-
-
-def _glance(text: str | bytes, compiled: Any) -> bool:
-    """True when ASCII `text` holds nothing `_spans` could find: one look for both first looks below (the
-    secrets' heads, the shapes' needles), cheap on the store's lines, whose words repeat from one batch to the
-    next. Never wrong the other way: False only sends the text on to the full first looks.
-
-    The text with its gaps left out (`_skeleton`, by one `bytes.translate`) is cut at its commas (one split:
-    a JSON line falls into its fields) and each part is looked through once: `_glanced` remembers those found
-    clean, for these secrets and needles. Why nothing is missed: a head `_may_hold_secret` would find in the
-    text with its gaps left out lies in one part (no secret's character is a comma, or there is no glance);
-    a needle `shapes._may_hold_shape` would find in the text's lower case holds no gap and no comma (both
-    checked when the needles are taken), so it lies in the text with its gaps left out, in one part. Not for a
-    text a gap-holding value could be in whole (`_spans` looks at the text itself then): that and non-ASCII
-    text take the full looks.
-
-    Numbers: with no digit in any needle or head (no secret known), digits are read as `0` (same `translate`):
-    a part new only in its numbers (a duration, a count, an id's counter) is clean from memory. Nothing is
-    missed: a needle or head found in the text is found, unchanged, with its digits so read (it holds none,
-    and its run keeps its characters). A head with a digit (a random key's pieces, its hex): numbers are read as
-    they are (read as 0s, such heads would be found in every number and id)."""
-    state = _glanced
-    if state[0] is not compiled or state[1] is not _shapes._NEEDLES:
-        state = _glance_state(compiled)
-    _, _, clean, usable, needles, runs, heads, digits = state
-    if not usable:
-        return False
-    data = (text if type(text) is bytes else text.encode("ascii")).translate(digits, _ASCII_GAPS)
-    new = set(filterfalse(clean.__contains__, data.split(b",")))
-    if not new:
-        return True
-    joined = b",".join(new)
-    if needles.search(joined.lower()) is not None:  # (every needle at once: a `_trie`)
-        return False
-    if runs is not None and _may_hold_secret(joined.decode("ascii"), runs, heads):  # (its runs: the new parts'
-        return False  # own, as a comma is none of the secrets' characters)
-    _keep(clean, new)
-    return True
-
-
-def _keep(clean: set[Any], found: Any) -> None:
-    """Remember `found` clean (but for long ones: an encoded blob is looked through each time), within bounds."""
-    if len(clean) > _CLEAN_RUNS_KEPT:
-        clean.clear()
-    clean.update(item for item in found if len(item) <= _CLEAN_RUN_LENGTH)
-
-
-def _glance_state(compiled: Any) -> tuple[Any, ...]:
-    """`_glance`'s memory and what it looks for, for these secrets (`_compiled`) and needles."""
-    global _glanced
-    runs, heads = compiled[5], compiled[6] or frozenset()
-    needles = tuple(_shapes._NEEDLES)
-    usable = (all(_GAPS.search(n) is None and "," not in n and n.isascii() and n == n.lower() for n in needles)
-              and (runs is None or runs.fullmatch("," * PIECE_LENGTH) is None))
-    pattern = re.compile(_trie(needles).encode("ascii") if usable else b"")
-    digits = None if any(ch.isdigit() for word in (*needles, *heads) for ch in word) else _ZEROS
-    _glanced = (compiled, _shapes._NEEDLES, set(), usable, pattern, runs, heads, digits)
-    return _glanced
-
-
-_ZEROS = bytes.maketrans(b"123456789", b"000000000")  # every digit read as 0 (`_glance`)
-_glanced: tuple[Any, ...] = (None, None, set(), False, None, None, frozenset(), None)
-"""`_glance`'s state: `(compiled secrets, needles, parts found clean, whether it can look, the needles' `_trie`
-(bytes), the secrets' runs, their heads, the table reading digits as 0 (None: a needle or a head holds one))`."""
-
-
-def _may_hold_secret(text: str, runs: re.Pattern[str], heads: frozenset[str]) -> bool:
-    """Whether a secret's value or piece can be in `text`: one of its runs of the secrets' characters holds
-    a `head` (the first characters of a value, or a piece). A first look for the passes that find known
-    secrets, never wrong the other way: a text it passes over holds nothing they would find. `_spans` asks it
-    of the text and of the text with its gaps left out (where a wrapped key's pieces are looked for). Each
-    run is looked through once for the secrets known (`_clean_runs`): the store's lines repeat their words,
-    and only a new run (an id, a number, a new result) costs its windows."""
-    if not (found := runs.findall(text)):
-        return False
-    checked = _clean_runs
-    if checked[0] is not heads:  # the secrets changed: what was clean before is looked at again
-        checked = (heads, set(), any(head.isdigit() for head in heads))
-        globals()["_clean_runs"] = checked
-    _, clean, digits = checked
-    for run in (new := set(found).difference(clean)):
-        if not digits and run.isdigit():  # a number (a time, a duration): no head is one
-            continue
-        if not heads.isdisjoint([run[i : i + PIECE_LENGTH] for i in range(len(run) - PIECE_LENGTH + 1)]):
-            return True
-    _keep(clean, new)
-    return False
-
-
-_clean_runs: tuple[frozenset[str] | None, set[str], bool] = (None, set(), True)
-"""`(heads, runs, whether a head is all digits)`: runs `_may_hold_secret` found no head in, for those heads (a
-text's words repeat from one line to the next: the JSON keys, the tools' names, the same messages; each is
-looked through once). A set made for other heads is never consulted: new secrets start an empty one."""
-_CLEAN_RUNS_KEPT = 20_000
-_CLEAN_RUN_LENGTH = 256
-"""Longer runs (an encoded blob) are looked through each time, not kept."""
 
 
 def _merge(found: list[tuple[int, int, str, int]]) -> list[tuple[int, int, str]]:

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from nbagent.safety import _first_look
 from nbagent.safety import secrets as _secrets
 from nbagent.safety import shapes as _shapes
 from tests.safety.test_redaction_scan import MORE, TOKENS
@@ -209,7 +210,7 @@ def test_a_number_is_looked_through_when_a_secret_holds_six_digits_in_a_row(regi
     assert _secrets.redact(text) == text
     _secrets.add_secret("pin-8675309-x", "pin")  # its head `pin-86` is not all digits, its pieces are none
     _secrets.add_secret("7333562042", "numeric")
-    assert _secrets._clean_runs[0] is not None and "[REDACTED:numeric" in _secrets.redact(text.replace(
+    assert _first_look._clean_runs[0] is not None and "[REDACTED:numeric" in _secrets.redact(text.replace(
         "1796333562", "1773335620429"))
 
 
@@ -237,9 +238,9 @@ def bare(registered_secrets, monkeypatch):
 def test_with_no_secret_known_a_part_that_differs_only_in_its_numbers_is_clean_from_memory(bare):
     line = '{"kind":"call","id":"call_71d7eaa8001101","arguments":{"a":1,"b":2},"duration":0.00018}'
     assert _secrets.nothing_to_redact(line.encode())
-    clean = _secrets._glanced[2]
+    clean = _first_look._glanced[2]
     remembered = set(clean)
-    assert _secrets._glanced[7] is not None  # numbers are read as 0s
+    assert _first_look._glanced[7] is not None  # numbers are read as 0s
     for other in ("call_71d7eaa8001102", "call_50d3eaa9007734"):
         changed = line.replace("call_71d7eaa8001101", other).replace("0.00018", "0.93714").replace('"a":1', '"a":7')
         assert _secrets.nothing_to_redact(changed.encode())
@@ -259,7 +260,7 @@ def test_a_secret_whose_pieces_hold_digits_turns_the_reading_of_numbers_off(bare
     line = '{"kind":"message","text":"order 1234567890 and 7654321"}'
     assert _secrets.nothing_to_redact(line.encode())
     _secrets.add_secret("8675309142", "numeric")  # a secret of digits: its head `867530` is a number
-    assert _secrets._glance_state(_secrets._compiled())[7] is None
+    assert _first_look._glance_state(_secrets._compiled())[7] is None
     secret_line = line.replace("1234567890", "8675309142")  # the part seen clean when digits were 0s
     assert not _secrets.nothing_to_redact(secret_line.encode())
     assert "[REDACTED:numeric]" in _secrets.redact(secret_line)
@@ -269,10 +270,10 @@ def test_control_numbers_read_as_0s_with_a_secret_of_digits_would_let_it_through
     line = '{"kind":"message","text":"order 1234567890 and 7654321"}'
     assert _secrets.nothing_to_redact(line.encode())
     _secrets.add_secret("8675309142", "numeric")
-    state = _secrets._glance_state(_secrets._compiled())
-    monkeypatch.setattr(_secrets, "_glanced", (*state[:2], {b"{kind:message", b"text:order0000000000and0000000}"},
+    state = _first_look._glance_state(_secrets._compiled())
+    monkeypatch.setattr(_first_look, "_glanced", (*state[:2], {b"{kind:message", b"text:order0000000000and0000000}"},
                                                *state[3:7], bytes.maketrans(b"123456789", b"000000000")))
-    monkeypatch.setattr(_secrets, "_glance_state", lambda compiled: _secrets._glanced)
+    monkeypatch.setattr(_first_look, "_glance_state", lambda compiled: _first_look._glanced)
     assert _secrets.nothing_to_redact(line.replace("1234567890", "8675309142").encode())  # wrongly clean
 
 
