@@ -86,7 +86,7 @@ _SIMPLE_DEFAULTS = (type(None), bool, int, float, complex, str, bytes)
 
 _MODELS: dict[tuple[Any, ...], tuple[Any, dict[str, Any]]] = {}
 _MODELS_KEPT = 512
-"""Models (and their schemas) made from signatures, by what they are made of (`_signature_model`): building one
+"""Models (and their schemas) made from signatures, by what they are made of (`signature_schema`): building one
 with pydantic is ~1-2 ms, and the toolbox builds the same eleven for every set it makes (21 ms a set, measured),
 a notebook's tools again at every run. Bounded: the oldest entry goes first when it is full."""
 
@@ -94,23 +94,24 @@ a notebook's tools again at every run. Bounded: the oldest entry goes first when
 def _cache_key(model_name: str, spec: list[tuple[Any, ...]] | None) -> tuple[Any, ...] | None:
     """The key of a signature's model in `_MODELS`, or None when it must be built anew: type hints that did not
     resolve (`spec` None), a default that is not a plain immutable value (a `Field`, a list, an object), or an
-    annotation that cannot be hashed. Defaults are
-    keyed with their type (`0 == False`), annotations by equality (`list[int] == list[int]`, classes by identity)."""
+    annotation that cannot be hashed or shown. Values that compare equal may differ (`0 == False == -0.0`,
+    `Annotated[int, 0] == Annotated[int, False]`): defaults are keyed by their type and `repr`, annotations by
+    themselves (classes by identity) and their `repr`."""
     if spec is None:
         return None
     parts: list[Any] = [model_name]
-    for pname, kind, annotation, default, description in spec:
-        if default is not inspect.Parameter.empty:
-            plain = type(default) in _SIMPLE_DEFAULTS or (
-                type(default) is tuple and all(type(v) in _SIMPLE_DEFAULTS for v in default))
-            if not plain:
-                return None
-            default = (type(default), default if type(default) is not tuple else tuple((type(v), v) for v in default))
-        parts.append((pname, kind, annotation, default, description))
-    key = tuple(parts)
     try:
+        for pname, kind, annotation, default, description in spec:
+            if default is not inspect.Parameter.empty:
+                plain = type(default) in _SIMPLE_DEFAULTS or (
+                    type(default) is tuple and all(type(v) in _SIMPLE_DEFAULTS for v in default))
+                if not plain:
+                    return None
+                default = (type(default), repr(default))
+            parts.append((pname, kind, annotation, repr(annotation), default, description))
+        key = tuple(parts)
         hash(key)
-    except TypeError:
+    except Exception:  # an annotation that cannot be hashed, or whose repr fails: built anew
         return None
     return key
 

@@ -1,7 +1,8 @@
 """A tool's parameter model is made once for each signature (`nbagent.tools.schemas._MODELS`), and sharing it
-never changes what a tool accepts, its defaults, or the schema another tool sends."""
+never changes what a tool accepts, its defaults, or the schema another tool sends. (No `from __future__ import
+annotations` here: the tools' annotations are objects, so each signature resolves and can be a key.)"""
 
-from __future__ import annotations
+from typing import Literal
 
 import pydantic
 import pytest
@@ -36,6 +37,28 @@ def test_defaults_that_compare_equal_are_not_confused():
     assert as_int.validate({})["x"] is not False
     assert as_bool.validate({})["x"] is False
     assert as_int._model is not as_bool._model
+
+    @tool(name="sign")
+    def positive(x: float = 0.0) -> float:
+        return x
+
+    @tool(name="sign")
+    def negative(x: float = -0.0) -> float:
+        return x
+
+    assert str(positive.validate({})["x"]) == "0.0" and str(negative.validate({})["x"]) == "-0.0"
+
+    def literal(value):
+        @tool(name="lit")
+        def lit(x: Literal[value] = value) -> object:  # type: ignore[valid-type]
+            return x
+
+        return lit
+
+    zero, false = literal(0), literal(False)
+    assert zero._model is not false._model
+    assert zero.validate({"x": 0})["x"] == 0
+    assert false.validate({"x": False})["x"] is False
 
 
 def test_a_schema_changed_by_one_tool_does_not_change_another():
