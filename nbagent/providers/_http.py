@@ -110,6 +110,8 @@ class _Silence:
 _MAX_ERROR_BODY = 64 * 1024
 _MAX_REDIRECTS = 5
 _MAX_GATED_WAITS = 20
+"""429s a request may meet under a batch's limiter (which paces and pauses the whole batch after each) before
+its own retries count them."""
 
 _TLS: dict[tuple[str | None, ...], Any] = {}
 
@@ -125,10 +127,6 @@ def tls_context() -> Any:
     if context is None:
         context = _TLS[key] = httpx.create_ssl_context()
     return context
-"""429s a request may meet under a batch's limiter (which paces and pauses the whole batch after each) before
-its own retries count them."""
-
-
 
 
 def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
