@@ -54,10 +54,10 @@ MAX_COUNT_BYTES = 64 * 1024 * 1024
 """Files up to this size get their lines counted ("lines 1-2000 of 51,234")."""
 MAX_IMAGE_BYTES = 20 * 1024 * 1024
 _CONTEXT_LINES = 16
+"""Lines before and after those shown that read_file screens them with (a key wrapped over the edge)."""
 
 # parameter types made once: a `Field` made in each call of a tool factory would rebuild its model (tools/schemas.py)
 _READ_LIMIT = Annotated[int, Field(ge=1, le=10_000)]
-"""Lines before and after those shown that read_file screens them with (a key wrapped over the edge)."""
 
 _BINARY_HINTS = {
     ".parquet": "pandas.read_parquet", ".feather": "pandas.read_feather", ".xlsx": "pandas.read_excel",

@@ -44,10 +44,11 @@ __all__ = ["GREP_TIMEOUT", "GrepMatch", "GrepResult", "make_grep_tool"]
 
 MAX_GREP_FILE_BYTES = 20 * 1024 * 1024
 GREP_TIMEOUT = 10.0
+"""Seconds the regex may spend on one batch of lines before grep gives up on the pattern."""
 
 # parameter types made once: a `Field` made in each call of a tool factory would rebuild its model (tools/schemas.py)
 _MAX_RESULTS = Annotated[int, Field(ge=1, le=1000)]
-"""Seconds the regex may spend on one batch of lines before grep gives up on the pattern."""
+
 _GREP_BATCH_CHARS = 1 << 20
 _WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_grepworker.py")
 

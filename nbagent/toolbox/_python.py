@@ -33,11 +33,11 @@ __all__ = ["execution_result", "make_namespace_tools"]
 MAX_STDOUT = 20_000
 MAX_STDERR = 8_000
 MAX_IMAGES = 4
+"""Images (figures, displayed PNGs) the model gets from one call."""
 
 # parameter types made once: a `Field` made in each call of a tool factory would rebuild its model (tools/schemas.py)
 _HISTORY_LIMIT = Annotated[int, Field(ge=1, le=50)]
 _HISTORY_OFFSET = Annotated[int, Field(ge=0)]
-"""Images (figures, displayed PNGs) the model gets from one call."""
 
 
 def _short_code(code: str, n: int = 50) -> str:

@@ -59,6 +59,7 @@ MAX_TIMEOUT = 3600.0
 # parameter types made once: a `Field` made in each call of a tool factory would rebuild its model (tools/schemas.py)
 _TIMEOUT = Annotated[float, Field(gt=0, le=MAX_TIMEOUT)]
 _YIELD_MS = Annotated[int, Field(gt=0, le=int(MAX_TIMEOUT * 1000))]
+
 MAX_MODEL_CHARS = 30_000
 """How much output the model gets (head and tail)."""
 MAX_KEPT_BYTES = 16 * 1024 * 1024
