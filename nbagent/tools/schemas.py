@@ -131,7 +131,7 @@ def signature_schema(fn: Callable, name: str, param_docs: dict[str, str], localn
         made = (model, strip_titles(model.model_json_schema()))
         if key is not None:
             if len(_MODELS) >= _MODELS_KEPT:
-                del _MODELS[next(iter(_MODELS))]
+                _MODELS.pop(next(iter(_MODELS), None), None)  # (another thread may have taken it)
             _MODELS[key] = made
     model, schema = made
     return model, ctx_param, positional_only, copy.deepcopy(schema)

@@ -166,3 +166,28 @@ def test_the_kept_models_are_bounded(monkeypatch):
         assert len(schemas._MODELS) <= 8
     assert made[-1]._model is tool(name="t19")(lambda a: a)._model  # the newest is kept
     assert made[0]._model is not tool(name="t0")(lambda a: a)._model  # the oldest went
+
+
+def test_tools_made_in_many_threads_at_the_bound(monkeypatch):
+    """Threads (a cluster worker's, a notebook's) making tools at once while the oldest models go."""
+    import threading
+
+    monkeypatch.setattr(schemas, "_MODELS", {})
+    monkeypatch.setattr(schemas, "_MODELS_KEPT", 4)
+    errors: list[BaseException] = []
+
+    def make(offset: int) -> None:
+        try:
+            for i in range(60):
+                made = tool(name=f"n{(offset + i) % 12}")(lambda a: a)
+                assert made.validate({"a": 1})["a"] == 1
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=make, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(schemas._MODELS) <= 4 + len(threads)  # a thread may add between another's check and its own add
