@@ -122,7 +122,10 @@ def test_the_agent_inserts_edits_and_runs_cells_in_the_shared_document(shared):
 
     # the server saves the shared document: the file holds it all
     def saved():
-        nb = json.loads((root / "nb.ipynb").read_text())
+        try:  # the server writes the file in place (its backup copy aside): a read during a save sees part of it
+            nb = json.loads((root / "nb.ipynb").read_text())
+        except json.JSONDecodeError:
+            return None  # being written: not saved yet
         return nb if len(nb["cells"]) == 2 and nb["cells"][1]["outputs"] else None
 
     nb = wait(saved, "the saved notebook")
