@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,11 +59,11 @@ class LabServer:
 
     `collaboration=True` runs it with the collaboration engine (jupyter-collaboration, as installed: the test is
     skipped where it is not); by default the engine is switched off where it is installed, so a test sees the
-    page-only setup whatever the environment holds.
+    page-only setup whatever the environment holds. `options` are more command-line options for the server.
     """
 
     def __init__(self, root: Path, *, app: str = "lab", theme: str | None = None, collaboration: bool = False,
-                 **env: str) -> None:
+                 options: Sequence[str] = (), **env: str) -> None:
         self.root = root
         self.app = app
         self.port = free_port()
@@ -78,7 +78,7 @@ class LabServer:
         (root / ".lab-workspaces").mkdir(exist_ok=True)
         # this checkout's frontend part first, then whatever the environment adds
         env.setdefault("JUPYTER_PATH", os.pathsep.join([str(extension_path(root)), os.environ.get("JUPYTER_PATH", "")]))
-        options = []
+        options = list(options)
         if collaboration:
             import pytest
 
@@ -133,10 +133,11 @@ class LabServer:
         self.log.close()
 
 
-def serve(request: Any, tmp_path_factory: Any, app: str, **env: str) -> Any:
-    """A fixture's `jupyter <app>` (with `env`) serving a fresh folder named after the test module; stopped after."""
+def serve(request: Any, tmp_path_factory: Any, app: str, options: Sequence[str] = (), **env: str) -> Any:
+    """A fixture's `jupyter <app>` (with `options` and `env`) serving a fresh folder named after the test module;
+    stopped after."""
     root = tmp_path_factory.mktemp(f"{request.module.__name__.rsplit('.', 1)[-1]}-{app}")
-    with LabServer(root, app=app, JUPYTER_PATH=str(extension_path(root)), **env) as server:
+    with LabServer(root, app=app, options=options, JUPYTER_PATH=str(extension_path(root)), **env) as server:
         yield server
 
 
