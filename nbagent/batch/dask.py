@@ -17,7 +17,10 @@ permit from it for each request (paced by requests and tokens per minute, cut an
 out, waiting there or in a runner's small stock: `dask_permits`); a worker's item takes one before each
 request and sends at the permit's time (by the worker's clock, corrected by the least delay its permits took
 to arrive), so the requests of all the workers keep the limiter's spacing whatever the queues' delays; a
-permit that comes late is used at once, spaced from the worker's previous request. The workers report each response (status, rate-limit headers) and each usage back, which this side reads
+permit that comes late is used at once, spaced from the worker's previous request. Paced smoothly, consecutive
+permits travel in blocks that one worker takes whole, with a gap after each: a worker that sends late then
+spaces its own next request from that send, and only a block's last request can meet another worker's
+(`dask_permits`). The workers report each response (status, rate-limit headers) and each usage back, which this side reads
 into the same `Limiter`. So one limiter paces and learns for every worker, and the tokens per minute count
 every worker's usage (a worker that meets a 429 also holds its own requests for the wait the provider said).
 `max_cost` is checked on this side before each item is handed out (the first item runs alone), so it holds
@@ -234,6 +237,9 @@ class _Cluster:
             if report.get("expired"):  # it came too late to be used: its slot passed unused
                 self.flow.sent(report.get("seq"))
                 batch.limiter.settle(count(report.get("reserved")), 0)
+        elif kind == "unused":  # a block's last permit, given up: sent that late it would bunch with the next
+            self.flow.sent(report.get("seq"))
+            batch.limiter.settle(count(report.get("reserved")), 0)
         elif kind == "settle":  # an answered request: its usage and its headers
             seq = report.get("seq")
             batch.limiter.settle(int(report["reserved"]), int(report["used"]), report.get("output"))

@@ -32,14 +32,15 @@ import pickle
 import time
 import uuid
 from collections import deque
-from typing import Any
+from typing import Any, Self
 
 from ..budget.ratelimit import MAX_PAUSE, request_gate
-from ..budget.sending import wait_until
+from ..budget.sending import SPIN, wait_until
 from ..budget.ratelimit_headers import read_limits
 from ..calls.permissions import Grants, PermissionPolicy
 from ..errors import ConfigurationError
 from .dask_keys import KeyPair, give_keys, has_key
+from .dask_permits import GAP
 
 __all__ = ["agent_on_worker", "clock_id", "runner"]
 
@@ -47,7 +48,9 @@ _HEADERS = ("retry-after", "retry-after-ms", "ratelimit-policy")
 STALE = 0.25
 """Seconds after its time a permit is no longer used."""
 KEEP = 2
-"""Permits a runner takes ahead of its requests."""
+"""Takes from the permit queue (a block, or a single permit) a runner holds ahead of its requests."""
+_LOOK = 0.002
+"""Seconds between two looks at whether a block's last permit still goes in time (`_RemoteGate.send`)."""
 _POLL = 0.5
 """Every this many seconds a runner looks whether its task is still wanted."""
 
@@ -110,20 +113,21 @@ class _Outbox:
 
 
 class _Permits:
-    """This runner's permits: up to `keep` taken from the batch's permit queue ahead of its requests, so a
-    request seldom waits on a round trip to the scheduler. The client's side counts a permit as waiting
-    until a request uses it (the "took" report), so the permits waiting here and in the queue together are
-    never more than it allows.
+    """This runner's permits: up to `keep` blocks (or single permits) taken from the batch's permit queue ahead of
+    its requests, so a request seldom waits on a round trip to the scheduler. The client's side counts a permit
+    as waiting until a request uses it (the "took" report), so the permits waiting here and in the queue
+    together are never more than it allows.
 
-    A permit is `(number, time, put, tokens, spacing)`: the time its request may go and when the client put it,
-    by the client's wall clock. This runner reads them by its own clock plus an offset, the least of (arrival -
-    put) over the recent permits: the clocks' difference plus the quickest delivery (on one machine, a
-    millisecond or less). A permit that came in time is used at its time; one that came late (a busy cluster,
-    or slots that were all taken) is used at once, but never sooner than `spacing` (the limiter's interval times
-    the number of runners, when it paces smoothly) after this runner's previous request, so permits that waited
-    do not go out together, on this worker or across them; one more than `STALE` seconds late is not used (its
-    slot is long past) and is reported so. A runner keeps few permits (`KEEP`): one it holds while its slots
-    are all busy is one another runner could have used."""
+    A permit is `(number, time, put, tokens, spacing, interval, closes)` (nbagent.batch.dask_permits): the time
+    its request may go and when the client put it, by the client's wall clock. This runner reads them by its own
+    clock plus an offset, the least of (arrival - put) over the recent permits: the clocks' difference plus the
+    quickest delivery (on one machine, a millisecond or less). A permit that came in time is used at its time;
+    one that came late (a busy cluster, or slots that were all taken) is used at once, but never sooner than
+    `spacing` (the limiter's interval times the number of runners, when it paces smoothly) after this runner's
+    previous request, so permits that waited do not go out together, on this worker or across them; one more
+    than `STALE` seconds late is not used (its slot is long past) and is reported so. A permit of a block goes no
+    sooner than `interval` after this runner's previous actual send (`_RemoteGate.send`). A runner keeps few
+    permits (`KEEP`): one it holds while its slots are all busy is one another runner could have used."""
 
     def __init__(self, queue: Any, keep: int, out: _Outbox, same_clock: bool = False) -> None:
         self.queue, self.out = queue, out
@@ -134,7 +138,11 @@ class _Permits:
         self.room = asyncio.Semaphore(max(1, keep))
         self.delays: deque[float] = deque(maxlen=64)
         self.last = 0.0
-        """By this runner's wall clock: when its latest request went."""
+        """By this runner's wall clock: when its latest request went (or is due to go)."""
+        self.sent = 0.0
+        """By this runner's wall clock: when its latest request actually went."""
+        self.writes: deque[float] = deque(maxlen=64)
+        """How long the recent writes took, from the end of the wait to the trace's word that they were done."""
         self.late = 0.0
         """How late the latest permit came (0: in time)."""
         self.hold_until = 0.0
@@ -144,33 +152,60 @@ class _Permits:
     async def _fill(self) -> None:
         while True:
             await self.room.acquire()
-            permit = await self.queue.get()
-            self.delays.append(time.time() - float(permit[2]))
-            self.ready.put_nowait(permit)
+            taken = await self.queue.get()
+            if not isinstance(taken, (list, tuple)) or not taken:
+                self.room.release()
+                continue
+            # a block is a sequence of permits (the cluster's wire makes lists tuples), a permit one of numbers
+            block = list(taken) if taken and isinstance(taken[0], (list, tuple)) else [taken]
+            try:
+                self.delays.append(time.time() - float(block[0][2]))
+            except (TypeError, ValueError, IndexError):
+                pass
+            for i, permit in enumerate(block):
+                self.ready.put_nowait((permit, i == len(block) - 1))
 
-    async def get(self) -> tuple[int, int, float]:
-        """Wait for a permit; its number, the tokens it carries and the time (this runner's wall clock) its request
-        may go (`_RemoteGate.send` waits for it)."""
+    async def get(self) -> Permit:
+        """Wait for a permit: its number, the tokens it carries, the time (this runner's wall clock) its request
+        may go (`_RemoteGate.send` waits for it), and its block's spacing and end."""
         while True:
-            seq, when, _put, tokens, spacing = await self.ready.get()
-            self.room.release()
-            due = float(when) + (min(self.delays) if self.delays and not self.same_clock else 0.0)
+            permit, ends_stock = await self.ready.get()
+            if ends_stock:  # the last of what one take brought: room for another
+                self.room.release()
+            try:
+                seq, when, _put, tokens, spacing, *block = permit
+                interval, closes = (float(block[0]), bool(block[1])) if len(block) >= 2 else (0.0, False)
+                due = float(when) + (min(self.delays) if self.delays and not self.same_clock else 0.0)
+            except (TypeError, ValueError):  # not a permit (another version's client): skipped, not a hang
+                continue
             now = time.time()
             if now - due > STALE:  # its slot is long past: using it would only add to a burst
                 self.out.add({"kind": "took", "seq": seq, "expired": True, "reserved": tokens})
                 continue
             self.late = max(0.0, now - due)
+            planned = due
             if due < now or due < self.hold_until:  # late, or held: spaced from this runner's previous request
                 due = max(now, self.hold_until, self.last + min(max(float(spacing), 0.0), 5.0))
             self.last = due
-            return seq, int(tokens), due
+            return Permit(seq, int(tokens), due, planned, min(max(interval, 0.0), 5.0), closes)
+
+
+class Permit(tuple):
+    """What `_Permits.get` gives: `(seq, tokens, due)`, and the block's `interval` and whether it `closes` one,
+    with the time it was `planned` for."""
+
+    def __new__(cls, seq: int, tokens: int, due: float, planned: float = 0.0, interval: float = 0.0,
+                closes: bool = False) -> Self:
+        self = super().__new__(cls, (seq, tokens, due))
+        self.planned, self.interval, self.closes = planned, interval, closes
+        return self
 
 
 class _RemoteGate:
     """The worker's side of the gate: a permit (from the client's queue, by `_Permits`) before each request,
     and reports back."""
 
-    __slots__ = ("permits", "out", "reserved", "headers", "seq", "due", "sent")
+    __slots__ = ("permits", "out", "reserved", "headers", "seq", "due", "sent", "permit")
 
     def __init__(self, permits: Any, out: _Outbox) -> None:
         self.permits, self.out = permits, out
@@ -179,24 +214,59 @@ class _RemoteGate:
         self.seq: int | None = None
         self.due = 0.0
         self.sent: float | None = None
+        self.permit: Permit | None = None
 
     async def before(self, body_bytes: int, early: bool = False) -> None:
         """A permit (`early`: the transport calls `send` just before it writes; else its time is waited for here)."""
-        # a permit carries the tokens the client reserved
-        self.seq, self.reserved, self.due = await self.permits.get()
+        await self._take()
         self.sent = None
-        # used: the client's side may put another in the queue
-        self.out.add({"kind": "took", "seq": self.seq, "late": round(self.permits.late, 4)})
         if not early:
             await self.send()
 
+    async def _take(self) -> None:
+        # a permit carries the tokens the client reserved
+        self.permit = permit = await self.permits.get()
+        self.seq, self.reserved, self.due = permit
+        # used: the client's side may put another in the queue
+        self.out.add({"kind": "took", "seq": self.seq, "late": round(self.permits.late, 4)})
+
     async def send(self) -> None:
         """Wait for the permit's time, slept then spun to the moment (nbagent.budget.sending); once per attempt.
-        A request that goes late moves this runner's next one with it."""
+        A request that goes late moves this runner's next one with it; in a block, the next is also spaced from
+        this runner's previous actual send, and a block's last that would go later than the gap after it covers
+        gives its slot up and takes another permit (nbagent.batch.dask_permits)."""
         if self.sent is not None:
             return
-        self.sent = await wait_until(lambda: self.due, time.time)
-        self.permits.last = max(self.permits.last, self.sent)
+        permits = self.permits
+        while True:
+            permit = self.permit
+            interval = permit.interval if permit is not None else 0.0
+            if permit is None or not permit.closes:
+                break
+            # a block's last: looked at again until its time is near (this runner's sends before it move it)
+            due = max(self.due, permits.sent + interval)
+            if due - permit.planned > GAP:
+                self.out.add({"kind": "unused", "seq": self.seq, "reserved": self.reserved})
+                self.reserved = 0
+                await self._take()
+                continue
+            left = due - time.time()
+            if left <= SPIN + _LOOK:
+                break
+            await asyncio.sleep(min(left - SPIN, _LOOK))
+        self.sent = await wait_until(lambda: max(self.due, permits.sent + interval), time.time)
+        permits.last = max(permits.last, self.sent)
+        permits.sent = max(permits.sent, self.sent)
+
+    def written(self) -> None:
+        """The request's body was written (the transport's trace): this runner's next request in a block is spaced
+        from when the write began, the end less the least time a write took here (the write can wait for the
+        event loop after `send`, and its end is told a little after the bytes left)."""
+        if self.sent is None:
+            return
+        permits, now = self.permits, time.time()
+        permits.writes.append(now - self.sent)
+        permits.sent = max(permits.sent, now - min(permits.writes))
 
     def after(self, status: int, headers: Any, retry_after: float | None) -> float | None:
         keep = {k: v for k, v in headers.items() if k.lower().startswith(("x-ratelimit", "anthropic-ratelimit"))

@@ -366,6 +366,13 @@ class Limiter:
         if self.requests is not None:
             self.requests.sent(at)
 
+    def leave_gap(self, seconds: float) -> None:
+        """Leave `seconds` of the request pace unused: the next permit is that much later (a cluster's, between
+        two blocks of permits that different workers may hold: nbagent.batch.dask_permits)."""
+        pace = self.requests
+        if pace is not None and seconds > 0:
+            pace.level -= seconds * pace.rate
+
     def spacing(self) -> float:
         """The least time between two requests that went late (a cluster's permits that waited): one interval
         when paced smoothly, 0 when requests are not limited or a burst is allowed."""

@@ -38,6 +38,9 @@ EPSILON = 1e-9
 """Seconds a wait may be short by (the rounding of a clock's floats)."""
 _WRITE = "send_request_body.started"
 """httpcore's trace event just before the request's body is written (HTTP/1.1 and HTTP/2 alike)."""
+_WRITTEN = "send_request_body.complete"
+"""...and once it was (a gate with a `written()` learns when its request really left: the write can wait for the
+event loop after the wait for its time ended)."""
 
 
 async def wait_until(due: Callable[[], float], clock: Callable[[], float] = time.monotonic,
@@ -72,12 +75,17 @@ class SocketPacing:
 
 def socket_hook(gate: Any, pacing: SocketPacing) -> Callable[[str, dict], Awaitable[None]]:
     """httpx's `trace` extension for one attempt through `gate`: any event says the transport reports its
-    writes; just before the body is written, the gate waits for the request's time (`gate.send`)."""
+    writes; just before the body is written, the gate waits for the request's time (`gate.send`); once it was,
+    a gate that has `written()` is told."""
+
+    written = getattr(gate, "written", None)
 
     async def trace(event: str, info: dict) -> None:
         pacing.reports = True
         if event.endswith(_WRITE):
             await gate.send()
+        elif written is not None and event.endswith(_WRITTEN):
+            written()
 
     return trace
 

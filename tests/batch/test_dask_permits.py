@@ -4,6 +4,7 @@ a queue the test fills, reports kept in a list. The times are the permits' own: 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 
 from nbagent.batch.dask_worker import _Permits, _RemoteGate, clock_id
@@ -61,4 +62,146 @@ async def test_a_runners_send_waits_for_the_permits_time_once_and_spaces_its_nex
     assert sent is not None and sent >= gate.due and permits.last == sent
     await gate.send()  # the same attempt: nothing more
     assert gate.sent == sent
+    permits.task.cancel()
+
+
+# -- blocks: consecutive permits that one runner takes whole (nbagent.batch.dask_permits) ----------------------
+
+def block(first: int, when: float, n: int, interval: float = 0.02) -> list[tuple]:
+    """A block of `n` permits as the feeder puts it: one interval apart, the last closing it."""
+    return [(first + i, when + i * interval, time.time(), 300, interval * 2, interval, i == n - 1) for i in range(n)]
+
+
+async def test_a_block_is_taken_whole_by_one_runner_and_its_last_permit_closes_it():
+    queue, out = Queue(), Out()
+    permits = _Permits(queue, 1, out, same_clock=True)  # room for one take at a time
+    when = time.time() + 10.0
+    queue.q.put_nowait(block(1, when, 3))
+    queue.q.put_nowait(tuple(block(4, when + 1, 2)))  # (the cluster's wire brings a list as a tuple)
+    got = [await permits.get() for _ in range(3)]
+    assert [p[0] for p in got] == [1, 2, 3] and [p.closes for p in got] == [False, False, True]
+    assert [round(p[2] - when, 6) for p in got] == [0.0, 0.02, 0.04] and all(p.interval == 0.02 for p in got)
+    await asyncio.sleep(0.01)
+    assert permits.ready.qsize() == 2  # the next block was taken once the first's last permit was used
+    single = Queue()
+    single.q.put_nowait((9, when, time.time(), 300, 0.02))  # a single permit, as before blocks: no block spacing
+    lone = _Permits(single, 1, out, same_clock=True)
+    permit = await lone.get()
+    assert permit[0] == 9 and permit.interval == 0.0 and not permit.closes
+    permits.task.cancel()
+    lone.task.cancel()
+
+
+async def test_in_a_block_a_send_is_spaced_from_this_runners_previous_actual_send():
+    """A send that went late moves the same runner's next one with it (the next request is this runner's own)."""
+    queue, out = Queue(), Out()
+    permits = _Permits(queue, 2, out, same_clock=True)
+    now = time.time()
+    queue.q.put_nowait(block(1, now - 0.001, 3, interval=0.05))
+    first = _RemoteGate(permits, out)
+    await first.before(100, early=True)
+    permits.sent = time.time() + 0.03  # as if the first request went 30 ms late
+    second = _RemoteGate(permits, out)
+    await second.before(100, early=True)
+    await second.send()
+    assert second.sent >= permits.sent - 1e-9 and second.sent >= (now + 0.03) + 0.05 - 0.001
+    assert [r["kind"] for r in out.reports] == ["took", "took"]
+    permits.task.cancel()
+
+
+async def test_a_blocks_last_permit_that_would_go_later_than_the_gap_covers_is_given_up():
+    """The last of a block may be followed at once by another runner's first: sent later than the gap after the
+    block allows, it would bunch with it. Its slot is given up (reported unused, its tokens back) and the next
+    permit is taken."""
+    from nbagent.batch.dask_permits import GAP
+
+    queue, out = Queue(), Out()
+    permits = _Permits(queue, 2, out, same_clock=True)
+    when = time.time() + 0.05
+    queue.q.put_nowait(block(1, when, 2))
+    queue.q.put_nowait(block(3, when + 0.2, 2))
+    await _RemoteGate(permits, out).before(100, early=True)  # permit 1
+    permits.sent = when + 0.02 + GAP  # permit 1 went late: the closing permit 2 would go 2 x GAP past its time
+    gate = _RemoteGate(permits, out)
+    await gate.before(100, early=True)
+    assert gate.seq == 2
+    await gate.send()
+    assert gate.seq == 3 and gate.sent >= when + 0.2 - 1e-9  # permit 3's slot, of the next block
+    kinds = [(r["kind"], r["seq"]) for r in out.reports]
+    assert kinds == [("took", 1), ("took", 2), ("unused", 2), ("took", 3)]
+    assert out.reports[2]["reserved"] == 300
+    permits.task.cancel()
+
+
+async def test_the_feeder_puts_blocks_with_a_gap_after_each_when_paced_smoothly_after_a_429():
+    from nbagent.batch.dask_permits import BLOCK_SECONDS, GAP, Flow, block_size, feed
+    from nbagent.budget.ratelimit import Limiter, RateLimit
+
+    class Batch:
+        concurrency = 8
+        limiter = Limiter(RateLimit(requests_per_minute=3000), spin=0.0)
+
+    class Permits:
+        def __init__(self) -> None:
+            self.items: list = []
+
+        async def put(self, item) -> None:
+            self.items.append(item)
+
+        async def qsize(self) -> int:
+            return len(self.items)
+
+    class Client:
+        asynchronous = True
+
+    permits, flow = Permits(), Flow()
+    flow.ready.set()
+    assert block_size(Batch.limiter) == 1  # until the provider refuses a request, single permits, no gaps
+    Batch.limiter.requests.refused = True  # as after a 429 (which also ends the slack)
+    size = block_size(Batch.limiter)
+    assert size == int(BLOCK_SECONDS * 50) > 1
+    task = asyncio.ensure_future(feed(Batch(), Client(), permits, flow))
+    while len(permits.items) < 3:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    first, second = permits.items[:2]
+    assert isinstance(first, list) and [len(first), len(second)] == [size, size]
+    assert [p[6] for p in first] == [False] * (size - 1) + [True]  # the last closes the block
+    assert all(abs(p[5] - 0.02) < 1e-9 for p in first)  # the least spacing the provider accepts
+    steps = [b[1] - a[1] for a, b in itertools.pairwise(first)]
+    assert all(abs(step - 0.02) < 1e-3 for step in steps)  # consecutive slots
+    assert second[0][1] - first[-1][1] >= 0.02 + GAP - 1e-3  # and the gap after the block
+    assert [p[0] for p in first + second] == list(range(first[0][0], first[0][0] + 2 * size))
+
+    unpaced = Limiter(RateLimit(requests_per_minute=3000, burst=1.0))
+    assert block_size(unpaced) == 1 and block_size(Limiter(RateLimit())) == 1  # a burst allowed, or no limit
+
+
+async def test_the_transport_tells_the_gate_when_its_body_was_written_and_the_next_send_is_spaced_from_that():
+    """httpx's trace: just before the body's write the gate waits for its time; once written, a runner's gate
+    takes the write's start as its send (its end less the least a write took here): a write that waited for the
+    event loop after the wait ended moves the runner's next request with it."""
+    from nbagent.budget.sending import SocketPacing, socket_hook
+
+    queue, out = Queue(), Out()
+    permits = _Permits(queue, 2, out, same_clock=True)
+    queue.q.put_nowait(block(1, time.time() - 0.001, 4, interval=0.05))  # (the third is not the block's last)
+    quick = _RemoteGate(permits, out)
+    await quick.before(100, early=True)
+    trace = socket_hook(quick, SocketPacing())
+    await trace("http11.send_request_body.started", {})
+    await trace("http11.send_request_body.complete", {})  # a write that took no time: the least
+    assert quick.sent is not None and permits.sent >= quick.sent
+    slow = _RemoteGate(permits, out)
+    await slow.before(100, early=True)
+    trace = socket_hook(slow, SocketPacing())
+    await trace("http11.send_request_body.started", {})
+    await asyncio.sleep(0.02)  # the write waited for the loop
+    await trace("http11.send_request_body.complete", {})
+    began = permits.sent
+    assert began >= slow.sent + 0.02 - min(permits.writes) and min(permits.writes) < 0.02
+    third = _RemoteGate(permits, out)
+    await third.before(100, early=True)
+    await third.send()
+    assert third.sent >= began + 0.05 - 1e-9  # one interval after the write began, not after the wait's end
     permits.task.cancel()
