@@ -234,10 +234,8 @@ class _Cluster:
         if kind == "took":  # a permit left the queue: one more can wait there
             self.flow.ahead = max(0, self.flow.ahead - 1)
             self.flow.used.set()
-            if report.get("expired"):  # it came too late to be used: its slot passed unused
-                self.flow.sent(report.get("seq"))
-                batch.limiter.settle(count(report.get("reserved")), 0)
-        elif kind == "unused":  # a block's last permit, given up: sent that late it would bunch with the next
+        if kind == "unused" or (kind == "took" and report.get("expired")):  # its slot passed unused: it came too
+            # late to be used, or was a block's last given up (sent that late it would bunch with the next)
             self.flow.sent(report.get("seq"))
             batch.limiter.settle(count(report.get("reserved")), 0)
         elif kind == "settle":  # an answered request: its usage and its headers
