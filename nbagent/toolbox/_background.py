@@ -27,11 +27,9 @@ from the screened output (`nbagent.safety.gate`), never from the raw one: a key 
 from __future__ import annotations
 
 import asyncio
-import atexit
 import codecs
 import signal
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
@@ -42,7 +40,7 @@ from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
 from ..safety.gate import screen, screen_part
 from ..tools.definition import Tool
-from ._signals import descendants, dies_with_us, signal_all, signal_family
+from ._signals import descendants, dies_with_us, signal_all, signal_family, stopped_at_exit
 from ._values import cut
 
 __all__ = ["BackgroundProcess", "ProcessChanged", "ProcessRegistry", "make_process_tool", "start_background"]
@@ -56,9 +54,6 @@ MAX_WAIT_MS = 30_000
 _WAIT_MS = Annotated[int, Field(ge=0, le=MAX_WAIT_MS)]
 _OFFSET = Annotated[int, Field(ge=0)]
 _LOG_LIMIT = Annotated[int, Field(gt=0, le=MAX_MODEL_CHARS)]
-
-_REGISTRIES: weakref.WeakSet[ProcessRegistry] = weakref.WeakSet()
-
 
 @dataclass(slots=True)
 class ProcessChanged:
@@ -220,7 +215,6 @@ class ProcessRegistry:
         self.processes: dict[str, BackgroundProcess] = {}
         self.emit = emit
         self._next = 1
-        _REGISTRIES.add(self)
 
     def new_id(self) -> str:
         pid = f"p{self._next}"
@@ -238,16 +232,6 @@ class ProcessRegistry:
     async def aclose(self) -> None:
         """Stop every process still running (the end of the run)."""
         await asyncio.gather(*(p.kill() for p in self.processes.values()), return_exceptions=True)
-
-    def kill_now(self) -> None:
-        for p in list(self.processes.values()):
-            p.kill_now()
-
-
-@atexit.register
-def _kill_everything_left() -> None:  # the kernel (or the script) is exiting
-    for registry in list(_REGISTRIES):
-        registry.kill_now()
 
 
 async def read_text(stream: asyncio.StreamReader, add: Callable[[str], None]) -> None:
@@ -311,6 +295,7 @@ async def start_background(ctx: ToolContext, *, command: str, argv: list[str], c
     p = BackgroundProcess(registry.new_id(), command, sandbox, ctx.call_id, proc, prepared, _emit=registry.emit)
     p._progress = ctx.progress if yield_ms else None
     registry.processes[p.id] = p
+    stopped_at_exit(proc, p.kill_now)
     p._watch = asyncio.ensure_future(_watch(p, exited))
     p._notify("started")
     if yield_ms:

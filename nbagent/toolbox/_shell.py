@@ -47,7 +47,7 @@ from ._readdeny import reveals_denied
 from ._readonly import read_only_problem
 from ._refusals import sandbox_refusal
 from ._shellrules import pattern_matches, suggest_pattern
-from ._signals import signal_family
+from ._signals import dies_with_us, signal_family, stopped_at_exit
 from ._values import cut
 from ._workspace import WorkspaceError
 
@@ -282,10 +282,11 @@ def make_shell_tool(binding: Binding) -> Tool:
         starting = asyncio.ensure_future(asyncio.create_subprocess_exec(
             *prepared.argv, cwd=str(ws.root), stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-            env=env, preexec_fn=prepared.preexec_fn, pass_fds=prepared.pass_fds,
+            env=env, preexec_fn=dies_with_us(prepared.preexec_fn), pass_fds=prepared.pass_fds,
         ))
         try:
             proc = await asyncio.shield(starting)
+            stopped_at_exit(proc)
             prepared.started()
         except asyncio.CancelledError:
             # cancelled while the process was being started: it may be running already, so stop it too

@@ -1,14 +1,48 @@
 """How a command and everything it started are stopped: signals to its process group and to every process
 descended from it (read from /proc), and a child that Linux kills when the kernel dies without its exit handlers.
-Used by `shell` (a command that times out or is stopped) and by the background processes of `process`."""
+Used by `shell` (a command that times out or is stopped) and by the background processes of `process`.
+
+Every command a tool starts, foreground or background, is started with `dies_with_us` and held with
+`stopped_at_exit` while it runs: one exit handler (the kernel shutting down, a script's `sys.exit`) kills each
+one still running with its whole family, whichever sandbox backend started it (bubblewrap's
+`--die-with-parent` takes its namespace along; under Landlock the command's supervisor and everything it
+adopted would otherwise go on after the interpreter)."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
+import weakref
 from typing import Any
 
-__all__ = ["descendants", "dies_with_us", "kill_group", "signal_all", "signal_family"]
+__all__ = ["descendants", "dies_with_us", "kill_group", "signal_all", "signal_family", "stopped_at_exit"]
+
+_HELD: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+"""Commands running now (`stopped_at_exit`), each with what to do for it at exit (None: kill its family)."""
+
+
+def stopped_at_exit(proc: Any, stop: Any = None) -> None:
+    """Hold `proc` (an asyncio or subprocess process) until it ends: if the interpreter exits first, the exit
+    handler SIGKILLs its process group and every process descended from it, or calls `stop()` when given
+    (a background process also frees what its sandbox made; held weakly, as `proc` is)."""
+    _HELD[proc] = None if stop is None else weakref.WeakMethod(stop)
+
+
+@atexit.register
+def _stop_everything_held() -> None:  # the kernel (or the script) is exiting
+    for proc, stop in list(_HELD.items()):
+        if getattr(proc, "returncode", None) is not None:
+            continue
+        try:
+            if stop is not None:
+                method = stop()
+                if method is not None:
+                    method()
+            else:
+                signal_all(proc, signal.SIGKILL, descendants(proc.pid))
+        except Exception:  # pragma: no cover  (an exit handler must not stop the others)
+            pass
 
 
 def dies_with_us(then: Any) -> Any:

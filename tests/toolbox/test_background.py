@@ -134,16 +134,16 @@ def test_read_only_capability_mode_leaves_the_process_tool_out(tools, ws: Path) 
     assert "process" not in run.requests[0].tools and "shell" not in run.requests[0].tools
 
 
-def _interpreter_with_a_process(ws: Path, marker: str, ending: str, sandbox: str = "workspace-write"
-                                ) -> subprocess.CompletedProcess:
-    """A Python process whose run started `sleep marker` in the background and is still going when the
-    interpreter ends with `ending`."""
+def _interpreter_with_a_process(ws: Path, marker: str, ending: str, sandbox: str = "workspace-write",
+                                in_flight: str = "20") -> subprocess.CompletedProcess:
+    """A Python process whose run started `sleep marker` in the background and is still going (its second call,
+    `sleep in_flight`, running in the foreground) when the interpreter ends with `ending`."""
     code = textwrap.dedent(f"""
         import asyncio, sys
         from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, toolbox
         model = ScriptedModel([
             AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={{"command": "sleep {marker}", "background": True}})]),
-            AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={{"command": "sleep 20"}})]),
+            AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={{"command": "sleep {in_flight}"}})]),
             "done"])
         agent = Agent(model=model, tools=toolbox.all(workspace={str(ws)!r}), mode="bypassPermissions",
                       workspace={str(ws)!r}, sandbox={sandbox!r})
@@ -160,12 +160,14 @@ def _interpreter_with_a_process(ws: Path, marker: str, ending: str, sandbox: str
                           cwd=Path(__file__).resolve().parents[2])
 
 
-def test_processes_left_running_die_with_the_interpreter(ws: Path) -> None:
-    marker = _marker(35)
-    # the run is still in flight: only the exit handler can stop its process
-    out = _interpreter_with_a_process(ws, marker, "sys.exit(0)")
+def test_processes_left_running_die_with_the_interpreter(ws: Path, sandbox_lane) -> None:
+    marker, in_flight = _marker(35), _marker(37)
+    # the run is still in flight: only the exit handler can stop its processes, the background one and the
+    # foreground command of the call that was running (under Landlock, with the supervisor that adopts what
+    # it leaves: a fork of this interpreter, whose command line names both markers)
+    out = _interpreter_with_a_process(ws, marker, "sys.exit(0)", in_flight=in_flight)
     assert "RUNNING" in out.stdout, out.stderr
-    assert _gone(marker)
+    assert _gone(marker) and _gone(in_flight)
 
 
 def test_a_command_dies_with_an_interpreter_killed_outright(ws: Path) -> None:
@@ -176,3 +178,29 @@ def test_a_command_dies_with_an_interpreter_killed_outright(ws: Path) -> None:
                                       sandbox="danger-full-access")
     assert "RUNNING" in out.stdout and out.returncode == -9, out.stderr
     assert _gone(marker)
+
+
+def test_every_command_a_tool_starts_is_held_for_the_exit_handler() -> None:
+    # the mechanism, for every member: each place in the toolbox that starts a command passes its preexec
+    # through `dies_with_us` and holds the process with `stopped_at_exit` in the same function
+    import ast
+
+    import nbagent.toolbox
+
+    starts = []
+    for path in sorted(Path(nbagent.toolbox.__file__).parent.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for func in ast.walk(tree):
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            calls = [n for n in ast.walk(func) if isinstance(n, ast.Call)]
+            names = {ast.unparse(c.func) for c in calls}
+            for call in calls:
+                if ast.unparse(call.func).endswith(("create_subprocess_exec", "create_subprocess_shell", "Popen")):
+                    starts.append(f"{path.name}:{func.name}")
+                    preexec = {k.arg: ast.unparse(k.value) for k in call.keywords}.get("preexec_fn", "")
+                    if path.name == "_grep.py":  # the regex worker: a helper that ends at its stdin's end
+                        continue
+                    assert preexec.startswith("dies_with_us("), f"{path.name}:{func.name} starts a command without it"
+                    assert "stopped_at_exit" in names, f"{path.name}:{func.name} does not hold its command"
+    assert {"_shell.py:shell", "_background.py:start_background"} <= set(starts), starts
