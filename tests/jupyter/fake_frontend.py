@@ -1,5 +1,5 @@
 """A stand-in for nbagent's frontend part: a notebook kept in Python that answers the `nbagent.notebook`
-protocol the way frontend/src/notebook/comm.ts does (the same checks, the same answers).
+protocol the way frontend/src/notebook/notebookComm.ts does (the same checks, the same answers).
 
 `FakeNotebook` holds the cells and answers one request (`answer(data) -> reply`). It checks every request
 against the protocol (nbagent/jupyter/notebook/protocol.json) and every answer it gives too: what does not fit
@@ -81,11 +81,11 @@ class FakeNotebook:
 
     def _handle(self, data: dict[str, Any]) -> Any:
         op = data["op"]
-        if op == "hello":  # the notebook's id is made the first time (frontend/src/notebook/comm.ts, notebookId)
+        if op == "hello":  # the notebook's id is made the first time (frontend/src/notebook/notebookComm.ts, notebookId)
             self.metadata.setdefault("nbagent", {}).setdefault("id", uuid.uuid4().hex)
             return {"client": self.client, "path": self.path, "app": "fake",
                     "notebook_id": self.metadata["nbagent"]["id"]}
-        if op == "snapshot":  # kept by widget model id (frontend/src/notebook/snapshots.ts keeps them in the cell's metadata)
+        if op == "snapshot":  # kept by widget model id (frontend/src/notebook/keptViews.ts keeps them in the cell's metadata)
             if data.get("html") is None:
                 self.snapshots.pop(data["model_id"], None)
             else:

@@ -1,6 +1,6 @@
 """Outside attacks on the nbagent panel's comm (`nbagent.panel`), driven through a real kernel.
 
-The test plays the page: it opens the comm the way frontend/src/panel/hub.ts does (`comm.open({protocol: 1})`)
+The test plays the page: it opens the comm the way frontend/src/panel/panelComm.ts does (`comm.open({protocol: 1})`)
 and sends `{id, op, ...fields}` messages; replies and pushed summaries come back on IOPub. Each attack
 asserts the secure effect; beside each is a control that shows the legitimate path still works.
 """

@@ -1,7 +1,7 @@
 /**
  * The `nbagent:notebook` plugin: the kernel reads and edits the live notebook and runs its cells over the
- * `nbagent.notebook` comm (./comm.ts). It also keeps each run's static rendering for when the kernel goes
- * first (./snapshots.ts), makes links to `#nbagent-cell=<id>` scroll to that cell, and gives the model's code
+ * `nbagent.notebook` comm (./notebookComm.ts). It also keeps each run's static rendering for when the kernel goes
+ * first (./keptViews.ts), makes links to `#nbagent-cell=<id>` scroll to that cell, and gives the model's code
  * blocks in the outputs Copy and Insert as cell buttons (../codeblocks.ts).
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
@@ -9,8 +9,8 @@ import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel } from '@jupyterlab/services';
 
 import { belowItsCell, watchCodeBlocks } from '../codeblocks';
-import { NotebookComm, TARGET } from './comm';
-import { followRuns } from './snapshots';
+import { NotebookComm, TARGET } from './notebookComm';
+import { followRuns } from './keptViews';
 
 /** Scroll to the cell a `#nbagent-cell=<id>` link names, in the notebook the link is in. */
 function onLinkClick(tracker: INotebookTracker, event: MouseEvent): void {

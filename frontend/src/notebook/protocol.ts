@@ -54,7 +54,7 @@ export type PageReply =
 export type Result = HelloResult | SnapshotResult | ReadResult | InsertResult | EditResult | RunResult;
 
 /**
- * The `nbagent.notebook` comm: the kernel opens it (comm_open data {"protocol": 1}) and asks the page for the live notebook, to apply edits and to run cells; the page answers each request once. Every request after the hello names the page chosen to answer (`client`). Kernel side: nbagent/jupyter/notebook/comm.py (and cells.py, tools.py, snapshots.py, which ask); page side: frontend/src/notebook/comm.ts, whose types are generated from this file (`npm run protocol`).
+ * The `nbagent.notebook` comm: the kernel opens it (comm_open data {"protocol": 1}) and asks the page for the live notebook, to apply edits and to run cells; the page answers each request once. Every request after the hello names the page chosen to answer (`client`). Kernel side: nbagent/jupyter/notebook/comm.py (and cells.py, tools.py, snapshots.py, which ask); page side: frontend/src/notebook/notebookComm.ts, whose types are generated from this file (`npm run protocol`).
  */
 export interface NotebookProtocol {
   [k: string]: unknown;
@@ -75,7 +75,7 @@ export interface HelloRequest {
   mark?: string;
 }
 /**
- * Keep (html null: drop) the static rendering of the live view whose widget is `model_id`, for when the kernel goes first (frontend/src/notebook/snapshots.ts).
+ * Keep (html null: drop) the static rendering of the live view whose widget is `model_id`, for when the kernel goes first (frontend/src/notebook/keptViews.ts).
  *
  * This interface was referenced by `NotebookProtocol`'s JSON-Schema
  * via the `definition` "SnapshotRequest".

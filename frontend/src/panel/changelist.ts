@@ -12,7 +12,7 @@
 import { NotebookPanel } from '@jupyterlab/notebook';
 
 import { undoAll, undoSummary } from './changes';
-import { PanelHub, ShownRun, nameOf } from './hub';
+import { PanelHub, ShownRun, nameOf } from './panelComm';
 import { CHANGED_REASON, proposal } from './proposal';
 import type { Change, Review } from './protocol';
 import { undoChange } from './review';

@@ -2,7 +2,7 @@
  * The chips above the panel's conversation: its model, mode, tools and cost, and the context gauge, taken from the
  * last run shown (else from the kernel's configuration). Written as text; the titles say where each comes from.
  */
-import type { PanelHub } from './hub';
+import type { PanelHub } from './panelComm';
 import type { RunHead } from './protocol';
 import { el } from './el';
 

@@ -1,6 +1,6 @@
 /**
  * Decisions that cannot be lost: what a person decides or sends in nbagent's live widgets reaches the kernel
- * through the notebook's own `nbagent.panel` comm (./hub.ts), not through the widgets' comms. The widgets only
+ * through the notebook's own `nbagent.panel` comm (./panelComm.ts), not through the widgets' comms. The widgets only
  * draw. Another page on the kernel may have closed those widgets (Notebook 7's file-browser tab answers every
  * widget's `comm_open` with `comm_close`): the kernel then forgets them and drops their clicks, while this comm,
  * which this page opened, still answers. Taken here:
@@ -20,7 +20,7 @@
  * loaded yet, no kernel), the click goes on to the widget, as before.
  */
 import { showText } from '../shown';
-import { PanelHub } from './hub';
+import { PanelHub } from './panelComm';
 import type { Choice } from './protocol';
 
 const ACTIONS: [string, Choice | 'stop'][] = [

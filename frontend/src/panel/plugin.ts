@@ -1,5 +1,5 @@
 /**
- * The `nbagent:panel` plugin: the side panel (right, ./sidebar.ts), a hub per notebook (./hub.ts: the page's
+ * The `nbagent:panel` plugin: the side panel (right, ./sidebar.ts), a hub per notebook (./panelComm.ts: the page's
  * end of its `nbagent.panel` comm), the decorations in its cells (./review.ts), the live views' decisions sent
  * through that comm (./decisions.ts), the "Ask nbagent" toolbar button, Copy and Insert as cell on the model's
  * code blocks in the panel, "Make cells" on a finished run's names that exist only in the kernel (./tocells.ts),
@@ -18,7 +18,7 @@ import { LabIcon } from '@jupyterlab/ui-components';
 
 import { watchCodeBlocks } from '../codeblocks';
 import { routeDecisions } from './decisions';
-import { PanelHub, hasError } from './hub';
+import { PanelHub, hasError } from './panelComm';
 import { CellDecorator } from './review';
 import { watchKernelOnly } from './tocells';
 import { AgentPanel } from './sidebar';

@@ -7,7 +7,7 @@
 import { Cell } from '@jupyterlab/cells';
 import { NotebookPanel } from '@jupyterlab/notebook';
 
-import { PanelHub, shownName } from './hub';
+import { PanelHub, shownName } from './panelComm';
 import type { ModelChoice, StartKind } from './protocol';
 import { el } from './el';
 

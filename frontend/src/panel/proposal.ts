@@ -3,7 +3,7 @@
  * cell as the person sees it, the diff, and, when the change can no longer apply, why, said to the person
  * before anyone clicks. Pure: no DOM, no JupyterLab (tested in proposal.test.ts).
  */
-import { applyEdit } from '../notebook/cells';
+import { applyEdit } from '../notebook/cellEdits';
 import type { Review } from './protocol';
 
 /** What nbagent is told when the person rejects an edit of a cell they changed after it read the cell. */

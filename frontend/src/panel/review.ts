@@ -14,7 +14,7 @@ import type { CellMark } from '../notebook/protocol';
 import { showText } from '../shown';
 import { diffNode } from './diff';
 import { CHANGED_REASON, proposal } from './proposal';
-import { PanelHub, hasError, nameOf, shownName } from './hub';
+import { PanelHub, hasError, nameOf, shownName } from './panelComm';
 import type { Change, Review } from './protocol';
 
 /** A cell's `nbagent` metadata, when it is a mark the agent left (a saved notebook may hold anything there). */

@@ -11,7 +11,7 @@ import { NotebookPanel } from '@jupyterlab/notebook';
 import { IRenderMime, MimeModel } from '@jupyterlab/rendermime';
 import { Widget } from '@lumino/widgets';
 
-import type { PanelHub, ShownRun } from './hub';
+import type { PanelHub, ShownRun } from './panelComm';
 import { Host, runChanges } from './changelist';
 import { makeCellsButton } from './tocells';
 import { stepLine } from './step';

@@ -4,7 +4,7 @@
  * so Approve / Deny / Always allow and Stop work here as in the cell, its static rendering once it ended, the
  * cells it changed with Undo, the names its code left only in the kernel with "Make cells"), the conversation's
  * model, mode, tools, cost and context gauge (./chips.ts), and the switches between the chat, the list of
- * conversations (./conversations.ts) and Settings (./settings.ts).
+ * conversations (./conversationsView.ts) and Settings (./settingsView.ts).
  *
  * What reaches the page is inert: the static rendering is HTML from the kernel and goes through JupyterLab's
  * sanitizer; everything else (labels, stored messages, errors) is written as text.
@@ -13,13 +13,13 @@ import { Cell } from '@jupyterlab/cells';
 import { NotebookPanel } from '@jupyterlab/notebook';
 import { Widget } from '@lumino/widgets';
 
-import { PanelHub } from './hub';
+import { PanelHub } from './panelComm';
 import { Host, conversationReview } from './changelist';
-import { conversationList, storedConversation } from './conversations';
+import { conversationList, storedConversation } from './conversationsView';
 import { conversationChips } from './chips';
 import { PromptBox } from './promptbox';
 import { RunCards } from './runcards';
-import { SettingsView } from './settings';
+import { SettingsView } from './settingsView';
 import { el } from './el';
 
 export class AgentPanel extends Widget {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { stepLine } from './step';
-import { ago, conversationMeta } from './conversations';
+import { ago, conversationMeta } from './conversationsView';
 
 describe('stepLine', () => {
   it('names the step of the approved plan', () => {

@@ -89,7 +89,7 @@ STOPPED = "the kernel stopped while the run was going on"
 def test_a_kernel_restarted_mid_approval_leaves_the_run_in_the_saved_notebook(lab, tmp_path_factory):
     """JupyterLab forgets the old kernel's messages as soon as it asks for the restart, so what the kernel sends
     as it shuts down does not arrive, and the widget's model dies with the kernel. The page kept the run's
-    static rendering as it went (frontend/src/notebook/snapshots.ts): it takes the widget's place at the restart, and the
+    static rendering as it went (frontend/src/notebook/keptViews.ts): it takes the widget's place at the restart, and the
     saved notebook, reopened in JupyterLab and in Notebook 7, shows the run as far as it went."""
     with _waiting(lab, "restart.ipynb") as page:
         _wait_kept(page, "restart.ipynb", 2)

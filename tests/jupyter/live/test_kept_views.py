@@ -1,6 +1,6 @@
 """A batch's view (`%agent --map`) and the MCP trust prompt outlive their kernel like a run's view, and their buttons
 work where the widgets were closed by another page: in a real kernel, with the page played by the test
-(tests/jupyter/fake_frontend.py keeps the renderings as frontend/src/notebook/snapshots.ts does; `Page` speaks the
+(tests/jupyter/fake_frontend.py keeps the renderings as frontend/src/notebook/keptViews.ts does; `Page` speaks the
 `nbagent.panel` comm as frontend/src/panel/decisions.ts does).
 
 - while an item waits for approval, the page holds the batch as it would read if the kernel stopped now (with

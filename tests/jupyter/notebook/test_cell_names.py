@@ -1,6 +1,6 @@
 """A cell is named to the person as they see it (`[8] by_region = ...`), the same way in the kernel (call rows,
 the panel's labels) and in the page (the panel's chips, changes and reviews): both pass one table of cases,
-tests/fixtures/cell_names.json (the page's side: frontend/src/notebook/cells.test.ts)."""
+tests/fixtures/cell_names.json (the page's side: frontend/src/notebook/cellEdits.test.ts)."""
 
 from __future__ import annotations
 

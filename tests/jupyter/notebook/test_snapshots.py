@@ -1,5 +1,5 @@
 """What a live view leaves with the frontend part for when the kernel goes first, in a real kernel against a
-frontend played by the test (tests/jupyter/fake_frontend.py answers as frontend/src/notebook/snapshots.ts does): while a
+frontend played by the test (tests/jupyter/fake_frontend.py answers as frontend/src/notebook/keptViews.ts does): while a
 run waits for approval, the frontend holds its static rendering as it would read with the kernel gone (the
 call waiting, the run "stopped"); when the run ends normally the kept copy is dropped. And the page's hello
 gives the notebook's id, which the stored conversation then carries.

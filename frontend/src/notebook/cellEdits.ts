@@ -1,7 +1,7 @@
 /**
  * The pure parts of answering the kernel about cells (kernel side: nbagent/jupyter/notebook/cells.py): what
  * an output is trimmed to before it is sent, the one edit `edit_cell` makes, and the refusal of a change to a
- * cell that moved on since the agent read it. No DOM and no JupyterLab here: tested in cells.test.ts.
+ * cell that moved on since the agent read it. No DOM and no JupyterLab here: tested in cellEdits.test.ts.
  */
 import type { Output } from './protocol';
 

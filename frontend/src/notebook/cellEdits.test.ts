@@ -3,8 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'fs';
 import { join } from 'path';
 
-import { TEXT_LIMIT, HTML_LIMIT, applyEdit, cellName, editRefusal, isNotebookId, replaceOnce, staleReason, trimOutput } from './cells';
-import type { CellShown } from './cells';
+import { TEXT_LIMIT, HTML_LIMIT, applyEdit, cellName, editRefusal, isNotebookId, replaceOnce, staleReason, trimOutput } from './cellEdits';
+import type { CellShown } from './cellEdits';
 
 describe('replaceOnce: the one edit edit_cell makes', () => {
   it('replaces the one occurrence and says where it was', () => {

@@ -7,7 +7,7 @@
  * The key is never kept in the page: the field is emptied as it is sent, and nothing the kernel answers holds
  * it. Everything the kernel sends is written as text.
  */
-import type { PanelHub } from './hub';
+import type { PanelHub } from './panelComm';
 import type { OptionSetting, ProviderSettings, SettingsResult } from './protocol';
 import { el } from './el';
 

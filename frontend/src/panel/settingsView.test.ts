@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { keyWords, urlWords } from './settings';
+import { keyWords, urlWords } from './settingsView';
 import type { ProviderSettings } from './protocol';
 
 const provider = (key: Partial<ProviderSettings['key']>, url: Partial<ProviderSettings['base_url']> = {}): ProviderSettings => ({

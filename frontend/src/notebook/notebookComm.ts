@@ -13,7 +13,7 @@ import { Kernel, KernelMessage } from '@jupyterlab/services';
 
 import { setLiveMark } from '../codeblocks';
 import { asJSON } from '../json';
-import { cellName, editRefusal, isNotebookId, replaceOnce, staleReason, trimOutput } from './cells';
+import { cellName, editRefusal, isNotebookId, replaceOnce, staleReason, trimOutput } from './cellEdits';
 import type {
   Cell as CellJSON,
   EditResult,
@@ -27,7 +27,7 @@ import type {
   RunResult,
   SnapshotResult
 } from './protocol';
-import { keepRendering } from './snapshots';
+import { keepRendering } from './keptViews';
 
 export const TARGET = 'nbagent.notebook';
 

@@ -13,7 +13,7 @@ import { Kernel, KernelMessage } from '@jupyterlab/services';
 import { Signal } from '@lumino/signaling';
 
 import { setLiveMark } from '../codeblocks';
-import { cellName } from '../notebook/cells';
+import { cellName } from '../notebook/cellEdits';
 import type {
   CellPayload,
   CellPayloadOutput,
