@@ -159,6 +159,7 @@ class _Cluster:
         self.loop = asyncio.get_running_loop()
         self.inbox: asyncio.Queue = asyncio.Queue()
         self.flow = Flow()
+        self.flow.waiting = lambda: len(self.todo) + sum(1 for index in self.where if index not in batch._runs)
         self.todo: deque[int] = deque(batch._todo)
         self.lives: dict[int, _Life] = {}  # runner -> its current life
         self.where: dict[int, _Life] = {}  # item -> the life holding it

@@ -22,8 +22,11 @@ spacing is a little wider, so a late send's lateness is made up over the block's
 cannot know in time (its permit is already on its way). So the next request is the same runner's, but for the
 block's last (`closes`), whose follower may be another runner's: the gap is room for that send's lateness, and a
 last send that would come later than the gap covers is not made (its slot is given up, and another permit
-taken). Measured against a provider that allows no burst (`python bench/map.py --only-dask`): 429s from about 50
-to about 5 in 1,000, the cluster's share of the bound from about 0.86 to about 0.93.
+taken). Near a batch's end a block is at most each runner's share of the items not started yet (`Flow.waiting`),
+and a runner takes from the queue only while its items could use more than it holds (nbagent.batch.dask_worker):
+a block held by a runner with nothing left to send would keep its slots from the others. Measured against a
+provider that allows no burst (`python bench/map.py --only-dask`): 429s from about 50 to about 3-5 in 1,000, the
+cluster's share of the bound from about 0.86 to about 0.96.
 """
 
 from __future__ import annotations
@@ -36,8 +39,10 @@ __all__ = ["BLOCK_SECONDS", "Flow", "GAP", "LEAD", "block_size", "call", "count"
 
 LEAD = 0.05
 """Seconds before its time a permit is put in the queue (more than the queues take to bring it to a worker)."""
-BLOCK_SECONDS = 0.16
-"""About this many seconds' worth of consecutive permits travel as one block (see the module docstring)."""
+BLOCK_SECONDS = 0.24
+"""About this many seconds' worth of consecutive permits travel as one block (see the module docstring). Each block
+leaves `GAP` unused: longer blocks lose less to it, but a runner's stall costs a block more (0.16, 0.24 and 0.32 s
+measured side by side against a provider that allows no burst: 0.952-0.955, 0.957-0.963, 0.949-0.966)."""
 GAP = 0.004
 """Seconds left unused after a block: room for its last send's lateness before the next block's first."""
 TOLERANCE = 0.0001
@@ -69,6 +74,10 @@ class Flow:
         """How many runners take permits: a permit that went late is spaced by this many intervals on its runner,
         so a backlog used by all of them at once still goes no faster than the limiter's rate."""
         self.times: dict[int, float] = {}
+        self.waiting: Any = None
+        """How many items have not started yet (a callable; None: not known). Blocks are at most each runner's share
+        of them: near a batch's end, a block bigger than what its runner has left would hold slots nobody uses
+        (another runner's next request waits behind them)."""
 
     def sent(self, seq: Any) -> float | None:
         """The monotonic time permit `seq` was for (None: not one of this batch's, or answered already)."""
@@ -86,6 +95,8 @@ async def feed(batch: Any, client: Any, permits: Any, flow: Flow) -> None:
     try:
         while True:
             size = block_size(limiter)
+            if size > 1 and flow.waiting is not None:
+                size = max(1, min(size, flow.waiting() // max(1, flow.runners)))
             if flow.ahead + size > max(outstanding(batch), size):
                 flow.used.clear()
                 try:

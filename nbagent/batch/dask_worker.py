@@ -127,10 +127,19 @@ class _Permits:
     previous request, so permits that waited do not go out together, on this worker or across them; one more
     than `STALE` seconds late is not used (its slot is long past) and is reported so. A permit of a block goes no
     sooner than `interval` after this runner's previous actual send (`_RemoteGate.send`). A runner keeps few
-    permits (`KEEP`): one it holds while its slots are all busy is one another runner could have used."""
+    permits (`KEEP`): one it holds while its slots are all busy is one another runner could have used; and it takes
+    from the queue only while it holds fewer than its items could use (`demand`: the items waiting for a slot, and
+    the requests waiting for a permit), so a runner whose items are done leaves the next block to one that has
+    some (a block it took would hold the slots of the next `BLOCK_SECONDS` for nobody: the end of a batch lost
+    about 0.15 s to it)."""
 
-    def __init__(self, queue: Any, keep: int, out: _Outbox, same_clock: bool = False) -> None:
+    def __init__(self, queue: Any, keep: int, out: _Outbox, same_clock: bool = False, demand: Any = None) -> None:
         self.queue, self.out = queue, out
+        self.demand = demand
+        """How many items here wait for a slot (None: take whenever there is room, as if there were always some)."""
+        self.asking = 0
+        """Requests waiting in `get` for a permit."""
+        self.wanted = asyncio.Event()
         self.same_clock = same_clock
         """The client's wall clock is this runner's (one kernel): no offset is estimated (the least delivery time
         of each runner's permits differs, and would shift their schedules apart)."""
@@ -149,9 +158,19 @@ class _Permits:
         """By this runner's wall clock: no request before it (a 429 this runner met said to wait)."""
         self.task = asyncio.get_running_loop().create_task(self._fill())
 
+    def wake(self) -> None:
+        """Items arrived (or a request asks): the stock may be less than they could use now."""
+        self.wanted.set()
+
+    def _short(self) -> bool:
+        return self.demand is None or self.ready.qsize() < self.demand() + self.asking
+
     async def _fill(self) -> None:
         while True:
             await self.room.acquire()
+            while not self._short():  # nothing here would use another take yet
+                self.wanted.clear()
+                await self.wanted.wait()
             taken = await self.queue.get()
             if not isinstance(taken, (list, tuple)) or not taken:
                 self.room.release()
@@ -169,7 +188,15 @@ class _Permits:
         """Wait for a permit: its number, the tokens it carries, the time (this runner's wall clock) its request
         may go (`_RemoteGate.send` waits for it), and its block's spacing and end."""
         while True:
-            permit, ends_stock = await self.ready.get()
+            if self.ready.empty():
+                self.asking += 1
+                self.wanted.set()
+                try:
+                    permit, ends_stock = await self.ready.get()
+                finally:
+                    self.asking -= 1
+            else:
+                permit, ends_stock = self.ready.get_nowait()
             if ends_stock:  # the last of what one take brought: room for another
                 self.room.release()
             try:
@@ -406,13 +433,16 @@ async def runner(blob: bytes, names: tuple[str, str, str], number: int, share: i
                 if message.get("keys") is not None and pair is not None:
                     agent = give_keys(agent, pair.open(message["keys"], f"{names[2]}|{number}|{life}".encode()))
                 mine = clock_id()
-                stock = _Permits(permits, min(share, KEEP), out, mine is not None and message.get("clock") == mine)
+                stock = _Permits(permits, min(share, KEEP), out, mine is not None and message.get("clock") == mine,
+                                 demand=waiting.qsize)
                 slots = [loop.create_task(_slot(agent, waiting, stock, out, max_retries, worth_retrying))
                          for _ in range(share)]
                 continue
             for item in message["items"]:
                 waiting.put_nowait(tuple(item))
                 taken += 1
+            if stock is not None:
+                stock.wake()
     finally:
         watcher.cancel()
         if stock is not None:

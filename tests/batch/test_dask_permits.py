@@ -205,3 +205,70 @@ async def test_the_transport_tells_the_gate_when_its_body_was_written_and_the_ne
     await third.send()
     assert third.sent >= began + 0.05 - 1e-9  # one interval after the write began, not after the wait's end
     permits.task.cancel()
+
+
+async def test_near_the_end_blocks_are_no_bigger_than_each_runners_share_of_the_items_not_started():
+    # a block bigger than what its runner has left holds slots nobody uses, and another runner's next request
+    # waits behind them (the end of a batch lost about a block's time to it)
+    from nbagent.batch.dask_permits import Flow, block_size, feed
+    from nbagent.budget.ratelimit import Limiter, RateLimit
+
+    class Batch:
+        concurrency = 8
+        limiter = Limiter(RateLimit(requests_per_minute=3000), spin=0.0)
+
+    class Permits:
+        def __init__(self) -> None:
+            self.items: list = []
+
+        async def put(self, item) -> None:
+            self.items.append(item)
+
+    class Client:
+        asynchronous = True
+
+    Batch.limiter.requests.refused = True  # blocks, as after a 429
+    full = block_size(Batch.limiter)
+    left = [2 * full + 2, 6, 2, 1]  # items not started yet, as the batch goes
+    permits, flow = Permits(), Flow()
+    flow.runners = 2
+    told = iter(left)
+    flow.waiting = lambda: next(told, 1)  # asked once for each block
+    flow.ready.set()
+    task = asyncio.ensure_future(feed(Batch(), Client(), permits, flow))
+    while len(permits.items) < 4:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    sizes = [len(p) if isinstance(p, list) else 1 for p in permits.items[:4]]
+    assert sizes == [full, 3, 1, 1]  # a runner's share of what is left; a single permit (no block) at the last
+    assert not isinstance(permits.items[3], list)
+
+
+async def test_a_runner_takes_permits_only_while_it_holds_fewer_than_its_items_could_use():
+    # a runner whose items are done leaves the next block to one that has some
+    queue, out = Queue(), Out()
+    waiting: asyncio.Queue = asyncio.Queue()
+    permits = _Permits(queue, 2, out, same_clock=True, demand=waiting.qsize)
+    now = time.time()
+    block = tuple((seq, now + 0.05 * seq, now, 300, 0.02, 0.02, seq == 3) for seq in (1, 2, 3))
+    queue.q.put_nowait(block)
+    await asyncio.sleep(0.05)
+    assert queue.q.qsize() == 1 and permits.ready.empty()  # no item here: the block stays for another runner
+    waiting.put_nowait(("item", 0))
+    permits.wake()  # an item arrived
+    while queue.q.qsize():
+        await asyncio.sleep(0.005)
+    assert permits.ready.qsize() == 3  # taken whole
+    queue.q.put_nowait(((4, now + 1, now, 300, 0.02, 0.02, True),))
+    await asyncio.sleep(0.05)
+    assert queue.q.qsize() == 1  # three permits in hand for one item: no more taken
+    for _ in range(3):
+        await permits.get()
+    getting = asyncio.ensure_future(permits.get())  # a request asks, its stock empty: the next is taken
+    seq, _tokens, _due = await asyncio.wait_for(getting, 5)
+    assert seq == 4 and queue.q.qsize() == 0
+    permits.task.cancel()
+    lone = _Permits(Queue(), 1, out, same_clock=True)  # no demand told (a runner of another version): as before
+    lone.queue.q.put_nowait((9, now, now, 300, 0.02))
+    assert (await asyncio.wait_for(lone.get(), 5))[0] == 9
+    lone.task.cancel()
