@@ -133,34 +133,46 @@ async def test_a_blocks_last_permit_that_would_go_later_than_the_gap_covers_is_g
     permits.task.cancel()
 
 
+class FedBatch:
+    """What the feeder reads of a batch: its concurrency and its limiter (3,000 requests a minute, paced)."""
+
+    concurrency = 8
+
+    def __init__(self) -> None:
+        from nbagent.budget.ratelimit import Limiter, RateLimit
+
+        self.limiter = Limiter(RateLimit(requests_per_minute=3000), spin=0.0)
+
+
+class PermitQueue:
+    """The cluster's permit queue, as the feeder's client sees it: what was put, in order."""
+
+    def __init__(self) -> None:
+        self.items: list = []
+
+    async def put(self, item) -> None:
+        self.items.append(item)
+
+    async def qsize(self) -> int:
+        return len(self.items)
+
+
+class AsyncClient:
+    asynchronous = True
+
+
 async def test_the_feeder_puts_blocks_with_a_gap_after_each_when_paced_smoothly_after_a_429():
     from nbagent.batch.dask_permits import BLOCK_SECONDS, GAP, Flow, block_size, feed
     from nbagent.budget.ratelimit import Limiter, RateLimit
 
-    class Batch:
-        concurrency = 8
-        limiter = Limiter(RateLimit(requests_per_minute=3000), spin=0.0)
-
-    class Permits:
-        def __init__(self) -> None:
-            self.items: list = []
-
-        async def put(self, item) -> None:
-            self.items.append(item)
-
-        async def qsize(self) -> int:
-            return len(self.items)
-
-    class Client:
-        asynchronous = True
-
-    permits, flow = Permits(), Flow()
+    batch = FedBatch()
+    permits, flow = PermitQueue(), Flow()
     flow.ready.set()
-    assert block_size(Batch.limiter) == 1  # until the provider refuses a request, single permits, no gaps
-    Batch.limiter.requests.refused = True  # as after a 429 (which also ends the slack)
-    size = block_size(Batch.limiter)
+    assert block_size(batch.limiter) == 1  # until the provider refuses a request, single permits, no gaps
+    batch.limiter.requests.refused = True  # as after a 429 (which also ends the slack)
+    size = block_size(batch.limiter)
     assert size == int(BLOCK_SECONDS * 50) > 1
-    task = asyncio.ensure_future(feed(Batch(), Client(), permits, flow))
+    task = asyncio.ensure_future(feed(batch, AsyncClient(), permits, flow))
     while len(permits.items) < 3:
         await asyncio.sleep(0.01)
     task.cancel()
@@ -211,31 +223,17 @@ async def test_near_the_end_blocks_are_no_bigger_than_each_runners_share_of_the_
     # a block bigger than what its runner has left holds slots nobody uses, and another runner's next request
     # waits behind them (the end of a batch lost about a block's time to it)
     from nbagent.batch.dask_permits import Flow, block_size, feed
-    from nbagent.budget.ratelimit import Limiter, RateLimit
 
-    class Batch:
-        concurrency = 8
-        limiter = Limiter(RateLimit(requests_per_minute=3000), spin=0.0)
-
-    class Permits:
-        def __init__(self) -> None:
-            self.items: list = []
-
-        async def put(self, item) -> None:
-            self.items.append(item)
-
-    class Client:
-        asynchronous = True
-
-    Batch.limiter.requests.refused = True  # blocks, as after a 429
-    full = block_size(Batch.limiter)
+    batch = FedBatch()
+    batch.limiter.requests.refused = True  # blocks, as after a 429
+    full = block_size(batch.limiter)
     left = [2 * full + 2, 6, 2, 1]  # items not started yet, as the batch goes
-    permits, flow = Permits(), Flow()
+    permits, flow = PermitQueue(), Flow()
     flow.runners = 2
     told = iter(left)
     flow.waiting = lambda: next(told, 1)  # asked once for each block
     flow.ready.set()
-    task = asyncio.ensure_future(feed(Batch(), Client(), permits, flow))
+    task = asyncio.ensure_future(feed(batch, AsyncClient(), permits, flow))
     while len(permits.items) < 4:
         await asyncio.sleep(0.01)
     task.cancel()
