@@ -7,7 +7,10 @@ import asyncio
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
+
+import pytest
 
 from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall
 from tests.helpers import assert_valid
@@ -204,3 +207,44 @@ def test_every_command_a_tool_starts_is_held_for_the_exit_handler() -> None:
                     assert preexec.startswith("dies_with_us("), f"{path.name}:{func.name} starts a command without it"
                     assert "stopped_at_exit" in names, f"{path.name}:{func.name} does not hold its command"
     assert {"_shell.py:shell", "_background.py:start_background"} <= set(starts), starts
+
+
+@pytest.mark.kernel
+@pytest.mark.parametrize("how", ["shutdown", "killed"])
+def test_a_kernel_that_goes_takes_its_runs_commands_with_it(ws: Path, sandbox_lane, how: str) -> None:
+    # in a real kernel, a run in flight: a background command and the foreground command of the call running;
+    # a kernel shut down (its exit handlers run) stops both, and one killed outright (none run) its foreground
+    # command (Linux kills it: PR_SET_PDEATHSIG; what a background command started may outlive that)
+    from tests.jupyter.kernelclient import KernelSession
+
+    if how == "killed" and sandbox_lane.name != "landlock":
+        pytest.skip("killed outright, bubblewrap's --die-with-parent stops the command as before")
+    background, foreground = _marker(38), _marker(39)
+    k = KernelSession(ws)
+    try:
+        k.execute(textwrap.dedent(f"""
+            from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, toolbox
+            model = ScriptedModel([
+                AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={{"command": "sleep {background}", "background": True}})]),
+                AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={{"command": "sleep {foreground}"}})]),
+                "done"])
+            agent = Agent(model=model, tools=toolbox.all(workspace={str(ws)!r}), mode="bypassPermissions",
+                          workspace={str(ws)!r})
+            run = agent.start("go")
+        """))
+        k.wait_for("len(run.calls) >= 2")
+        deadline = time.monotonic() + 30
+        while not (_running(background) and _running(foreground)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _running(background) and _running(foreground)
+    finally:
+        if how == "shutdown":
+            k._stop.set()
+            k._reader.join(timeout=5)
+            k.kc.stop_channels()
+            k.km.shutdown_kernel(now=False)  # a shutdown_request: the kernel exits, its exit handlers run
+        else:
+            k.shutdown()  # SIGKILL
+    assert _gone(foreground)
+    if how == "shutdown":
+        assert _gone(background)
