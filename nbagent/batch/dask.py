@@ -159,7 +159,7 @@ class _Cluster:
         self.loop = asyncio.get_running_loop()
         self.inbox: asyncio.Queue = asyncio.Queue()
         self.flow = Flow()
-        self.flow.waiting = lambda: len(self.todo) + sum(1 for index in self.where if index not in batch._runs)
+        self.flow.waiting = self.fewest_to_start
         self.todo: deque[int] = deque(batch._todo)
         self.lives: dict[int, _Life] = {}  # runner -> its current life
         self.where: dict[int, _Life] = {}  # item -> the life holding it
@@ -174,6 +174,14 @@ class _Cluster:
         self.failed = False
         self.started = False
         """True once every runner has said hello (no item is handed out before: a missing key fails at once)."""
+
+    def fewest_to_start(self) -> int:
+        """The fewest items a runner has yet to start: those it holds that have not started, and its share of
+        those not handed out yet (the feeder's blocks are no bigger near the end: `Flow.waiting`)."""
+        share = len(self.todo) // max(1, len(self.lives))
+        runs = self.batch._runs
+        return min((sum(1 for index in life.held if index not in runs) + share for life in self.lives.values()),
+                   default=0)
 
     def wake(self) -> None:
         self.loop.call_soon_threadsafe(self.inbox.put_nowait, [{"kind": "wake"}])

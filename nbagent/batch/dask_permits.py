@@ -22,9 +22,10 @@ spacing is a little wider, so a late send's lateness is made up over the block's
 cannot know in time (its permit is already on its way). So the next request is the same runner's, but for the
 block's last (`closes`), whose follower may be another runner's: the gap is room for that send's lateness, and a
 last send that would come later than the gap covers is not made (its slot is given up, and another permit
-taken). Near a batch's end a block is at most each runner's share of the items not started yet (`Flow.waiting`),
-and a runner takes from the queue only while its items could use more than it holds (nbagent.batch.dask_worker):
-a block held by a runner with nothing left to send would keep its slots from the others. Measured against a
+taken). Near a batch's end a block is at most what the runner with the fewest items yet to start has left
+(`Flow.waiting`), and a runner takes from the queue only while its waiting items and asking requests could use
+more than it holds (nbagent.batch.dask_worker): a block taken by a runner with less than that left to send would
+keep its slots from the others (the last request of a batch came a block's time late). Measured against a
 provider that allows no burst (`python bench/map.py --only-dask`): 429s from about 50 to about 3-5 in 1,000, the
 cluster's share of the bound from about 0.86 to about 0.96.
 """
@@ -75,9 +76,9 @@ class Flow:
         so a backlog used by all of them at once still goes no faster than the limiter's rate."""
         self.times: dict[int, float] = {}
         self.waiting: Any = None
-        """How many items have not started yet (a callable; None: not known). Blocks are at most each runner's share
-        of them: near a batch's end, a block bigger than what its runner has left would hold slots nobody uses
-        (another runner's next request waits behind them)."""
+        """The fewest items a runner has yet to start, its own and its share of those not handed out (a callable;
+        None: not known). Blocks are at most that: near a batch's end, a block bigger than what its runner has left
+        would hold slots nobody uses (another runner's next request waits behind them)."""
 
     def sent(self, seq: Any) -> float | None:
         """The monotonic time permit `seq` was for (None: not one of this batch's, or answered already)."""
@@ -96,7 +97,7 @@ async def feed(batch: Any, client: Any, permits: Any, flow: Flow) -> None:
         while True:
             size = block_size(limiter)
             if size > 1 and flow.waiting is not None:
-                size = max(1, min(size, flow.waiting() // max(1, flow.runners)))
+                size = max(1, min(size, flow.waiting()))
             if flow.ahead + size > max(outstanding(batch), size):
                 flow.used.clear()
                 try:

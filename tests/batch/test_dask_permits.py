@@ -219,7 +219,7 @@ async def test_the_transport_tells_the_gate_when_its_body_was_written_and_the_ne
     permits.task.cancel()
 
 
-async def test_near_the_end_blocks_are_no_bigger_than_each_runners_share_of_the_items_not_started():
+async def test_near_the_end_blocks_are_no_bigger_than_what_the_runner_with_the_fewest_items_to_start_has_left():
     # a block bigger than what its runner has left holds slots nobody uses, and another runner's next request
     # waits behind them (the end of a batch lost about a block's time to it)
     from nbagent.batch.dask_permits import Flow, block_size, feed
@@ -227,11 +227,10 @@ async def test_near_the_end_blocks_are_no_bigger_than_each_runners_share_of_the_
     batch = FedBatch()
     batch.limiter.requests.refused = True  # blocks, as after a 429
     full = block_size(batch.limiter)
-    left = [2 * full + 2, 6, 2, 1]  # items not started yet, as the batch goes
+    left = [full + 1, 3, 1, 0]  # the fewest items a runner has yet to start, as the batch goes
     permits, flow = PermitQueue(), Flow()
-    flow.runners = 2
     told = iter(left)
-    flow.waiting = lambda: next(told, 1)  # asked once for each block
+    flow.waiting = lambda: next(told, 0)  # asked once for each block
     flow.ready.set()
     task = asyncio.ensure_future(feed(batch, AsyncClient(), permits, flow))
     while len(permits.items) < 4:
@@ -240,7 +239,6 @@ async def test_near_the_end_blocks_are_no_bigger_than_each_runners_share_of_the_
     sizes = [len(p) if isinstance(p, list) else 1 for p in permits.items[:4]]
     assert sizes == [full, 3, 1, 1]  # a runner's share of what is left; a single permit (no block) at the last
     assert not isinstance(permits.items[3], list)
-
 
 async def test_a_runner_takes_permits_only_while_it_holds_fewer_than_its_items_could_use():
     # a runner whose items are done leaves the next block to one that has some
