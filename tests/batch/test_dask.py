@@ -418,5 +418,12 @@ async def test_max_cost_on_a_cluster_with_a_failing_first_item_reserves_an_estim
             await client.close()
             await cluster.close()
     assert batch.results[0].status == "failed"
-    assert server.max_in_flight <= 3 and batch.cost <= reserve * 3.5
+    assert batch.cost <= reserve * 3.5
     assert batch.status == "stopped" and "max_cost" in batch.stop_reason
+    # Until an item is measured, starts are bounded by reservations (on a cluster the item after the failed one
+    # runs alone); once one is done, each start reserves what it cost (less than reckoned here): never more at
+    # once than the budget covers at that cost, and never every worker on nothing. (This said `<= 3`, which held
+    # only when those requests happened not to overlap at the server: the budget allows 5 once 1 is measured.)
+    measured = max(r.cost for r in batch.results if r.status == "done")
+    assert measured < reserve
+    assert server.max_in_flight <= int((reserve * 3.5 - measured) / measured) < 8
