@@ -40,7 +40,7 @@ from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
 from ..safety.gate import screen, screen_part
 from ..tools.definition import Tool
-from ._signals import descendants, dies_with_us, signal_all, signal_family, stopped_at_exit
+from ._signals import dies_with_us, kill_family_now, signal_family, stopped_at_exit
 from ._values import cut
 
 __all__ = ["BackgroundProcess", "ProcessChanged", "ProcessRegistry", "make_process_tool", "start_background"]
@@ -199,9 +199,8 @@ class BackgroundProcess:
 
     def kill_now(self) -> None:
         """From an exit handler: SIGKILL to the group and whatever the sandbox marked, at once."""
-        if self.proc.returncode is None:
+        if kill_family_now(self.proc):
             self.killed = True
-            signal_all(self.proc, signal.SIGKILL, descendants(self.proc.pid))
         try:
             self.prepared.cleanup()
         except Exception:  # pragma: no cover

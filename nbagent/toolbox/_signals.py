@@ -16,7 +16,8 @@ import signal
 import weakref
 from typing import Any
 
-__all__ = ["descendants", "dies_with_us", "kill_group", "signal_all", "signal_family", "stopped_at_exit"]
+__all__ = ["descendants", "dies_with_us", "kill_family_now", "kill_group", "signal_all", "signal_family",
+           "stopped_at_exit"]
 
 _HELD: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 """Commands running now (`stopped_at_exit`), each with what to do for it at exit (None: kill its family)."""
@@ -29,18 +30,24 @@ def stopped_at_exit(proc: Any, stop: Any = None) -> None:
     _HELD[proc] = None if stop is None else weakref.WeakMethod(stop)
 
 
+def kill_family_now(proc: Any) -> bool:
+    """SIGKILL to a command's process group and every process descended from it, at once, if it has not ended
+    (an exit handler cannot wait); whether it was still running."""
+    if getattr(proc, "returncode", None) is not None:
+        return False
+    signal_all(proc, signal.SIGKILL, descendants(proc.pid))
+    return True
+
+
 @atexit.register
 def _stop_everything_held() -> None:  # the kernel (or the script) is exiting
     for proc, stop in list(_HELD.items()):
-        if getattr(proc, "returncode", None) is not None:
-            continue
         try:
-            if stop is not None:
-                method = stop()
-                if method is not None:
-                    method()
+            method = stop() if stop is not None else None
+            if method is not None:
+                method()  # its own stop (which also frees what its sandbox made, ended or not)
             else:
-                signal_all(proc, signal.SIGKILL, descendants(proc.pid))
+                kill_family_now(proc)
         except Exception:  # pragma: no cover  (an exit handler must not stop the others)
             pass
 

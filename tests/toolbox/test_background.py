@@ -248,3 +248,32 @@ def test_a_kernel_that_goes_takes_its_runs_commands_with_it(ws: Path, sandbox_la
     assert _gone(foreground)
     if how == "shutdown":
         assert _gone(background)
+
+
+def test_the_exit_handler_stops_each_command_held_its_own_way(monkeypatch) -> None:
+    # a background process's own stop runs even when it has ended (it frees what its sandbox made); a foreground
+    # command still running has its family killed; one that ended is left alone
+    from nbagent.toolbox import _signals
+
+    class Proc:
+        def __init__(self, pid: int, returncode: int | None) -> None:
+            self.pid, self.returncode = pid, returncode
+
+    class Background:
+        def __init__(self) -> None:
+            self.stopped = 0
+
+        def kill_now(self) -> None:
+            self.stopped += 1
+
+    killed: list[int] = []
+    monkeypatch.setattr(_signals, "signal_all", lambda proc, sig, family=(): killed.append(proc.pid))
+    monkeypatch.setattr(_signals, "descendants", lambda pid: [])
+    monkeypatch.setattr(_signals, "_HELD", type(_signals._HELD)())
+    ended_background, running, ended = Proc(1, 0), Proc(2, None), Proc(3, 0)
+    background = Background()
+    _signals.stopped_at_exit(ended_background, background.kill_now)
+    _signals.stopped_at_exit(running)
+    _signals.stopped_at_exit(ended)
+    _signals._stop_everything_held()
+    assert background.stopped == 1 and killed == [2]
