@@ -190,7 +190,7 @@ class _Permits:
         while True:
             if self.ready.empty():
                 self.asking += 1
-                self.wanted.set()
+                self.wake()
                 try:
                     permit, ends_stock = await self.ready.get()
                 finally:
