@@ -214,11 +214,12 @@ class KernelSession:
         self._reader = threading.Thread(target=self._read_iopub, name="iopub-reader", daemon=True)
         self._reader.start()
 
-    def shutdown(self) -> None:
+    def shutdown(self, now: bool = True) -> None:
+        """Stop the kernel: killed at once (`now`), or asked to shut down (its exit handlers run)."""
         self._stop.set()
         self._reader.join(timeout=5)  # before the sockets close: no thread may be polling one then
         try:
             self.kc.stop_channels()
         finally:
             if self.km is not None:
-                self.km.shutdown_kernel(now=True)
+                self.km.shutdown_kernel(now=now)

@@ -238,13 +238,7 @@ def test_a_kernel_that_goes_takes_its_runs_commands_with_it(ws: Path, sandbox_la
             time.sleep(0.05)
         assert _running(background) and _running(foreground)
     finally:
-        if how == "shutdown":
-            k._stop.set()
-            k._reader.join(timeout=5)
-            k.kc.stop_channels()
-            k.km.shutdown_kernel(now=False)  # a shutdown_request: the kernel exits, its exit handlers run
-        else:
-            k.shutdown()  # SIGKILL
+        k.shutdown(now=how == "killed")  # a shutdown_request (its exit handlers run), or SIGKILL
     assert _gone(foreground)
     if how == "shutdown":
         assert _gone(background)
