@@ -35,11 +35,10 @@ Backends, chosen once per process by `sandbox_backend()`:
   before the command and put back after it, and the result names what was put back
   (`nbagent.safety.sandbox_restore`; a command left running in the background is checked before every
   later tool call). Hidden files are then refused, not empty, and the top level takes no new entry while
-  a hidden file or a secret place is there. It has no PID namespace: what an approved command leaves
-  running is adopted by the process it was started as, which stays outside the sandbox and stops it all
-  when the command ends
-  (`supervise_command`); a marker in the environment is the second net (and the only one for read-only
-  commands, which cannot write); other processes' `/proc` entries stay readable.
+  a hidden file or a secret place is there. It has no PID namespace: what a command leaves running (read-only
+  or writing) is adopted by the process it was started as, which stays outside the sandbox and stops it all
+  when the command ends, or when the kernel dies however it dies (`supervise_command`); a marker in the
+  environment is the second net; other processes' `/proc` entries stay readable.
 - **No sandbox** (neither can run, macOS, Windows, or `danger-full-access`): commands
   run as plain processes in their own process group. The view's header says so, and shell auto-allow
   shrinks to `STRICT_READ_ONLY_COMMANDS`, whose options are fully known.

@@ -262,8 +262,8 @@ def landlock_prepared(argv: list[str], *, ws: str, writes: bool, network: bool, 
     def child() -> None:
         if plan is not None:
             plan.apply()
-        if writes:
-            supervise_command()  # what it leaves behind is adopted and stopped, whatever its environment
+        supervise_command()  # what it leaves behind is adopted and stopped, whatever its environment, when it
+        # ends or the kernel dies (read-only commands too: one may still start a process that goes on)
         ruleset.restrict()
 
     import uuid

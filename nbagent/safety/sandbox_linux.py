@@ -37,6 +37,7 @@ import ctypes
 import functools
 import os
 import platform
+import signal
 import struct
 import sys
 from typing import Iterable
@@ -273,8 +274,6 @@ def _tree_except(root: str, excluded: list[str]) -> list[tuple[str, bool]]:
 
 def stop_marked(marker: str) -> int:
     """SIGKILL every process whose environment carries `MARKER_VARIABLE=marker`; how many there were."""
-    import signal
-
     needle = f"{MARKER_VARIABLE}={marker}".encode()
     stopped = 0
     for _ in range(3):  # a process may fork while the sweep runs
@@ -392,25 +391,40 @@ def supervise_command() -> None:
     function returns there); the process the caller started stays outside the sandbox as a subreaper and
     never returns: every process the command leaves behind (`setsid`, a double fork, a cleared
     environment, which the marker sweep cannot see) is adopted by it instead of by init, and once the
-    command exits it stops them all, then exits as the command did. The command cannot signal it
-    (Landlock's signal scoping, ABI 6) and dies with it (PR_SET_PDEATHSIG)."""
+    command exits it stops them all, then exits as the command did. It also dies with the process that
+    started it (a kernel killed outright, whose exit handlers never run) and takes them all along: its
+    death signal from that process (PR_SET_PDEATHSIG) is `STARTER_GONE`, which it catches. The command
+    cannot signal it (Landlock's signal scoping, ABI 6; before that, a command that sends it stops only
+    itself) and dies with it (PR_SET_PDEATHSIG)."""
     if _LIBC is None or _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         return  # no subreaper: the marker sweep alone stops what is left
+    starter = os.getppid()
     command = os.fork()
     if command == 0:
         _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
         _LIBC.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0)
         return
-    _supervise(command)
+    _supervise(command, starter)
 
 
-def _supervise(command: int) -> None:
-    import signal
+STARTER_GONE = signal.SIGUSR1
+"""The supervisor's death signal from the process that started it (`supervise_command`); on it, the
+supervisor stops the command and everything it adopted, then exits as if killed."""
+
+
+def _supervise(command: int, starter: int) -> None:
+    def starter_gone(*_: object) -> None:  # the kernel is gone: so is everything its command started
+        _stop_adopted(os.getpid())
+        os._exit(128 + signal.SIGKILL)
 
     try:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
             signal.signal(sig, signal.SIG_IGN)  # stopping a call signals the command's whole family: it acts
-        null = os.open("/dev/null", os.O_RDWR)   # on it, and this process outlives it only to clean up
+        signal.signal(STARTER_GONE, starter_gone)  # on it, and this process outlives it only to clean up
+        _LIBC.prctl(_PR_SET_PDEATHSIG, STARTER_GONE, 0, 0, 0)  # (it was SIGKILL, which cannot be caught)
+        if os.getppid() != starter:  # gone before the death signal was changed
+            starter_gone()
+        null = os.open("/dev/null", os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)  # the command's pipes close when the command's own processes close them
         os.closerange(3, 1 << 20)

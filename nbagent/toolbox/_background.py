@@ -15,8 +15,9 @@ run's view shows. The processes belong to the run (`run.processes`, kept in its 
 ends, however it ends, every one still running is stopped with everything it started (the sandbox's PID
 namespace, or its marker sweep, catches what left the process group); when the interpreter exits
 (the kernel shutting down), an exit handler kills what is left. When it is killed outright (no exit handler
-runs), Linux kills the command itself (PR_SET_PDEATHSIG); what the command started may then outlive it
-(bubblewrap's `--die-with-parent` does not reliably take its namespace along in that case).
+runs), Linux kills the command itself (PR_SET_PDEATHSIG), and the sandbox what it started (bubblewrap's PID
+namespace dies with it; Landlock's supervisor catches its own death signal: `supervise_command`); without a
+sandbox (`danger-full-access`), what the command started in a session of its own may outlive it.
 
 What the process tool reads is what the run's own commands printed: it goes to the model like any shell
 output, and reaches the view escaped. Its slices (`poll`'s new output, `log`'s offset and limit) are cut

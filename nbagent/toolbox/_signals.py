@@ -62,8 +62,12 @@ def dies_with_us(then: Any) -> Any:
     except (OSError, AttributeError):  # not Linux
         return then
 
+    starter = os.getpid()
+
     def preexec() -> None:
         prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != starter:  # this process died before the child asked: it goes at once
+            os.kill(os.getpid(), signal.SIGKILL)
         if then is not None:
             then()
 

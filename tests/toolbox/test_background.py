@@ -138,15 +138,19 @@ def test_read_only_capability_mode_leaves_the_process_tool_out(tools, ws: Path) 
 
 
 def _interpreter_with_a_process(ws: Path, marker: str, ending: str, sandbox: str = "workspace-write",
-                                in_flight: str = "20") -> subprocess.CompletedProcess:
+                                in_flight: str = "20", background: str = "", foreground: str = "",
+                                settle: float = 0) -> subprocess.CompletedProcess:
     """A Python process whose run started `sleep marker` in the background and is still going (its second call,
-    `sleep in_flight`, running in the foreground) when the interpreter ends with `ending`."""
+    `sleep in_flight`, running in the foreground) when the interpreter ends with `ending`; `background` and
+    `foreground` are other commands for those calls, given `settle` seconds to start what they start."""
+    background = background or f"sleep {marker}"
+    foreground = foreground or f"sleep {in_flight}"
     code = textwrap.dedent(f"""
         import asyncio, sys
         from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, toolbox
         model = ScriptedModel([
-            AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={{"command": "sleep {marker}", "background": True}})]),
-            AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={{"command": "sleep {in_flight}"}})]),
+            AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={{"command": {background!r}, "background": True}})]),
+            AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={{"command": {foreground!r}}})]),
             "done"])
         agent = Agent(model=model, tools=toolbox.all(workspace={str(ws)!r}), mode="bypassPermissions",
                       workspace={str(ws)!r}, sandbox={sandbox!r})
@@ -155,6 +159,7 @@ def _interpreter_with_a_process(ws: Path, marker: str, ending: str, sandbox: str
             run = agent.start("go")
             while len(run.calls) < 2:
                 await asyncio.sleep(0.02)
+            await asyncio.sleep({settle})
             print("RUNNING", flush=True)
         loop.run_until_complete(main())
         {ending}
@@ -181,6 +186,25 @@ def test_a_command_dies_with_an_interpreter_killed_outright(ws: Path) -> None:
                                       sandbox="danger-full-access")
     assert "RUNNING" in out.stdout and out.returncode == -9, out.stderr
     assert _gone(marker)
+
+
+@pytest.mark.parametrize("policy", ["read-only", "workspace-write"])
+@pytest.mark.parametrize("ending", ["exits", "killed"])
+def test_what_a_sandboxed_command_starts_goes_with_its_interpreter_however_it_ends(
+        ws: Path, sandbox_lane, policy: str, ending: str) -> None:
+    # the mechanism, for every sandboxed member (each backend, each policy, foreground and background): a command
+    # and everything it started go with the interpreter that started it, even what left its process group and
+    # its parent (`setsid`, a double fork), and even when the interpreter is killed outright (no exit handler
+    # runs: bubblewrap's PID namespace dies with it; under Landlock the command's supervisor catches its death
+    # signal and stops all it adopted). Without that signal, every process below outlived a killed interpreter.
+    left = [_marker(n) for n in (41, 42, 43, 44)]
+    out = _interpreter_with_a_process(
+        ws, left[0], "sys.exit(0)" if ending == "exits" else "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
+        sandbox=policy, background=f"setsid sleep {left[0]} & sleep {left[1]}",
+        foreground=f"(setsid sleep {left[2]} &); sleep {left[3]}", settle=1.0)
+    assert "RUNNING" in out.stdout, out.stderr
+    assert out.returncode == (0 if ending == "exits" else -9), out.stderr
+    assert all(_gone(marker) for marker in left), [m for m in left if _running(m)]
 
 
 def test_every_command_a_tool_starts_is_held_for_the_exit_handler() -> None:
@@ -212,20 +236,18 @@ def test_every_command_a_tool_starts_is_held_for_the_exit_handler() -> None:
 @pytest.mark.kernel
 @pytest.mark.parametrize("how", ["shutdown", "killed"])
 def test_a_kernel_that_goes_takes_its_runs_commands_with_it(ws: Path, sandbox_lane, how: str) -> None:
-    # in a real kernel, a run in flight: a background command and the foreground command of the call running;
-    # a kernel shut down (its exit handlers run) stops both, and one killed outright (none run) its foreground
-    # command (Linux kills it: PR_SET_PDEATHSIG; what a background command started may outlive that)
+    # in a real kernel, a run in flight: a background command that started a process in a session of its own,
+    # and the foreground command of the call running; a kernel shut down (its exit handlers run) or killed
+    # outright (none run: bubblewrap's PID namespace, or Landlock's supervisor, takes them) stops them all
     from tests.jupyter.kernelclient import KernelSession
 
-    if how == "killed" and sandbox_lane.name != "landlock":
-        pytest.skip("killed outright, bubblewrap's --die-with-parent stops the command as before")
     background, foreground = _marker(38), _marker(39)
     k = KernelSession(ws)
     try:
         k.execute(textwrap.dedent(f"""
             from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, toolbox
             model = ScriptedModel([
-                AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={{"command": "sleep {background}", "background": True}})]),
+                AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={{"command": "(setsid sleep {background} &); sleep 600", "background": True}})]),
                 AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={{"command": "sleep {foreground}"}})]),
                 "done"])
             agent = Agent(model=model, tools=toolbox.all(workspace={str(ws)!r}), mode="bypassPermissions",
@@ -239,9 +261,7 @@ def test_a_kernel_that_goes_takes_its_runs_commands_with_it(ws: Path, sandbox_la
         assert _running(background) and _running(foreground)
     finally:
         k.shutdown(now=how == "killed")  # a shutdown_request (its exit handlers run), or SIGKILL
-    assert _gone(foreground)
-    if how == "shutdown":
-        assert _gone(background)
+    assert _gone(foreground) and _gone(background)
 
 
 def test_the_exit_handler_stops_each_command_held_its_own_way(monkeypatch) -> None:
