@@ -1,6 +1,6 @@
 """What the session store costs: per tool call, fsync included, and to resume a long session.
 
-    python bench/store.py [--rounds 5] [--n 500]
+    python bench/store.py [--rounds 5] [--n 500] [--http-n 200]
 
 1. Per tool call: bench/loop.py's workload (N turns, one `add` call a turn, a ScriptedModel) run without a
    store and with `Agent(session=True)`, rounds alternating the modes; the difference per call is what the
@@ -19,7 +19,12 @@
    kernel has it) and a secret registered with `add_secret` (a key given as `api_key=`): redaction then looks
    for both, their pieces and their encodings in every line. Goal: under 0.25x here too.
 3. Resuming: a session of 10,000 messages loaded and repaired (`Agent.resume`). Goal: under 0.5 s.
-4. The record-encoding step alone (`SessionWriter._encode`: redact, or tell at a glance that redacting would
+4. The loop alone and with the store against a real provider, the cheapest there is: an OpenAI-compatible server
+   on 127.0.0.1, in a process of its own, that answers every request at once (streamed, with usage, as OpenAI
+   does) with one `add` call, `--http-n` times, then a text. The loop's own cost per call is then what talking to a
+   provider costs (the request built and sent, the stream read): what a person's runs pay at the least. Goal:
+   under 0.25x here too.
+5. The record-encoding step alone (`SessionWriter._encode`: redact, or tell at a glance that redacting would
    change nothing (`nbagent.safety.secrets.nothing_to_redact`), then sign each line), on the lines one
    tool call writes (the model's call, its result, the call record, the request; each batch its own id and
    duration), unsigned, signed, and signed with the key and the registered secret of (2), alternating, best of
@@ -156,11 +161,86 @@ def encode_cost(tmp: Path, rounds: int = 30, n: int = 300) -> dict[str, float]:
     return best
 
 
+def serve(n: int) -> None:
+    """The provider of (4): prints `port <n>`, then answers each chat completion with an `add` call while the
+    conversation holds fewer than `n` answers, then with a text, streamed as OpenAI streams (usage last)."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length:"))
+                body = json.loads(await reader.readexactly(length))
+                turns = sum(1 for m in body["messages"] if m["role"] == "assistant")
+                if turns < n:
+                    delta: dict = {"role": "assistant", "tool_calls": [{"index": 0, "id": f"call_{turns}", "type": "function",
+                                   "function": {"name": "add", "arguments": json.dumps({"a": turns, "b": 1})}}]}
+                else:
+                    delta = {"role": "assistant", "content": "done"}
+                chunk = {"id": f"chatcmpl-{turns}", "object": "chat.completion.chunk", "model": "gpt-4o-mini"}
+                events = [{**chunk, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+                          {**chunk, "choices": [{"index": 0, "delta": {},
+                                                 "finish_reason": "tool_calls" if turns < n else "stop"}]},
+                          {**chunk, "choices": [], "usage": {"prompt_tokens": 40 + 30 * turns, "completion_tokens": 12,
+                                                             "total_tokens": 52 + 30 * turns}}]
+                data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n\r\n%s"
+                             % (len(data), data))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+
+    async def main() -> None:
+        server = await asyncio.start_server(answer, "127.0.0.1", 0)
+        print("port", server.sockets[0].getsockname()[1], flush=True)
+        await server.serve_forever()
+
+    asyncio.run(main())
+
+
+async def http_run(url: str, n: int, workspace: Path, store: bool) -> tuple[float, float]:
+    """(4): one run against the server at `url`, wall clock and CPU of this process."""
+    from nbagent.providers.openai import OpenAIChatModel
+
+    agent = Agent(model=OpenAIChatModel("gpt-4o-mini", base_url=url + "/v1", api_key="sk-local"), tools=[add],
+                  max_turns=n + 1, workspace=workspace, session=store)
+    gc.collect()
+    t0, c0 = time.perf_counter(), time.process_time()
+    run = await agent.run("add them")
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+    assert run.status == "done" and len(run.calls) == n, (run.status, run.error)
+    return elapsed, cpu
+
+
+def http_rows(n: int, rounds: int, tmp: Path) -> dict[str, tuple[float, float]]:
+    import subprocess
+
+    server = subprocess.Popen([sys.executable, __file__, "--serve", str(n)], stdout=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{int(server.stdout.readline().split()[1])}"
+        times: dict[str, list[tuple[float, float]]] = {"none": [], "store": []}
+        asyncio.run(http_run(url, n, tmp, False))  # warmed up: the client's first connection, the imports
+        for _ in range(rounds):
+            for mode in times:
+                elapsed, used = asyncio.run(http_run(url, n, tmp, mode == "store"))
+                times[mode].append((elapsed / n * 1e6, used / n * 1e6))
+    finally:
+        server.kill()
+        server.wait()
+    return {mode: (statistics.median(t[0] for t in v), statistics.median(t[1] for t in v)) for mode, v in times.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--n", type=int, default=500)
+    parser.add_argument("--http-n", type=int, default=200)
+    parser.add_argument("--serve", type=int, default=0, help=argparse.SUPPRESS)
     opts = parser.parse_args()
+    if opts.serve:
+        serve(opts.serve)
+        return
     os.environ.pop("OPENAI_API_KEY", None)
     modes = ["none", "store", "no-fsync", "unsigned", "none+key", "store+key"]
     wall: dict[str, list[float]] = {mode: [] for mode in [*modes, "waited"]}
@@ -172,6 +252,7 @@ def main() -> None:
             elapsed, used = asyncio.run(one_run(opts.n, Path(tmp), mode))
             wall[mode].append(elapsed / opts.n * 1e6)
             cpu[mode].append(used / opts.n * 1e6)
+        http = http_rows(opts.http_n, opts.rounds, Path(tempfile.mkdtemp(dir=tmp)))
         resume = [resume_time(Path(tempfile.mkdtemp(dir=tmp)), 10_000) for _ in range(3)]
         encoding = encode_cost(Path(tempfile.mkdtemp(dir=tmp)))
     med = {k: statistics.median(v) for k, v in wall.items()}
@@ -199,6 +280,13 @@ def main() -> None:
     row("the loop alone", "none+key")
     row("with the store", "store+key", "the store costs " + cost("store+key", "none+key") + ", fsync included "
         "(goal: under 0.25x)")
+    (none, none_cpu), (stored, stored_cpu) = http["none"], http["store"]
+    print(f"against an OpenAI-compatible server on 127.0.0.1 that answers at once ({opts.http_n} calls a run, "
+          f"{opts.rounds} alternating rounds):")
+    print(f"  {'the loop alone':<44}{none:8.1f} ({none_cpu:6.1f})")
+    print(f"  {'with the store':<44}{stored:8.1f} ({stored_cpu:6.1f})   the store costs {stored - none:+.1f} µs per "
+          f"call ({(stored - none) / none:.2f}x the loop's own; CPU {stored_cpu - none_cpu:+.1f}, "
+          f"{(stored_cpu - none_cpu) / none_cpu:.2f}x), fsync included (goal: under 0.25x)")
     print(f"resuming a 10,000-message session: {min(resume) * 1000:.0f} ms best of 3 (goal: under 500 ms)")
     unsigned, signed, keyed = encoding["unsigned"], encoding["signed"], encoding["keyed"]
     print(f"the encoding step per call (4 lines), best of 30 rounds: redacted {unsigned:.1f} µs, redacted and "

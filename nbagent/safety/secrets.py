@@ -348,27 +348,72 @@ def _wrapped_spans(text: str, skeleton: str, piece_pattern: Any,
 def redact_value(value: Any, *, shapes: bool = True) -> Any:
     """`value` with `redact` applied to every string inside it (dict keys included); the same object
     when nothing changed, so callers can compare identity. `shapes=False`: known secrets only, not
-    credential shapes (a request body, whose earlier turns are the conversation as it was)."""
-    return _redact_value(value, _compiled(), shapes)  # the secrets are looked up once for the whole value
+    credential shapes (a request body, whose earlier turns are the conversation as it was).
+
+    What each string of a few characters redacts to is remembered (`_SHORT_MEMO`) until the secrets change: a
+    request body holds the whole conversation again each turn, and looking at each of its strings again made
+    a run's requests cost the square of its length."""
+    global _short
+    compiled = _compiled()  # the secrets are looked up once for the whole value
+    owner, memos = _short
+    if owner is not compiled:  # the secrets changed: what was seen must be looked at again (in a memory of
+        memos = {True: {}, False: {}}  # their own: another thread's answers for the secrets of before go to
+        _short = (compiled, memos)  # the memory of before)
+    return _redact_value(value, compiled, shapes, memos[shapes])
 
 
-def _redact_value(value: Any, compiled: Any, shapes: bool = True) -> Any:
+def _redact_value(value: Any, compiled: Any, shapes: bool, memo: dict[str, str]) -> Any:
     if isinstance(value, str):
-        return _redact(value, compiled, (), shapes) if len(value) >= PIECE_LENGTH else value
+        return _redact_string(value, compiled, shapes, memo)
     if isinstance(value, dict):
         changed = False
         out = {}
         for k, v in value.items():
-            nk, nv = _redact_value(k, compiled, shapes), _redact_value(v, compiled, shapes)
+            if type(k) is str:  # (most of a body: a string remembered costs a look-up, not a call)
+                nk = k if len(k) < PIECE_LENGTH else memo.get(k) or _redact_string(k, compiled, shapes, memo)
+                if nk is not k and nk == k:
+                    nk = k
+            else:
+                nk = _redact_value(k, compiled, shapes, memo) if isinstance(k, str) else k
+            if type(v) is str:
+                nv = v if len(v) < PIECE_LENGTH else memo.get(v) or _redact_string(v, compiled, shapes, memo)
+                if nv is not v and nv == v:
+                    nv = v
+            elif v is None or type(v) in _LEAVES:
+                nv = v
+            else:
+                nv = _redact_value(v, compiled, shapes, memo)
             changed = changed or nk is not k or nv is not v
             out[nk] = nv
         return out if changed else value
     if isinstance(value, (list, tuple)):
-        items = [_redact_value(v, compiled, shapes) for v in value]
+        items = [v if v is None or type(v) in _LEAVES else _redact_value(v, compiled, shapes, memo) for v in value]
         if any(a is not b for a, b in zip(items, value)):
             return type(value)(items) if isinstance(value, tuple) else items
         return value
     return value
+
+
+def _redact_string(value: str, compiled: Any, shapes: bool, memo: dict[str, str]) -> str:
+    if len(value) < PIECE_LENGTH:
+        return value
+    if len(value) >= _REMEMBERED:  # (remembered by `_redact` itself, with where its secrets were)
+        return _redact(value, compiled, (), shapes)
+    found = memo.get(value)
+    if found is None:
+        if len(memo) >= _SHORT_MEMO:
+            memo.clear()
+        found = memo[value] = _redact(value, compiled, (), shapes)
+    return value if found == value else found
+
+
+_LEAVES = frozenset((int, float, bool))
+"""What holds no string: `_redact_value` leaves it as it is without a call."""
+_SHORT_MEMO = 200_000
+"""How many strings (shorter than `_REMEMBERED`) `redact_value` remembers, for each of shapes on and off; all
+are let go past that."""
+_short: tuple[Any, dict[bool, dict[str, str]]] = (None, {True: {}, False: {}})
+"""The secrets (`_compiled()`) the strings were redacted for, and what each redacted to, shapes on and off."""
 
 
 def redact_exception(exc: BaseException) -> BaseException:

@@ -377,3 +377,73 @@ def test_an_answer_stored_late_for_secrets_since_changed_is_not_used(registered_
     _secrets._memo[(True, text)] = (before, [])  # what the late store leaves: clean, for the secrets of before
     assert "[REDACTED:late_key" in _secrets.redact(text)
     assert "[REDACTED:late_key" in _secrets.redact_value([text], shapes=False)[0]
+
+
+def _short_looked_at(monkeypatch) -> list[str]:
+    """The texts shorter than `_REMEMBERED` that redaction looks through (from now on in this test)."""
+    looked: list[str] = []
+    slow = _secrets._spans
+    monkeypatch.setattr(_secrets, "_spans", lambda text, *a: (len(text) < _secrets._REMEMBERED and looked.append(text))
+                        or slow(text, *a))
+    return looked
+
+
+def _body(turns: int) -> dict:
+    """A request body as a run sends it: the whole conversation again each turn (new objects each time)."""
+    messages = [{"role": "user", "content": "add the numbers up"}]
+    for i in range(turns):
+        messages += [{"role": "assistant", "tool_calls": [{"id": f"call_{i:06d}", "type": "function",
+                                                           "function": {"name": "add", "arguments": f'{{"a": {i}}}'}}]},
+                     {"role": "tool", "tool_call_id": f"call_{i:06d}", "content": f"the sum is {i + 1}"}]
+    return {"model": "gpt-4o-mini", "messages": messages, "max_tokens": 1000, "temperature": 0.5}
+
+
+def test_a_body_looks_only_at_the_strings_it_did_not_send_before(registered_secrets, monkeypatch):
+    # a run's requests cost what each turn added, not the square of the run's length
+    looked = _short_looked_at(monkeypatch)
+    first = _body(30)
+    assert _secrets.redact_value(first, shapes=False) is first
+    seen = len(looked)
+    assert seen >= 60
+    looked.clear()
+    second = _body(31)  # equal strings, other objects, and one turn more
+    assert _secrets.redact_value(second, shapes=False) is second  # nothing changed: the same object back
+    assert sorted(looked) == sorted({'{"a": 30}', "call_000030", "the sum is 31"}), looked
+
+
+def test_a_short_string_remembered_clean_is_redacted_once_a_secret_in_it_is_known(registered_secrets):
+    later = "Zx8Cv6Bn4Mq2Wl"
+    body = {"messages": [{"role": "tool", "content": f"the token is {later}"}]}
+    for shapes in (True, False):
+        assert _secrets.redact_value(body, shapes=shapes) is body
+    _secrets.add_secret(later, "short_later_key")
+    for shapes in (True, False):
+        for _ in range(2):  # and remembered redacted
+            out = _secrets.redact_value(body, shapes=shapes)["messages"][0]["content"]
+            assert later not in out and "[REDACTED:short_later_key" in out
+
+
+def test_an_answer_for_short_strings_stored_late_for_secrets_since_changed_is_not_used(registered_secrets):
+    """Another thread redacting a body with the secrets of before stores its answers in their memory, not in the
+    new secrets' memory."""
+    later = "Qw2Er4Ty6Ui8Op"
+    text = f"a value: {later}"
+    _secrets.redact_value(["warm"])
+    before, memos = _secrets._short
+    _secrets.add_secret(later, "short_late_key")
+    assert "[REDACTED:short_late_key" in _secrets.redact_value([text])[0]
+    memos[True][text] = text  # what the late thread leaves: clean, for the secrets of before
+    assert _secrets._short[0] is not before
+    assert "[REDACTED:short_late_key" in _secrets.redact_value([text])[0]
+
+
+def test_the_memory_of_short_strings_is_bounded_and_the_answers_stay_right(registered_secrets, monkeypatch):
+    monkeypatch.setattr(_secrets, "_SHORT_MEMO", 50)
+    secret = "Rt7Yu9Io1Pa3Sd"
+    _secrets.add_secret(secret, "short_bounded_key")
+    texts = [f"row {i} " + (secret if i % 7 == 0 else "plain words") for i in range(200)]
+    for _ in range(2):
+        out = _secrets.redact_value(texts)
+        for i, (text, got) in enumerate(zip(texts, out)):
+            assert ("[REDACTED:short_bounded_key" in got and secret not in got) if i % 7 == 0 else got is text
+        assert len(_secrets._short[1][True]) <= 50
