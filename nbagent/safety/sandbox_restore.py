@@ -36,7 +36,6 @@ nothing found there is run.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import threading
 from collections.abc import Iterable
@@ -156,36 +155,44 @@ class ProtectedCopy:
     # -- after -------------------------------------------------------------------------------------------
 
     def restore(self) -> list[str]:
-        """Put back what changed since the copy was taken; each path put back, with what was done."""
+        """Put back what changed since the copy was taken; each path put back, with what was done. Each path is
+        put back on its own: whatever one of them raises (a folder nested deeper than any stack, a file too
+        large to read) is reported as that path not put back, and the others are still put back."""
         with self._lock:
             done: list[str] = []
             remade: set[str] = set()
             for name, (dev, ino, kind) in self.tops.items():
-                said = self._top(name, dev, ino, kind)
+                said = _each(name, "replaced", self._top, name, dev, ino, kind)
                 if said and "made again" in said[0]:
                     remade.add(name)
                 done += said
             for rel in sorted(self.entries):
-                said = self._one(rel)
+                said = _each(rel, "changed", self._one, rel)
                 if rel.split("/")[0] not in remade:  # a top made again whole is reported once, by its name
                     done += said
             for rel, count in self.data_links.items():
-                st = _At(self.ws).lstat(rel)
-                if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink > count:
-                    content = _At(self.ws).content(rel, "f")
-                    try:
-                        _At(self.ws).replace(rel, content, stat.S_IMODE(st.st_mode))  # type: ignore[arg-type]
-                        done.append(f"{rel} (hard-linked elsewhere: replaced by a fresh copy, the other name no "
-                                    "longer reaches it)")
-                    except (OSError, TypeError):
-                        done.append(f"{rel} (hard-linked elsewhere: could not be replaced)")
+                done += _each(rel, "hard-linked elsewhere", self._unlink_data, rel, count)
             for rel in self._new_entries():
                 try:
                     self._remove_new(rel)
                     done.append(f"{rel} (made by the command: removed)")
-                except OSError:
-                    done.append(f"{rel} (made by the command: could not be removed)")
+                except Exception as exc:  # noqa: BLE001 - reported: see the docstring
+                    done.append(f"{rel} (made by the command: could not be removed: {_why(exc)})")
             return done
+
+    def _unlink_data(self, rel: str, count: int) -> list[str]:
+        """A data file (`.git/HEAD`) hard-linked elsewhere: a fresh copy of what it holds now takes its place."""
+        at = _At(self.ws)
+        st = at.lstat(rel)
+        if st is None or not stat.S_ISREG(st.st_mode) or st.st_nlink <= count:
+            return []
+        if st.st_size > COPY_LIMIT:
+            return [f"{rel} (hard-linked elsewhere: could not be replaced: larger than {COPY_LIMIT:,} bytes)"]
+        content = at.content(rel, "f", limit=COPY_LIMIT)
+        if not isinstance(content, bytes):
+            return [f"{rel} (hard-linked elsewhere: could not be replaced)"]
+        at.replace(rel, content, stat.S_IMODE(st.st_mode))
+        return [f"{rel} (hard-linked elsewhere: replaced by a fresh copy, the other name no longer reaches it)"]
 
     def _top(self, name: str, dev: int, ino: int, kind: str) -> list[str]:
         at = _At(self.ws)
@@ -193,14 +200,11 @@ class ProtectedCopy:
         if st is not None and (st.st_dev, st.st_ino) == (dev, ino) and _kind(st.st_mode) == kind:
             return []  # (an inode number reused by a new folder: its content is compared below)
         moved = _find(self.ws, dev, ino, kind)
-        try:
-            if st is not None:
-                at.remove(name)
-            if moved is not None:
-                at.rename(moved, name)
-                return [f"{name} (renamed away to {moved}: renamed back)"]
-        except OSError:
-            return [f"{name} (replaced: could not be put back)"]
+        if st is not None:
+            at.remove(name)
+        if moved is not None:
+            at.rename(moved, name)
+            return [f"{name} (renamed away to {moved}: renamed back)"]
         what = "replaced" if st is not None else "removed"
         lost = " (what runs no program, such as git's history, was not in the copy)" if name in _DATA else ""
         return [f"{name} ({what}: made again from the copy{lost})"]
@@ -214,24 +218,21 @@ class ProtectedCopy:
         if linked:  # a hard link made to it: a fresh file (a new inode) takes its place, out of the link's reach
             try:
                 at.replace(rel, content, mode)  # type: ignore[arg-type]
-            except OSError:
-                return [f"{rel} (hard-linked elsewhere: could not be replaced)"]
+            except OSError as exc:
+                return [f"{rel} (hard-linked elsewhere: could not be replaced: {_why(exc)})"]
             return [f"{rel} (hard-linked elsewhere: replaced by a fresh copy, the other name no longer reaches it)"]
-        if same and stat.S_IMODE(st.st_mode) == mode and (kind in ("d", "o") or at.content(rel, kind) == content):
+        if same and stat.S_IMODE(st.st_mode) == mode and (kind in ("d", "o") or at.holds(rel, kind, content)):
             return []
         if kind == "o":
             return [f"{rel} (changed: could not be put back, it is neither a file, a folder nor a link)"]
-        try:
-            if st is not None and (not same or kind == "l"):
-                at.remove(rel)  # a file written in place is written back in place: the same file stays
-            if kind == "d":
-                at.mkdir(rel, mode)
-            elif kind == "l":
-                at.symlink(rel, content)  # type: ignore[arg-type]
-            else:
-                at.write(rel, content, mode)  # type: ignore[arg-type]
-        except OSError:
-            return [f"{rel} (changed: could not be put back)"]
+        if st is not None and (not same or kind == "l"):
+            at.remove(rel)  # a file written in place is written back in place: the same file stays
+        if kind == "d":
+            at.mkdir(rel, mode)
+        elif kind == "l":
+            at.symlink(rel, content)  # type: ignore[arg-type]
+        else:
+            at.write(rel, content, mode)  # type: ignore[arg-type]
         return [f"{rel} ({'removed' if st is None else 'changed'}: put back)"]
 
     def _new_entries(self) -> list[str]:
@@ -251,6 +252,18 @@ class ProtectedCopy:
         _At(self.ws).remove(rel)
 
 
+def _each(rel: str, what: str, step, *args) -> list[str]:  # noqa: ANN001
+    """`step(*args)`, what it says; whatever it raises, `rel` reported as not put back, and why."""
+    try:
+        return step(*args)
+    except Exception as exc:  # noqa: BLE001 - any failure is one path's: reported, the others still put back
+        return [f"{rel} ({what}: could not be put back: {_why(exc)})"]
+
+
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
 def _transient(name: str) -> bool:
     """A file git makes and removes as it works (a lock, a message, a merge's state): left alone."""
     return name.endswith((".lock", "_MSG", "_MODE", "_HEAD")) or name in ("gc.pid", "gc.log")
@@ -265,11 +278,71 @@ _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
-def _read(fd: int) -> bytes:
+def _read(fd: int, limit: int | None = None) -> bytes:
+    """What the open file holds, or its first `limit` bytes."""
     chunks = []
-    while chunk := os.read(fd, 1 << 20):
+    left = limit
+    while left is None or left > 0:
+        chunk = os.read(fd, 1 << 20 if left is None else min(1 << 20, left))
+        if not chunk:
+            break
         chunks.append(chunk)
+        if left is not None:
+            left -= len(chunk)
     return b"".join(chunks)
+
+
+def _remove_tree(parent: int, name: str) -> None:
+    """Remove the folder `name` in the open folder `parent` and all it holds, following no link, without recursion
+    and with one folder open at a time: a command can nest folders deeper than Python's recursion allows, and
+    than a process may open files. Going back up is by `..`, checked to be the folder it came from. A folder
+    is read again until a look finds it empty (what a look unlinks may hide other entries from it);
+    `REMOVE_STEPS` bounds the work against a process that keeps adding entries."""
+    names = [name]
+    above: list[tuple[int, int]] = []  # (device, inode) of the folder holding each level below the first
+    fd = os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=parent)
+    steps = 0
+    try:
+        while True:
+            inner, empty = None, True
+            for entry in os.scandir(fd):
+                steps += 1
+                if steps > REMOVE_STEPS:
+                    raise OSError(f"more than {REMOVE_STEPS:,} entries to remove")
+                empty = False
+                if entry.is_dir(follow_symlinks=False):
+                    inner = entry.name
+                    break
+                os.unlink(entry.name, dir_fd=fd)
+            if inner is not None:
+                here = os.fstat(fd)
+                below = os.open(inner, _DIR | os.O_NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = below
+                above.append((here.st_dev, here.st_ino))
+                names.append(inner)
+            elif not empty:
+                continue
+            elif not above:
+                os.close(fd)
+                fd = -1
+                os.rmdir(name, dir_fd=parent)
+                return
+            else:
+                up = os.open("..", _DIR, dir_fd=fd)
+                os.close(fd)
+                fd = up
+                st = os.fstat(fd)
+                if (st.st_dev, st.st_ino) != above.pop():
+                    raise OSError("a folder being removed was moved meanwhile")
+                os.rmdir(names.pop(), dir_fd=fd)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+REMOVE_STEPS = 1_000_000
+"""The most entries `_remove_tree` looks at before it gives up (and the path is reported not put back)."""
 
 
 class _At:
@@ -306,7 +379,9 @@ class _At:
         finally:
             os.close(fd)
 
-    def content(self, rel: str, kind: str) -> bytes | str | None:
+    def content(self, rel: str, kind: str, limit: int = COPY_LIMIT) -> bytes | str | None:
+        """A link's target, or a file's bytes (at most `limit + 1` of them: a file larger than `limit` is never
+        read whole); None when it cannot be read."""
         try:
             fd, name = self._parent(rel)
         except OSError:
@@ -316,13 +391,17 @@ class _At:
                 return os.readlink(name, dir_fd=fd)
             file = os.open(name, os.O_RDONLY | _NOFOLLOW, dir_fd=fd)
             try:
-                return _read(file)
+                return _read(file, limit + 1)
             finally:
                 os.close(file)
         except OSError:
             return None
         finally:
             os.close(fd)
+
+    def holds(self, rel: str, kind: str, content: bytes | str | None) -> bool:
+        """Whether `rel` holds `content` (a file compared without reading more than `content` is long)."""
+        return self.content(rel, kind, limit=len(content) if isinstance(content, bytes) else 0) == content
 
     def write(self, rel: str, content: bytes, mode: int) -> None:
         fd, name = self._parent(rel)
@@ -383,7 +462,7 @@ class _At:
         fd, name = self._parent(rel)
         try:
             if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
-                shutil.rmtree(name, dir_fd=fd)  # which itself follows no link (`rmtree.avoids_symlink_attacks`)
+                _remove_tree(fd, name)
             else:
                 os.unlink(name, dir_fd=fd)
         finally:

@@ -231,3 +231,50 @@ def test_a_hard_link_made_to_a_protected_file_no_longer_reaches_it(ws: Path, tar
         f.write("[core]\n\tfsmonitor = touch pwned\n")
     assert (ws / target).read_text() == before and (ws / target).stat().st_nlink == 1
     assert copy.restore() == []
+
+
+def test_a_file_made_huge_is_put_back_without_being_read(ws: Path, monkeypatch) -> None:
+    copy = ProtectedCopy(ws)
+    with open(ws / ".git" / "config", "a") as f:
+        f.write("\tfsmonitor = touch pwned\n")
+    os.truncate(ws / ".git" / "config", 20 << 30)  # sparse: 20 GB to read, none on the disk
+    read: list[int] = []
+    slow = sandbox_restore._read
+    monkeypatch.setattr(sandbox_restore, "_read", lambda fd, limit=None: read.append(limit) or slow(fd, limit))
+    assert copy.restore() == [".git/config (changed: put back)"]
+    assert (ws / ".git" / "config").read_text() == "[core]\n"
+    assert read and all(limit is not None and limit <= 12 for limit in read)  # each at most its copy's length
+
+
+def test_a_folder_nested_deeper_than_any_stack_is_removed(ws: Path) -> None:
+    # a protected file turned into folders nested deeper than Python's recursion and the open-file limit allow
+    copy = ProtectedCopy(ws)
+    (ws / ".git" / "config").unlink()
+    deep = os.path.join(ws, ".git", "config", *(["d"] * 1500))
+    import subprocess
+
+    subprocess.run(["mkdir", "-p", deep], check=True)  # (os.makedirs recurses)
+    (ws / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\ntouch pwned\n")
+    assert copy.restore() == [".git/config (changed: put back)", ".git/hooks/pre-commit (made by the command: removed)"]
+    assert (ws / ".git" / "config").read_text() == "[core]\n" and not (ws / ".git" / "hooks" / "pre-commit").exists()
+
+
+def test_each_path_is_put_back_on_its_own_whatever_another_raises(ws: Path, monkeypatch) -> None:
+    # the mechanism: one path that cannot be put back (for any reason) is reported, and every other is still put
+    # back, removed or renamed back
+    copy = ProtectedCopy(ws)
+    (ws / ".git" / "config").write_text("[core]\n\tfsmonitor = touch pwned\n")
+    (ws / ".mcp.json").write_text('{"mcpServers": {"x": {"command": "touch"}}}')
+    (ws / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\ntouch pwned\n")
+    write = sandbox_restore._At.write
+
+    def failing(self, rel: str, content: bytes, mode: int) -> None:
+        if rel == ".git/config":
+            raise RecursionError("maximum recursion depth exceeded")
+        write(self, rel, content, mode)
+
+    monkeypatch.setattr(sandbox_restore._At, "write", failing)
+    said = copy.restore()
+    assert said == [".git/config (changed: could not be put back: RecursionError: maximum recursion depth exceeded)",
+                    ".mcp.json (changed: put back)", ".git/hooks/pre-commit (made by the command: removed)"], said
+    assert (ws / ".mcp.json").read_text() == "{}" and not (ws / ".git" / "hooks" / "pre-commit").exists()

@@ -125,6 +125,12 @@ ATTACKS = {
     "rename_mcp_json_away": f"mv .mcp.json sub/old.json; printf '{EVIL_MCP}' > .mcp.json",
     "remove_mcp_json": f"rm -f .mcp.json; printf '{EVIL_MCP}' > .mcp.json",
     "rename_nbagent_away": "mv .nbagent sub/nb && mkdir .nbagent && echo '{}' > .nbagent/mcp.json",
+    # what puts back must not stop partway: a protected file made a folder nested deeper than any stack, then a
+    # hook; a config made too large to read (sparse: nothing on the disk)
+    "nest_deep_then_add_a_hook": ("rm -f .git/description && mkdir -p .git/description/$(printf 'd/%.0s' $(seq 1500)) "
+                                  "&& printf '#!/bin/sh\\ntouch pwned\\n' > .git/hooks/pre-commit "
+                                  "&& chmod +x .git/hooks/pre-commit"),
+    "make_git_config_huge": f"printf '{EVIL_CONFIG}' >> .git/config && truncate -s 20G .git/config",
 }
 
 
