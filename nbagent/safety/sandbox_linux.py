@@ -3,12 +3,15 @@ between fork and exec: no new privileges, no capabilities (so root cannot read o
 `/proc`), no network of any protocol (a seccomp filter), then the ruleset.
 
 Landlock's own network rules cover TCP only (bind and connect); UDP, raw sockets, netlink, and every
-other family stay open. `NetworkFilter` is a classic-BPF seccomp program, built in the parent, that makes
+other family stay open. `CommandFilter` is a classic-BPF seccomp program, built in the parent, that makes
 `socket()` fail with EACCES for every address family, `AF_UNIX` included (a socket file in the
 workspace or outside it, or an abstract one, can be a server outside the sandbox: a dev server, a kernel's
 ipc transport, an ssh agent), and refuses `io_uring_setup` (io_uring can open sockets without calling
 `socket()`). `socketpair()` stays: it only connects a process to itself or its children. On x86_64 the x32 system-call range is refused too, and a
-process of another architecture is killed, so a 32-bit `socketcall` cannot walk around the filter.
+process of another architecture is killed, so a 32-bit `socketcall` cannot walk around the filter. With the
+network on or off, the same program refuses tracing another process and changing another process's resource
+limits (what would let a command take apart what stops the processes it leaves running); bubblewrap gets it
+too (`bubblewrap_seccomp`).
 
 Landlock scopes `ptrace` (and so reading `/proc/<pid>/environ` and `/proc/<pid>/mem` of processes outside
 the sandbox), but a process with `CAP_SYS_PTRACE` is exempt, which root has. `drop_capabilities()`
@@ -42,19 +45,19 @@ import struct
 import sys
 from typing import Iterable
 
-__all__ = ["MARKER_VARIABLE", "LandlockRuleset", "MountPlan", "NetworkFilter", "bubblewrap_seccomp", "drop_capabilities",
+__all__ = ["MARKER_VARIABLE", "LandlockRuleset", "MountPlan", "CommandFilter", "bubblewrap_seccomp", "drop_capabilities",
            "landlock_abi", "mount_namespace", "stop_marked", "supervise_command"]
 
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 _RET_ALLOW, _RET_ERRNO, _RET_KILL = 0x7FFF0000, 0x00050000, 0x80000000
-_EACCES = 13
+_EACCES, _EPERM = 13, 1
 _AF_UNIX = 1
 _LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
-_ARCHES = {  # machine -> (AUDIT_ARCH, socket, io_uring_setup, x32 bit or 0)
-    "x86_64": (0xC000003E, 41, 425, 0x40000000),
-    "aarch64": (0xC00000B7, 198, 425, 0),
-    "arm64": (0xC00000B7, 198, 425, 0),
+_ARCHES = {  # machine -> (AUDIT_ARCH, socket, io_uring_setup, x32 bit or 0, ptrace, process_vm_writev, prlimit64)
+    "x86_64": (0xC000003E, 41, 425, 0x40000000, 101, 311, 302),
+    "aarch64": (0xC00000B7, 198, 425, 0, 117, 271, 261),
+    "arm64": (0xC00000B7, 198, 425, 0, 117, 271, 261),
 }
 
 
@@ -62,35 +65,56 @@ def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
-class NetworkFilter:
-    """The seccomp program, ready to install in a child (`install()`); `supported` is False on a machine
-    whose system-call numbers it does not know (then the caller must not call the network off)."""
+class CommandFilter:
+    """The seccomp program every sandboxed command runs under, ready to install in a child (`install()`) or to
+    hand to bubblewrap (`program`). Always: a command may not trace another process (`ptrace`,
+    `process_vm_writev`: under bubblewrap it could otherwise clear the death signal of its namespace's first
+    process, which then outlives the kernel) nor change another process's resource limits (`prlimit64` with a
+    pid and new limits: it could otherwise starve the Landlock supervisor of files or CPU, which then exits
+    without stopping what the command left running); both fail with EPERM. With `network=False`, also no
+    socket of any family and no io_uring (EACCES). `supported` is False on a machine whose system-call
+    numbers it does not know (then the caller must not call the network off)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, network: bool = False) -> None:
         arch = _ARCHES.get(platform.machine())
         self.supported = arch is not None and hasattr(ctypes, "CDLL")
         if not self.supported:
             return
-        audit, nr_socket, nr_uring, x32 = arch  # type: ignore[misc]
-        errno = _RET_ERRNO | _EACCES
-        program = [
-            _insn(_LD_W_ABS, 0, 0, 4),                 # 0: arch
-            _insn(_JEQ_K, 1, 0, audit),                # 1: ours -> 3
-            _insn(_RET_K, 0, 0, _RET_KILL),            # 2: another architecture: killed
-            _insn(_LD_W_ABS, 0, 0, 0),                 # 3: system call number
-            _insn(_JGE_K, 0, 1, x32 or 0xFFFFFFFF),    # 4: x32 range -> 5, else -> 6
-            _insn(_RET_K, 0, 0, errno),                # 5
-            _insn(_JEQ_K, 0, 1, nr_uring),             # 6: io_uring_setup -> 7
-            _insn(_RET_K, 0, 0, errno),                # 7
-            _insn(_JEQ_K, 0, 1, nr_socket),            # 8: socket, of any family -> 9
-            _insn(_RET_K, 0, 0, errno),                # 9
-            _insn(_RET_K, 0, 0, _RET_ALLOW),           # 10
+        audit, nr_socket, nr_uring, x32, nr_ptrace, nr_vm_writev, nr_prlimit = arch  # type: ignore[misc]
+        denied = _RET_ERRNO | _EACCES
+        refused = _RET_ERRNO | _EPERM
+        program: list[tuple] = [
+            (_LD_W_ABS, None, None, 4),                      # arch
+            (_JEQ_K, "ours", None, audit),
+            (_RET_K, None, None, _RET_KILL),                 # another architecture: killed
+            "ours", (_LD_W_ABS, None, None, 0),              # system call number
+            (_JGE_K, None, "not_x32", x32 or 0xFFFFFFFF),
+            (_RET_K, None, None, denied),                    # the x32 range
+            "not_x32", (_JEQ_K, "refused", None, nr_ptrace),
+            (_JEQ_K, "refused", None, nr_vm_writev),
+            (_JEQ_K, "prlimit", None, nr_prlimit),
         ]
-        self.program = b"".join(program)
+        if not network:
+            program += [(_JEQ_K, "denied", None, nr_uring),
+                        (_JEQ_K, "denied", None, nr_socket)]
+        program += [
+            (_RET_K, None, None, _RET_ALLOW),
+            "prlimit", (_LD_W_ABS, None, None, 16),          # args[0]: the pid (0: this process)
+            (_JEQ_K, "allowed", None, 0),
+            (_LD_W_ABS, None, None, 32),                     # args[2]: the new limits, low half
+            (_JEQ_K, None, "refused", 0),
+            (_LD_W_ABS, None, None, 36),                     # high half
+            (_JEQ_K, "allowed", "refused", 0),
+            "allowed", (_RET_K, None, None, _RET_ALLOW),
+            "refused", (_RET_K, None, None, refused),
+            "denied", (_RET_K, None, None, denied),
+        ]
+        code = _assemble(program)
+        self.program = b"".join(code)
         """The raw filter (an array of `struct sock_filter`), as bubblewrap's `--seccomp FD` reads it."""
-        self._code = ctypes.create_string_buffer(self.program, 8 * len(program))
+        self._code = ctypes.create_string_buffer(self.program, 8 * len(code))
         # struct sock_fprog { unsigned short len; struct sock_filter *filter; }
-        self._prog = ctypes.create_string_buffer(struct.pack("=HxxxxxxQ", len(program), ctypes.addressof(self._code)))
+        self._prog = ctypes.create_string_buffer(struct.pack("=HxxxxxxQ", len(code), ctypes.addressof(self._code)))
         self._libc = ctypes.CDLL(None, use_errno=True)
 
     def install(self) -> bool:
@@ -100,13 +124,33 @@ class NetworkFilter:
         return self._libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(self._prog), 0, 0) == 0
 
 
-def bubblewrap_seccomp(args: list[str]) -> tuple[int, ...]:
-    """Add `--seccomp FD` with `NetworkFilter`'s program to bubblewrap's `args` (in place); the fds to pass."""
-    network_filter = NetworkFilter()
-    if not network_filter.supported:
+def _assemble(program: list) -> list[bytes]:
+    """Classic BPF from instructions `(code, jump if true, jump if false, k)` whose jumps name labels (strings
+    placed before an instruction; None: the next instruction)."""
+    labels: dict[str, int] = {}
+    at = 0
+    for item in program:
+        if isinstance(item, str):
+            labels[item] = at
+        else:
+            at += 1
+    out: list[bytes] = []
+    for item in program:
+        if isinstance(item, str):
+            continue
+        code, jt, jf, k = item
+        here = len(out)
+        out.append(_insn(code, 0 if jt is None else labels[jt] - here - 1, 0 if jf is None else labels[jf] - here - 1, k))
+    return out
+
+
+def bubblewrap_seccomp(args: list[str], *, network: bool = False) -> tuple[int, ...]:
+    """Add `--seccomp FD` with `CommandFilter`'s program to bubblewrap's `args` (in place); the fds to pass."""
+    command_filter = CommandFilter(network=network)
+    if not command_filter.supported:
         return ()
     read_end, write_end = os.pipe()
-    os.write(write_end, network_filter.program)
+    os.write(write_end, command_filter.program)
     os.close(write_end)
     args[1:1] = ["--seccomp", str(read_end)]
     return (read_end,)
@@ -186,8 +230,8 @@ class LandlockRuleset:
 
         abi = landlock_abi()
         excluded = [os.path.realpath(p) for p in excluded]
-        self.network_filter = None if network else NetworkFilter()
-        if self.network_filter is not None and not self.network_filter.supported:
+        self.command_filter = CommandFilter(network=network)
+        if not network and not self.command_filter.supported:
             raise OSError(f"the network cannot be turned off for every protocol on {os.uname().machine}")
         if abi < 1:
             raise OSError("Landlock is not available")
@@ -237,7 +281,7 @@ class LandlockRuleset:
         if self._libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             os._exit(126)
         drop_capabilities()  # root's CAP_SYS_PTRACE would let it read the kernel's /proc/<pid>/environ
-        if self.network_filter is not None and not self.network_filter.install():
+        if self.command_filter.supported and not self.command_filter.install():
             os._exit(126)
         if self._libc.syscall(_SYS_RESTRICT_SELF, ctypes.c_int(self.fd), ctypes.c_uint32(0)) != 0:
             os._exit(126)
@@ -413,8 +457,14 @@ supervisor stops the command and everything it adopted, then exits as if killed.
 
 
 def _supervise(command: int, starter: int) -> None:
+    me = os.getpid()
+    try:  # opened now, before the command can do anything: what it adopted is read from it, no file opened later
+        children = os.open(f"/proc/{me}/task/{me}/children", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        children = -1
+
     def starter_gone(*_: object) -> None:  # the kernel is gone: so is everything its command started
-        _stop_adopted(os.getpid())
+        _stop_adopted(me, children)
         os._exit(128 + signal.SIGKILL)
 
     try:
@@ -427,27 +477,32 @@ def _supervise(command: int, starter: int) -> None:
         null = os.open("/dev/null", os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)  # the command's pipes close when the command's own processes close them
-        os.closerange(3, 1 << 20)
+        if children > 3:
+            os.closerange(3, children)  # every descriptor but the list of children
+        os.closerange(max(3, children + 1), 1 << 20)
         status = 0
         while True:
             pid, got = os.waitpid(-1, 0)
             if pid == command:
                 status = got
                 break
-        _stop_adopted(os.getpid())
+        _stop_adopted(me, children)
     except BaseException:
-        os._exit(126)
+        try:  # whatever failed, what the command left is still stopped before this process goes
+            _stop_adopted(me, children)
+        finally:
+            os._exit(126)
     if os.WIFSIGNALED(status):
         signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
         os.kill(os.getpid(), os.WTERMSIG(status))
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
 
 
-def _stop_adopted(me: int) -> None:
+def _stop_adopted(me: int, fd: int = -1) -> None:
     """SIGKILL every child of `me` (what it adopted), until none is left (the children of one it stops
-    become its children in turn)."""
+    become its children in turn); `fd`: `me`'s list of children, open."""
     for _ in range(10_000):
-        children = _children(me)
+        children = _children(me, fd)
         if not children:
             break
         for pid in children:
@@ -462,8 +517,10 @@ def _stop_adopted(me: int) -> None:
                 break
 
 
-def _children(parent: int) -> list[int]:
+def _children(parent: int, fd: int = -1) -> list[int]:
     try:  # the kernel's own list (CONFIG_PROC_CHILDREN; the process is single-threaded, so its thread is itself)
+        if fd >= 0:
+            return [int(pid) for pid in os.pread(fd, 1 << 22, 0).split()]
         with open(f"/proc/{parent}/task/{parent}/children", "rb") as f:
             return [int(pid) for pid in f.read().split()]
     except OSError:

@@ -50,7 +50,8 @@ def sandbox_refusal(text: str, *, sandbox: str, workspace: str | None, top_level
         return None
     rest = f" (but no new entry at its top level here: {top_level})" if top_level else ""
     return (f"refused by the sandbox ({sandbox}): it lets a command write in the workspace{rest}, never in "
-            f"protected paths ({_PROTECTED_WORDS}) or outside it, and use the network only where allowed")
+            f"protected paths ({_PROTECTED_WORDS}) or outside it, use the network only where allowed, and never "
+            "trace another process or change another process's limits")
 
 
 _NOTES = {

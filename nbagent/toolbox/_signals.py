@@ -16,7 +16,7 @@ import signal
 import weakref
 from typing import Any
 
-__all__ = ["descendants", "dies_with_us", "kill_family_now", "kill_group", "signal_all", "signal_family",
+__all__ = ["descendants", "dies_with_us", "kill_family", "kill_family_now", "kill_group", "signal_all", "signal_family",
            "stopped_at_exit"]
 
 _HELD: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
@@ -35,8 +35,39 @@ def kill_family_now(proc: Any) -> bool:
     (an exit handler cannot wait); whether it was still running."""
     if getattr(proc, "returncode", None) is not None:
         return False
-    signal_all(proc, signal.SIGKILL, descendants(proc.pid))
+    kill_family(proc)
     return True
+
+
+def kill_family(proc: Any, family: list[int] = ()) -> None:  # type: ignore[assignment]
+    """SIGKILL to every process descended from the command (and to `family`, found before), again until a look
+    finds none left (at most `SWEEPS` looks), and only then to its process group, the command among it.
+
+    The command the caller started stays alive meanwhile: under Landlock it is the supervisor, a subreaper,
+    so what a process killed now had just forked comes to it and is found by the next look (a list read once
+    is stale against a process that forks every millisecond, and a supervisor killed first leaves those to
+    init); under bubblewrap, its namespace's first process is among those killed, and all else with it."""
+    for pid in family:
+        _kill(pid)
+    for _ in range(SWEEPS):
+        found = descendants(proc.pid, living=True)
+        if not found:
+            break
+        for pid in found:
+            _kill(pid)
+    kill_group(proc, signal.SIGKILL)
+    _kill(proc.pid)
+
+
+SWEEPS = 200
+"""The most looks `kill_family` takes for what is left of a command's family (each one kills all it finds)."""
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 @atexit.register
@@ -101,7 +132,10 @@ def signal_family(proc: Any, sig: int, family: list[int] | None = None) -> list[
         signal_all(proc, signal.SIGCONT, family)
         return family
     family = family + [pid for pid in descendants(proc.pid) if pid not in family]
-    signal_all(proc, sig, family)
+    if sig == signal.SIGKILL:
+        kill_family(proc, family)
+    else:
+        signal_all(proc, sig, family)
     return family
 
 
@@ -115,8 +149,9 @@ def signal_all(proc: Any, sig: int, family: list[int] = ()) -> None:  # type: ig
             pass
 
 
-def descendants(root: int) -> list[int]:
-    """Every live process descended from `root` (read from /proc; empty where there is none)."""
+def descendants(root: int, *, living: bool = False) -> list[int]:
+    """Every process descended from `root` (read from /proc; empty where there is none); `living`: not those
+    that have ended and wait for their parent to collect them (a zombie has no children left)."""
     children: dict[int, list[int]] = {}
     try:
         entries = os.listdir("/proc")
@@ -127,8 +162,11 @@ def descendants(root: int) -> list[int]:
             continue
         try:
             with open(f"/proc/{entry}/stat", "rb") as f:
-                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+                fields = f.read().rsplit(b")", 1)[1].split()
+            ppid = int(fields[1])
         except (OSError, ValueError, IndexError):
+            continue
+        if living and fields[0] in (b"Z", b"X"):
             continue
         children.setdefault(ppid, []).append(int(entry))
     found: list[int] = []

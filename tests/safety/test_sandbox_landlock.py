@@ -8,11 +8,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
-from nbagent.safety import sandbox_landlock
+from nbagent.safety import sandbox_landlock, sandbox_linux
 from nbagent.safety.sandbox import SandboxBackend, prepare
 from nbagent.safety.sandbox_linux import MountPlan, landlock_abi, mount_namespace
 
@@ -154,3 +155,35 @@ def test_a_process_without_cap_sys_admin_gets_landlock_alone(tmp_path: Path) -> 
     assert "exit code 0; protected paths were changed while it ran and were put back after it" in out.stdout
     assert ".git/x (made by the command: removed)" in out.stdout
     assert (ws / "notes.txt").read_text() == "hi\n" and not (ws / ".git" / "x").exists()
+
+
+def test_the_filter_refuses_what_it_says_for_each_setting() -> None:
+    # the one seccomp program of every backend (tests/security/test_process_walls.py tries it from commands): tracing and another's limits always; sockets only with the network off
+    for network in (False, True):
+        flt = sandbox_linux.CommandFilter(network=network)
+        if not flt.supported:
+            pytest.skip("no system-call numbers for this machine")
+        code = textwrap.dedent(f"""
+            import ctypes, os, socket, sys
+            sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+            from nbagent.safety import sandbox_linux
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(38, 1, 0, 0, 0)  # no_new_privs
+            assert sandbox_linux.CommandFilter(network={network}).install()
+            out = []
+            out.append("ptrace:" + str(libc.ptrace(16, os.getppid(), 0, 0) == 0))
+            new = (ctypes.c_uint64 * 2)(1024, 1024)
+            out.append("prlimit-other:" + str(libc.prlimit(os.getppid(), 7, new, None) == 0))
+            out.append("prlimit-self:" + str(libc.prlimit(0, 7, new, None) == 0))
+            old = (ctypes.c_uint64 * 2)()
+            out.append("read-other:" + str(libc.prlimit(os.getppid(), 7, None, old) == 0))
+            try:
+                socket.socket().close()
+                out.append("socket:True")
+            except OSError:
+                out.append("socket:False")
+            print(" ".join(out))
+        """)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert done.stdout.split() == ["ptrace:False", "prlimit-other:False", "prlimit-self:True", "read-other:True",
+                                       f"socket:{network}"], done.stderr

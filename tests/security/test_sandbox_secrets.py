@@ -194,7 +194,7 @@ def test_control_udp_when_the_policy_allows_the_network(ws):
 def test_defence_off_udp_gets_out_under_landlock(ws, backend, monkeypatch):
     if backend.name != "landlock":
         pytest.skip("bubblewrap's network namespace is the defence there")
-    monkeypatch.setattr(sandbox_linux.NetworkFilter, "install", lambda self: True)
+    monkeypatch.setattr(sandbox_linux.CommandFilter, "install", lambda self: True)
     port, received = _udp_listener()
     run_agent(ws, [sh(SEND_UDP.format(port=port))], mode="bypassPermissions")
     assert received() == [b"leak"]

@@ -281,8 +281,7 @@ def test_the_exit_handler_stops_each_command_held_its_own_way(monkeypatch) -> No
             self.stopped += 1
 
     killed: list[int] = []
-    monkeypatch.setattr(_signals, "signal_all", lambda proc, sig, family=(): killed.append(proc.pid))
-    monkeypatch.setattr(_signals, "descendants", lambda pid: [])
+    monkeypatch.setattr(_signals, "kill_family", lambda proc, family=(): killed.append(proc.pid))
     monkeypatch.setattr(_signals, "_HELD", type(_signals._HELD)())
     ended_background, running, ended = Proc(1, 0), Proc(2, None), Proc(3, 0)
     background = Background()

@@ -1,0 +1,97 @@
+"""What a sandboxed command may do to other processes, in every sandbox lane (tests/conftest.py `sandbox_lane`) and
+every policy: nothing that would take apart what stops the processes it leaves running.
+
+Found by an outside try: under Landlock a command lowered its supervisor's open-file limit (`prlimit --pid $PPID
+--nofile=0:0`), so the supervisor could not read what it had adopted and exited without stopping it; under
+bubblewrap a command traced the namespace's first process and cleared its death signal, so the namespace outlived
+the kernel; and a process that forks every millisecond outlived a stop, because the kill went to a list read once
+and to the supervisor first. One filter refuses tracing and changing another process's limits on both backends
+(`CommandFilter`), and a stop kills what is left again and again until a look finds nothing, the supervisor
+last (`kill_family`).
+"""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from nbagent.safety import sandbox as _sandbox
+from nbagent.safety.sandbox import SandboxPolicy
+
+from .conftest import Recorder, run_agent, sh, text_of
+
+pytestmark = [pytest.mark.timeout(180), pytest.mark.skipif(not _sandbox.sandbox_backend().available,
+                                                           reason="no sandbox on this machine")]
+
+POLICIES = {"read-only": SandboxPolicy("read-only"), "workspace-write": SandboxPolicy("workspace-write"),
+            "workspace-write + network": SandboxPolicy("workspace-write", network=True)}
+
+TRACE = ("python3 -c \"import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); "
+         "r = libc.ptrace(16, {pid}, 0, 0); print('traced' if r == 0 else 'refused', os.strerror(ctypes.get_errno()))\"")
+"""PTRACE_ATTACH to `pid`."""
+
+
+@pytest.fixture(autouse=True)
+def backend(sandbox_lane):
+    return sandbox_lane
+
+
+def _commands(ws: Path, policy: str, *commands: str) -> list[str]:
+    run = run_agent(ws, *[sh(c, timeout=30) for c in commands], approver=Recorder(True), sandbox=POLICIES[policy])
+    return [text_of(c) for c in run.calls]
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_a_command_cannot_change_another_process_limits_nor_trace_it(ws: Path, backend, policy: str) -> None:
+    limits, own, parent, first = _commands(
+        ws, policy, "prlimit --pid $PPID --nofile=0:0 && echo changed", "ulimit -n 100 && ulimit -n",
+        TRACE.format(pid="$PPID"), TRACE.format(pid=1))
+    assert "Operation not permitted" in limits and "changed" not in limits, limits
+    assert own.startswith("100"), own  # control: its own limits are its own
+    for traced in (parent, first):  # its parent (under Landlock, its supervisor); the first process it can see
+        assert "refused Operation not permitted" in traced, traced
+
+
+WALKER = base64.b64encode(textwrap.dedent("""
+    import os, signal, sys, time
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    for _ in range(40000):  # a child a millisecond; one whose parent died meanwhile becomes `sleep MARK`
+        pid = os.fork()
+        if pid == 0:
+            parent = os.getppid()
+            time.sleep(0.1)
+            if os.getppid() != parent:
+                os.execv("/bin/sleep", ["sleep", sys.argv[2]])
+            os._exit(0)
+        time.sleep(0.001)
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+""").encode()).decode()
+
+
+def _left(marker: str) -> list[str]:
+    time.sleep(1.0)  # what escaped has had time to become `sleep marker`
+    found = subprocess.run(["pgrep", "-f", f"^sleep {marker}"], capture_output=True, text=True).stdout.split()
+    subprocess.run(["pkill", "-9", "-f", f"^sleep {marker}"], check=False)
+    return found
+
+
+@pytest.mark.parametrize("policy", ["read-only", "workspace-write"])
+def test_a_process_forking_every_millisecond_is_stopped_with_the_call_that_timed_out(ws: Path, backend,
+                                                                                      policy: str) -> None:
+    marker = f"9{time.time_ns() % 10**7}.{len(policy)}"
+    walker = (f"(env -i setsid {sys.executable} -c 'import base64, sys; exec(base64.b64decode(sys.argv[1]))' "
+              f"{WALKER} {marker} >/dev/null 2>&1 &)")
+    run = run_agent(ws, sh(f"trap '' TERM; {walker}; sleep 60", timeout=3), approver=Recorder(True),
+                    sandbox=POLICIES[policy])
+    assert "timed out" in text_of(run.calls[0]), text_of(run.calls[0])
+    assert _left(marker) == []
