@@ -357,12 +357,12 @@ def redact_value(value: Any, *, shapes: bool = True) -> Any:
     compiled = _compiled()  # the secrets are looked up once for the whole value
     owner, memos = _short
     if owner is not compiled:  # the secrets changed: what was seen must be looked at again (in a memory of
-        memos = {True: {}, False: {}}  # their own: another thread's answers for the secrets of before go to
+        memos = {True: _Memo(), False: _Memo()}  # their own: another thread's answers for the secrets of before go to
         _short = (compiled, memos)  # the memory of before)
     return _redact_value(value, compiled, shapes, memos[shapes])
 
 
-def _redact_value(value: Any, compiled: Any, shapes: bool, memo: dict[str, str]) -> Any:
+def _redact_value(value: Any, compiled: Any, shapes: bool, memo: _Memo) -> Any:
     if isinstance(value, str):
         return _redact_string(value, compiled, shapes, memo)
     if isinstance(value, dict):
@@ -394,25 +394,33 @@ def _redact_value(value: Any, compiled: Any, shapes: bool, memo: dict[str, str])
     return value
 
 
-def _redact_string(value: str, compiled: Any, shapes: bool, memo: dict[str, str]) -> str:
+def _redact_string(value: str, compiled: Any, shapes: bool, memo: _Memo) -> str:
     if len(value) < PIECE_LENGTH:
         return value
     if len(value) >= _REMEMBERED:  # (remembered by `_redact` itself, with where its secrets were)
         return _redact(value, compiled, (), shapes)
     found = memo.get(value)
     if found is None:
-        if len(memo) >= _SHORT_MEMO:
+        if len(memo) >= _SHORT_MEMO or memo.chars > _SHORT_CHARS:
             memo.clear()
+            memo.chars = 0
         found = memo[value] = _redact(value, compiled, (), shapes)
+        memo.chars += len(value)
     return value if found == value else found
 
 
 _LEAVES = frozenset((int, float, bool))
 """What holds no string: `_redact_value` leaves it as it is without a call."""
-_SHORT_MEMO = 200_000
-"""How many strings (shorter than `_REMEMBERED`) `redact_value` remembers, for each of shapes on and off; all
-are let go past that."""
-_short: tuple[Any, dict[bool, dict[str, str]]] = (None, {True: {}, False: {}})
+_SHORT_MEMO, _SHORT_CHARS = 200_000, 8_000_000
+"""How many strings (shorter than `_REMEMBERED`) `redact_value` remembers, and how many characters they may
+hold, for each of shapes on and off; all are let go past either."""
+
+
+class _Memo(dict):
+    """What strings redact to (`redact_value`), with how many characters the strings hold."""
+
+    chars = 0
+_short: tuple[Any, dict[bool, _Memo]] = (None, {True: _Memo(), False: _Memo()})
 """The secrets (`_compiled()`) the strings were redacted for, and what each redacted to, shapes on and off."""
 
 

@@ -447,3 +447,10 @@ def test_the_memory_of_short_strings_is_bounded_and_the_answers_stay_right(regis
         for i, (text, got) in enumerate(zip(texts, out)):
             assert ("[REDACTED:short_bounded_key" in got and secret not in got) if i % 7 == 0 else got is text
         assert len(_secrets._short[1][True]) <= 50
+    monkeypatch.setattr(_secrets, "_SHORT_MEMO", 10**6)
+    monkeypatch.setattr(_secrets, "_SHORT_CHARS", 1000)
+    for _ in range(2):
+        out = _secrets.redact_value(texts)
+        for i, (text, got) in enumerate(zip(texts, out)):
+            assert ("[REDACTED:short_bounded_key" in got and secret not in got) if i % 7 == 0 else got is text
+        assert _secrets._short[1][True].chars <= 1000 + 40
