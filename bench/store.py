@@ -222,9 +222,9 @@ def http_rows(n: int, rounds: int, tmp: Path) -> dict[str, tuple[float, float]]:
         times: dict[str, list[tuple[float, float]]] = {"none": [], "store": []}
         asyncio.run(http_run(url, n, tmp, False))  # warmed up: the client's first connection, the imports
         for _ in range(rounds):
-            for mode in times:
+            for mode, kept in times.items():
                 elapsed, used = asyncio.run(http_run(url, n, tmp, mode == "store"))
-                times[mode].append((elapsed / n * 1e6, used / n * 1e6))
+                kept.append((elapsed / n * 1e6, used / n * 1e6))
     finally:
         server.kill()
         server.wait()

@@ -45,7 +45,7 @@ import struct
 import sys
 from typing import Iterable
 
-__all__ = ["MARKER_VARIABLE", "LandlockRuleset", "MountPlan", "CommandFilter", "bubblewrap_seccomp", "drop_capabilities",
+__all__ = ["MARKER_VARIABLE", "CommandFilter", "LandlockRuleset", "MountPlan", "bubblewrap_seccomp", "drop_capabilities",
            "landlock_abi", "mount_namespace", "stop_marked", "supervise_command"]
 
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2

@@ -39,6 +39,7 @@ import os
 import stat
 import threading
 from collections.abc import Iterable
+from typing import Any
 
 from .protected import PROTECTED_PATHS
 
@@ -252,7 +253,7 @@ class ProtectedCopy:
         _At(self.ws).remove(rel)
 
 
-def _each(rel: str, what: str, step, *args) -> list[str]:  # noqa: ANN001
+def _each(rel: str, what: str, step: Any, *args: Any) -> list[str]:
     """`step(*args)`, what it says; whatever it raises, `rel` reported as not put back, and why."""
     try:
         return step(*args)

@@ -80,7 +80,8 @@ WALKER = base64.b64encode(textwrap.dedent("""
 
 def _left(marker: str) -> list[str]:
     time.sleep(1.0)  # what escaped has had time to become `sleep marker`
-    found = subprocess.run(["pgrep", "-f", f"^sleep {marker}"], capture_output=True, text=True).stdout.split()
+    found = subprocess.run(["pgrep", "-f", f"^sleep {marker}"], capture_output=True, text=True,
+                           check=False).stdout.split()
     subprocess.run(["pkill", "-9", "-f", f"^sleep {marker}"], check=False)
     return found
 
