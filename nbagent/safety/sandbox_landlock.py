@@ -32,7 +32,8 @@ from typing import Any, Iterable
 
 from . import sandbox_restore as _restore
 from .protected import PROTECTED_PATHS
-from .sandbox_linux import _DEVICES, MARKER_VARIABLE, LandlockRuleset, MountPlan, stop_marked, supervise_command
+from .sandbox_linux import _DEVICES, MARKER_VARIABLE, LandlockRuleset, MountPlan, stop_marked
+from .supervisor import supervise_command
 
 __all__ = ["Prepared", "landlock_prepared", "missing_protected", "protected_links", "protected_mounts",
            "remove_created", "restore_links"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nbagent.safety import sandbox_restore
+from nbagent.safety import _nofollow, sandbox_restore
 from nbagent.safety.protected import PROTECTED_PATHS
 from nbagent.safety.sandbox_restore import CopyTooLarge, ProtectedCopy, check_running, ended, started, take
 
@@ -160,7 +160,7 @@ def test_every_step_of_putting_back_follows_no_link_on_the_way(ws: Path, tmp_pat
     outside = tmp_path / "yours"
     outside.mkdir()
     (outside / "pre-commit.sample").write_text("mine")
-    at = sandbox_restore._At(str(ws))
+    at = _nofollow.At(str(ws))
     shutil.rmtree(ws / ".git" / "hooks")
     os.symlink(outside, ws / ".git" / "hooks")
     for step in (lambda: at.write(".git/hooks/pre-commit.sample", b"x", 0o644),
@@ -168,7 +168,7 @@ def test_every_step_of_putting_back_follows_no_link_on_the_way(ws: Path, tmp_pat
                  lambda: at.symlink(".git/hooks/l", "x")):
         with pytest.raises(OSError):
             step()
-    assert at.listdir(".git/hooks") == [] and at.content(".git/hooks/pre-commit.sample", "f") is None
+    assert at.listdir(".git/hooks") == [] and at.content(".git/hooks/pre-commit.sample", "f", limit=100) is None
     assert sorted(os.listdir(outside)) == ["pre-commit.sample"] and (outside / "pre-commit.sample").read_text() == "mine"
 
 
@@ -239,8 +239,8 @@ def test_a_file_made_huge_is_put_back_without_being_read(ws: Path, monkeypatch) 
         f.write("\tfsmonitor = touch pwned\n")
     os.truncate(ws / ".git" / "config", 20 << 30)  # sparse: 20 GB to read, none on the disk
     read: list[int] = []
-    slow = sandbox_restore._read
-    monkeypatch.setattr(sandbox_restore, "_read", lambda fd, limit=None: read.append(limit) or slow(fd, limit))
+    slow = _nofollow.read_fd
+    monkeypatch.setattr(_nofollow, "read_fd", lambda fd, limit=None: read.append(limit) or slow(fd, limit))
     assert copy.restore() == [".git/config (changed: put back)"]
     assert (ws / ".git" / "config").read_text() == "[core]\n"
     assert read and all(limit is not None and limit <= 12 for limit in read)  # each at most its copy's length
@@ -266,14 +266,14 @@ def test_each_path_is_put_back_on_its_own_whatever_another_raises(ws: Path, monk
     (ws / ".git" / "config").write_text("[core]\n\tfsmonitor = touch pwned\n")
     (ws / ".mcp.json").write_text('{"mcpServers": {"x": {"command": "touch"}}}')
     (ws / ".git" / "hooks" / "pre-commit").write_text("#!/bin/sh\ntouch pwned\n")
-    write = sandbox_restore._At.write
+    write = _nofollow.At.write
 
     def failing(self, rel: str, content: bytes, mode: int) -> None:
         if rel == ".git/config":
             raise RecursionError("maximum recursion depth exceeded")
         write(self, rel, content, mode)
 
-    monkeypatch.setattr(sandbox_restore._At, "write", failing)
+    monkeypatch.setattr(_nofollow.At, "write", failing)
     said = copy.restore()
     assert said == [".git/config (changed: could not be put back: RecursionError: maximum recursion depth exceeded)",
                     ".mcp.json (changed: put back)", ".git/hooks/pre-commit (made by the command: removed)"], said
