@@ -52,10 +52,11 @@ _RET_ALLOW, _RET_ERRNO, _RET_KILL = 0x7FFF0000, 0x00050000, 0x80000000
 _EACCES, _EPERM = 13, 1
 _AF_UNIX = 1
 _LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
-_ARCHES = {  # machine -> (AUDIT_ARCH, socket, io_uring_setup, x32 bit or 0, ptrace, process_vm_writev, prlimit64)
-    "x86_64": (0xC000003E, 41, 425, 0x40000000, 101, 311, 302),
-    "aarch64": (0xC00000B7, 198, 425, 0, 117, 271, 261),
-    "arm64": (0xC00000B7, 198, 425, 0, 117, 271, 261),
+_ARCHES = {  # machine -> (AUDIT_ARCH, socket, io_uring_setup, x32 bit or 0, ptrace, process_vm_writev, prlimit64,
+    #                     setsid, setpgid)
+    "x86_64": (0xC000003E, 41, 425, 0x40000000, 101, 311, 302, 112, 109),
+    "aarch64": (0xC00000B7, 198, 425, 0, 117, 271, 261, 157, 154),
+    "arm64": (0xC00000B7, 198, 425, 0, 117, 271, 261, 157, 154),
 }
 
 
@@ -70,15 +71,20 @@ class CommandFilter:
     process, which then outlives the kernel) nor change another process's resource limits (`prlimit64` with a
     pid and new limits: it could otherwise starve the Landlock supervisor of files or CPU, which then exits
     without stopping what the command left running); both fail with EPERM. With `network=False`, also no
-    socket of any family and no io_uring (EACCES). `supported` is False on a machine whose system-call
-    numbers it does not know (then the caller must not call the network off)."""
+    socket of any family and no io_uring (EACCES). And `setsid` and `setpgid` return success and do nothing:
+    every process the command starts stays in its process group, which one SIGKILL then ends whole (the kernel
+    kills a group at once, forks in flight included), so none can hop from pid to pid out of a kill's reach (a
+    process that forks and exits every tenth of a millisecond outran every list of pids read from /proc);
+    programs that start theirs in a session of their own (`setsid`, `start_new_session=True`) go on working.
+    `supported` is False on a machine whose system-call numbers it does not know (then the caller must not call
+    the network off)."""
 
     def __init__(self, *, network: bool = False) -> None:
         arch = _ARCHES.get(platform.machine())
         self.supported = arch is not None and hasattr(ctypes, "CDLL")
         if not self.supported:
             return
-        audit, nr_socket, nr_uring, x32, nr_ptrace, nr_vm_writev, nr_prlimit = arch  # type: ignore[misc]
+        audit, nr_socket, nr_uring, x32, nr_ptrace, nr_vm_writev, nr_prlimit, nr_setsid, nr_setpgid = arch  # type: ignore[misc]
         denied = _RET_ERRNO | _EACCES
         refused = _RET_ERRNO | _EPERM
         program: list[tuple] = [
@@ -91,6 +97,8 @@ class CommandFilter:
             "not_x32", (_JEQ_K, "refused", None, nr_ptrace),
             (_JEQ_K, "refused", None, nr_vm_writev),
             (_JEQ_K, "prlimit", None, nr_prlimit),
+            (_JEQ_K, "kept", None, nr_setsid),
+            (_JEQ_K, "kept", None, nr_setpgid),
         ]
         if not network:
             program += [(_JEQ_K, "denied", None, nr_uring),
@@ -106,6 +114,7 @@ class CommandFilter:
             "allowed", (_RET_K, None, None, _RET_ALLOW),
             "refused", (_RET_K, None, None, refused),
             "denied", (_RET_K, None, None, denied),
+            "kept", (_RET_K, None, None, _RET_ERRNO),          # "done", and nothing done: it stays in its group
         ]
         code = _assemble(program)
         self.program = b"".join(code)

@@ -47,8 +47,10 @@ def kill_family(proc: Any, family: list[int] = ()) -> None:  # type: ignore[assi
     so what a process killed now had just forked comes to it and is found by the next look (a list read once
     is stale against a process that forks every millisecond, and a supervisor killed first leaves those to
     init); under bubblewrap, its namespace's first process is among those killed, and all else with it."""
+    started = getattr(family, "started", {})
     for pid in family:
-        _kill(pid)
+        if started.get(pid, -1) == _started(pid):  # the same process: a pid ended since may be another's now
+            _kill(pid)
     for _ in range(SWEEPS):
         found = descendants(proc.pid, living=True)
         if not found:
@@ -61,6 +63,28 @@ def kill_family(proc: Any, family: list[int] = ()) -> None:  # type: ignore[assi
 
 SWEEPS = 200
 """The most looks `kill_family` takes for what is left of a command's family (each one kills all it finds)."""
+
+
+class _Family(list):
+    """Pids found in a command's family, each with when it started (`started`): a pid read some time ago is
+    signalled again only while it is the same process (pids are reused, and a process that forks fast goes
+    through all of them in seconds)."""
+
+    def __init__(self, pids: list[int], started: dict[int, int] | None = None) -> None:
+        super().__init__(pids)
+        self.started = dict(started or {})
+        for pid in pids:
+            if pid not in self.started:
+                self.started[pid] = _started(pid)
+
+
+def _started(pid: int) -> int:
+    """When process `pid` started (clock ticks after boot), or -2 when there is none."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return -2
 
 
 def _kill(pid: int) -> None:
@@ -127,11 +151,12 @@ def signal_family(proc: Any, sig: int, family: list[int] | None = None) -> list[
     then, with what has appeared since."""
     if family is None:
         signal_all(proc, signal.SIGSTOP)
-        family = descendants(proc.pid)
+        family = _Family(descendants(proc.pid))
         signal_all(proc, sig, family)
         signal_all(proc, signal.SIGCONT, family)
         return family
-    family = family + [pid for pid in descendants(proc.pid) if pid not in family]
+    family = _Family([*family, *(pid for pid in descendants(proc.pid) if pid not in family)],
+                     getattr(family, "started", None))
     if sig == signal.SIGKILL:
         kill_family(proc, family)
     else:

@@ -177,6 +177,9 @@ def test_the_filter_refuses_what_it_says_for_each_setting() -> None:
             out.append("prlimit-self:" + str(libc.prlimit(0, 7, new, None) == 0))
             old = (ctypes.c_uint64 * 2)()
             out.append("read-other:" + str(libc.prlimit(os.getppid(), 7, None, old) == 0))
+            group = os.getpgrp()
+            os.setsid()  # said done (it raises otherwise), nothing done
+            out.append("setsid:" + str(os.getpgrp() == group))
             try:
                 socket.socket().close()
                 out.append("socket:True")
@@ -186,4 +189,4 @@ def test_the_filter_refuses_what_it_says_for_each_setting() -> None:
         """)
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
         assert done.stdout.split() == ["ptrace:False", "prlimit-other:False", "prlimit-self:True", "read-other:True",
-                                       f"socket:{network}"], done.stderr
+                                       "setsid:True", f"socket:{network}"], done.stderr

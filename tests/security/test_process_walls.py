@@ -96,3 +96,45 @@ def test_a_process_forking_every_millisecond_is_stopped_with_the_call_that_timed
                     sandbox=POLICIES[policy])
     assert "timed out" in text_of(run.calls[0]), text_of(run.calls[0])
     assert _left(marker) == []
+
+
+@pytest.mark.parametrize("policy", ["read-only", "workspace-write"])
+def test_what_a_command_starts_stays_in_its_process_group(ws: Path, backend, policy: str) -> None:
+    # the mechanism that makes one SIGKILL end them all: `setsid` and `setpgid` do nothing (and say they did, so
+    # programs that start theirs in a session of their own go on working)
+    group = "cut -d' ' -f5 /proc/self/stat"
+    out, = _commands(ws, policy, f"{group}; setsid sh -c \"{group}\"; (setsid sh -c \"{group}\" &); sleep 0.2; "
+                                 "python3 -c \"import os, subprocess; os.setpgid(0, 0); os.setsid(); "
+                                 "subprocess.run(['true'], start_new_session=True, check=True); print(os.getpgrp())\"")
+    groups = out.split("[exit code")[0].split()
+    assert len(groups) == 4 and len(set(groups)) == 1, out
+
+
+HOPPER = base64.b64encode(textwrap.dedent("""
+    import os, signal, sys, time
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    end = time.monotonic() + 8
+    while time.monotonic() < end:  # a new pid (and a new session) each time: the parent exits at once
+        if os.fork():
+            os._exit(0)
+        try:
+            os.setsid()
+        except OSError:
+            pass
+    os.execv("/bin/sleep", ["sleep", sys.argv[2]])
+""").encode()).decode()
+
+
+@pytest.mark.parametrize("ending", ["timeout", "run end"])
+def test_a_process_hopping_from_pid_to_pid_is_stopped(ws: Path, backend, ending: str) -> None:
+    marker = f"9{time.time_ns() % 10**7}.{len(ending)}"
+    hopper = (f"(env -i {sys.executable} -c 'import base64, sys; exec(base64.b64decode(sys.argv[1]))' "
+              f"{HOPPER} {marker} >/dev/null 2>&1 &)")
+    if ending == "timeout":
+        run = run_agent(ws, sh(f"trap '' TERM; {hopper}; sleep 60", timeout=2), approver=Recorder(True))
+    else:
+        run = run_agent(ws, sh(f"{hopper}; sleep 60", background=True), sh("sleep 1", timeout=10),
+                        approver=Recorder(True))
+    assert run.calls[0].status in ("ok", "error"), text_of(run.calls[0])
+    time.sleep(8)  # past the hopping: what escaped is `sleep marker` now
+    assert _left(marker) == []

@@ -290,3 +290,23 @@ def test_the_exit_handler_stops_each_command_held_its_own_way(monkeypatch) -> No
     _signals.stopped_at_exit(ended)
     _signals._stop_everything_held()
     assert background.stopped == 1 and killed == [2]
+
+
+def test_a_pid_found_before_is_killed_only_while_it_is_the_same_process() -> None:
+    # pids are reused (a process forking fast goes through all of them in seconds): a pid recorded at the first
+    # signal is killed at the last only if the process there started when the recorded one did
+    from nbagent.toolbox import _signals
+
+    other = subprocess.Popen(["sleep", "30"])
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    try:
+        family = _signals._Family([other.pid], {other.pid: 1})  # recorded as a process that started at another time
+        _signals.kill_family(gone, family)
+        time.sleep(0.1)
+        assert other.poll() is None  # another process now: left alone
+        _signals.kill_family(gone, _signals._Family([other.pid]))  # the same process: killed
+        assert other.wait(timeout=10) == -9
+    finally:
+        other.kill()
+        other.wait()
