@@ -40,13 +40,17 @@ def kill_family_now(proc: Any) -> bool:
 
 
 def kill_family(proc: Any, family: list[int] = ()) -> None:  # type: ignore[assignment]
-    """SIGKILL to every process descended from the command (and to `family`, found before), again until a look
-    finds none left (at most `SWEEPS` looks), and only then to its process group, the command among it.
+    """SIGKILL to every process descended from the command (and to `family`, found before, each while it is the
+    same process), again until a look finds none left (at most `SWEEPS` looks), and only then to its process
+    group, the command among it.
 
-    The command the caller started stays alive meanwhile: under Landlock it is the supervisor, a subreaper,
-    so what a process killed now had just forked comes to it and is found by the next look (a list read once
-    is stale against a process that forks every millisecond, and a supervisor killed first leaves those to
-    init); under bubblewrap, its namespace's first process is among those killed, and all else with it."""
+    The group is what ends a sandboxed command whole: nothing it starts can leave it (`setsid` and `setpgid` do
+    nothing under `nbagent.safety.sandbox_linux.CommandFilter`), and the kernel kills a group at once, forks in
+    flight included, where any list of pids read from /proc is stale against a process that forks and exits
+    every tenth of a millisecond. The looks before it keep the command the caller started alive meanwhile:
+    under Landlock it is the supervisor, a subreaper, to which what a killed process had just forked comes;
+    under bubblewrap, its namespace's first process is among those killed, and all else with it; without a
+    sandbox they are what reaches a process that started a session of its own."""
     started = getattr(family, "started", {})
     for pid in family:
         if started.get(pid, -1) == _started(pid):  # the same process: a pid ended since may be another's now
