@@ -247,6 +247,7 @@ def landlock_prepared(argv: list[str], *, ws: str, writes: bool, network: bool, 
             except (OSError, _Closed) as exc:
                 too_big = (LONG_LIVED if isinstance(exc, _Closed) else
                            f"too large to copy and put back: {exc}" if isinstance(exc, _restore.CopyTooLarge)
+                           else str(exc) if isinstance(exc, _restore.NotPutBack)
                            else f"they could not be copied: {exc}")
                 read_only = [os.path.join(ws, rel) for rel in PROTECTED_PATHS
                              if os.path.lexists(os.path.join(ws, rel))]

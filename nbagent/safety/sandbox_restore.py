@@ -44,7 +44,8 @@ from typing import Any
 from ._nofollow import NOFOLLOW, At, read_fd
 from .protected import PROTECTED_PATHS
 
-__all__ = ["COPY_LIMIT", "ENTRY_LIMIT", "CopyTooLarge", "ProtectedCopy", "check_running", "ended", "started", "take"]
+__all__ = ["COPY_LIMIT", "ENTRY_LIMIT", "CopyTooLarge", "NotPutBack", "ProtectedCopy", "check_running", "ended", "started",
+           "take"]
 
 COPY_LIMIT = 32 * 1024 * 1024
 ENTRY_LIMIT = 20_000
@@ -173,6 +174,9 @@ class ProtectedCopy:
                     done.append(f"{rel} (made by the command: removed)")
                 except Exception as exc:  # noqa: BLE001 - reported: see the docstring
                     done.append(f"{rel} (made by the command: could not be removed: {_why(exc)})")
+            failed = [said for said in done if ": could not be " in said]
+            if failed:  # what is left changed would be the next copy's starting point: later commands are closed
+                _UNRESTORED[self.ws] = failed
             return done
 
     def _unlink_data(self, rel: str, count: int) -> list[str]:
@@ -297,11 +301,25 @@ _SHARED: dict[tuple[str, tuple[str, ...]], ProtectedCopy] = {}
 _SHARED_LOCK = threading.Lock()
 
 
+class NotPutBack(OSError):
+    """An earlier command left protected paths of this workspace changed that could not be put back: no copy is
+    taken for later ones (the caller keeps protected paths read-only instead: it fails closed)."""
+
+
+_UNRESTORED: dict[str, list[str]] = {}
+"""Per workspace (real path): the protected paths a put-back could not put back, as its result named them."""
+
+
 def take(ws: str | os.PathLike[str], names: Iterable[str] = PROTECTED_PATHS) -> ProtectedCopy:
     """The copy a command starting now is kept by: a new one, or, while another command of the same workspace
     runs, that one's (taken before either could change anything: a copy taken now could hold what the other
-    already planted)."""
+    already planted). Raises `NotPutBack` for a workspace whose protected paths were left changed: a copy
+    taken then would keep what was planted."""
     key = (os.path.realpath(ws), tuple(names))
+    if key[0] in _UNRESTORED:
+        raise NotPutBack("an earlier command left protected paths changed that could not be put back ("
+                         + "; ".join(_UNRESTORED[key[0]][:3]) + "): see what is there, and restart the kernel once it is "
+                         "as it should be")
     with _SHARED_LOCK:
         copy = _SHARED.get(key)
         if copy is None:

@@ -274,7 +274,13 @@ def test_each_path_is_put_back_on_its_own_whatever_another_raises(ws: Path, monk
         write(self, rel, content, mode)
 
     monkeypatch.setattr(_nofollow.At, "write", failing)
+    monkeypatch.setattr(sandbox_restore, "_UNRESTORED", {})
     said = copy.restore()
     assert said == [".git/config (changed: could not be put back: RecursionError: maximum recursion depth exceeded)",
                     ".mcp.json (changed: put back)", ".git/hooks/pre-commit (made by the command: removed)"], said
     assert (ws / ".mcp.json").read_text() == "{}" and not (ws / ".git" / "hooks" / "pre-commit").exists()
+
+    # and it fails closed: no copy is taken for later commands (which would keep what was planted as it is now);
+    # the caller keeps protected paths read-only for them instead, and says why
+    with pytest.raises(sandbox_restore.NotPutBack, match="could not be put back"):
+        take(ws)

@@ -346,3 +346,18 @@ def test_a_command_prepared_to_be_put_back_never_goes_on_in_the_background(
     text = text_of(run.calls[0])
     assert run.calls[0].status == "error" and "cannot protect what runs meanwhile" in text, text
     assert not (repo / "sub" / "below.txt").exists()
+
+
+def test_after_a_put_back_that_failed_later_commands_keep_protected_paths_read_only(repo: Path, backend,
+                                                                                      monkeypatch) -> None:
+    # it fails closed: once a path could not be put back, a copy taken now would keep what was planted, so later
+    # commands get the protected paths read-only (and no new top-level entry), and are told why
+    if not copies(backend):
+        pytest.skip("only Landlock alone puts protected paths back")
+    failed = ".git/hooks/pre-commit (made by the command: could not be removed: OSError: busy)"
+    monkeypatch.setattr(_restore, "_UNRESTORED", {os.path.realpath(repo): [failed]})
+    run = _approved(repo, ATTACKS["write_git_config"], "echo ok > sub/made.txt", "echo x > new-at-the-top.txt")
+    assert "pwned" not in (repo / ".git" / "config").read_text()
+    assert "stay read-only" in text_of(run.calls[0]), text_of(run.calls[0])
+    assert run.calls[1].status == "ok" and (repo / "sub" / "made.txt").read_text() == "ok\n"
+    assert not (repo / "new-at-the-top.txt").exists() and "could not be put back" in text_of(run.calls[2])
