@@ -22,6 +22,8 @@ __all__ = ["WRITE_SIGNS", "sandbox_refusal"]
 
 WRITE_SIGNS = ("Read-only file system", "Permission denied", "Operation not permitted", "Device or resource busy")
 """How a refused write reads in a program's errors."""
+_NOT_PERMITTED = "Operation not permitted"
+"""EPERM: a refused write, or what the sandbox refuses every command (tracing, another process's limits)."""
 _LINK_SIGN = "Invalid cross-device link"
 """A hard link refused across a mount or by Landlock (also what two file systems give: said only with a path)."""
 _QUOTED = re.compile(r"""['"‘“]([^'"’”\n]{1,400})['"’”]""")
@@ -38,6 +40,11 @@ def sandbox_refusal(text: str, *, sandbox: str, workspace: str | None, top_level
     if not lines:
         return None
     if sandbox == "read-only":
+        if all(_NOT_PERMITTED in line and not any(s in line for s in WRITE_SIGNS if s != _NOT_PERMITTED)
+               for line in lines):  # EPERM alone: a write, or what no sandboxed command may do (`CommandFilter`)
+            return ("refused by the read-only sandbox (it ran as a command that only reads): it writes nothing, "
+                    "traces no other process and changes no other process's limits; writing needs a command that "
+                    "is not auto-allowed, so that the person can approve it")
         return ("stopped by the read-only sandbox (it ran as a command that only reads): writing needs a "
                 "command that is not auto-allowed, so that the person can approve it")
     if workspace is not None:

@@ -86,3 +86,10 @@ def test_without_the_workspace_only_the_walls_are_said() -> None:
 def test_the_read_only_sandbox_says_writing_needs_an_approval(ws: Path) -> None:
     note = sandbox_refusal("bash: x: Read-only file system", sandbox="read-only", workspace=str(ws))
     assert "read-only sandbox" in note and "approve" in note
+
+
+def test_the_read_only_sandbox_says_what_it_refuses_when_only_eperm_shows(ws: Path) -> None:
+    # EPERM alone may be a write, or tracing or another process's limits (refused to every sandboxed command)
+    note = sandbox_refusal("prlimit: failed to set the NOFILE resource limit: Operation not permitted",
+                           sandbox="read-only", workspace=str(ws))
+    assert "traces no other process" in note and "approve" in note
