@@ -174,8 +174,9 @@ def serve(n: int) -> None:
                 body = json.loads(await reader.readexactly(length))
                 turns = sum(1 for m in body["messages"] if m["role"] == "assistant")
                 if turns < n:
-                    delta: dict = {"role": "assistant", "tool_calls": [{"index": 0, "id": f"call_{turns}", "type": "function",
-                                   "function": {"name": "add", "arguments": json.dumps({"a": turns, "b": 1})}}]}
+                    call = {"index": 0, "id": f"call_{turns}", "type": "function",
+                            "function": {"name": "add", "arguments": json.dumps({"a": turns, "b": 1})}}
+                    delta: dict = {"role": "assistant", "tool_calls": [call]}
                 else:
                     delta = {"role": "assistant", "content": "done"}
                 chunk = {"id": f"chatcmpl-{turns}", "object": "chat.completion.chunk", "model": "gpt-4o-mini"}

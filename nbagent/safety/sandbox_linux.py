@@ -43,8 +43,8 @@ import struct
 import sys
 from typing import Iterable
 
-__all__ = ["MARKER_VARIABLE", "CommandFilter", "LandlockRuleset", "MountPlan", "bubblewrap_seccomp", "drop_capabilities",
-           "landlock_abi", "mount_namespace", "stop_marked"]
+__all__ = ["MARKER_VARIABLE", "CommandFilter", "LandlockRuleset", "MountPlan", "bubblewrap_seccomp",
+           "drop_capabilities", "landlock_abi", "mount_namespace", "stop_marked"]
 
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
@@ -147,7 +147,9 @@ def _assemble(program: list) -> list[bytes]:
             continue
         code, jt, jf, k = item
         here = len(out)
-        out.append(_insn(code, 0 if jt is None else labels[jt] - here - 1, 0 if jf is None else labels[jf] - here - 1, k))
+        true = 0 if jt is None else labels[jt] - here - 1
+        false = 0 if jf is None else labels[jf] - here - 1
+        out.append(_insn(code, true, false, k))
     return out
 
 

@@ -44,8 +44,8 @@ from typing import Any
 from ._nofollow import NOFOLLOW, At, read_fd
 from .protected import PROTECTED_PATHS
 
-__all__ = ["COPY_LIMIT", "ENTRY_LIMIT", "CopyTooLarge", "NotPutBack", "ProtectedCopy", "check_running", "ended", "started",
-           "take"]
+__all__ = ["COPY_LIMIT", "ENTRY_LIMIT", "CopyTooLarge", "NotPutBack", "ProtectedCopy", "check_running", "ended",
+           "started", "take"]
 
 COPY_LIMIT = 32 * 1024 * 1024
 ENTRY_LIMIT = 20_000
@@ -188,7 +188,7 @@ class ProtectedCopy:
         if st.st_size > COPY_LIMIT:
             return [f"{rel} (hard-linked elsewhere: could not be replaced: larger than {COPY_LIMIT:,} bytes)"]
         content = at.content(rel, "f", limit=COPY_LIMIT)
-        if not isinstance(content, bytes):
+        if not isinstance(content, bytes) or len(content) > COPY_LIMIT:  # (unreadable, or grown since it was looked at)
             return [f"{rel} (hard-linked elsewhere: could not be replaced)"]
         at.replace(rel, content, stat.S_IMODE(st.st_mode))
         return [f"{rel} (hard-linked elsewhere: replaced by a fresh copy, the other name no longer reaches it)"]
@@ -318,8 +318,8 @@ def take(ws: str | os.PathLike[str], names: Iterable[str] = PROTECTED_PATHS) -> 
     key = (os.path.realpath(ws), tuple(names))
     if key[0] in _UNRESTORED:
         raise NotPutBack("an earlier command left protected paths changed that could not be put back ("
-                         + "; ".join(_UNRESTORED[key[0]][:3]) + "): see what is there, and restart the kernel once it is "
-                         "as it should be")
+                         + "; ".join(_UNRESTORED[key[0]][:3])
+                         + "): see what is there, and restart the kernel once it is as it should be")
     with _SHARED_LOCK:
         copy = _SHARED.get(key)
         if copy is None:

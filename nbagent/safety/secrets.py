@@ -374,7 +374,7 @@ def _redact_value(value: Any, compiled: Any, shapes: bool, memo: _Memo) -> Any:
                 if nk is not k and nk == k:
                     nk = k
             else:
-                nk = _redact_value(k, compiled, shapes, memo) if isinstance(k, str) else k
+                nk = _redact_string(k, compiled, shapes, memo) if isinstance(k, str) else k
             if type(v) is str:
                 nv = v if len(v) < PIECE_LENGTH else memo.get(v) or _redact_string(v, compiled, shapes, memo)
                 if nv is not v and nv == v:
@@ -420,6 +420,8 @@ class _Memo(dict):
     """What strings redact to (`redact_value`), with how many characters the strings hold."""
 
     chars = 0
+
+
 _short: tuple[Any, dict[bool, _Memo]] = (None, {True: _Memo(), False: _Memo()})
 """The secrets (`_compiled()`) the strings were redacted for, and what each redacted to, shapes on and off."""
 

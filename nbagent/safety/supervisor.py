@@ -14,7 +14,7 @@ import ctypes
 import os
 import signal
 
-__all__ = ["STARTER_GONE", "supervise_command"]
+__all__ = ["STARTER_GONE", "process_fields", "supervise_command"]
 
 _LIBC = ctypes.CDLL(None, use_errno=True) if os.name == "posix" else None
 _PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
@@ -117,14 +117,17 @@ def _children(parent: int, fd: int = -1) -> list[int]:
         pass
     found = []
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) > 1 and int(fields[1]) == parent:
+        fields = process_fields(entry) if entry.isdigit() else None
+        if fields is not None and len(fields) > 1 and fields[1] == str(parent).encode():
             found.append(int(entry))
     return found
+
+
+def process_fields(pid: int | str) -> list[bytes] | None:
+    """The fields of `/proc/<pid>/stat` after the command's name (its state first, then its parent, ... its
+    start time at index 19), or None when there is no such process. The name, in brackets, may hold anything."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None

@@ -16,6 +16,8 @@ import signal
 import weakref
 from typing import Any
 
+from ..safety.supervisor import process_fields
+
 __all__ = ["descendants", "dies_with_us", "kill_family", "kill_family_now", "kill_group", "signal_all", "signal_family",
            "stopped_at_exit"]
 
@@ -84,10 +86,10 @@ class _Family(list):
 
 def _started(pid: int) -> int:
     """When process `pid` started (clock ticks after boot), or -2 when there is none."""
+    fields = process_fields(pid)
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
+        return int(fields[19]) if fields is not None else -2
+    except (ValueError, IndexError):
         return -2
 
 
@@ -187,13 +189,10 @@ def descendants(root: int, *, living: bool = False) -> list[int]:
     except OSError:
         return []
     for entry in entries:
-        if not entry.isdigit():
-            continue
+        fields = process_fields(entry) if entry.isdigit() else None
         try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            ppid = int(fields[1])
-        except (OSError, ValueError, IndexError):
+            ppid = int(fields[1])  # type: ignore[index]
+        except (TypeError, ValueError, IndexError):
             continue
         if living and fields[0] in (b"Z", b"X"):
             continue

@@ -158,7 +158,8 @@ def test_a_process_without_cap_sys_admin_gets_landlock_alone(tmp_path: Path) -> 
 
 
 def test_the_filter_refuses_what_it_says_for_each_setting() -> None:
-    # the one seccomp program of every backend (tests/security/test_process_walls.py tries it from commands): tracing and another's limits always; sockets only with the network off
+    # the one seccomp program of every backend (tests/security/test_process_walls.py tries it from commands):
+    # tracing and another's limits always; sockets only with the network off
     for network in (False, True):
         flt = sandbox_linux.CommandFilter(network=network)
         if not flt.supported:

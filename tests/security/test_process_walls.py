@@ -32,8 +32,8 @@ pytestmark = [pytest.mark.timeout(180), pytest.mark.skipif(not _sandbox.sandbox_
 POLICIES = {"read-only": SandboxPolicy("read-only"), "workspace-write": SandboxPolicy("workspace-write"),
             "workspace-write + network": SandboxPolicy("workspace-write", network=True)}
 
-TRACE = ("python3 -c \"import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); "
-         "r = libc.ptrace(16, {pid}, 0, 0); print('traced' if r == 0 else 'refused', os.strerror(ctypes.get_errno()))\"")
+TRACE = ("python3 -c \"import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); r = libc.ptrace(16, {pid}, 0, 0); "
+         "print('traced' if r == 0 else 'refused', os.strerror(ctypes.get_errno()))\"")
 """PTRACE_ATTACH to `pid`."""
 
 
