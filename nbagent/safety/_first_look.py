@@ -47,10 +47,13 @@ def _glance(text: str | bytes, compiled: Any) -> bool:
     The text with its gaps left out (`_skeleton`, by one `bytes.translate`) is cut at its commas (one split:
     a JSON line falls into its fields) and each part is looked through once: `_glanced` remembers those found
     clean, for these secrets and needles. Why nothing is missed: a head `_may_hold_secret` would find in the
-    text with its gaps left out lies in one part (no secret's character is a comma, or there is no glance);
-    a needle `shapes._may_hold_shape` would find in the text's lower case holds no gap and no comma (both
-    checked when the needles are taken), so it lies in the text with its gaps left out, in one part. Not for a
-    text a gap-holding value could be in whole (`_spans` looks at the text itself then): that and non-ASCII
+    text with its gaps left out lies in one part (no secret's character is a comma, or there is no glance); a
+    token shape's marker (`shapes._ANY_MARKER`) or what a shape no name opens holds (`shapes._LITERAL`) lies, with
+    its gaps left out, in the text with its gaps left out, in one part (no needle holds a comma: checked when the
+    needles are taken); and where a shape a name opens matches (`shapes._KEYED`), the text with its gaps left out
+    holds the name followed by its separator, in one part (neither holds a comma or a gap). So a word such as
+    `token` is looked at only where a value could follow it (`"input_tokens":120` is clean at a glance). Not for
+    a text a gap-holding value could be in whole (`_spans` looks at the text itself then): that and non-ASCII
     text take the full looks.
 
     Numbers: with no digit in any needle or head (no secret known), digits are read as `0` (same `translate`):
@@ -88,13 +91,21 @@ def _glance_state(compiled: Any) -> tuple[Any, ...]:
     """`_glance`'s memory and what it looks for, for these secrets (`_compiled`) and needles."""
     global _glanced
     runs, heads = compiled[5], compiled[6] or frozenset()
-    needles = tuple(_shapes._NEEDLES)
+    needles = glance_needles()
     usable = (all(_GAPS.search(n) is None and "," not in n and n.isascii() and n == n.lower() for n in needles)
               and (runs is None or runs.fullmatch("," * PIECE_LENGTH) is None))
-    pattern = re.compile(_trie(needles).encode("ascii") if usable else b"")
-    digits = None if any(ch.isdigit() for word in (*needles, *heads) for ch in word) else _ZEROS
+    named = [f"(?:{names.lower()}){separator}" for names, _, separator in _shapes._KEYED.values()]
+    pattern = re.compile("|".join([_trie(needles), *named]).encode("ascii") if usable else b"")
+    digits = None if any(ch.isdigit() for word in (*needles, *named, *heads) for ch in word) else _ZEROS
     _glanced = (compiled, _shapes._NEEDLES, set(), usable, pattern, runs, heads, digits)
     return _glanced
+
+
+def glance_needles() -> tuple[str, ...]:
+    """What `_glance` looks for as it is (beside the named shapes' names followed by their separators, `shapes._KEYED`):
+    every token shape's marker, in lower case with its gaps left out (`-----BEGIN PRIVATE KEY` holds `privatekey` in
+    a text with its gaps left out), and what each shape no name opens holds (`shapes._LITERAL`)."""
+    return tuple(sorted({_skeleton(m.lower()) for m in _shapes._ANY_MARKER} | set(_shapes._LITERAL.values())))
 
 
 _ZEROS = bytes.maketrans(b"123456789", b"000000000")  # every digit read as 0 (`_glance`)

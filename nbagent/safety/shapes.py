@@ -45,6 +45,32 @@ TOKEN_PATTERNS: dict[str, re.Pattern[str]] = {
 }
 """Shapes of well-known keys, tokens and webhook URLs: the whole match is the secret."""
 
+_KEYED: dict[str, tuple[str, str, str]] = {
+    "connection-string": ("password|pwd|accountkey|sharedaccesskey|sharedaccesssignature|sig|clientsecret"
+                          "|client_secret", r"\s*", "="),
+    "credential-field": (r"password|passwd|passphrase|secret|token|api[_\-]?key|apikey|access[_\-]?key|private[_\-]?key"
+                         r"|auth[_\-]?key|credentials?", r"[\"']?\s*", "[:=]"),
+    "credential-line": ("PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN|API_?KEY|ACCESS_KEY|PRIVATE_KEY|AUTH|AUTH_KEY"
+                        "|CREDENTIALS?|_PWD|_KEY", r"[ \t]*", "="),
+    "auth-header": ("authorization|proxy-authorization", r"\s*", ":"),
+}
+"""The shapes a credential's name opens, each as `(its names, the gap after a name, the separator after the gap)`:
+the shapes' patterns below are built from these, and so is what the store's glance looks for
+(`nbagent.safety._first_look`): a name followed by its separator, in an ASCII text with its gaps (quotes, spaces,
+backslashes) left out. Every gap here matches only such characters (a test checks), so wherever a shape matches
+in an ASCII text, that text with its gaps left out holds one of its names followed by its separator
+(`"input_tokens":120` holds the word `token`, but no name followed by `:` or `=`)."""
+
+_LITERAL = {"url-password": "://", "dsn-key": "://"}
+"""The shapes no name opens, each with what every match of it holds. Every shape of `_PART_PATTERNS` is in `_KEYED`
+or here: the store's glance (`nbagent.safety._first_look`) looks for what these say (a test checks each shape)."""
+
+
+def _named(kind: str) -> str:
+    names, gap, separator = _KEYED[kind]
+    return f"(?:{names}){gap}{separator}"
+
+
 _PART_PATTERNS: dict[str, re.Pattern[str]] = {
     # scheme://user:PASSWORD@host (a database URL, a proxy, a broker); only the password is the secret
     "url-password": re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]{1,30}://[^\s:/?#@'\"<>]{0,256}:(?P<s>[^\s/?#@'\"<>]{1,256})@"),
@@ -52,18 +78,15 @@ _PART_PATTERNS: dict[str, re.Pattern[str]] = {
     "dsn-key": re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]{1,30}://(?P<s>[A-Za-z0-9_\-]{16,256})@[A-Za-z0-9.\-\[]"),
     # Key=Value;... connection strings (ADO.NET, ODBC, Azure storage and service bus)
     "connection-string": re.compile(
-        r"(?i)(?:^|[;&?\s\"'])(?:password|pwd|accountkey|sharedaccesskey|sharedaccesssignature|sig"
-        r"|clientsecret|client_secret)\s*=\s*(?P<s>[^;&\s\"']{3,})"),
+        r"(?i)(?:^|[;&?\s\"'])" + _named("connection-string") + r"\s*(?P<s>[^;&\s\"']{3,})"),
     # a credential field given a quoted value: password = "...", "api_key": "...", token: '...'
     "credential-field": re.compile(
-        r"(?i)(?:password|passwd|passphrase|secret|token|api[_\-]?key|apikey|access[_\-]?key"
-        r"|private[_\-]?key|auth[_\-]?key|credentials?)[\"']?\s*[:=]\s*(?:b|r)?(?P<q>[\"'])(?P<s>[^\"'\s]{6,})(?P=q)"),
+        "(?i)" + _named("credential-field") + r"\s*(?:b|r)?(?P<q>[\"'])(?P<s>[^\"'\s]{6,})(?P=q)"),
     # NAME=value lines of .env files and shell exports, NAME a credential's name: the value whatever it is
     "credential-line": re.compile(
-        r"(?m)^[ \t]*(?:export[ \t]+)?[A-Z0-9_]*(?:PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN|API_?KEY|ACCESS_KEY"
-        r"|PRIVATE_KEY|AUTH|AUTH_KEY|CREDENTIALS?|_PWD|_KEY)[ \t]*=[ \t]*[\"']?(?P<s>[^\s\"'#]{6,})"),
+        r"(?m)^[ \t]*(?:export[ \t]+)?[A-Z0-9_]*" + _named("credential-line") + r"[ \t]*[\"']?(?P<s>[^\s\"'#]{6,})"),
     # HTTP headers as they appear in logs and curl lines
-    "auth-header": re.compile(r"(?i)\b(?:authorization|proxy-authorization)\s*:\s*(?:bearer|basic|token|bot)?\s*"
+    "auth-header": re.compile("(?i)\\b" + _named("auth-header") + r"\s*(?:bearer|basic|token|bot)?\s*"
                               r"(?P<s>[A-Za-z0-9+/=_.~\-]{8,})"),
 }
 """Shapes where only one group (`s`) is the secret."""

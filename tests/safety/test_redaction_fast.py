@@ -252,7 +252,7 @@ def test_with_no_secret_known_a_part_that_differs_only_in_its_numbers_is_clean_f
 def test_with_no_secret_known_a_needle_beside_numbers_is_still_found(bare):
     line = '{"kind":"message","text":"run 12 of 40"}'
     assert _secrets.nothing_to_redact(line.encode())
-    for text in ("run 12 of sk-40", "run 12 of 40 ghp_1234567890", "token 12 of 40", "run 12://40"):
+    for text in ("run 12 of sk-40", "run 12 of 40 ghp_1234567890", "token=12 of 40", "run 12://40"):
         assert not _secrets.nothing_to_redact(line.replace("run 12 of 40", text).encode()), text
 
 
@@ -454,3 +454,76 @@ def test_the_memory_of_short_strings_is_bounded_and_the_answers_stay_right(regis
         for i, (text, got) in enumerate(zip(texts, out)):
             assert ("[REDACTED:short_bounded_key" in got and secret not in got) if i % 7 == 0 else got is text
         assert _secrets._short[1][True].chars <= 1000 + 40
+
+
+# The glance's named shapes: a credential's name is looked at only where a value could follow it. Mechanism: each
+# part shape is declared once (`shapes._KEYED`: its names, the gap after a name, its separator; or
+# `shapes._LITERAL`), its pattern is built from that, and the glance looks for each name followed by its separator.
+
+def test_every_part_shape_is_declared_for_the_glance_and_built_from_its_declaration():
+    for kind, pattern in _shapes._PART_PATTERNS.items():
+        assert (kind in _shapes._KEYED) != (kind in _shapes._LITERAL), kind
+        if kind in _shapes._KEYED:
+            assert _shapes._named(kind) in pattern.pattern, kind
+        else:
+            assert _shapes._LITERAL[kind] in pattern.pattern, kind
+    for kind, literal in _shapes._LITERAL.items():  # every match of it holds its literal
+        matches = [m.group(0) for text in corpus() for m in _shapes._PART_PATTERNS[kind].finditer(text)]
+        assert matches and all(literal in m for m in matches), kind
+
+
+def test_a_named_shape_s_gap_holds_only_what_the_glance_leaves_out_and_its_names_read_the_same_in_lower_case():
+    gaps = set(_first_look._ASCII_GAPS.decode("ascii"))
+    ascii_chars = [chr(c) for c in range(128)]
+    for kind, (names, gap, separator) in _shapes._KEYED.items():
+        pairs = [a + b for a in ascii_chars for b in ascii_chars]
+        for text in ["", *ascii_chars, *pairs]:
+            if _shapes.re.fullmatch(gap, text):
+                assert set(text) <= gaps, (kind, text)
+        assert all(c not in gaps and c != "," for c in ascii_chars if _shapes.re.fullmatch(separator, c)), kind
+        literal = names.replace("\\-", "-")  # its only escape; the rest is letters, `_`, `-` and `|?[]()`
+        assert "\\" not in literal and not ((set(literal) - set("|?[]()")) & (gaps | {","})), kind
+
+
+@pytest.mark.parametrize("line", [
+    '{"usage":{"input_tokens":190,"output_tokens":12,"cache_read_tokens":0}}',
+    '{"text":"the token limit was reached","max_tokens":4096}',
+    '{"name":"read_secret_file","description":"reads the password policy"}',
+])
+def test_a_credential_s_name_with_no_separator_after_it_is_clean_at_a_glance(line, bare):
+    assert _secrets.nothing_to_redact(line.encode()) and _redacted_slowly(line) == line
+
+
+def test_a_credential_s_name_followed_by_its_separator_is_looked_at(bare):
+    for text in SHAPES:
+        if _redacted_slowly(text) != text:
+            for carrier in (text, json.dumps({"kind": "message", "text": text}), text.lower(), text.upper()):
+                if carrier.isascii():
+                    assert not _secrets.nothing_to_redact(carrier.encode()), carrier
+
+
+NAMED = ["token", "tokens", "input_tokens", "password", "Password", "PASSWORD", "api_key", "Api-Key", "apikey",
+         "AUTH", "auth", "_KEY", "access_key", "secret", "client_secret", "sig", "PWD", "credentials",
+         "Authorization", "passphrase", "private_key"]
+GLUE = [":", "=", " ", '"', "'", ": ", " = ", '":"', '": "', "\\\"", ",", "\n", "export ", ";", "b'", "\t"]
+VALUES = ["hunter2x!", "Qm7Xv2Lp9R", "120", "0.5", "abcdef", "${TOKEN}", "x", "Bearer abcdefgh12345678"]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(parts=st.lists(st.one_of(st.sampled_from(NAMED), st.sampled_from(GLUE), st.sampled_from(VALUES)),
+                      min_size=1, max_size=9))
+def test_the_glance_calls_clean_only_what_redaction_leaves_alone_around_credential_names(parts, bare):
+    """Texts made of credential names, what may sit between a name and a value, and values: the glance's answer
+    True (clean) only where `redact`, with every first look off, changes nothing; as text and as a store line."""
+    text = "".join(parts)
+    for variant in (text, json.dumps({"kind": "message", "text": text}), text.upper()):
+        if _secrets.nothing_to_redact(variant.encode()):
+            assert _redacted_slowly(variant) == variant, variant
+
+
+def test_control_a_glance_without_a_named_shape_misses_it(bare, monkeypatch):
+    line = json.dumps({"kind": "message", "text": "token: 'Qm7Xv2Lp9R'"})
+    assert not _secrets.nothing_to_redact(line.encode())
+    monkeypatch.setattr(_shapes, "_KEYED", {k: v for k, v in _shapes._KEYED.items() if k != "credential-field"})
+    monkeypatch.setattr(_first_look, "_glanced", (None,) * 8)
+    assert _secrets.nothing_to_redact(line.encode()) and _redacted_slowly(line) != line  # wrongly clean
