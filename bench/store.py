@@ -1,6 +1,6 @@
 """What the session store costs: per tool call, fsync included, and to resume a long session.
 
-    python bench/store.py [--rounds 5] [--n 500] [--http-n 200]
+    python bench/store.py [--rounds 5] [--n 500] [--http-n 200]   (--http-n 0: without part 4)
 
 1. Per tool call: bench/loop.py's workload (N turns, one `add` call a turn, a ScriptedModel) run without a
    store and with `Agent(session=True)`, rounds alternating the modes; the difference per call is what the
@@ -9,7 +9,9 @@
    without fsyncs (what serialising, redacting, signing and writing cost); `unsigned` that without signing
    (the difference is what signing each line costs); `waited` each batch's fsync done on the loop's
    thread before it goes on (what the disk's flush costs a run that waits for it; two rounds after the
-   others, since its fsyncs load the disk for the runs after them). Each row gives wall-clock time and,
+   others, since its fsyncs load the disk for the runs after them); and two floors, `gathered` (the records
+   built and encoded as JSON, nothing redacted, signed or written) and `observed` (the records built, not
+   even encoded: what following the run's events and building its facts cost). Each row gives wall-clock time and,
    in brackets, the CPU time of the whole process (every thread): on a busy machine the wall clock also
    counts waiting for a core. Goal: the store's cost, fsync included, under 0.25x the loop's own. Each run
    starts with a `gc.collect()`: without it, the collector's full collection (tens of ms, whatever is
@@ -86,6 +88,11 @@ async def one_run(n: int, workspace: Path, mode: str) -> tuple[float, float]:
         sessions._writer._writing_key = lambda: None  # type: ignore[assignment]
     if store == "waited":
         sessions._syncer.SYNCER.soon = lambda writer: writer._sync()  # type: ignore[method-assign]
+    commit, encode = sessions.SessionWriter.commit, sessions.SessionWriter._add
+    if store in ("gathered", "observed"):  # the floors: nothing redacted, signed or written
+        sessions.SessionWriter.commit = lambda self, fsync=True: self._pending.clear()  # type: ignore[method-assign]
+    if store == "observed":  # nor encoded
+        sessions.SessionWriter._add = lambda self, fact, own=False: None  # type: ignore[method-assign]
     if mode.endswith("+key"):
         os.environ["OPENAI_API_KEY"] = KEY
         add_secret(REGISTERED, "api_key")
@@ -97,6 +104,7 @@ async def one_run(n: int, workspace: Path, mode: str) -> tuple[float, float]:
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     finally:
         sessions.SessionWriter.fsync = True
+        sessions.SessionWriter.commit, sessions.SessionWriter._add = commit, encode  # type: ignore[method-assign]
         sessions._writer._writing_key = key  # type: ignore[assignment]
         sessions._syncer.SYNCER.soon = soon  # type: ignore[method-assign]
         os.environ.pop("OPENAI_API_KEY", None)
@@ -243,7 +251,7 @@ def main() -> None:
         serve(opts.serve)
         return
     os.environ.pop("OPENAI_API_KEY", None)
-    modes = ["none", "store", "no-fsync", "unsigned", "none+key", "store+key"]
+    modes = ["none", "store", "no-fsync", "unsigned", "gathered", "observed", "none+key", "store+key"]
     wall: dict[str, list[float]] = {mode: [] for mode in [*modes, "waited"]}
     cpu: dict[str, list[float]] = {mode: [] for mode in [*modes, "waited"]}
     with tempfile.TemporaryDirectory() as tmp:
@@ -253,7 +261,7 @@ def main() -> None:
             elapsed, used = asyncio.run(one_run(opts.n, Path(tmp), mode))
             wall[mode].append(elapsed / opts.n * 1e6)
             cpu[mode].append(used / opts.n * 1e6)
-        http = http_rows(opts.http_n, opts.rounds, Path(tempfile.mkdtemp(dir=tmp)))
+        http = http_rows(opts.http_n, opts.rounds, Path(tempfile.mkdtemp(dir=tmp))) if opts.http_n else None
         resume = [resume_time(Path(tempfile.mkdtemp(dir=tmp)), 10_000) for _ in range(3)]
         encoding = encode_cost(Path(tempfile.mkdtemp(dir=tmp)))
     med = {k: statistics.median(v) for k, v in wall.items()}
@@ -274,6 +282,10 @@ def main() -> None:
         "(goal: under 0.25x)")
     row("the store without fsyncs", "no-fsync", cost("no-fsync"))
     row("the same, lines not signed", "unsigned", f"signing adds {med['no-fsync'] - med['unsigned']:+.1f} µs per call")
+    row("the records built and encoded, not written", "gathered", cost("gathered") + ": what is left with "
+        "redaction, signing and writing free")
+    row("the records built, not even encoded", "observed", cost("observed") + ": the recorder's events and the "
+        "records' facts alone")
     row("each batch's fsync waited for by the loop", "waited", f"the disk's flush: {med['waited'] - med['no-fsync']:+.1f} "
         "µs per batch (one batch per call here; 2 rounds after the others)")
     print("with a provider key in the environment and a registered secret (redaction looks for both, their pieces "
@@ -281,6 +293,16 @@ def main() -> None:
     row("the loop alone", "none+key")
     row("with the store", "store+key", "the store costs " + cost("store+key", "none+key") + ", fsync included "
         "(goal: under 0.25x)")
+    if http is not None:
+        http_row(http, opts)
+    print(f"resuming a 10,000-message session: {min(resume) * 1000:.0f} ms best of 3 (goal: under 500 ms)")
+    unsigned, signed, keyed = encoding["unsigned"], encoding["signed"], encoding["keyed"]
+    print(f"the encoding step per call (4 lines), best of 30 rounds: redacted {unsigned:.1f} µs, redacted and "
+          f"signed {signed:.1f} µs (signing adds {signed - unsigned:+.1f} µs); with the key and the registered "
+          f"secret {keyed:.1f} µs ({keyed - signed:+.1f} µs)")
+
+
+def http_row(http: dict[str, tuple[float, float]], opts: argparse.Namespace) -> None:
     (none, none_cpu), (stored, stored_cpu) = http["none"], http["store"]
     print(f"against an OpenAI-compatible server on 127.0.0.1 that answers at once ({opts.http_n} calls a run, "
           f"{opts.rounds} alternating rounds):")
@@ -288,11 +310,6 @@ def main() -> None:
     print(f"  {'with the store':<44}{stored:8.1f} ({stored_cpu:6.1f})   the store costs {stored - none:+.1f} µs per "
           f"call ({(stored - none) / none:.2f}x the loop's own; CPU {stored_cpu - none_cpu:+.1f}, "
           f"{(stored_cpu - none_cpu) / none_cpu:.2f}x), fsync included (goal: under 0.25x)")
-    print(f"resuming a 10,000-message session: {min(resume) * 1000:.0f} ms best of 3 (goal: under 500 ms)")
-    unsigned, signed, keyed = encoding["unsigned"], encoding["signed"], encoding["keyed"]
-    print(f"the encoding step per call (4 lines), best of 30 rounds: redacted {unsigned:.1f} µs, redacted and "
-          f"signed {signed:.1f} µs (signing adds {signed - unsigned:+.1f} µs); with the key and the registered "
-          f"secret {keyed:.1f} µs ({keyed - signed:+.1f} µs)")
 
 
 if __name__ == "__main__":

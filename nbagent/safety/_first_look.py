@@ -94,8 +94,9 @@ def _glance_state(compiled: Any) -> tuple[Any, ...]:
     needles = glance_needles()
     usable = (all(_GAPS.search(n) is None and "," not in n and n.isascii() and n == n.lower() for n in needles)
               and (runs is None or runs.fullmatch("," * PIECE_LENGTH) is None))
-    named = [f"(?:{names.lower()}){separator}" for names, _, separator in _shapes._KEYED.values()]
-    pattern = re.compile("|".join([_trie(needles), *named]).encode("ascii") if usable else b"")
+    named = [name.lower() + sep for names, _, separator in _shapes._KEYED.values()
+             for name in _shapes.spelled(names) for sep in _shapes.spelled(separator)]
+    pattern = re.compile(_trie([*needles, *named]).encode("ascii") if usable else b"")
     digits = None if any(ch.isdigit() for word in (*needles, *named, *heads) for ch in word) else _ZEROS
     _glanced = (compiled, _shapes._NEEDLES, set(), usable, pattern, runs, heads, digits)
     return _glanced

@@ -71,6 +71,36 @@ def _named(kind: str) -> str:
     return f"(?:{names}){gap}{separator}"
 
 
+def spelled(fragment: str) -> tuple[str, ...]:
+    """Every text a fragment of `_KEYED` (names, or a separator) matches: `api[_\\-]?key|apikey` spells `api_key`,
+    `api-key`, `apikey`. It reads only what those fragments are made of (alternatives, letters, `_`, `-`, `:`,
+    `=`, character classes of those, each maybe optional): anything else raises, so a fragment written otherwise
+    cannot be spelled short (a test spells each and matches every spelling against it)."""
+    out: list[str] = []
+    for alternative in fragment.split("|"):
+        spellings = [""]
+        i = 0
+        while i < len(alternative):
+            ch = alternative[i]
+            if ch == "[":
+                end = alternative.index("]", i)
+                choices = alternative[i + 1 : end].replace("\\-", "-")
+                i = end + 1
+            elif ch == "\\" and alternative[i + 1 : i + 2] == "-":
+                choices, i = "-", i + 2
+            elif ch.isalnum() or ch in "_-:=":
+                choices, i = ch, i + 1
+            else:
+                raise ValueError(f"cannot spell {fragment!r}: {ch!r} at {i}")
+            if not choices or not all(c.isalnum() or c in "_-:=" for c in choices):
+                raise ValueError(f"cannot spell {fragment!r}: [{choices}]")
+            optional = alternative[i : i + 1] == "?"
+            i += optional
+            spellings = [s + c for s in spellings for c in choices] + (spellings if optional else [])
+        out += spellings
+    return tuple(dict.fromkeys(out))
+
+
 _PART_PATTERNS: dict[str, re.Pattern[str]] = {
     # scheme://user:PASSWORD@host (a database URL, a proxy, a broker); only the password is the secret
     "url-password": re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]{1,30}://[^\s:/?#@'\"<>]{0,256}:(?P<s>[^\s/?#@'\"<>]{1,256})@"),

@@ -527,3 +527,17 @@ def test_control_a_glance_without_a_named_shape_misses_it(bare, monkeypatch):
     monkeypatch.setattr(_shapes, "_KEYED", {k: v for k, v in _shapes._KEYED.items() if k != "credential-field"})
     monkeypatch.setattr(_first_look, "_glanced", (None,) * 8)
     assert _secrets.nothing_to_redact(line.encode()) and _redacted_slowly(line) != line  # wrongly clean
+
+
+def test_each_named_shape_s_fragment_is_spelled_whole():
+    """`shapes.spelled` (what the glance looks for) gives every text the fragment matches and nothing else: each
+    spelling matches it, and no text one edit away from a spelling matches it unless it is a spelling too."""
+    for kind, (names, _, separator) in _shapes._KEYED.items():
+        for fragment in (names, separator):
+            spellings = set(_shapes.spelled(fragment))
+            assert spellings and all(_shapes.re.fullmatch(fragment, s) for s in spellings), kind
+            near = {s[:i] + c + s[j:] for s in spellings for i in range(len(s) + 1) for j in (i, i + 1)
+                    for c in ("", "_", "-", "s", "S", ":", "=")}
+            assert {t for t in near if _shapes.re.fullmatch(fragment, t)} <= spellings, kind
+    with pytest.raises(ValueError):
+        _shapes.spelled(r"token\w*")  # a fragment it cannot spell whole is refused, not spelled short
