@@ -95,8 +95,9 @@ def scratch() -> Path:
 def needs_more(command: str, ws: Path) -> bool:
     prepared = prepare(["bash", "-c", command], workspace=ws, policy="read-only")
     try:
-        proc = subprocess.run(prepared.argv, cwd=ws, env={**os.environ, **prepared.env}, preexec_fn=prepared.preexec_fn,
-                              capture_output=True, timeout=5, stdin=subprocess.DEVNULL)
+        args, how = prepared.how_to_start()
+        proc = subprocess.run(args, cwd=ws, env={**os.environ, **prepared.env}, capture_output=True, timeout=5,
+                              stdin=subprocess.DEVNULL, **how)
     except subprocess.TimeoutExpired:
         return True  # still waiting (on the network, most often): counted as asked
     finally:

@@ -13,9 +13,12 @@ For `true` and `ls`, in a workspace of a few hundred files:
 Rounds alternate the variants so a noisy neighbour hits them alike; the median of each round's
 per-command mean is reported (wall time, and CPU time of this process and its children, which a noisy
 neighbour moves less), with the sandbox's added milliseconds. Goal: under 10 ms added.
-`--ballast-mb N` makes this process hold N MB first, as a kernel holding data does: Landlock starts a
-command with `fork` (its rules are set between fork and exec), whose cost grows with that; the
-variant "no subreaper" leaves out the second fork that keeps what a command leaves running in check.
+`--ballast-mb N` makes this process hold N MB first, as a kernel holding data does: a command forked from it
+(its death signal and, under Landlock, its rules are set between fork and exec) costs more with that, and
+above `nbagent.safety.sandbox_landlock.LAUNCH_ABOVE` commands are started through a small launcher instead
+(`nbagent.safety._launcher`); with a ballast, the shell tool's rows are also given with each way forced
+(`NBAGENT_SPAWN=fork`, `launcher`). The variant "no subreaper" leaves out the second fork that keeps what a
+command leaves running in check.
 """
 
 from __future__ import annotations
@@ -52,28 +55,25 @@ def per_command(argv: list[str], n: int, cwd: Path) -> tuple[float, float]:
 
 def per_command_landlock(argv: list[str], n: int, cwd: Path, policy: str, backend: SandboxBackend,
                          subreaper: bool = True) -> tuple[float, float]:
-    from nbagent.safety import sandbox_landlock
-
-    kept = sandbox_landlock.supervise_command
-    if not subreaper:
-        sandbox_landlock.supervise_command = lambda: None
-    try:
-        t0, c0 = time.perf_counter(), cpu()
-        for _ in range(n):
-            prepared = prepare(argv, workspace=cwd, policy=policy, backend=backend)
-            subprocess.run(prepared.argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
-                           preexec_fn=prepared.preexec_fn, env={**os.environ, **prepared.env})
-            prepared.cleanup()
-        return (time.perf_counter() - t0) / n, (cpu() - c0) / n
-    finally:
-        sandbox_landlock.supervise_command = kept
+    t0, c0 = time.perf_counter(), cpu()
+    for _ in range(n):
+        prepared = prepare(argv, workspace=cwd, policy=policy, backend=backend)
+        if not subreaper:
+            prepared.setup = (prepared.setup[0], False, *prepared.setup[2:])
+        args, how = prepared.how_to_start()
+        subprocess.run(args, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+                       env={**os.environ, **prepared.env}, **how)
+        prepared.cleanup()
+    return (time.perf_counter() - t0) / n, (cpu() - c0) / n
 
 
-def through_tool(ws: Path, command: str, n: int, sandbox: str, rules: list[str], forced: str = "") -> tuple[float, float]:
+def through_tool(ws: Path, command: str, n: int, sandbox: str, rules: list[str], forced: str = "",
+                 spawn: str = "") -> tuple[float, float]:
     calls = [AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={"command": command})]) for _ in range(n)]
     agent = Agent(model=ScriptedModel(calls + ["done"]), tools=toolbox.all(workspace=ws), mode="bypassPermissions",
                   sandbox=sandbox, rules=rules, max_turns=n + 1)
     os.environ["NBAGENT_SANDBOX"] = forced
+    os.environ["NBAGENT_SPAWN"] = spawn
     sandbox_backend.cache_clear()
     try:
         t0, c0 = time.perf_counter(), cpu()
@@ -81,6 +81,7 @@ def through_tool(ws: Path, command: str, n: int, sandbox: str, rules: list[str],
         elapsed, spent = time.perf_counter() - t0, cpu() - c0
     finally:
         os.environ.pop("NBAGENT_SANDBOX")
+        os.environ.pop("NBAGENT_SPAWN")
         sandbox_backend.cache_clear()
     assert all(c.status == "ok" for c in run.calls), [c.result.text for c in run.calls if c.status != "ok"]
     return elapsed / n, spent / n
@@ -122,6 +123,10 @@ def main() -> None:
                         variants[f"{cmd}: landlock {policy}, no subreaper"] = (
                             lambda p=policy, b=bare, ll=landlock: per_command_landlock(b, opts.n, ws, p, ll, False))
             variants[f"{cmd}: shell tool, no sandbox"] = lambda c=cmd: through_tool(ws, c, opts.n, "danger-full-access", [])
+            if opts.ballast_mb:  # the launcher against a fork of this process, both forced
+                for spawn in ("fork", "launcher"):
+                    variants[f"{cmd}: shell tool, no sandbox, {spawn}"] = (
+                        lambda c=cmd, sp=spawn: through_tool(ws, c, opts.n, "danger-full-access", [], "", sp))
             variants[f"{cmd}: shell tool, workspace-write"] = lambda c=cmd: through_tool(ws, c, opts.n, "workspace-write", [])
             variants[f"{cmd}: shell tool, workspace-write + deny rule"] = (
                 lambda c=cmd: through_tool(ws, c, opts.n, "workspace-write", ["deny: read_file(.env)"]))
@@ -129,6 +134,11 @@ def main() -> None:
                 for forced in ("landlock", "landlock-nomount") if mount_namespace() else ("landlock-nomount",):
                     variants[f"{cmd}: shell tool, workspace-write, {forced}"] = (
                         lambda c=cmd, f=forced: through_tool(ws, c, opts.n, "workspace-write", [], f))
+                    if opts.ballast_mb:
+                        for spawn in ("fork", "launcher"):
+                            variants[f"{cmd}: shell tool, workspace-write, {forced}, {spawn}"] = (
+                                lambda c=cmd, f=forced, sp=spawn: through_tool(ws, c, opts.n, "workspace-write", [], f,
+                                                                               sp))
         results: dict[str, list[float]] = {k: [] for k in variants}
         for _ in range(opts.rounds):
             for name, fn in variants.items():
@@ -136,15 +146,18 @@ def main() -> None:
     wall = {k: statistics.median(w for w, _ in v) * 1000 for k, v in results.items()}
     spent = {k: statistics.median(c for _, c in v) * 1000 for k, v in results.items()}
     print(f"ballast: {opts.ballast_mb} MB held by this process")
-    print(f"{'variant':56} {'ms/command':>10} {'added ms':>9} {'CPU ms':>7} {'added':>7}")
+    print(f"{'variant':62} {'ms/command':>10} {'added ms':>9} {'CPU ms':>7} {'added':>7}")
     for cmd in ("true", "ls"):
         for name in [k for k in wall if k.startswith(cmd + ":")]:
             base = f"{cmd}: bash alone" if "tool" not in name else f"{cmd}: shell tool, no sandbox"
-            plain = name.endswith(("bash alone", "no sandbox"))
+            if name.endswith((", fork", ", launcher")) and "no sandbox" not in name:  # against the same way forced
+                base = f"{cmd}: shell tool, no sandbox, {name.rsplit(', ', 1)[1]}"
+            plain = name.endswith(("bash alone", "no sandbox")) or "no sandbox," in name
             added = "" if plain else f"{wall[name] - wall[base]:+9.2f}"
             added_cpu = "" if plain else f"{spent[name] - spent[base]:+7.2f}"
-            print(f"{name:56} {wall[name]:10.2f} {added:>9} {spent[name]:7.2f} {added_cpu:>7}")
-    worst = max(wall[k] - wall[f"{k.split(':')[0]}: shell tool, no sandbox"] for k in wall if "shell tool, workspace" in k)
+            print(f"{name:62} {wall[name]:10.2f} {added:>9} {spent[name]:7.2f} {added_cpu:>7}")
+    worst = max(wall[k] - wall[f"{k.split(':')[0]}: shell tool, no sandbox"] for k in wall
+                if "shell tool, workspace" in k and not k.endswith((", fork", ", launcher")))  # (as chosen)
     print(f"most added through the shell tool: {worst:.2f} ms (goal: under 10 ms)")
 
 

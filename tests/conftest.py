@@ -149,10 +149,13 @@ def kernels_only_where_marked():
     LocalProvisioner.launch_kernel = launch
 
 
-SANDBOX_LANES = ("bubblewrap", "landlock", "landlock-nomount")
+SANDBOX_LANES = ("bubblewrap", "landlock", "landlock-nomount", "landlock-launched")
 """The sandboxes a host can give shell commands (`NBAGENT_SANDBOX`): bubblewrap; Landlock with a mount
 namespace per command (root in a VM or a privileged container, without bubblewrap); Landlock alone (a
-container without user namespaces or privileges: the usual Docker or Kubernetes JupyterHub)."""
+container without user namespaces or privileges: the usual Docker or Kubernetes JupyterHub); and Landlock
+(with a mount namespace where this process may make one) in a kernel too big to fork cheaply, every command
+started through `nbagent.safety._launcher` (`NBAGENT_SPAWN=launcher`), as a notebook holding GBs of data has
+them: the steps a forked child takes between fork and exec, taken in another program."""
 
 
 def host_sandbox_lane() -> str | None:
@@ -178,7 +181,9 @@ def sandbox_lane(request, monkeypatch):
     from nbagent.safety.sandbox import sandbox_backend
     from nbagent.safety.sandbox_linux import landlock_abi
 
-    monkeypatch.setenv("NBAGENT_SANDBOX", request.param)
+    monkeypatch.setenv("NBAGENT_SANDBOX", request.param.removesuffix("-launched"))
+    if request.param.endswith("-launched"):
+        monkeypatch.setenv("NBAGENT_SPAWN", "launcher")
     sandbox_backend.cache_clear()
     chosen = sandbox_backend()
     if chosen.name != request.param.split("-")[0]:
@@ -191,4 +196,5 @@ def sandbox_lane(request, monkeypatch):
         pytest.skip("this process cannot make a mount namespace: the landlock-nomount lane is this one")
     yield chosen
     monkeypatch.delenv("NBAGENT_SANDBOX", raising=False)
+    monkeypatch.delenv("NBAGENT_SPAWN", raising=False)
     sandbox_backend.cache_clear()

@@ -23,17 +23,20 @@ It reads the workspace's top-level names (which anyone could have written) only 
 
 from __future__ import annotations
 
+import functools
+import marshal
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from . import _launcher
 from . import sandbox_restore as _restore
 from .protected import PROTECTED_PATHS
 from .sandbox_linux import _DEVICES, MARKER_VARIABLE, LandlockRuleset, MountPlan, stop_marked
-from .supervisor import supervise_command
 
 __all__ = ["Prepared", "landlock_prepared", "missing_protected", "protected_links", "protected_mounts",
            "remove_created", "restore_links"]
@@ -46,7 +49,9 @@ class Prepared:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     """Variables to add to the command's environment."""
-    preexec_fn: Any = None
+    setup: tuple[Any, ...] = (None, False, -1, False)
+    """What the command's process does before it becomes the command, beside dying with the kernel: `(mount steps
+    or None, supervise, ruleset fd or -1, network)`, the rest of `nbagent.safety._launcher.set_up`'s spec."""
     ruleset: LandlockRuleset | None = None
     marker: str | None = None
     tmpdir: str | None = None
@@ -72,6 +77,23 @@ class Prepared:
     """Another command of the workspace ran beside it: what was put back may be either's doing."""
     put_back: list[str] = field(default_factory=list)
     """What `cleanup()` put back of them, each with what the command had done."""
+
+    def how_to_start(self) -> tuple[list[str], dict[str, Any]]:
+        """How to start the command, as `(argv, {"preexec_fn": ..., "pass_fds": ...})` for `subprocess` or
+        asyncio's `create_subprocess_exec`: every way a tool starts a command goes through here. Its process dies
+        with this one and takes the sandbox's steps (`nbagent.safety._launcher.set_up`), forked from this
+        process, or, when this process holds more than `LAUNCH_ABOVE` (forking it would cost more than starting
+        a small program), through `nbagent.safety._launcher` started without a fork. Not Linux: as it is."""
+        if not sys.platform.startswith("linux"):
+            return list(self.argv), {"pass_fds": self.pass_fds}
+        spec = (os.getpid(), *self.setup)
+        ruleset = self.setup[2]
+        if _launching() and len(encoded := marshal.dumps(spec).hex()) < _SPEC_LIMIT:
+            return ([sys.executable, "-I", "-S", _launcher.PROGRAM, encoded, "--", *self.argv],
+                    {"pass_fds": (*self.pass_fds, *((ruleset,) if ruleset >= 0 else ()))})
+        command_filter = self.ruleset.command_filter if self.ruleset is not None else None
+        return list(self.argv), {"preexec_fn": functools.partial(_launcher.set_up, spec, command_filter),
+                                 "pass_fds": self.pass_fds}
 
     def started(self) -> None:
         """Once the process started: close what was passed to it."""
@@ -114,6 +136,30 @@ class Prepared:
             self.ruleset.close()
         if self.tmpdir is not None:
             shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+LAUNCH_ABOVE = 512 << 20
+"""Bytes of memory this process holds above which a command is started through `nbagent.safety._launcher`
+rather than forked from it: a fork copies the page tables, about 16 ms a GB here (9 ms at 511 MB; under
+Landlock twice, as its supervisor forks again), while the launcher costs about 10 ms whatever this process
+holds. A notebook's kernel holding a few GB of data would otherwise pay a fork of that size per command."""
+SPAWN_VARIABLE = "NBAGENT_SPAWN"
+"""`launcher` or `fork`: how every command is started, whatever this process holds (tests; troubleshooting)."""
+_SPEC_LIMIT = 100_000
+"""Characters of a spec passed as one argument (Linux takes 128 KiB an argument); longer: forked."""
+
+
+def _launching() -> bool:
+    """Whether to start commands through `nbagent.safety._launcher` (see `LAUNCH_ABOVE`)."""
+    chosen = os.environ.get(SPAWN_VARIABLE, "").strip().lower()
+    if chosen in ("fork", "launcher"):
+        return chosen == "launcher" and bool(sys.executable)
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            resident = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return False
+    return resident > LAUNCH_ABOVE and bool(sys.executable)
 
 
 # -- protected paths, for both backends ------------------------------------------------------------------
@@ -261,19 +307,17 @@ def landlock_prepared(argv: list[str], *, ws: str, writes: bool, network: bool, 
             _restore.ended(copy)
         raise
 
-    def child() -> None:
-        if plan is not None:
-            plan.apply()
-        supervise_command()  # what it leaves behind is adopted and stopped, whatever its environment, when it
-        # ends or the kernel dies (read-only commands too: one may still start a process that goes on)
-        ruleset.restrict()
+    # the command's process takes its mounts, leaves a supervisor outside (what the command leaves behind is
+    # adopted and stopped, whatever its environment, when it ends or the kernel dies: read-only commands too, one
+    # may still start a process that goes on), then restricts itself (`nbagent.safety._launcher.set_up`)
+    setup = (plan.steps if plan is not None else None, True, ruleset.fd, network)
 
     import uuid
 
     marker = uuid.uuid4().hex
     env = {MARKER_VARIABLE: marker, "TMPDIR": tmpdir, "TMP": tmpdir, "TEMP": tmpdir}
     top = _closed_top(ws, read_only, secret, hidden, too_big) if writes and plan is None else ""
-    return Prepared(list(argv), env=env, preexec_fn=child, ruleset=ruleset, marker=marker, tmpdir=tmpdir,
+    return Prepared(list(argv), env=env, setup=setup, ruleset=ruleset, marker=marker, tmpdir=tmpdir,
                     watched=watched, links=links, mounts=plan, top_level=top, copy=copy)
 
 

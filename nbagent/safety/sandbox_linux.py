@@ -37,11 +37,16 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-import platform
 import signal
 import struct
 import sys
-from typing import Iterable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (typing costs 5 ms to import, a third of `nbagent.safety._launcher`'s start)
+    from typing import Iterable
+
+_MACHINE = os.uname().machine if hasattr(os, "uname") else ""
+"""This machine's architecture (what the `platform` module's `machine()` gives on Linux, without importing it)."""
 
 __all__ = ["MARKER_VARIABLE", "CommandFilter", "LandlockRuleset", "MountPlan", "bubblewrap_seccomp",
            "drop_capabilities", "landlock_abi", "mount_namespace", "stop_marked"]
@@ -80,7 +85,7 @@ class CommandFilter:
     the network off)."""
 
     def __init__(self, *, network: bool = False) -> None:
-        arch = _ARCHES.get(platform.machine())
+        arch = _ARCHES.get(_MACHINE)
         self.supported = arch is not None and hasattr(ctypes, "CDLL")
         if not self.supported:
             return
@@ -173,7 +178,7 @@ class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
-_SYS_CAPSET = {"x86_64": 126, "aarch64": 91, "arm64": 91}.get(platform.machine())
+_SYS_CAPSET = {"x86_64": 126, "aarch64": 91, "arm64": 91}.get(_MACHINE)
 
 
 def _last_capability() -> int:
@@ -284,21 +289,25 @@ class LandlockRuleset:
             os.close(target)
 
     def restrict(self) -> None:
-        """In the child, before exec: no new privileges, then the ruleset."""
-        import ctypes
-
-        if self._libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            os._exit(126)
-        drop_capabilities()  # root's CAP_SYS_PTRACE would let it read the kernel's /proc/<pid>/environ
-        if self.command_filter.supported and not self.command_filter.install():
-            os._exit(126)
-        if self._libc.syscall(_SYS_RESTRICT_SELF, ctypes.c_int(self.fd), ctypes.c_uint32(0)) != 0:
-            os._exit(126)
+        """In the child, before exec: no new privileges, then the ruleset (`restrict_to`)."""
+        restrict_to(self.fd, self.command_filter)
 
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+def restrict_to(ruleset: int, command_filter: CommandFilter) -> None:
+    """In the command's process, before exec: no new privileges, no capabilities, `command_filter`, then the
+    Landlock ruleset `ruleset` (a file descriptor); any step that fails ends the process (exit 126)."""
+    if _LIBC is None or _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        os._exit(126)
+    drop_capabilities()  # root's CAP_SYS_PTRACE would let it read the kernel's /proc/<pid>/environ
+    if command_filter.supported and not command_filter.install():
+        os._exit(126)
+    if _LIBC.syscall(_SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
+        os._exit(126)
 
 
 def _tree_except(root: str, excluded: list[str]) -> list[tuple[str, bool]]:
@@ -393,17 +402,28 @@ class MountPlan:
         self._steps.append((None, target.encode(), None,
                             _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV | kept, None))
 
+    @property
+    def steps(self) -> list[tuple[bytes | None, bytes, bytes | None, int, bytes | None]]:
+        """The mount(2) calls, in order, as `apply_mounts` takes them (a plain value: `nbagent.safety._launcher`)."""
+        return list(self._steps)
+
     def apply(self) -> None:
-        """In the child, before the ruleset: a namespace of its own, `/` private, then the mounts."""
-        if _LIBC is None:
-            _fail(b"no C library")
-        if _LIBC.unshare(_CLONE_NEWNS) != 0:
-            _fail(b"unshare(CLONE_NEWNS) failed")
-        if _LIBC.mount(None, b"/", None, ctypes.c_ulong(_MS_REC | _MS_PRIVATE), None) != 0:
-            _fail(b"making / private failed")
-        for source, target, fstype, flags, data in self._steps:
-            if _LIBC.mount(source, target, fstype, ctypes.c_ulong(flags), data) != 0:
-                _fail(b"mounting over " + target + b" failed")
+        """In the child, before the ruleset: `apply_mounts(self.steps)`."""
+        apply_mounts(self._steps)
+
+
+def apply_mounts(steps: Iterable[tuple[bytes | None, bytes, bytes | None, int, bytes | None]]) -> None:
+    """In the command's process, before the ruleset: a mount namespace of its own, `/` private, then each
+    `(source, target, fstype, flags, data)` mounted (`MountPlan.steps`); a failure ends the process (exit 126)."""
+    if _LIBC is None:
+        _fail(b"no C library")
+    if _LIBC.unshare(_CLONE_NEWNS) != 0:
+        _fail(b"unshare(CLONE_NEWNS) failed")
+    if _LIBC.mount(None, b"/", None, ctypes.c_ulong(_MS_REC | _MS_PRIVATE), None) != 0:
+        _fail(b"making / private failed")
+    for source, target, fstype, flags, data in steps:
+        if _LIBC.mount(source, target, fstype, ctypes.c_ulong(flags), data) != 0:
+            _fail(b"mounting over " + target + b" failed")
 
 
 def _fail(why: bytes) -> None:

@@ -41,7 +41,7 @@ from ..context import ToolContext
 from ..messages import TextBlock, ToolResult
 from ..safety.gate import screen, screen_part
 from ..tools.definition import Tool
-from ._signals import dies_with_us, kill_family_now, signal_family, stopped_at_exit
+from ._signals import kill_family_now, signal_family, stopped_at_exit
 from ._values import cut
 
 __all__ = ["BackgroundProcess", "ProcessChanged", "ProcessRegistry", "make_process_tool", "start_background"]
@@ -273,7 +273,7 @@ async def _watch(p: BackgroundProcess, exited: Any) -> None:
     p._notify("killed" if p.killed else "exited")
 
 
-async def start_background(ctx: ToolContext, *, command: str, argv: list[str], cwd: str, env: dict[str, str],
+async def start_background(ctx: ToolContext, *, command: str, cwd: str, env: dict[str, str],
                            prepared: Any, sandbox: str, yield_ms: int | None, exited: Any,
                            foreground_result: Any) -> ToolResult:
     """Start a prepared command as a background process of the run. With `yield_ms`, wait that long
@@ -283,10 +283,10 @@ async def start_background(ctx: ToolContext, *, command: str, argv: list[str], c
         return ToolResult([TextBlock("not run: it was prepared to be put back after it ends, which cannot protect "
                                      "what runs meanwhile in the background")], is_error=True)
     registry = ctx.scope.get(ProcessRegistry, lambda: ProcessRegistry(ctx.scope.emit))
+    argv, how = prepared.how_to_start()  # dies with the kernel; the sandbox's steps (Landlock)
     proc = await asyncio.create_subprocess_exec(
         *argv, cwd=cwd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, start_new_session=True, env=env,
-        preexec_fn=dies_with_us(prepared.preexec_fn), pass_fds=getattr(prepared, "pass_fds", ()),
+        stderr=asyncio.subprocess.PIPE, start_new_session=True, env=env, **how,
     )
     if hasattr(prepared, "started"):
         prepared.started()  # what the sandbox program read at its start (bubblewrap's seccomp filter)

@@ -47,7 +47,7 @@ from ._readdeny import reveals_denied
 from ._readonly import read_only_problem
 from ._refusals import sandbox_refusal
 from ._shellrules import pattern_matches, suggest_pattern
-from ._signals import dies_with_us, signal_family, stopped_at_exit
+from ._signals import signal_family, stopped_at_exit
 from ._values import cut
 from ._workspace import WorkspaceError
 
@@ -279,10 +279,10 @@ def make_shell_tool(binding: Binding) -> Tool:
             return await _start_background(ctx, command, prepared, env, ws, policy, sandboxed, timeout, yield_ms,
                                            hidden)
         started = time.monotonic()
+        argv, how = prepared.how_to_start()  # dies with the kernel; the sandbox's steps (Landlock)
         starting = asyncio.ensure_future(asyncio.create_subprocess_exec(
-            *prepared.argv, cwd=str(ws.root), stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-            env=env, preexec_fn=dies_with_us(prepared.preexec_fn), pass_fds=prepared.pass_fds,
+            *argv, cwd=str(ws.root), stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True, env=env, **how,
         ))
         try:
             proc = await asyncio.shield(starting)
@@ -370,7 +370,7 @@ async def _start_background(ctx: Any, command: str, prepared: Any, env: dict[str
         return _result(details, timeout, False, prepared)
 
     try:
-        return await start_background(ctx, command=command, argv=prepared.argv, cwd=str(ws.root), env=env,
+        return await start_background(ctx, command=command, cwd=str(ws.root), env=env,
                                       prepared=prepared, sandbox=sandbox, yield_ms=yield_ms, exited=_exited,
                                       foreground_result=finished)
     except OSError as exc:

@@ -2,7 +2,8 @@
 descended from it (read from /proc), and a child that Linux kills when the kernel dies without its exit handlers.
 Used by `shell` (a command that times out or is stopped) and by the background processes of `process`.
 
-Every command a tool starts, foreground or background, is started with `dies_with_us` and held with
+Every command a tool starts, foreground or background, is started as its `Prepared.how_to_start()` says (it
+dies with the kernel: `nbagent.safety._launcher`) and held with
 `stopped_at_exit` while it runs: one exit handler (the kernel shutting down, a script's `sys.exit`) kills each
 one still running with its whole family, whichever sandbox backend started it (bubblewrap's
 `--die-with-parent` takes its namespace along; under Landlock the command's supervisor and everything it
@@ -18,7 +19,7 @@ from typing import Any
 
 from ..safety.supervisor import process_fields
 
-__all__ = ["descendants", "dies_with_us", "kill_family", "kill_family_now", "kill_group", "signal_all", "signal_family",
+__all__ = ["descendants", "kill_family", "kill_family_now", "kill_group", "signal_all", "signal_family",
            "stopped_at_exit"]
 
 _HELD: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
@@ -111,28 +112,6 @@ def _stop_everything_held() -> None:  # the kernel (or the script) is exiting
                 kill_family_now(proc)
         except Exception:  # pragma: no cover  (an exit handler must not stop the others)
             pass
-
-
-def dies_with_us(then: Any) -> Any:
-    """A preexec function that asks Linux to SIGKILL the child if this process dies without running its exit
-    handlers (a kernel killed outright)."""
-    try:
-        import ctypes
-
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):  # not Linux
-        return then
-
-    starter = os.getpid()
-
-    def preexec() -> None:
-        prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-        if os.getppid() != starter:  # this process died before the child asked: it goes at once
-            os.kill(os.getpid(), signal.SIGKILL)
-        if then is not None:
-            then()
-
-    return preexec
 
 
 def kill_group(proc: Any, sig: int) -> None:

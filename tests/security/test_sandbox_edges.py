@@ -190,9 +190,10 @@ def test_defence_off_without_the_subreaper_a_cleared_environment_escapes(ws, bac
     which adopts what the command leaves (a subreaper). Turned off, the marker sweep alone misses it."""
     if backend.name != "landlock":
         pytest.skip("bubblewrap's PID namespace is the defence there")
-    from nbagent.safety import sandbox_landlock
+    from nbagent.safety import supervisor
 
-    monkeypatch.setattr(sandbox_landlock, "supervise_command", lambda: None)
+    monkeypatch.setenv("NBAGENT_SPAWN", "fork")  # (the patch below holds in this process only)
+    monkeypatch.setattr(supervisor, "supervise_command", lambda: None)
     _approved(ws, "setsid env -i /bin/sh -c 'sleep 1; echo late > late.txt' > /dev/null 2>&1 & sleep 0.2")
     for _ in range(60):
         if (ws / "late.txt").exists():

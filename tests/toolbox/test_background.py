@@ -208,8 +208,9 @@ def test_what_a_sandboxed_command_starts_goes_with_its_interpreter_however_it_en
 
 
 def test_every_command_a_tool_starts_is_held_for_the_exit_handler() -> None:
-    # the mechanism, for every member: each place in the toolbox that starts a command passes its preexec
-    # through `dies_with_us` and holds the process with `stopped_at_exit` in the same function
+    # the mechanism, for every member: each place in the toolbox that starts a command starts it as its prepared
+    # command's `how_to_start()` says (no preexec of its own: it dies with the kernel, forked or launched) and holds
+    # the process with `stopped_at_exit` in the same function
     import ast
 
     import nbagent.toolbox
@@ -225,10 +226,11 @@ def test_every_command_a_tool_starts_is_held_for_the_exit_handler() -> None:
             for call in calls:
                 if ast.unparse(call.func).endswith(("create_subprocess_exec", "create_subprocess_shell", "Popen")):
                     starts.append(f"{path.name}:{func.name}")
-                    preexec = {k.arg: ast.unparse(k.value) for k in call.keywords}.get("preexec_fn", "")
+                    keywords = {k.arg: ast.unparse(k.value) for k in call.keywords}
                     if path.name == "_grep.py":  # the regex worker: a helper that ends at its stdin's end
                         continue
-                    assert preexec.startswith("dies_with_us("), f"{path.name}:{func.name} starts a command without it"
+                    assert "preexec_fn" not in keywords and keywords.get(None) == "how", f"{path.name}:{func.name}"
+                    assert "prepared.how_to_start" in ast.unparse(func), f"{path.name}:{func.name} starts without it"
                     assert "stopped_at_exit" in names, f"{path.name}:{func.name} does not hold its command"
     assert {"_shell.py:shell", "_background.py:start_background"} <= set(starts), starts
 
