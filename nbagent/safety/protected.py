@@ -55,12 +55,12 @@ __all__ = ["PROTECTED_PATHS", "PROTECTED_PATTERNS", "REASON", "Target", "normali
 
 PROTECTED_PATHS = (".git", ".nbagent", ".mcp.json", ".vscode", ".idea", ".devcontainer", ".jupyter", ".ipython",
                    ".envrc", ".pre-commit-config.yaml", ".husky", ".hg", ".claude", ".cursor", ".gemini", ".codex",
-                   ".continue", ".windsurf")
+                   ".continue", ".windsurf", ".pdbrc")
 """Names the sandbox keeps read-only, each whole, at the workspace root for shell commands (file tools ask
 for every hidden path, these included, at any depth)."""
 PROTECTED_PATTERNS = ("jupyter_*_config.py", "jupyter_*_config.json", "jupyter_config.py", "jupyter_config.json",
                       "ipython_config.py", "ipython_*_config.py", "ipython_kernel_config.py", "sitecustomize.py",
-                      "usercustomize.py", "pyvenv.cfg")
+                      "usercustomize.py", "pyvenv.cfg", ".pdbrc")
 """File names, at any depth, that a program loads from the folder it starts in or from its path."""
 _BARE_REPO_NAMES = frozenset({"head", "config", "commondir", "packed-refs", "gitdir"})
 _PACKAGE_TREES = {"site-packages": "Python runs its `.pth` files and imports from it when it starts",

@@ -27,6 +27,7 @@ import functools
 import marshal
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -111,11 +112,19 @@ class Prepared:
             self.background = True
             _restore.started(self.copy)
 
-    def stop_leftovers(self) -> None:
+    def stop_leftovers(self, group: int | None = None) -> None:
         """Once the command exited: stop what it left running (Landlock; bubblewrap's PID namespace
-        already did)."""
-        if self.marker is not None:
-            stop_marked(self.marker)
+        already did): its process group `group` (the pid of the process started, just reaped), where everything
+        the command started stays (`CommandFilter`: a chain of processes deeper than the supervisor's rounds,
+        a process that cleared its environment), then what carries its marker."""
+        if self.marker is None:
+            return
+        if group is not None:
+            try:  # (the group outlives its leader while it has members, so its id is still this command's)
+                os.killpg(group, signal.SIGKILL)
+            except OSError:
+                pass
+        stop_marked(self.marker)
 
     def cleanup(self) -> None:
         """After the command: stop what it left running, undo what it made at protected paths, free what

@@ -10,7 +10,7 @@ So there the whole workspace is writable, and what protects the protected paths 
 - before the command, `ProtectedCopy` takes what of each protected top-level entry can run programs:
   which entry it is (device and inode, so a rename away or a replacement is seen), and every file, folder
   and link inside it with its mode and content and each file's link count, except the data that changes as
-  a person works (git's objects, refs, logs and index, decided by kind: `_DATA`; nbagent's sessions and
+  a person works (git's objects, refs and logs, decided by kind: `_DATA`; nbagent's sessions and
   batches), which runs nothing;
 - after the command (and, for a command left running in the background, before every later call and
   when it ends: `check_running`), `restore()` compares and puts back what changed: an entry renamed away is
@@ -52,15 +52,17 @@ ENTRY_LIMIT = 20_000
 SEARCH_LIMIT = 100_000
 """How many workspace entries `restore` looks through for an entry renamed away."""
 
-_DATA = {".git": frozenset({"objects", "refs", "logs", "packed-refs", "index", "HEAD", "ORIG_HEAD", "FETCH_HEAD",
+_DATA = {".git": frozenset({"objects", "refs", "logs", "packed-refs", "HEAD", "ORIG_HEAD", "FETCH_HEAD",
                             "COMMIT_EDITMSG"}),
          ".nbagent": frozenset({"sessions", "batches"})}
 """Per protected folder: names of data that changes as the person or nbagent works and runs no program; not
 copied, not put back (a commit or a stored session made meanwhile is kept). Decided by kind: in `.git` only
-object, ref, log and index data is data (directly in `.git`, or in a git folder it holds: `modules/<name>`,
+object, ref and log data is data (directly in `.git`, or in a git folder it holds: `modules/<name>`,
 `worktrees/<name>`); everything else there (config, hooks, info, a pending rebase's or sequencer's todo, which
-can run `exec` lines, `config.worktree`, a submodule's config and hooks) is copied and put back, and what is
-new there is removed."""
+can run `exec` lines, `config.worktree`, a submodule's config and hooks, and the index, whose gitlinks send the
+person's `git status` into a nested repository whose own config, an ordinary workspace file, can run a program:
+found by an outside try) is copied and put back, and what is new there is removed. (Under bubblewrap and with a
+mount namespace all of `.git` is read-only.)"""
 
 
 def _is_data(rel: str, name: str) -> bool:

@@ -54,8 +54,11 @@ def _supervise(command: int, starter: int) -> None:
         children = -1
 
     def starter_gone(*_: object) -> None:  # the kernel is gone: so is everything its command started
-        _stop_adopted(me, children)
-        os._exit(128 + signal.SIGKILL)
+        try:
+            _stop_adopted(me, children)
+        finally:  # then the whole process group, this process with it: everything the command started is in it
+            os.killpg(0, signal.SIGKILL)  # (`CommandFilter`), however deep a chain `_stop_adopted` took link by link
+            os._exit(128 + signal.SIGKILL)
 
     try:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
@@ -88,10 +91,16 @@ def _supervise(command: int, starter: int) -> None:
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
 
 
+ROUNDS = 10_000
+"""Rounds of `_stop_adopted` at most (each stops the children seen then; a chain of processes loses one link a
+round). What a chain deeper than that leaves is in the command's process group, which the supervisor kills when
+the kernel is gone and the kernel kills when the command has ended (`Prepared.stop_leftovers`)."""
+
+
 def _stop_adopted(me: int, fd: int = -1) -> None:
     """SIGKILL every child of `me` (what it adopted), until none is left (the children of one it stops
-    become its children in turn); `fd`: `me`'s list of children, open."""
-    for _ in range(10_000):
+    become its children in turn), at most `ROUNDS` times; `fd`: `me`'s list of children, open."""
+    for _ in range(ROUNDS):
         children = _children(me, fd)
         if not children:
             break

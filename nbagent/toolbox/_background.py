@@ -256,7 +256,7 @@ async def _watch(p: BackgroundProcess, exited: Any) -> None:
     readers = [asyncio.ensure_future(_read(p, p.proc.stdout)), asyncio.ensure_future(_read(p, p.proc.stderr))]
     try:
         code = await exited(p.proc)
-        p.prepared.stop_leftovers()
+        p.prepared.stop_leftovers(p.proc.pid)
         done, pending = await asyncio.wait(readers, timeout=1.0)
         for task in pending:
             task.cancel()

@@ -313,7 +313,7 @@ def make_shell_tool(binding: Binding) -> Tool:
             except (asyncio.TimeoutError, TimeoutError):
                 timed_out = True
                 await _terminate(proc)
-            prepared.stop_leftovers()
+            prepared.stop_leftovers(proc.pid)
             # the output is complete once both pipes close; programs left in the background may hold
             # them open, so wait only a little for that
             done, pending = await asyncio.wait(readers, timeout=PIPE_GRACE if not timed_out else KILL_GRACE)

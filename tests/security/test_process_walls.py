@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from nbagent.safety import sandbox as _sandbox
+from nbagent.safety import sandbox_landlock
 from nbagent.safety.sandbox import SandboxPolicy
 
 from .conftest import Recorder, run_agent, sh, text_of
@@ -138,3 +139,79 @@ def test_a_process_hopping_from_pid_to_pid_is_stopped(ws: Path, backend, ending:
     assert run.calls[0].status in ("ok", "error"), text_of(run.calls[0])
     time.sleep(8)  # past the hopping: what escaped is `sleep marker` now
     assert _left(marker) == []
+
+
+# -- found by the third outside try ----------------------------------------------------------------------------
+
+CHAIN = ("env -i bash -c 'link() {{ if [ $1 -gt 0 ]; then link $(($1 - 1)) & wait; else exec sleep 60; fi; }}; "
+         "link {depth} # {marker}' > /dev/null 2>&1 & sleep 1; echo started")
+"""A chain of processes, each the child of the last, with its environment cleared (no marker to find it by)."""
+
+
+def test_a_chain_deeper_than_the_supervisor_s_rounds_goes_with_its_command(ws: Path, sandbox_lane, monkeypatch) -> None:
+    """The supervisor stops what the command left one generation a round, for `ROUNDS` rounds: a chain deeper
+    than that outlived it (an outside try, 10,400 deep). Everything a command starts stays in its process group,
+    which is killed when the command has ended. Here the rounds are cut to 2 (forked, so the supervisor has them)."""
+    from nbagent.safety import supervisor
+
+    monkeypatch.setenv("NBAGENT_SPAWN", "fork")
+    monkeypatch.setattr(supervisor, "ROUNDS", 2)
+    marker = f"nbagent-chain-{time.monotonic_ns()}"
+    try:
+        run = run_agent(ws, sh(CHAIN.format(depth=12, marker=marker), timeout=30), approver=Recorder(True),
+                        sandbox=POLICIES["workspace-write"])
+        assert "started" in text_of(run.calls[0])
+        assert _gone(marker, 5), f"{_count(marker)} links of the chain outlived their command"
+    finally:
+        subprocess.run(["pkill", "-9", "-f", marker], check=False)
+
+
+def test_defence_off_without_the_group_kill_the_chain_outlives_its_command(ws: Path, monkeypatch) -> None:
+    from nbagent.safety import supervisor
+
+    if _sandbox.sandbox_backend().name != "landlock":
+        monkeypatch.setenv("NBAGENT_SANDBOX", "landlock-nomount")
+        _sandbox.sandbox_backend.cache_clear()
+    monkeypatch.setenv("NBAGENT_SPAWN", "fork")
+    monkeypatch.setattr(supervisor, "ROUNDS", 2)
+    monkeypatch.setattr(sandbox_landlock.os, "killpg", lambda *a: None)
+    marker = f"nbagent-chain-{time.monotonic_ns()}"
+    try:
+        run_agent(ws, sh(CHAIN.format(depth=12, marker=marker), timeout=30), approver=Recorder(True),
+                  sandbox=POLICIES["workspace-write"])
+        time.sleep(1)
+        assert _count(marker) > 0
+    finally:
+        subprocess.run(["pkill", "-9", "-f", marker], check=False)
+        _sandbox.sandbox_backend.cache_clear()
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_a_command_is_the_out_of_memory_killer_s_first_choice_and_cannot_change_that(ws: Path, sandbox_lane,
+                                                                                      policy: str) -> None:
+    """Under a memory limit the kernel went first, then the supervisor (a copy of its memory), before it stopped
+    anything (an outside try, Landlock): a Landlock command's `oom_score_adj` is the highest, set before its
+    ruleset, which refuses writing it again. (Bubblewrap: the PID namespace dies with the kernel whatever is
+    killed first.)"""
+    if sandbox_lane.name != "landlock":
+        pytest.skip("bubblewrap: the PID namespace dies with the kernel, whichever process is killed first")
+    probe = ("cat /proc/self/oom_score_adj; cat /proc/$PPID/oom_score_adj; "
+             "(echo 0 > /proc/self/oom_score_adj) 2>/dev/null && echo lowered || echo refused")
+    run = run_agent(ws, sh(probe, timeout=30), approver=Recorder(True), sandbox=POLICIES[policy])
+    ours = Path("/proc/self/oom_score_adj").read_text().strip()
+    assert text_of(run.calls[0]).split()[:3] == ["1000", ours, "refused"], text_of(run.calls[0])  # (its supervisor:
+    # this process's)
+
+
+def _count(marker: str) -> int:
+    out = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    return len(out.split())
+
+
+def _gone(marker: str, within: float) -> bool:
+    end = time.monotonic() + within
+    while _count(marker):
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.1)
+    return True

@@ -361,3 +361,42 @@ def test_after_a_put_back_that_failed_later_commands_keep_protected_paths_read_o
     assert "stay read-only" in text_of(run.calls[0]), text_of(run.calls[0])
     assert run.calls[1].status == "ok" and (repo / "sub" / "made.txt").read_text() == "ok\n"
     assert not (repo / "new-at-the-top.txt").exists() and "could not be put back" in text_of(run.calls[2])
+
+
+# -- found by the third outside try ----------------------------------------------------------------------------
+
+GITLINK = ("mkdir -p vendor/lib && cd vendor/lib && git init -q . && git -c user.email=a@b -c user.name=a commit -q "
+           "--allow-empty -m v && git config core.fsmonitor 'touch {proof}; false' && cd ../.. && "
+           "git add vendor/lib; git ls-files -s")
+
+
+def test_a_gitlink_recorded_in_the_index_does_not_send_the_person_s_git_into_a_planted_config(repo: Path,
+                                                                                              tmp_path: Path) -> None:
+    """A nested repository whose own config (an ordinary workspace file) names a program, recorded as a gitlink in
+    `.git/index`: the person's `git status` at the top level would go into it and run the program. The index is
+    read-only (mounts) or put back (Landlock alone) like the rest of `.git`."""
+    proof = tmp_path / "ran-outside"
+    index = (repo / ".git" / "index").read_bytes() if (repo / ".git" / "index").exists() else None
+    _approved(repo, GITLINK.format(proof=proof))
+    proof.unlink(missing_ok=True)  # what ran inside the sandbox does not count
+    subprocess.run(["git", "status", "--short"], cwd=repo, env=GIT_ENV, capture_output=True, check=False)
+    assert not proof.exists(), "the person's git status ran a program the command planted"
+    assert ((repo / ".git" / "index").read_bytes() if (repo / ".git" / "index").exists() else None) == index
+
+
+def test_defence_off_a_gitlink_in_the_index_runs_the_planted_program(repo: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setitem(_restore._DATA, ".git", _restore._DATA[".git"] | {"index"})
+    monkeypatch.setenv("NBAGENT_SANDBOX", "none")
+    _sandbox.sandbox_backend.cache_clear()
+    proof = tmp_path / "ran-outside"
+    _approved(repo, GITLINK.format(proof=proof))
+    proof.unlink(missing_ok=True)
+    subprocess.run(["git", "status", "--short"], cwd=repo, env=GIT_ENV, capture_output=True, check=False)
+    assert proof.exists()
+
+
+def test_a_pdbrc_the_command_writes_at_the_top_level_is_refused_or_removed(repo: Path) -> None:
+    """Python's and IPython's debugger run the lines of `./.pdbrc` (the kernel's folder is the workspace): a
+    protected path like `.git`, refused (mounts) or removed after the command (Landlock alone)."""
+    run = _approved(repo, "printf '!import os; os.system(\"touch pwned\")\\ncontinue\\n' > .pdbrc; echo done")
+    assert not (repo / ".pdbrc").exists(), text_of(run.calls[0])

@@ -139,7 +139,7 @@ def test_read_only_capability_mode_leaves_the_process_tool_out(tools, ws: Path) 
 
 def _interpreter_with_a_process(ws: Path, marker: str, ending: str, sandbox: str = "workspace-write",
                                 in_flight: str = "20", background: str = "", foreground: str = "",
-                                settle: float = 0) -> subprocess.CompletedProcess:
+                                settle: float = 0, prelude: str = "") -> subprocess.CompletedProcess:
     """A Python process whose run started `sleep marker` in the background and is still going (its second call,
     `sleep in_flight`, running in the foreground) when the interpreter ends with `ending`; `background` and
     `foreground` are other commands for those calls, given `settle` seconds to start what they start."""
@@ -148,6 +148,7 @@ def _interpreter_with_a_process(ws: Path, marker: str, ending: str, sandbox: str
     code = textwrap.dedent(f"""
         import asyncio, sys
         from nbagent import Agent, AssistantMessage, ScriptedModel, ToolCall, toolbox
+        {prelude}
         model = ScriptedModel([
             AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={{"command": {background!r}, "background": True}})]),
             AssistantMessage(tool_calls=[ToolCall(name="shell", arguments={{"command": {foreground!r}}})]),
@@ -205,6 +206,24 @@ def test_what_a_sandboxed_command_starts_goes_with_its_interpreter_however_it_en
     assert "RUNNING" in out.stdout, out.stderr
     assert out.returncode == (0 if ending == "exits" else -9), out.stderr
     assert all(_gone(marker) for marker in left), [m for m in left if _running(m)]
+
+
+@pytest.mark.parametrize("ending", ["exits", "killed"])
+def test_a_chain_deeper_than_the_supervisor_s_rounds_goes_with_its_interpreter(ws: Path, sandbox_lane, monkeypatch,
+                                                                               ending: str) -> None:
+    # found by an outside try: a chain of processes deeper than the supervisor's rounds (it stops one generation a
+    # round) outlived a killed interpreter; the supervisor then kills the command's whole process group, where
+    # everything the command started stays. Rounds cut to 2 (forked: the supervisor is a copy of the interpreter)
+    monkeypatch.setenv("NBAGENT_SPAWN", "fork")
+    marker = _marker(45)
+    chain = (f"env -i bash -c 'link() {{ if [ $1 -gt 0 ]; then link $(($1 - 1)) & wait; else exec sleep 60; fi; }}; "
+             f"link 12 # {marker}' > /dev/null 2>&1 & sleep 30")
+    out = _interpreter_with_a_process(
+        ws, marker, "sys.exit(0)" if ending == "exits" else "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
+        background="sleep 30", foreground=chain, settle=1.5,
+        prelude="from nbagent.safety import supervisor; supervisor.ROUNDS = 2")
+    assert "RUNNING" in out.stdout, out.stderr
+    assert _gone(marker), f"links of the chain outlived the interpreter ({ending})"
 
 
 def test_every_command_a_tool_starts_is_held_for_the_exit_handler() -> None:
