@@ -294,8 +294,8 @@ def sandbox_command(
     policy, backend = in_force
     ws = Path(os.path.realpath(workspace))
     home = os.path.realpath(os.path.expanduser("~"))
-    args: list[str] = [backend.path or "bwrap", "--die-with-parent", "--new-session", "--unshare-pid",
-                       "--cap-drop", "ALL"]
+    args: list[str] = [backend.path or "bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--as-pid-1",
+                       "--cap-drop", "ALL"]  # (the command is the namespace's first process: no other to take over)
     if not (policy.network and policy.name == "workspace-write"):
         args.append("--unshare-net")
     for path in _SYSTEM_PATHS:

@@ -58,11 +58,12 @@ _EACCES, _EPERM = 13, 1
 _AF_UNIX = 1
 _LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
 _ARCHES = {  # machine -> (AUDIT_ARCH, socket, io_uring_setup, x32 bit or 0, ptrace, process_vm_writev, prlimit64,
-    #                     setsid, setpgid)
-    "x86_64": (0xC000003E, 41, 425, 0x40000000, 101, 311, 302, 112, 109),
-    "aarch64": (0xC00000B7, 198, 425, 0, 117, 271, 261, 157, 154),
-    "arm64": (0xC00000B7, 198, 425, 0, 117, 271, 261, 157, 154),
+    #                     setsid, setpgid, prctl)
+    "x86_64": (0xC000003E, 41, 425, 0x40000000, 101, 311, 302, 112, 109, 157),
+    "aarch64": (0xC00000B7, 198, 425, 0, 117, 271, 261, 157, 154, 167),
+    "arm64": (0xC00000B7, 198, 425, 0, 117, 271, 261, 157, 154, 167),
 }
+_PR_SET_PDEATHSIG = 1
 
 
 def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
@@ -81,7 +82,10 @@ class CommandFilter:
     kills a group at once, forks in flight included), so none can hop from pid to pid out of a kill's reach (a
     process that forks and exits every tenth of a millisecond outran every list of pids read from /proc);
     programs that start theirs in a session of their own (`setsid`, `start_new_session=True`) go on working.
-    `supported` is False on a machine whose system-call numbers it does not know (then the caller must not call
+    Nor can a command change its own death signal (`prctl(PR_SET_PDEATHSIG)`: success, nothing done): under
+    bubblewrap the command is the namespace's first process (`--as-pid-1`: no other process in it to take over,
+    which an outside try did through `/proc/1/mem`), and its death signal is what takes the namespace down with
+    the kernel; under Landlock, with its supervisor. `supported` is False on a machine whose system-call numbers it does not know (then the caller must not call
     the network off)."""
 
     def __init__(self, *, network: bool = False) -> None:
@@ -89,7 +93,8 @@ class CommandFilter:
         self.supported = arch is not None and hasattr(ctypes, "CDLL")
         if not self.supported:
             return
-        audit, nr_socket, nr_uring, x32, nr_ptrace, nr_vm_writev, nr_prlimit, nr_setsid, nr_setpgid = arch  # type: ignore[misc]
+        (audit, nr_socket, nr_uring, x32, nr_ptrace, nr_vm_writev, nr_prlimit, nr_setsid, nr_setpgid,
+         nr_prctl) = arch  # type: ignore[misc]
         denied = _RET_ERRNO | _EACCES
         refused = _RET_ERRNO | _EPERM
         program: list[tuple] = [
@@ -104,6 +109,7 @@ class CommandFilter:
             (_JEQ_K, "prlimit", None, nr_prlimit),
             (_JEQ_K, "kept", None, nr_setsid),
             (_JEQ_K, "kept", None, nr_setpgid),
+            (_JEQ_K, "prctl", None, nr_prctl),
         ]
         if not network:
             program += [(_JEQ_K, "denied", None, nr_uring),
@@ -116,10 +122,12 @@ class CommandFilter:
             (_JEQ_K, None, "refused", 0),
             (_LD_W_ABS, None, None, 36),                     # high half
             (_JEQ_K, "allowed", "refused", 0),
+            "prctl", (_LD_W_ABS, None, None, 16),            # args[0]: the option
+            (_JEQ_K, "kept", "allowed", _PR_SET_PDEATHSIG),
             "allowed", (_RET_K, None, None, _RET_ALLOW),
             "refused", (_RET_K, None, None, refused),
             "denied", (_RET_K, None, None, denied),
-            "kept", (_RET_K, None, None, _RET_ERRNO),          # "done", and nothing done: it stays in its group
+            "kept", (_RET_K, None, None, _RET_ERRNO),          # "done", and nothing done
         ]
         code = _assemble(program)
         self.program = b"".join(code)

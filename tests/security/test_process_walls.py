@@ -50,6 +50,8 @@ def _commands(ws: Path, policy: str, *commands: str) -> list[str]:
 
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 def test_a_command_cannot_change_another_process_limits_nor_trace_it(ws: Path, backend, policy: str) -> None:
+    if backend.name == "bubblewrap":  # no other process to act on: `test_every_process_a_command_can_see_...`
+        pytest.skip("bubblewrap: the command is its namespace's first process, with no other process in it")
     limits, own, parent, first = _commands(
         ws, policy, "prlimit --pid $PPID --nofile=0:0 && echo changed", "ulimit -n 100 && ulimit -n",
         TRACE.format(pid="$PPID"), TRACE.format(pid=1))
@@ -215,3 +217,70 @@ def _gone(marker: str, within: float) -> bool:
             return False
         time.sleep(0.1)
     return True
+
+
+REACH = base64.b64encode(textwrap.dedent("""
+    import ctypes, os, sys
+    libc = ctypes.CDLL(None, use_errno=True)
+    mine = {os.getpid()}
+    def parent(pid):
+        try:
+            return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return -1
+    pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    changed = True
+    while changed:  # this process's own descendants (the shell's other children are the command's too)
+        changed = False
+        for pid in pids:
+            if pid not in mine and parent(pid) in mine:
+                mine.add(pid); changed = True
+    others = [p for p in pids if p not in mine]  # its parent included (bubblewrap's first process; a supervisor)
+    reached = []
+    for pid in others:
+        try:
+            os.close(os.open(f"/proc/{pid}/mem", os.O_RDWR)); reached.append((pid, "mem"))
+        except OSError:
+            pass
+        fd = libc.syscall(434, pid, 0)  # pidfd_open
+        if fd >= 0:
+            stolen = libc.syscall(438, fd, 0, 0)  # pidfd_getfd: its standard input
+            if stolen >= 0:
+                reached.append((pid, "pidfd_getfd"))
+            os.close(fd)
+        try:
+            os.kill(pid, 0); reached.append((pid, "signal"))
+        except OSError:
+            pass
+    print("others", len(others), "parent", parent(os.getpid()), "reached", reached[:5])
+"""
+).encode()).decode()
+"""Run inside a command: for every process it can see that is not its own (its parent included), try to open its
+memory for writing, take one of its descriptors and signal it; print how many it saw and what it reached."""
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_every_process_a_command_can_see_is_out_of_its_reach(ws: Path, backend, policy: str) -> None:
+    """An outside try took over bubblewrap's first process (same user, no capabilities) through `/proc/1/mem` and
+    `pidfd_getfd`, cleared its death signal and outlived the kernel. The mechanism, for every process a command
+    can see: under bubblewrap there is none (the command is the namespace's first process, `--as-pid-1`, and
+    sees only what it started); under Landlock every other process is outside its domain, which Landlock keeps it
+    from tracing, reading or writing the memory of, taking descriptors from, or signalling (scoping, ABI 6)."""
+    out, = _commands(ws, policy, f"python3 -c \"import base64; exec(base64.b64decode('{REACH}'))\"")
+    seen = out.split()
+    assert seen[0] == "others" and "reached []" in out, out
+    if backend.name == "bubblewrap":
+        assert seen[1] == "0" and seen[3] == "0", out  # nothing else in its namespace, no parent in view
+    else:
+        assert int(seen[1]) > 10, out  # control: the whole machine's processes are in view
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_a_command_cannot_change_its_death_signal(ws: Path, backend, policy: str) -> None:
+    """The death signal is what takes a command (bubblewrap: its whole namespace) down with the kernel: clearing it
+    reports success and changes nothing."""
+    probe = ("exec python3 -c \"import ctypes; libc = ctypes.CDLL(None, use_errno=True); v = ctypes.c_int(); "
+             "libc.prctl(2, ctypes.byref(v)); before = v.value; r = libc.prctl(1, 0, 0, 0, 0); "
+             "libc.prctl(2, ctypes.byref(v)); print('death signal', before, r, v.value)\"")
+    out, = _commands(ws, policy, probe)
+    assert "death signal 9 0 9" in out, out
