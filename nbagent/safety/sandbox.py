@@ -425,7 +425,7 @@ def prepare(
         wrapped = sandbox_command(argv, workspace=workspace, cwd=cwd, policy=policy, hidden=hidden, backend=backend)
         fds = bubblewrap_seccomp(wrapped, network=network)  # (off: a unix socket of the workspace is a way out;
         # always: tracing the namespace's first process, which would then outlive the kernel)
-        return Prepared(wrapped, watched=watched, links=links, pass_fds=fds)
+        return Prepared(wrapped, watched=watched, links=links, pass_fds=fds, workspace=ws)
     if any(ws == p or ws.startswith(p + "/") for p in secret_places()):
         raise OSError("the workspace is inside a credential store or Jupyter's runtime folder")
     home = os.path.realpath(os.path.expanduser("~"))

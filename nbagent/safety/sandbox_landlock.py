@@ -53,6 +53,8 @@ class Prepared:
     setup: tuple[Any, ...] = (None, False, -1, False)
     """What the command's process does before it becomes the command, beside dying with the kernel: `(mount steps
     or None, supervise, ruleset fd or -1, network)`, the rest of `nbagent.safety._launcher.set_up`'s spec."""
+    workspace: str = ""
+    """The workspace's real path, for a sandboxed command ("" without a sandbox)."""
     ruleset: LandlockRuleset | None = None
     marker: str | None = None
     tmpdir: str | None = None
@@ -89,7 +91,8 @@ class Prepared:
             return list(self.argv), {"pass_fds": self.pass_fds}
         spec = (os.getpid(), *self.setup)
         ruleset = self.setup[2]
-        if _launching() and len(encoded := marshal.dumps(spec).hex()) < _SPEC_LIMIT:
+        encoded = marshal.dumps(spec).hex()
+        if _launching() and not _writable_launcher(self.workspace) and len(encoded) < _SPEC_LIMIT:
             return ([sys.executable, "-I", "-S", _launcher.PROGRAM, encoded, "--", *self.argv],
                     {"pass_fds": (*self.pass_fds, *((ruleset,) if ruleset >= 0 else ()))})
         command_filter = self.ruleset.command_filter if self.ruleset is not None else None
@@ -156,6 +159,21 @@ SPAWN_VARIABLE = "NBAGENT_SPAWN"
 """`launcher` or `fork`: how every command is started, whatever this process holds (tests; troubleshooting)."""
 _SPEC_LIMIT = 100_000
 """Characters of a spec passed as one argument (Linux takes 128 KiB an argument); longer: forked."""
+
+
+def _writable_launcher(workspace: str) -> bool:
+    """Whether what the launcher runs before the sandbox is in place lies in `workspace`, where commands write:
+    its interpreter (and the `pyvenv.cfg` beside it or above, which names where the standard library is), the
+    standard library, or the launcher's own folder (its modules and their cached bytecode). A kernel whose Python
+    environment is in its workspace (a project's `.venv`) then forks its commands, as before: the launcher would
+    otherwise run outside the sandbox what an earlier command wrote."""
+    if not workspace:
+        return False
+    here = os.path.dirname(sys.executable)
+    inputs = (here, os.path.dirname(here), os.path.realpath(sys.executable), sys.base_prefix, sys.prefix,
+              os.path.dirname(_launcher.PROGRAM))
+    top = workspace.rstrip("/") + "/"
+    return any((real := os.path.realpath(path)) == workspace or real.startswith(top) for path in inputs if path)
 
 
 def _launching() -> bool:
@@ -326,7 +344,7 @@ def landlock_prepared(argv: list[str], *, ws: str, writes: bool, network: bool, 
     marker = uuid.uuid4().hex
     env = {MARKER_VARIABLE: marker, "TMPDIR": tmpdir, "TMP": tmpdir, "TEMP": tmpdir}
     top = _closed_top(ws, read_only, secret, hidden, too_big) if writes and plan is None else ""
-    return Prepared(list(argv), env=env, setup=setup, ruleset=ruleset, marker=marker, tmpdir=tmpdir,
+    return Prepared(list(argv), env=env, setup=setup, workspace=ws, ruleset=ruleset, marker=marker, tmpdir=tmpdir,
                     watched=watched, links=links, mounts=plan, top_level=top, copy=copy)
 
 

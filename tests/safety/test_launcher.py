@@ -128,3 +128,16 @@ def _gone(marker: str, within: float) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+def test_a_kernel_whose_python_lies_in_its_workspace_forks_its_commands(tmp_path, monkeypatch):
+    # the launcher runs before the sandbox is in place: an interpreter, a standard library or a launcher that a
+    # command may have rewritten (a project's .venv inside the workspace) would run outside it
+    monkeypatch.setenv("NBAGENT_SPAWN", "launcher")
+    outside = sandbox_landlock.Prepared(["true"], workspace=str(tmp_path))
+    assert outside.how_to_start()[0][0] == sys.executable
+    for where in (os.path.dirname(os.path.dirname(sys.executable)), os.path.dirname(_launcher.PROGRAM),
+                  os.path.realpath(sys.base_prefix)):
+        inside = sandbox_landlock.Prepared(["true"], workspace=os.path.realpath(where))
+        argv, how = inside.how_to_start()
+        assert argv == ["true"] and "preexec_fn" in how, where
