@@ -263,12 +263,13 @@ def protected_mounts(ws: Path) -> tuple[list[str], list[str]]:
     when that is inside the workspace."""
     pinned: list[str] = []
     read_only: list[str] = []
-    for rel in PROTECTED_PATHS:
+    names = [*PROTECTED_PATHS, *(os.path.relpath(p, ws) for p in kernel_environments(str(ws)))]
+    for rel in names:
         for parent in reversed(Path(rel).parents[:-1]):  # .git for .git/hooks
             where = ws / parent
             if str(where) not in pinned and where.is_dir() and not where.is_symlink():
                 pinned.append(str(where))
-    for rel in PROTECTED_PATHS:
+    for rel in names:
         target = ws / rel
         if target.is_symlink():
             real = os.path.realpath(target)
@@ -277,6 +278,20 @@ def protected_mounts(ws: Path) -> tuple[list[str], list[str]]:
         elif target.exists():
             read_only.append(str(target))
     return pinned, read_only
+
+
+def kernel_environments(ws: str) -> list[str]:
+    """The Python environments this process runs from (its prefix, its base's) that lie inside the workspace `ws`
+    (a project's `.venv`): kept read-only for commands, as protected paths are. The kernel, and the person's
+    next `python`, `jupyter` or `pip` from it, run what is in them (a `.pth` file in its site-packages runs at
+    every start: found by an outside try)."""
+    top = ws.rstrip("/") + "/"
+    found: list[str] = []
+    for prefix in (sys.prefix, sys.exec_prefix, sys.base_prefix):
+        real = os.path.realpath(prefix)
+        if real.startswith(top) and not any(real == f or real.startswith(f + "/") for f in found):
+            found.append(real)
+    return found
 
 
 # -- Landlock -------------------------------------------------------------------------------------------
@@ -313,6 +328,7 @@ def landlock_prepared(argv: list[str], *, ws: str, writes: bool, network: bool, 
             # a right on a directory holds for all beneath it: the whole workspace is writable, and protected
             # paths are copied now and put back after the command (`sandbox_restore`); where they hold more
             # than may be copied, they stay read-only and so does the top level above them
+            read_only = kernel_environments(ws)  # too big to copy: read-only, and the top level with them
             try:
                 if long_lived:
                     raise _Closed
@@ -322,8 +338,8 @@ def landlock_prepared(argv: list[str], *, ws: str, writes: bool, network: bool, 
                            f"too large to copy and put back: {exc}" if isinstance(exc, _restore.CopyTooLarge)
                            else str(exc) if isinstance(exc, _restore.NotPutBack)
                            else f"they could not be copied: {exc}")
-                read_only = [os.path.join(ws, rel) for rel in PROTECTED_PATHS
-                             if os.path.lexists(os.path.join(ws, rel))]
+                read_only += [os.path.join(ws, rel) for rel in PROTECTED_PATHS
+                              if os.path.lexists(os.path.join(ws, rel))]
     tmpdir = tempfile.mkdtemp(prefix="nbagent-sandbox-")
     try:
         ruleset = LandlockRuleset(readable=readable, writable=[tmpdir, *writable] if writes else [tmpdir],
@@ -370,7 +386,9 @@ def _closed_top(ws: str, read_only: list[str], secret: list[str], hidden: list[s
         return "the workspace itself is hidden from commands"
     parts = []
     kept = f"protected paths, kept read-only: {too_big}" if too_big else "protected paths, kept read-only"
-    for names, what in ((tops(read_only), kept),
+    environments = tops(kernel_environments(ws))
+    for names, what in (([n for n in tops(read_only) if n not in environments], kept),
+                        (environments, "the Python environment the kernel runs from, kept read-only"),
                         (tops(hidden), "hidden by a read deny rule, or holding what one hides"),
                         (tops(secret), "holding a credential store or Jupyter's runtime folder")):
         if names:

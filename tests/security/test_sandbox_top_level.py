@@ -400,3 +400,34 @@ def test_a_pdbrc_the_command_writes_at_the_top_level_is_refused_or_removed(repo:
     protected path like `.git`, refused (mounts) or removed after the command (Landlock alone)."""
     run = _approved(repo, "printf '!import os; os.system(\"touch pwned\")\\ncontinue\\n' > .pdbrc; echo done")
     assert not (repo / ".pdbrc").exists(), text_of(run.calls[0])
+
+
+def test_the_python_environment_the_kernel_runs_from_is_read_only_to_commands(repo: Path, backend, monkeypatch) -> None:
+    """A project's `.venv` inside the workspace, the kernel's own: a `.pth` file a command adds to its
+    site-packages would run at the next start of the kernel, or of any `python`, `jupyter` or `pip` from it (an
+    outside try). Kept read-only and in place, as protected paths are; Landlock alone closes the top level then,
+    and says why."""
+    import sys
+
+    env = repo / ".venv"
+    (env / "lib" / "site-packages").mkdir(parents=True)
+    (env / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    monkeypatch.setattr(sys, "prefix", str(env))
+    run = _approved(repo, "echo 'import os' > .venv/lib/site-packages/zz.pth", "mv .venv sub/gone",
+                    "echo ok > sub/made.txt")
+    assert not (env / "lib" / "site-packages" / "zz.pth").exists(), text_of(run.calls[0])
+    assert (env / "pyvenv.cfg").exists() and not (repo / "sub" / "gone").exists(), text_of(run.calls[1])
+    assert (repo / "sub" / "made.txt").exists(), text_of(run.calls[2])  # control: the workspace is still writable
+    if copies(backend):
+        assert "the Python environment the kernel runs from" in text_of(run.calls[1]), text_of(run.calls[1])
+
+
+def test_defence_off_a_command_plants_a_pth_in_the_kernel_s_environment(repo: Path, monkeypatch) -> None:
+    import sys
+
+    env = repo / ".venv"
+    (env / "lib" / "site-packages").mkdir(parents=True)
+    monkeypatch.setattr(sys, "prefix", str(env))
+    monkeypatch.setattr(sandbox_landlock, "kernel_environments", lambda ws: [])
+    _approved(repo, "echo 'import os' > .venv/lib/site-packages/zz.pth")
+    assert (env / "lib" / "site-packages" / "zz.pth").exists()
