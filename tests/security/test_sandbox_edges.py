@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from nbagent import Agent, toolbox
+from nbagent.safety import sandbox_landlock
 from nbagent.safety.sandbox import sandbox_backend
 
 from .conftest import Recorder, sh, ws  # noqa: F401 - fixtures
@@ -187,13 +188,15 @@ def test_no_process_outlives_the_call(ws):
 
 def test_defence_off_without_the_subreaper_a_cleared_environment_escapes(ws, backend, monkeypatch):
     """Landlock has no PID namespace: what stops such a process is the process the command was started as,
-    which adopts what the command leaves (a subreaper). Turned off, the marker sweep alone misses it."""
+    which adopts what the command leaves (a subreaper), and the kill of the command's process group once it has
+    ended. Both turned off, the marker sweep alone misses it."""
     if backend.name != "landlock":
         pytest.skip("bubblewrap's PID namespace is the defence there")
     from nbagent.safety import supervisor
 
     monkeypatch.setenv("NBAGENT_SPAWN", "fork")  # (the patch below holds in this process only)
     monkeypatch.setattr(supervisor, "supervise_command", lambda: None)
+    monkeypatch.setattr(sandbox_landlock.os, "killpg", lambda *a: None)  # (the group kill after the command)
     _approved(ws, "setsid env -i /bin/sh -c 'sleep 1; echo late > late.txt' > /dev/null 2>&1 & sleep 0.2")
     for _ in range(60):
         if (ws / "late.txt").exists():

@@ -135,6 +135,7 @@ def test_control_without_a_sandbox_the_environment_is_readable(ws, kernel_like):
 def test_defence_off_root_reads_it_under_landlock(misclassified, ws, kernel_like, backend, monkeypatch):
     if backend.name != "landlock" or os.geteuid() != 0:
         pytest.skip("only root under Landlock has the capability that the drop removes")
+    monkeypatch.setenv("NBAGENT_SPAWN", "fork")  # (the patch holds in this process only, not in a launcher)
     monkeypatch.setattr(sandbox_linux, "drop_capabilities", lambda: True)
     run = run_agent(ws, [sh(f"cat /proc/{kernel_like}/environ")], approver=Recorder(False))
     assert "KERNEL_API_KEY" in run.calls[0].result.details.stdout
@@ -194,6 +195,7 @@ def test_control_udp_when_the_policy_allows_the_network(ws):
 def test_defence_off_udp_gets_out_under_landlock(ws, backend, monkeypatch):
     if backend.name != "landlock":
         pytest.skip("bubblewrap's network namespace is the defence there")
+    monkeypatch.setenv("NBAGENT_SPAWN", "fork")  # (the patch holds in this process only, not in a launcher)
     monkeypatch.setattr(sandbox_linux.CommandFilter, "install", lambda self: True)
     port, received = _udp_listener()
     run_agent(ws, [sh(SEND_UDP.format(port=port))], mode="bypassPermissions")
