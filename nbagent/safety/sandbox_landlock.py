@@ -153,7 +153,7 @@ class Prepared:
 LAUNCH_ABOVE = 512 << 20
 """Bytes of memory this process holds above which a command is started through `nbagent.safety._launcher`
 rather than forked from it: a fork copies the page tables, about 16 ms a GB here (9 ms at 511 MB; under
-Landlock twice, as its supervisor forks again), while the launcher costs about 10 ms whatever this process
+Landlock twice, as its supervisor forks again), while the launcher costs about 14 ms whatever this process
 holds. A notebook's kernel holding a few GB of data would otherwise pay a fork of that size per command."""
 SPAWN_VARIABLE = "NBAGENT_SPAWN"
 """`launcher` or `fork`: how every command is started, whatever this process holds (tests; troubleshooting)."""
