@@ -40,7 +40,7 @@ from .protected import PROTECTED_PATHS
 from .sandbox_linux import _DEVICES, MARKER_VARIABLE, LandlockRuleset, MountPlan, stop_marked
 
 __all__ = ["Prepared", "landlock_prepared", "missing_protected", "protected_links", "protected_mounts",
-           "remove_created", "restore_links"]
+           "protected_names", "remove_created", "restore_links"]
 
 
 @dataclass(slots=True)
@@ -199,9 +199,26 @@ def make_own_folder(ws: Path) -> None:
         pass
 
 
+def protected_names(ws: str | os.PathLike[str]) -> list[str]:
+    """What is kept for commands, relative to the workspace `ws`: `PROTECTED_PATHS` at its top level and, where
+    this process (the kernel) works in a folder of the workspace below it (a notebook in a sub-folder, `%cd`), in
+    that folder too: programs read them from the folder they run in (the debugger's `.pdbrc`, git's `.git`,
+    direnv's `.envrc`; a `.pdbrc` in the kernel's sub-folder was found by an outside try)."""
+    names = list(PROTECTED_PATHS)
+    top = os.path.realpath(ws)
+    try:
+        here = os.path.realpath(os.getcwd())
+    except OSError:  # (its folder was removed)
+        return names
+    if here.startswith(top.rstrip("/") + "/"):
+        folder = os.path.relpath(here, top)
+        names += [f"{folder}/{name}" for name in PROTECTED_PATHS]
+    return names
+
+
 def missing_protected(ws: Path) -> list[Path]:
-    """The `PROTECTED_PATHS` of `ws` that do not exist now (what `remove_created` looks at after a call)."""
-    return [ws / rel for rel in PROTECTED_PATHS if not os.path.lexists(ws / rel)]
+    """The `protected_names` of `ws` that do not exist now (what `remove_created` looks at after a call)."""
+    return [ws / rel for rel in protected_names(ws) if not os.path.lexists(ws / rel)]
 
 
 def remove_created(paths: Iterable[Path]) -> list[str]:
@@ -229,7 +246,7 @@ def protected_links(ws: Path) -> dict[str, str]:
     """The `PROTECTED_PATHS` of `ws` that are symbolic links, with where each leads. A mount follows a
     link, so what keeps the link itself in place is `restore_links` after the call."""
     found = {}
-    for rel in PROTECTED_PATHS:
+    for rel in protected_names(ws):
         path = ws / rel
         if path.is_symlink():
             try:
@@ -263,7 +280,7 @@ def protected_mounts(ws: Path) -> tuple[list[str], list[str]]:
     when that is inside the workspace."""
     pinned: list[str] = []
     read_only: list[str] = []
-    names = [*PROTECTED_PATHS, *(os.path.relpath(p, ws) for p in kernel_environments(str(ws)))]
+    names = [*protected_names(ws), *(os.path.relpath(p, ws) for p in kernel_environments(str(ws)))]
     for rel in names:
         for parent in reversed(Path(rel).parents[:-1]):  # .git for .git/hooks
             where = ws / parent
@@ -332,13 +349,13 @@ def landlock_prepared(argv: list[str], *, ws: str, writes: bool, network: bool, 
             try:
                 if long_lived:
                     raise _Closed
-                copy = _restore.take(ws, PROTECTED_PATHS)
+                copy = _restore.take(ws, protected_names(ws))
             except (OSError, _Closed) as exc:
                 too_big = (LONG_LIVED if isinstance(exc, _Closed) else
                            f"too large to copy and put back: {exc}" if isinstance(exc, _restore.CopyTooLarge)
                            else str(exc) if isinstance(exc, _restore.NotPutBack)
                            else f"they could not be copied: {exc}")
-                read_only += [os.path.join(ws, rel) for rel in PROTECTED_PATHS
+                read_only += [os.path.join(ws, rel) for rel in protected_names(ws)
                               if os.path.lexists(os.path.join(ws, rel))]
     tmpdir = tempfile.mkdtemp(prefix="nbagent-sandbox-")
     try:

@@ -68,6 +68,10 @@ mount namespace all of `.git` is read-only.)"""
 def _is_data(rel: str, name: str) -> bool:
     """Whether `name` inside the folder `rel` is data (`_DATA`), not copied nor put back."""
     parts = rel.split("/")
+    for at, part in enumerate(parts):  # (a protected folder below the top: the kernel's folder's `.git`)
+        if part in _DATA:
+            parts = parts[at:]
+            break
     data = _DATA.get(parts[0], frozenset())
     if name not in data:
         return False

@@ -431,3 +431,20 @@ def test_defence_off_a_command_plants_a_pth_in_the_kernel_s_environment(repo: Pa
     monkeypatch.setattr(sandbox_landlock, "kernel_environments", lambda ws: [])
     _approved(repo, "echo 'import os' > .venv/lib/site-packages/zz.pth")
     assert (env / "lib" / "site-packages" / "zz.pth").exists()
+
+
+@pytest.mark.parametrize("name", [".pdbrc", ".envrc"])
+def test_protected_names_hold_in_the_folder_the_kernel_works_in_too(repo: Path, name: str, monkeypatch) -> None:
+    """The kernel working in a sub-folder of the workspace (a notebook there, `%cd`): programs read these from the
+    folder they run in (the debugger's `.pdbrc`: an outside try), so they are kept there as at the top level."""
+    (repo / "notebooks").mkdir()
+    monkeypatch.chdir(repo / "notebooks")
+    run = _approved(repo, f"printf 'x\\n' > notebooks/{name}; echo done", "echo ok > notebooks/made.txt")
+    assert not (repo / "notebooks" / name).exists(), text_of(run.calls[0])
+    assert (repo / "notebooks" / "made.txt").exists(), text_of(run.calls[1])  # control: the folder is writable
+
+
+def test_defence_off_outside_the_kernel_s_folder_the_name_is_an_ordinary_file(repo: Path, monkeypatch) -> None:
+    (repo / "notebooks").mkdir()
+    run = _approved(repo, "printf 'x\\n' > notebooks/.pdbrc; echo done")  # the kernel works elsewhere
+    assert (repo / "notebooks" / ".pdbrc").exists(), text_of(run.calls[0])
