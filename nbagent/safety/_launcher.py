@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import marshal
 import os
+import signal  # (its siblings import it too: no cost of its own)
 import sys
 
 if __package__:  # imported: nbagent.safety._launcher
@@ -43,9 +44,6 @@ else:  # run as a program: its two stdlib-only siblings, by their paths (no pack
     _linux, _supervisor = _sibling("sandbox_linux"), _sibling("supervisor")
 
 __all__ = ["PROGRAM", "set_up"]
-
-_KILL = 9
-"""SIGKILL."""
 
 PROGRAM = os.path.abspath(__file__)
 """This file, run as the program that starts a command outside the kernel's process."""
@@ -70,9 +68,9 @@ def die_with(starter: int) -> None:
     no exit handler); if it died already, now."""
     if _linux._LIBC is None:  # not Linux
         return
-    _linux._LIBC.prctl(1, _KILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    _linux._LIBC.prctl(_linux._PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != starter:  # it died before this process asked
-        os.kill(os.getpid(), _KILL)
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def main(args: list[str]) -> None:

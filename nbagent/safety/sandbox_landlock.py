@@ -91,10 +91,11 @@ class Prepared:
             return list(self.argv), {"pass_fds": self.pass_fds}
         spec = (os.getpid(), *self.setup)
         ruleset = self.setup[2]
-        encoded = marshal.dumps(spec).hex()
-        if _launching() and not _writable_launcher(self.workspace) and len(encoded) < _SPEC_LIMIT:
-            return ([sys.executable, "-I", "-S", _launcher.PROGRAM, encoded, "--", *self.argv],
-                    {"pass_fds": (*self.pass_fds, *((ruleset,) if ruleset >= 0 else ()))})
+        if _launching() and not _writable_launcher(self.workspace):
+            encoded = marshal.dumps(spec).hex()
+            if len(encoded) < _SPEC_LIMIT:
+                return ([sys.executable, "-I", "-S", _launcher.PROGRAM, encoded, "--", *self.argv],
+                        {"pass_fds": (*self.pass_fds, *((ruleset,) if ruleset >= 0 else ()))})
         command_filter = self.ruleset.command_filter if self.ruleset is not None else None
         return list(self.argv), {"preexec_fn": functools.partial(_launcher.set_up, spec, command_filter),
                                  "pass_fds": self.pass_fds}
@@ -169,11 +170,18 @@ def _writable_launcher(workspace: str) -> bool:
     otherwise run outside the sandbox what an earlier command wrote."""
     if not workspace:
         return False
-    here = os.path.dirname(sys.executable)
-    inputs = (here, os.path.dirname(here), os.path.realpath(sys.executable), sys.base_prefix, sys.prefix,
-              os.path.dirname(_launcher.PROGRAM))
     top = workspace.rstrip("/") + "/"
-    return any((real := os.path.realpath(path)) == workspace or real.startswith(top) for path in inputs if path)
+    return any((real := os.path.realpath(path)) == workspace or real.startswith(top) for path in _launcher_reads())
+
+
+def _launcher_reads() -> tuple[str, ...]:
+    """Where everything the launcher reads before the sandbox is in place lies: its interpreter (and the folder
+    and the one above, where a `pyvenv.cfg` names the standard library), the prefixes its standard library and
+    compiled modules come from, and its own folder (test: every module it loads lies under one of these)."""
+    here = os.path.dirname(sys.executable)
+    return tuple(path for path in (here, os.path.dirname(here), os.path.realpath(sys.executable), sys.base_prefix,
+                                   sys.base_exec_prefix, sys.prefix, sys.exec_prefix,
+                                   os.path.dirname(_launcher.PROGRAM)) if path)
 
 
 def _launching() -> bool:

@@ -85,8 +85,8 @@ class CommandFilter:
     Nor can a command change its own death signal (`prctl(PR_SET_PDEATHSIG)`: success, nothing done): under
     bubblewrap the command is the namespace's first process (`--as-pid-1`: no other process in it to take over,
     which an outside try did through `/proc/1/mem`), and its death signal is what takes the namespace down with
-    the kernel; under Landlock, with its supervisor. `supported` is False on a machine whose system-call numbers it does not know (then the caller must not call
-    the network off)."""
+    the kernel; under Landlock, with its supervisor. `supported` is False on a machine whose system-call numbers it
+    does not know (then the caller must not call the network off)."""
 
     def __init__(self, *, network: bool = False) -> None:
         arch = _ARCHES.get(_MACHINE)

@@ -141,3 +141,18 @@ def test_a_kernel_whose_python_lies_in_its_workspace_forks_its_commands(tmp_path
         inside = sandbox_landlock.Prepared(["true"], workspace=os.path.realpath(where))
         argv, how = inside.how_to_start()
         assert argv == ["true"] and "preexec_fn" in how, where
+
+
+def test_every_file_the_launcher_loads_lies_where_the_workspace_check_looks():
+    # the mechanism behind the check above, for every member: each module the launcher's interpreter has loaded by
+    # the time it would exec the command lies under a place `_writable_launcher` looks at (so a workspace holding
+    # any of them makes the kernel fork instead)
+    code = ("import runpy, sys; runpy.run_path(sys.argv[1], run_name='loaded'); "
+            "print('\\n'.join(getattr(m, '__file__', None) or '' for m in list(sys.modules.values())))")
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", code, _launcher.PROGRAM], capture_output=True,
+                          text=True, check=True)
+    files = [os.path.realpath(f) for f in done.stdout.split("\n") if f]
+    assert any(f.endswith("sandbox_linux.py") for f in files) and any(f.endswith("supervisor.py") for f in files)
+    roots = [os.path.realpath(r) for r in sandbox_landlock._launcher_reads()]
+    outside = [f for f in files if not any(f == r or f.startswith(r.rstrip("/") + "/") for r in roots)]
+    assert not outside, outside
